@@ -1,0 +1,94 @@
+//! ABI checks of the raw crate against the linked libradix_mlp: the version constants agree
+//! with the crate version and with the binary, the `#[repr(C)]` structs have the C layout
+//! (sizes and offsets below were read from `radix_mlp.h` with a C program using
+//! `sizeof`/`offsetof`), and every status has a description.
+use core::ffi::CStr;
+use core::mem::{align_of, offset_of, size_of};
+use radix_mlp_sys::*;
+
+#[test]
+fn version_constants_match_crate_version() {
+    let parts: Vec<u32> = env!("CARGO_PKG_VERSION")
+        .split(['.', '-', '+'])
+        .take(3)
+        .map(|p| p.parse().expect("numeric version part"))
+        .collect();
+    assert_eq!(parts, [RMLP_VERSION_MAJOR, RMLP_VERSION_MINOR, RMLP_VERSION_PATCH]);
+    assert_eq!(RMLP_VERSION, (parts[0] << 16) | (parts[1] << 8) | parts[2]);
+}
+
+#[test]
+fn linked_library_matches_header() {
+    assert_eq!(unsafe { rmlp_version() }, RMLP_VERSION);
+    let s = unsafe { CStr::from_ptr(rmlp_version_string()) }.to_str().unwrap();
+    assert_eq!(s, format!("{RMLP_VERSION_MAJOR}.{RMLP_VERSION_MINOR}.{RMLP_VERSION_PATCH}"));
+}
+
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn struct_layout_matches_c() {
+    assert_eq!((size_of::<rmlp_plan_params>(), align_of::<rmlp_plan_params>()), (24, 8));
+    assert_eq!(offset_of!(rmlp_plan_params, struct_size), 0);
+    assert_eq!(offset_of!(rmlp_plan_params, pad), 4);
+    assert_eq!(offset_of!(rmlp_plan_params, pad_multiple_of), 8);
+    assert_eq!(offset_of!(rmlp_plan_params, threshold), 16);
+
+    assert_eq!((size_of::<rmlp_plan>(), align_of::<rmlp_plan>()), (80, 8));
+    assert_eq!(offset_of!(rmlp_plan, n_compact_padded), 16);
+    assert_eq!(offset_of!(rmlp_plan, use_radix), 20);
+    assert_eq!(offset_of!(rmlp_plan, compact_ratio), 24);
+    assert_eq!(offset_of!(rmlp_plan, build_us), 32);
+    assert_eq!(offset_of!(rmlp_plan, fold_gather), 40);
+    assert_eq!(offset_of!(rmlp_plan, compact_parent), 72);
+}
+
+#[test]
+fn default_params_match_constants() {
+    let p = unsafe { rmlp_plan_default_params() };
+    assert_eq!(p.struct_size as usize, size_of::<rmlp_plan_params>());
+    assert!(!p.pad);
+    assert_eq!(p.pad_multiple_of, RMLP_DEFAULT_PAD_MULTIPLE);
+    assert_eq!(p.threshold, RMLP_DEFAULT_THRESHOLD);
+}
+
+#[test]
+fn status_strings_are_non_empty() {
+    let codes = [
+        RMLP_OK,
+        RMLP_ERR_INVALID_ARGUMENT,
+        RMLP_ERR_INVALID_SEQLENS,
+        RMLP_ERR_TOO_LARGE,
+        RMLP_ERR_OUT_OF_MEMORY,
+        RMLP_ERR_UNSUPPORTED,
+        RMLP_ERR_CUDA,
+        RMLP_ERR_NO_DEVICE,
+        RMLP_ERR_INTERNAL,
+        -1000,
+    ];
+    let strings: Vec<String> =
+        codes.iter().map(|&c| unsafe { CStr::from_ptr(rmlp_status_string(c)) }.to_str().unwrap().to_owned()).collect();
+    assert!(strings.iter().all(|s| !s.is_empty()), "{strings:?}");
+    // The known codes have distinct descriptions.
+    let mut known = strings[..codes.len() - 1].to_vec();
+    known.sort();
+    known.dedup();
+    assert_eq!(known.len(), codes.len() - 1, "{strings:?}");
+}
+
+#[test]
+fn last_error_is_set_and_cleared() {
+    let mut out = core::mem::MaybeUninit::<rmlp_plan>::uninit();
+    let mut planner = core::ptr::null_mut();
+    assert_eq!(unsafe { rmlp_planner_create(&mut planner) }, RMLP_OK);
+    // One token in one sequence, with the given cu_seqlens.
+    let mut build = |cu: [u32; 2]| unsafe {
+        rmlp_plan_build(planner, [0u32].as_ptr(), [0u32].as_ptr(), 1, cu.as_ptr(), 1, core::ptr::null(), out.as_mut_ptr())
+    };
+    assert_eq!(build([1, 1]), RMLP_ERR_INVALID_SEQLENS);
+    let msg = unsafe { CStr::from_ptr(rmlp_last_error()) }.to_str().unwrap().to_owned();
+    assert!(msg.contains("cu_seqlens[0]=1"), "{msg}");
+    assert_eq!(build([0, 1]), RMLP_OK);
+    assert_eq!(unsafe { CStr::from_ptr(rmlp_last_error()) }.to_bytes(), b"");
+    unsafe { rmlp_planner_free(planner) };
+    unsafe { rmlp_planner_free(core::ptr::null_mut()) };
+}

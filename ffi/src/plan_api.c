@@ -1,0 +1,138 @@
+/*
+ * plan_api.c: the exported planner entry points. Every argument is checked here, with a
+ * message that names the argument and index, before the trie/ code (which trusts its input)
+ * runs.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../trie/planner.h"
+#include "export.h"
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+RMLP_EXPORT rmlp_plan_params rmlp_plan_default_params(void) {
+    rmlp_plan_params params;
+    memset(&params, 0, sizeof params); /* padding bytes too, so params compare with memcmp */
+    params.struct_size = (uint32_t)sizeof(rmlp_plan_params);
+    params.pad = false;
+    params.pad_multiple_of = RMLP_DEFAULT_PAD_MULTIPLE;
+    params.threshold = RMLP_DEFAULT_THRESHOLD;
+    return params;
+}
+
+RMLP_EXPORT rmlp_status rmlp_planner_create(rmlp_planner **out) {
+    static const char fn[] = "rmlp_planner_create";
+    rmlp_clear_error();
+    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+    *out = trie_planner_new();
+    if (*out == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the planner failed");
+    return RMLP_OK;
+}
+
+RMLP_EXPORT void rmlp_planner_free(rmlp_planner *planner) { trie_planner_delete(planner); }
+
+/* Rows a padded compact space can need; the 32-bit indices must reach all of them. */
+static rmlp_status check_sizes(const char *fn, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple) {
+    if (n_tokens > UINT32_MAX)
+        return rmlp_fail(RMLP_ERR_TOO_LARGE, fn, "n_tokens=%zu exceeds 2^32-1", n_tokens);
+    if (n_seqs > UINT32_MAX) return rmlp_fail(RMLP_ERR_TOO_LARGE, fn, "n_seqs=%zu exceeds 2^32-1", n_seqs);
+    uint64_t padded = pad_multiple > 1 ? ((uint64_t)n_tokens + pad_multiple - 1) / pad_multiple * pad_multiple
+                                       : (uint64_t)n_tokens;
+    if (padded > UINT32_MAX)
+        return rmlp_fail(RMLP_ERR_TOO_LARGE, fn, "n_tokens=%zu padded to a multiple of %u exceeds 2^32-1", n_tokens,
+                         pad_multiple);
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs,
+                                             uint32_t max_pad_multiple) {
+    static const char fn[] = "rmlp_planner_reserve";
+    rmlp_clear_error();
+    if (planner == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "planner is NULL");
+    if (max_pad_multiple > RMLP_MAX_PAD_MULTIPLE)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_pad_multiple=%u exceeds RMLP_MAX_PAD_MULTIPLE=%u",
+                         max_pad_multiple, (unsigned)RMLP_MAX_PAD_MULTIPLE);
+    rmlp_status status = check_sizes(fn, n_tokens, n_seqs, max_pad_multiple);
+    if (status != RMLP_OK) return status;
+    if (trie_planner_reserve(planner, n_tokens, n_seqs, max_pad_multiple) != 0)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating scratch for %zu tokens in %zu sequences failed",
+                         n_tokens, n_seqs);
+    return RMLP_OK;
+}
+
+static rmlp_status check_params(const char *fn, const rmlp_plan_params *params, trie_options *options) {
+    if (params->struct_size != sizeof(rmlp_plan_params))
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "params->struct_size=%u but this library expects %zu (use rmlp_plan_default_params())",
+                         params->struct_size, sizeof(rmlp_plan_params));
+    if (isnan(params->threshold))
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->threshold is NaN");
+    if (params->threshold < 0.0)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->threshold=%g is negative (0 turns radix off)",
+                         params->threshold);
+    if (params->pad && params->pad_multiple_of == 0)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->pad is set but params->pad_multiple_of is 0");
+    if (params->pad && params->pad_multiple_of > RMLP_MAX_PAD_MULTIPLE)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->pad_multiple_of=%u exceeds RMLP_MAX_PAD_MULTIPLE=%u",
+                         params->pad_multiple_of, (unsigned)RMLP_MAX_PAD_MULTIPLE);
+    options->pad_multiple = params->pad ? params->pad_multiple_of : 0;
+    options->threshold = params->threshold;
+    return RMLP_OK;
+}
+
+static rmlp_status check_batch(const char *fn, const uint32_t *input_ids, const uint32_t *position_ids,
+                               size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs) {
+    if (n_tokens > 0 && input_ids == NULL)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "input_ids is NULL but n_tokens=%zu", n_tokens);
+    if (n_tokens > 0 && position_ids == NULL)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "position_ids is NULL but n_tokens=%zu", n_tokens);
+    if (n_seqs == 0)
+        return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn,
+                         "n_seqs is 0: a batch has at least one sequence (an empty batch is cu_seqlens=[0, 0])");
+    if (cu_seqlens == NULL)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "cu_seqlens is NULL but n_seqs=%zu", n_seqs);
+    if (cu_seqlens[0] != 0)
+        return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn, "cu_seqlens[0]=%u, must be 0", cu_seqlens[0]);
+    for (size_t s = 1; s <= n_seqs; s++)
+        if (cu_seqlens[s] < cu_seqlens[s - 1])
+            return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn, "cu_seqlens[%zu]=%u < cu_seqlens[%zu]=%u", s,
+                             cu_seqlens[s], s - 1, cu_seqlens[s - 1]);
+    if (cu_seqlens[n_seqs] != n_tokens)
+        return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn, "cu_seqlens[%zu]=%u, must equal n_tokens=%zu", n_seqs,
+                         cu_seqlens[n_seqs], n_tokens);
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *input_ids,
+                                        const uint32_t *position_ids, size_t n_tokens, const uint32_t *cu_seqlens,
+                                        size_t n_seqs, const rmlp_plan_params *params, rmlp_plan *out) {
+    static const char fn[] = "rmlp_plan_build";
+    double start = now_us();
+    rmlp_clear_error();
+    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+    memset(out, 0, sizeof *out);
+    if (planner == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "planner is NULL");
+
+    rmlp_plan_params defaults = rmlp_plan_default_params();
+    trie_options options;
+    rmlp_status status = check_params(fn, params != NULL ? params : &defaults, &options);
+    if (status == RMLP_OK) status = check_sizes(fn, n_tokens, n_seqs, options.pad_multiple);
+    if (status == RMLP_OK) status = check_batch(fn, input_ids, position_ids, n_tokens, cu_seqlens, n_seqs);
+    if (status != RMLP_OK) return status;
+
+    if (trie_plan_build(planner, input_ids, position_ids, n_tokens, cu_seqlens, n_seqs, &options, out) != 0) {
+        memset(out, 0, sizeof *out);
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating plan arrays for %zu tokens in %zu sequences failed",
+                         n_tokens, n_seqs);
+    }
+    out->build_us = now_us() - start;
+    return RMLP_OK;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command: sets up (scripts/setup.sh), then runs
+#   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
+#   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
+#   3. cargo test for bindings/rust/radix-mlp-sys and bindings/rust/radix-mlp against build/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=$(nproc)
+
+"$root/scripts/setup.sh"
+
+echo "== ctest (build/)"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== ctest under ASan+UBSan (build-asan/)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRMLP_CUDA=OFF -DRMLP_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L cpu
+
+echo "== cargo test"
+[ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+export RADIX_MLP_LIB_DIR="$root/build" LD_LIBRARY_PATH="$root/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CARGO_TARGET_DIR="$root/build/cargo"
+for crate in bindings/rust/radix-mlp-sys bindings/rust/radix-mlp; do
+  (cd "$crate" && cargo test --offline --quiet)
+done
+echo "== all tests passed"

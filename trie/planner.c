@@ -1,0 +1,148 @@
+/*
+ * planner.c: owns a planner's arrays, runs the radix tree, applies the gate (identity maps
+ * when sharing is too small to pay) and pads the compact rows.
+ *
+ * Arrays only grow, each group in one allocation made before the old one is released, so a
+ * failed growth leaves the planner as it was and a planner that has seen a batch this large
+ * builds without allocating.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "iota.h"
+#include "planner.h"
+#include "radix_tree.h"
+
+struct rmlp_planner {
+    uint32_t *maps_block;       /* owns the five map arrays below */
+    uint32_t *fold_gather;      /* (compact_capacity) */
+    uint32_t *compact_ids;      /* (compact_capacity) */
+    uint32_t *compact_pos;      /* (compact_capacity) */
+    uint32_t *compact_parent;   /* (compact_capacity) */
+    uint32_t *scatter;          /* (token_capacity) */
+    size_t token_capacity;
+    size_t compact_capacity;
+    void *nodes_block;          /* owns nodes and used_slots */
+    size_t node_capacity;
+    radix_tree_scratch tree;    /* links: (link_mask + 1), all slots empty between builds */
+    size_t link_capacity;
+};
+
+rmlp_planner *trie_planner_new(void) { return calloc(1, sizeof(rmlp_planner)); }
+
+void trie_planner_delete(rmlp_planner *planner) {
+    if (planner == NULL) return;
+    free(planner->maps_block);
+    free(planner->nodes_block);
+    free(planner->tree.links);
+    free(planner);
+}
+
+static int grow_maps(rmlp_planner *p, size_t tokens, size_t compact) {
+    if (tokens <= p->token_capacity && compact <= p->compact_capacity) return 0;
+    if (tokens < p->token_capacity) tokens = p->token_capacity;
+    if (compact < p->compact_capacity) compact = p->compact_capacity;
+    uint32_t *block = malloc((4 * compact + tokens) * sizeof(uint32_t));
+    if (block == NULL) return -1;
+    free(p->maps_block);
+    p->maps_block = block;
+    p->fold_gather = block;
+    p->compact_ids = block + compact;
+    p->compact_pos = block + 2 * compact;
+    p->compact_parent = block + 3 * compact;
+    p->scatter = block + 4 * compact;
+    p->token_capacity = tokens;
+    p->compact_capacity = compact;
+    return 0;
+}
+
+static int grow_tree(rmlp_planner *p, size_t max_nodes) {
+    if (max_nodes > p->node_capacity) {
+        void *block = malloc(max_nodes * (sizeof(trie_node) + sizeof(uint32_t)));
+        if (block == NULL) return -1;
+        free(p->nodes_block);
+        p->nodes_block = block;
+        p->tree.nodes = block;
+        p->tree.used_slots = (uint32_t *)(p->tree.nodes + max_nodes);
+        p->node_capacity = max_nodes;
+    }
+    size_t links = 16; /* a power of two, at most 2/3 full, so probes stay short */
+    while (links < max_nodes + max_nodes / 2) links *= 2;
+    if (links > p->link_capacity) {
+        trie_link *table = calloc(links, sizeof(trie_link));
+        if (table == NULL) return -1;
+        free(p->tree.links);
+        p->tree.links = table;
+        p->tree.link_mask = (uint32_t)(links - 1);
+        p->link_capacity = links;
+    }
+    return 0;
+}
+
+int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple) {
+    size_t pad_rows = pad_multiple > 1 ? pad_multiple - 1 : 0;
+    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0) return -1;
+    return grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs));
+}
+
+static void write_identity(const uint32_t *input_ids, const uint32_t *position_ids, size_t n_tokens,
+                           const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps) {
+    if (n_tokens == 0) return;
+    trie_fill_iota(maps->fold_gather, 0, n_tokens);
+    trie_fill_iota(maps->scatter, 0, n_tokens);
+    memcpy(maps->compact_ids, input_ids, n_tokens * sizeof(uint32_t));
+    memcpy(maps->compact_pos, position_ids, n_tokens * sizeof(uint32_t));
+    trie_fill_iota(maps->compact_parent + 1, 0, n_tokens - 1);
+    for (size_t s = 0; s < n_seqs; s++)
+        if (cu_seqlens[s] < cu_seqlens[s + 1]) maps->compact_parent[cu_seqlens[s]] = RMLP_NO_PARENT;
+}
+
+/* Pads rows [n_compact, next multiple) with token 0, position 0, gather 0, no parent. */
+static size_t pad_compact(const radix_tree_maps *maps, size_t n_compact, uint32_t pad_multiple) {
+    if (pad_multiple <= 1 || n_compact == 0) return n_compact;
+    size_t padded = (n_compact + pad_multiple - 1) / pad_multiple * pad_multiple;
+    for (size_t j = n_compact; j < padded; j++) {
+        maps->fold_gather[j] = 0;
+        maps->compact_ids[j] = 0;
+        maps->compact_pos[j] = 0;
+        maps->compact_parent[j] = RMLP_NO_PARENT;
+    }
+    return padded;
+}
+
+int trie_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint32_t *position_ids,
+                    size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, const trie_options *options,
+                    rmlp_plan *out) {
+    int skip_tree = options->threshold == 0.0;
+    size_t pad_rows = options->pad_multiple > 1 ? options->pad_multiple - 1 : 0;
+    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0) return -1;
+    if (!skip_tree && grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs)) != 0) return -1;
+
+    radix_tree_maps maps = {planner->fold_gather, planner->scatter, planner->compact_ids, planner->compact_pos,
+                            planner->compact_parent};
+    size_t n_distinct = skip_tree ? n_tokens
+                                  : radix_tree_build(&planner->tree, input_ids, position_ids, cu_seqlens, n_seqs, &maps);
+    double ratio = n_tokens > 0 ? (double)n_distinct / (double)n_tokens : 1.0;
+    int use_radix = !skip_tree && (options->threshold >= 1.0 || ratio < options->threshold);
+    /* With nothing shared the tree's maps already are the identity. */
+    if (!use_radix && (skip_tree || n_distinct != n_tokens))
+        write_identity(input_ids, position_ids, n_tokens, cu_seqlens, n_seqs, &maps);
+    size_t n_compact = use_radix ? n_distinct : n_tokens;
+    size_t n_padded = use_radix ? pad_compact(&maps, n_compact, options->pad_multiple) : n_compact;
+
+    *out = (rmlp_plan){
+        .n_tokens = (uint32_t)n_tokens,
+        .n_seqs = (uint32_t)n_seqs,
+        .n_distinct = (uint32_t)n_distinct,
+        .n_compact = (uint32_t)n_compact,
+        .n_compact_padded = (uint32_t)n_padded,
+        .use_radix = use_radix,
+        .compact_ratio = ratio,
+        .fold_gather = maps.fold_gather,
+        .scatter = maps.scatter,
+        .compact_input_ids = maps.compact_ids,
+        .compact_position_ids = maps.compact_pos,
+        .compact_parent = maps.compact_parent,
+    };
+    return 0;
+}

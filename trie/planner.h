@@ -1,0 +1,37 @@
+/*
+ * planner.h: the plan builder behind rmlp_plan_build, on inputs the ffi layer has already
+ * validated. Pure C; depends on nothing but the public header's types.
+ *
+ * A planner owns every array it writes (the plan's maps and the radix tree's scratch) and
+ * only ever grows them, so a planner that has seen a batch as large as the next one builds it
+ * without allocating.
+ */
+#ifndef RMLP_TRIE_PLANNER_H
+#define RMLP_TRIE_PLANNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radix_mlp.h"
+
+/* Gate and padding of one build, already checked (threshold >= 0, not NaN). */
+typedef struct trie_options {
+    uint32_t pad_multiple; /* 0 or 1: no padding */
+    double threshold;      /* TEI semantics: >= 1 always radix, 0 never, else radix iff ratio < threshold */
+} trie_options;
+
+/* Returns NULL when out of memory. */
+rmlp_planner *trie_planner_new(void);
+void trie_planner_delete(rmlp_planner *planner);
+
+/* Grows scratch for n_tokens tokens in n_seqs sequences padded to pad_multiple.
+ * Returns 0, or -1 when out of memory (the planner keeps its previous arrays). */
+int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple);
+
+/* Builds the plan into *out. n_tokens < 2^32, and the padded compact size fits 32 bits.
+ * Returns 0, or -1 when out of memory. */
+int trie_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint32_t *position_ids,
+                    size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, const trie_options *options,
+                    rmlp_plan *out);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * radix_tree.h: the compressed prefix tree over (token, position) paths that finds the
+ * distinct rows of a batch and writes the RadixMLP maps in one pass.
+ */
+#ifndef RMLP_TRIE_RADIX_TREE_H
+#define RMLP_TRIE_RADIX_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A run of the tree: input rows [src, src + len) whose compact rows are
+ * [compact, compact + len). Node 0 is the root, an empty run. The hint is the child taken or
+ * added last, (hint_token, hint_position) -> link hint_slot, tried before the hash table;
+ * hint_slot is TRIE_NO_HINT until the node has a child. */
+typedef struct trie_node {
+    uint32_t src;
+    uint32_t len;
+    uint32_t compact;
+    uint32_t hint_slot;
+    uint32_t hint_token;
+    uint32_t hint_position;
+} trie_node;
+
+#define TRIE_NO_HINT UINT32_MAX
+
+/* Child link (parent node, first token, first position) -> child node, in an
+ * open-addressing table; child == 0 marks an empty slot (the root is nobody's child). */
+typedef struct trie_link {
+    uint32_t parent;
+    uint32_t token;
+    uint32_t position;
+    uint32_t child;
+} trie_link;
+
+/* Scratch of one build. links has link_mask + 1 slots, all empty on entry and on return;
+ * nodes and used_slots hold at least radix_tree_max_nodes() entries. */
+typedef struct radix_tree_scratch {
+    trie_node *nodes;
+    trie_link *links;
+    uint32_t link_mask;
+    uint32_t *used_slots;
+} radix_tree_scratch;
+
+/* Output arrays of one build, each with room for n_tokens rows. */
+typedef struct radix_tree_maps {
+    uint32_t *fold_gather;    /* (n_compact) */
+    uint32_t *scatter;        /* (n_tokens) */
+    uint32_t *compact_ids;    /* (n_compact) */
+    uint32_t *compact_pos;    /* (n_compact) */
+    uint32_t *compact_parent; /* (n_compact) */
+} radix_tree_maps;
+
+/* Upper bound on the nodes a batch creates: the root plus, per sequence, at most one split
+ * and one new run. */
+size_t radix_tree_max_nodes(size_t n_tokens, size_t n_seqs);
+
+/* Builds the tree over a validated batch, writes the maps, leaves the link table empty
+ * again, and returns N' (the number of distinct paths). */
+uint32_t radix_tree_build(radix_tree_scratch *scratch, const uint32_t *input_ids, const uint32_t *position_ids,
+                          const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps);
+
+#endif
