@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "iota.h"
+#include "row_ops.h"
 #include "planner.h"
 #include "radix_tree.h"
 
@@ -22,9 +22,8 @@ struct rmlp_planner {
     uint32_t *scatter;          /* (token_capacity) */
     size_t token_capacity;
     size_t compact_capacity;
-    void *nodes_block;          /* owns nodes and used_slots */
     size_t node_capacity;
-    radix_tree_scratch tree;    /* links: (link_mask + 1), all slots empty between builds */
+    radix_tree_scratch tree;
     size_t link_capacity;
 };
 
@@ -33,7 +32,7 @@ rmlp_planner *trie_planner_new(void) { return calloc(1, sizeof(rmlp_planner)); }
 void trie_planner_delete(rmlp_planner *planner) {
     if (planner == NULL) return;
     free(planner->maps_block);
-    free(planner->nodes_block);
+    free(planner->tree.nodes);
     free(planner->tree.links);
     free(planner);
 }
@@ -58,12 +57,10 @@ static int grow_maps(rmlp_planner *p, size_t tokens, size_t compact) {
 
 static int grow_tree(rmlp_planner *p, size_t max_nodes) {
     if (max_nodes > p->node_capacity) {
-        void *block = malloc(max_nodes * (sizeof(trie_node) + sizeof(uint32_t)));
-        if (block == NULL) return -1;
-        free(p->nodes_block);
-        p->nodes_block = block;
-        p->tree.nodes = block;
-        p->tree.used_slots = (uint32_t *)(p->tree.nodes + max_nodes);
+        trie_node *nodes = malloc(max_nodes * sizeof(trie_node));
+        if (nodes == NULL) return -1;
+        free(p->tree.nodes);
+        p->tree.nodes = nodes;
         p->node_capacity = max_nodes;
     }
     size_t links = 16; /* a power of two, at most 2/3 full, so probes stay short */
@@ -74,6 +71,7 @@ static int grow_tree(rmlp_planner *p, size_t max_nodes) {
         free(p->tree.links);
         p->tree.links = table;
         p->tree.link_mask = (uint32_t)(links - 1);
+        p->tree.id_base = 0; /* a zeroed table is empty for any id_base */
         p->link_capacity = links;
     }
     return 0;
@@ -88,11 +86,11 @@ int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, 
 static void write_identity(const uint32_t *input_ids, const uint32_t *position_ids, size_t n_tokens,
                            const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps) {
     if (n_tokens == 0) return;
-    trie_fill_iota(maps->fold_gather, 0, n_tokens);
-    trie_fill_iota(maps->scatter, 0, n_tokens);
+    rows_iota(maps->fold_gather, 0, n_tokens);
+    rows_iota(maps->scatter, 0, n_tokens);
     memcpy(maps->compact_ids, input_ids, n_tokens * sizeof(uint32_t));
     memcpy(maps->compact_pos, position_ids, n_tokens * sizeof(uint32_t));
-    trie_fill_iota(maps->compact_parent + 1, 0, n_tokens - 1);
+    rows_iota(maps->compact_parent + 1, 0, n_tokens - 1);
     for (size_t s = 0; s < n_seqs; s++)
         if (cu_seqlens[s] < cu_seqlens[s + 1]) maps->compact_parent[cu_seqlens[s]] = RMLP_NO_PARENT;
 }

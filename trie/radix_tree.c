@@ -13,9 +13,13 @@
  */
 #include <string.h>
 
-#include "iota.h"
+#include "row_ops.h"
 #include "radix_mlp.h"
 #include "radix_tree.h"
+
+#ifndef RMLP_TRIE_ID_LIMIT
+#define RMLP_TRIE_ID_LIMIT UINT32_MAX /* a test build lowers it to reach the wrap-around often */
+#endif
 
 typedef struct walk {
     const uint32_t *ids;
@@ -24,9 +28,8 @@ typedef struct walk {
     trie_node *nodes;
     trie_link *links;
     uint32_t link_mask;
-    uint32_t *used_slots;
+    uint32_t id_base; /* links with child <= id_base are empty */
     uint32_t n_nodes;
-    uint32_t n_used;
     uint32_t n_compact;
 } walk;
 
@@ -52,7 +55,8 @@ static inline uint32_t link_find(const walk *w, uint32_t parent, uint32_t token,
     uint32_t slot = link_hash(parent, token, position) & w->link_mask;
     for (;;) {
         const trie_link *link = &w->links[slot];
-        if (link->child == 0 || (link->parent == parent && link->token == token && link->position == position))
+        if (link->child <= w->id_base ||
+            (link->parent == parent && link->token == token && link->position == position))
             return slot;
         slot = (slot + 1) & w->link_mask;
     }
@@ -65,55 +69,20 @@ static inline void set_hint(trie_node *node, uint32_t slot, uint32_t token, uint
 }
 
 static void link_fill(walk *w, uint32_t slot, uint32_t parent, uint32_t token, uint32_t position, uint32_t child) {
-    w->links[slot] = (trie_link){parent, token, position, child};
-    w->used_slots[w->n_used++] = slot;
+    w->links[slot] = (trie_link){parent, token, position, w->id_base + child};
     set_hint(&w->nodes[parent], slot, token, position);
 }
 
-/* Length of the common start of rows a[0..n) and b[0..n), comparing tokens and positions. */
-static size_t common_run(const uint32_t *a_ids, const uint32_t *a_pos, const uint32_t *b_ids, const uint32_t *b_pos,
-                         size_t n) {
-    size_t k = 0;
-    while (k + 16 <= n) {
-        uint32_t diff = 0;
-        for (size_t j = 0; j < 16; j++) diff |= (a_ids[k + j] ^ b_ids[k + j]) | (a_pos[k + j] ^ b_pos[k + j]);
-        if (diff != 0) break;
-        k += 16;
-    }
-    while (k + 4 <= n && ((a_ids[k] ^ b_ids[k]) | (a_pos[k] ^ b_pos[k]) | (a_ids[k + 1] ^ b_ids[k + 1]) |
-                          (a_pos[k + 1] ^ b_pos[k + 1]) | (a_ids[k + 2] ^ b_ids[k + 2]) | (a_pos[k + 2] ^ b_pos[k + 2]) |
-                          (a_ids[k + 3] ^ b_ids[k + 3]) | (a_pos[k + 3] ^ b_pos[k + 3])) == 0)
-        k += 4;
-    while (k < n && a_ids[k] == b_ids[k] && a_pos[k] == b_pos[k]) k++;
-    return k;
-}
-
-/* Rows [row, end) are new paths: give them the next compact rows and return their new node.
- * Short runs (a passage's tail in a fan-out) take one fused loop, long ones five vectorised
- * streams. */
+/* Rows [row, end) are new paths: give them the next compact rows and return their new node. */
 static inline uint32_t append_run(walk *w, uint32_t row, uint32_t end, uint32_t parent_compact) {
     const radix_tree_maps *m = &w->maps;
     uint32_t n = end - row;
     uint32_t first = w->n_compact;
-    if (n <= 16) {
-        const uint32_t *restrict ids = w->ids + row, *restrict pos = w->pos + row;
-        uint32_t *restrict fold = m->fold_gather + first, *restrict scatter = m->scatter + row;
-        uint32_t *restrict compact_ids = m->compact_ids + first, *restrict compact_pos = m->compact_pos + first;
-        uint32_t *restrict parent = m->compact_parent + first;
-        for (uint32_t j = 0; j < n; j++) {
-            fold[j] = row + j;
-            scatter[j] = first + j;
-            compact_ids[j] = ids[j];
-            compact_pos[j] = pos[j];
-            parent[j] = first + j - 1;
-        }
-    } else {
-        trie_fill_iota(m->fold_gather + first, row, n);
-        trie_fill_iota(m->scatter + row, first, n);
-        memcpy(m->compact_ids + first, w->ids + row, (size_t)n * sizeof(uint32_t));
-        memcpy(m->compact_pos + first, w->pos + row, (size_t)n * sizeof(uint32_t));
-        trie_fill_iota(m->compact_parent + first, first - 1, n);
-    }
+    rows_iota(m->fold_gather + first, row, n);
+    rows_iota(m->scatter + row, first, n);
+    memcpy(m->compact_ids + first, w->ids + row, (size_t)n * sizeof(uint32_t));
+    memcpy(m->compact_pos + first, w->pos + row, (size_t)n * sizeof(uint32_t));
+    rows_iota(m->compact_parent + first, first - 1, n);
     m->compact_parent[first] = parent_compact;
     uint32_t node = w->n_nodes++;
     w->nodes[node] = (trie_node){row, n, first, TRIE_NO_HINT, 0, 0};
@@ -127,7 +96,7 @@ static uint32_t split_run(walk *w, uint32_t node, uint32_t offset, uint32_t slot
     trie_node *tail = &w->nodes[node];
     uint32_t head = w->n_nodes++;
     w->nodes[head] = (trie_node){tail->src, offset, tail->compact, TRIE_NO_HINT, 0, 0};
-    w->links[slot].child = head;
+    w->links[slot].child = w->id_base + head;
     tail->src += offset;
     tail->len -= offset;
     tail->compact += offset;
@@ -144,22 +113,22 @@ static void insert_sequence(walk *w, uint32_t start, uint32_t end) {
         if (offset == w->nodes[node].len) {
             uint32_t token = w->ids[row], position = w->pos[row];
             uint32_t found = link_find(w, node, token, position);
-            if (w->links[found].child == 0) {
+            if (w->links[found].child <= w->id_base) {
                 uint32_t parent = row > start ? scatter[row - 1] : RMLP_NO_PARENT;
                 link_fill(w, found, node, token, position, append_run(w, row, end, parent));
                 return;
             }
             slot = found;
             set_hint(&w->nodes[node], found, token, position);
-            node = w->links[found].child;
+            node = w->links[found].child - w->id_base;
             offset = 0;
         }
         const trie_node run = w->nodes[node];
         uint32_t avail = run.len - offset, left = end - row;
         uint32_t n = avail < left ? avail : left;
-        uint32_t matched = (uint32_t)common_run(w->ids + row, w->pos + row, w->ids + run.src + offset,
+        uint32_t matched = (uint32_t)rows_common(w->ids + row, w->pos + row, w->ids + run.src + offset,
                                                 w->pos + run.src + offset, n);
-        trie_fill_iota(scatter + row, run.compact + offset, matched);
+        rows_iota(scatter + row, run.compact + offset, matched);
         row += matched;
         offset += matched;
         if (row < end && offset < run.len) { /* diverged inside the run */
@@ -174,6 +143,11 @@ static void insert_sequence(walk *w, uint32_t start, uint32_t end) {
 
 uint32_t radix_tree_build(radix_tree_scratch *scratch, const uint32_t *input_ids, const uint32_t *position_ids,
                           const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps) {
+    size_t max_nodes = radix_tree_max_nodes(cu_seqlens[n_seqs], n_seqs);
+    if (scratch->id_base > RMLP_TRIE_ID_LIMIT - max_nodes) { /* ids would wrap: empty the table once */
+        memset(scratch->links, 0, ((size_t)scratch->link_mask + 1) * sizeof(trie_link));
+        scratch->id_base = 0;
+    }
     walk w = {
         .ids = input_ids,
         .pos = position_ids,
@@ -181,11 +155,11 @@ uint32_t radix_tree_build(radix_tree_scratch *scratch, const uint32_t *input_ids
         .nodes = scratch->nodes,
         .links = scratch->links,
         .link_mask = scratch->link_mask,
-        .used_slots = scratch->used_slots,
+        .id_base = scratch->id_base,
         .n_nodes = 1,
     };
     w.nodes[0] = (trie_node){0, 0, 0, TRIE_NO_HINT, 0, 0};
     for (size_t s = 0; s < n_seqs; s++) insert_sequence(&w, cu_seqlens[s], cu_seqlens[s + 1]);
-    for (uint32_t k = 0; k < w.n_used; k++) w.links[w.used_slots[k]].child = 0;
+    scratch->id_base += w.n_nodes;
     return w.n_compact;
 }

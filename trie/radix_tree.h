@@ -24,7 +24,8 @@ typedef struct trie_node {
 #define TRIE_NO_HINT UINT32_MAX
 
 /* Child link (parent node, first token, first position) -> child node, in an
- * open-addressing table; child == 0 marks an empty slot (the root is nobody's child). */
+ * open-addressing table. child holds id_base + node of the build that wrote it, so a slot
+ * whose child is <= the current id_base is empty: builds never clear the table. */
 typedef struct trie_link {
     uint32_t parent;
     uint32_t token;
@@ -32,13 +33,14 @@ typedef struct trie_link {
     uint32_t child;
 } trie_link;
 
-/* Scratch of one build. links has link_mask + 1 slots, all empty on entry and on return;
- * nodes and used_slots hold at least radix_tree_max_nodes() entries. */
+/* Scratch kept across builds. links has link_mask + 1 slots (a power of two, at least 1.5
+ * times the nodes); nodes holds at least radix_tree_max_nodes() entries; id_base grows by the
+ * nodes of each build (links start zeroed with id_base 0). */
 typedef struct radix_tree_scratch {
     trie_node *nodes;
     trie_link *links;
     uint32_t link_mask;
-    uint32_t *used_slots;
+    uint32_t id_base;
 } radix_tree_scratch;
 
 /* Output arrays of one build, each with room for n_tokens rows. */
@@ -54,8 +56,8 @@ typedef struct radix_tree_maps {
  * and one new run. */
 size_t radix_tree_max_nodes(size_t n_tokens, size_t n_seqs);
 
-/* Builds the tree over a validated batch, writes the maps, leaves the link table empty
- * again, and returns N' (the number of distinct paths). */
+/* Builds the tree over a validated batch, writes the maps and returns N' (the number of
+ * distinct paths). */
 uint32_t radix_tree_build(radix_tree_scratch *scratch, const uint32_t *input_ids, const uint32_t *position_ids,
                           const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps);
 
