@@ -84,6 +84,15 @@ static int verify_counts(const rmlp_plan *p, size_t n, size_t n_seqs, uint32_t p
     return 0;
 }
 
+/* The plan's copy of cu_seqlens is the batch's. */
+static int verify_cu_copy(const uint32_t *cu, size_t n_seqs, const rmlp_plan *p, char *why, size_t why_len) {
+    if (p->cu_seqlens == NULL) return fail(why, why_len, "plan cu_seqlens is NULL");
+    for (size_t s = 0; s <= n_seqs; s++)
+        if (p->cu_seqlens[s] != cu[s])
+            return fail(why, why_len, "plan cu_seqlens[%zu]=%u, batch has %u", s, p->cu_seqlens[s], cu[s]);
+    return 0;
+}
+
 /* Compact rows: gather strictly increasing and in range, copies of their row, padding rows blank. */
 static int verify_compact(const uint32_t *ids, const uint32_t *pos, size_t n, const rmlp_plan *p, char *why,
                           size_t why_len) {
@@ -155,6 +164,7 @@ int plan_verify(const uint32_t *input_ids, const uint32_t *position_ids, size_t 
     if (plan == NULL) return fail(why, why_len, "plan is NULL");
     if (verify_batch(input_ids, position_ids, n_tokens, cu_seqlens, n_seqs, why, why_len) != 0) return 1;
     if (verify_counts(plan, n_tokens, n_seqs, pad_multiple, why, why_len) != 0) return 1;
+    if (verify_cu_copy(cu_seqlens, n_seqs, plan, why, why_len) != 0) return 1;
     if (verify_compact(input_ids, position_ids, n_tokens, plan, why, why_len) != 0) return 1;
     if (verify_rows(input_ids, position_ids, cu_seqlens, n_seqs, plan, why, why_len) != 0) return 1;
     if (plan->use_radix && verify_minimal(plan, why, why_len) != 0) return 1;

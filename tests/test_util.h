@@ -156,6 +156,9 @@ static inline rmlp_plan tu_plan_copy(const rmlp_plan *p) {
     c.compact_input_ids = arrays[2];
     c.compact_position_ids = arrays[3];
     c.compact_parent = arrays[4];
+    uint32_t *cu = tu_xmalloc(((size_t)p->n_seqs + 1) * sizeof(uint32_t));
+    if (p->cu_seqlens != NULL) memcpy(cu, p->cu_seqlens, ((size_t)p->n_seqs + 1) * sizeof(uint32_t));
+    c.cu_seqlens = cu;
     return c;
 }
 
@@ -165,6 +168,7 @@ static inline void tu_plan_copy_free(rmlp_plan *c) {
     free((void *)c->compact_input_ids);
     free((void *)c->compact_position_ids);
     free((void *)c->compact_parent);
+    free((void *)c->cu_seqlens);
     memset(c, 0, sizeof *c);
 }
 
@@ -198,7 +202,8 @@ static inline int tu_plan_diff(const rmlp_plan *a, const rmlp_plan *b, char *why
            tu_arrays_differ("compact_input_ids", a->compact_input_ids, b->compact_input_ids, nc, why, why_len) ||
            tu_arrays_differ("compact_position_ids", a->compact_position_ids, b->compact_position_ids, nc, why,
                             why_len) ||
-           tu_arrays_differ("compact_parent", a->compact_parent, b->compact_parent, nc, why, why_len);
+           tu_arrays_differ("compact_parent", a->compact_parent, b->compact_parent, nc, why, why_len) ||
+           tu_arrays_differ("cu_seqlens", a->cu_seqlens, b->cu_seqlens, (size_t)a->n_seqs + 1, why, why_len);
 }
 
 /* Params with the given gate and padding (pad_multiple 0: no padding). */

@@ -1,155 +1,33 @@
 /*
  * radixmlp.c: the command-line program.
- *   radixmlp plan [--passages N] [--seed S] [--threshold T] [--pad M] [--repeat R] [--json]
- *       builds RadixMLP plans for a built-in reranking batch (one template + query shared by
- *       N passages) and prints N, N', the ratio, the gate's choice and the build time.
+ *   radixmlp plan   plans a built-in reranking batch (no model needed)
+ *   radixmlp run    runs a checkpoint on a JSONL batch: embeddings, hidden states or scores
+ *   radixmlp bench  radix off vs on on a built-in random model shaped like Qwen3-0.6B layers
  *   radixmlp version
+ * `radixmlp COMMAND --help` describes each command's options.
  */
-#define _POSIX_C_SOURCE 200809L
-
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "radix_mlp.h"
-#include "workload.h"
-
-typedef struct plan_args {
-    unsigned long passages;
-    unsigned long seed;
-    unsigned long repeat;
-    rmlp_plan_params params;
-    int json;
-} plan_args;
 
 static int usage(FILE *to) {
-    fprintf(to,
-            "usage: radixmlp plan [--passages N] [--seed S] [--threshold T] [--pad M] [--repeat R] [--json]\n"
-            "       radixmlp version\n"
-            "  plan: plans a built-in reranking batch (template + query shared by N passages, default 32)\n"
-            "        --threshold T  gate: radix iff T >= 1 or N'/N < T; 0 = off (default %.2f)\n"
-            "        --pad M        pad the compact rows to a multiple of M (default: no padding)\n"
-            "        --repeat R     builds to time (default 100)\n",
-            RMLP_DEFAULT_THRESHOLD);
-    return 2;
-}
-
-static int parse_ulong(const char *flag, const char *text, unsigned long max, unsigned long *out) {
-    char *end = NULL;
-    errno = 0;
-    unsigned long value = strtoul(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || value > max) {
-        fprintf(stderr, "radixmlp: %s expects a whole number up to %lu, got '%s'\n", flag, max, text);
-        return -1;
-    }
-    *out = value;
-    return 0;
-}
-
-static int parse_plan_args(int argc, char **argv, plan_args *a) {
-    *a = (plan_args){.passages = 32, .seed = 1, .repeat = 100, .params = rmlp_plan_default_params()};
-    for (int i = 0; i < argc; i++) {
-        const char *flag = argv[i];
-        if (strcmp(flag, "--json") == 0) {
-            a->json = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "radixmlp: unknown option or missing value: %s\n", flag);
-            return -1;
-        }
-        const char *value = argv[++i];
-        unsigned long number = 0;
-        if (strcmp(flag, "--passages") == 0) {
-            if (parse_ulong(flag, value, 1000000, &a->passages) != 0 || a->passages == 0) return -1;
-        } else if (strcmp(flag, "--seed") == 0) {
-            if (parse_ulong(flag, value, ~0ul, &a->seed) != 0) return -1;
-        } else if (strcmp(flag, "--repeat") == 0) {
-            if (parse_ulong(flag, value, 1000000, &a->repeat) != 0 || a->repeat == 0) return -1;
-        } else if (strcmp(flag, "--pad") == 0) {
-            if (parse_ulong(flag, value, 1u << 20, &number) != 0) return -1;
-            a->params.pad = true;
-            a->params.pad_multiple_of = (uint32_t)number; /* 0 is reported by the library */
-        } else if (strcmp(flag, "--threshold") == 0) {
-            char *end = NULL;
-            a->params.threshold = strtod(value, &end);
-            if (end == value || *end != '\0') {
-                fprintf(stderr, "radixmlp: --threshold expects a number, got '%s'\n", value);
-                return -1;
-            }
-        } else {
-            fprintf(stderr, "radixmlp: unknown option: %s\n", flag);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int compare_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static int run_plan(int argc, char **argv) {
-    plan_args a;
-    if (parse_plan_args(argc, argv, &a) != 0) return usage(stderr);
-    workload w;
-    if (workload_rerank(&w, a.passages, a.seed) != 0) {
-        fprintf(stderr, "radixmlp: out of memory building the workload\n");
-        return 1;
-    }
-    rmlp_planner *planner = NULL;
-    double *times = malloc(a.repeat * sizeof(double));
-    rmlp_plan plan;
-    rmlp_status status = times ? rmlp_planner_create(&planner) : RMLP_ERR_OUT_OF_MEMORY;
-    for (unsigned long r = 0; status == RMLP_OK && r < a.repeat; r++) {
-        status = rmlp_plan_build(planner, w.input_ids, w.position_ids, w.n_tokens, w.cu_seqlens, w.n_seqs, &a.params,
-                                 &plan);
-        if (status == RMLP_OK) times[r] = plan.build_us;
-    }
-    int rc = 0;
-    if (status != RMLP_OK) {
-        fprintf(stderr, "radixmlp: %s: %s\n", rmlp_status_string(status), rmlp_last_error());
-        rc = 1;
-    } else {
-        qsort(times, a.repeat, sizeof(double), compare_double);
-        double median = times[a.repeat / 2];
-        const char *gate = plan.use_radix ? "radix" : "identity";
-        if (a.json) {
-            printf("{\"case\": \"rerank\", \"n_seqs\": %u, \"n_tokens\": %u, \"n_compact\": %u, "
-                   "\"n_compact_padded\": %u, \"ratio\": %.4f, \"use_radix\": %s, \"threshold\": %g, "
-                   "\"us_min\": %.2f, \"us_median\": %.2f}\n",
-                   plan.n_seqs, plan.n_tokens, plan.n_compact, plan.n_compact_padded, plan.compact_ratio,
-                   plan.use_radix ? "true" : "false", a.params.threshold, times[0], median);
-        } else {
-            printf("radixmlp plan: reranking batch, %lu passages sharing one template + query (seed %lu)\n",
-                   a.passages, a.seed);
-            printf("  tokens N          %u in %u sequences\n", plan.n_tokens, plan.n_seqs);
-            printf("  distinct paths    %u (ratio N'/N %.4f)\n", plan.n_distinct, plan.compact_ratio);
-            printf("  gate              %s (threshold %g)\n", gate, a.params.threshold);
-            printf("  compact rows N'   %u (%u padded)\n", plan.n_compact, plan.n_compact_padded);
-            printf("  build time        min %.2f us, median %.2f us over %lu builds\n", times[0], median, a.repeat);
-        }
-    }
-    rmlp_planner_free(planner);
-    free(times);
-    workload_free(&w);
-    return rc;
+    fprintf(to, "usage: radixmlp plan|run|bench|version [options]   (radixmlp COMMAND --help for options)\n");
+    return to == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) return usage(stderr);
-    if (strcmp(argv[1], "plan") == 0) return run_plan(argc - 2, argv + 2);
+    if (strcmp(argv[1], "plan") == 0) return cmd_plan(argc - 2, argv + 2);
+    if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+    if (strcmp(argv[1], "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(argv[1], "version") == 0) {
         printf("radixmlp %s (header %d.%d.%d)%s\n", rmlp_version_string(), RMLP_VERSION_MAJOR, RMLP_VERSION_MINOR,
                RMLP_VERSION_PATCH, (rmlp_build_flags() & RMLP_BUILD_CUDA) ? ", CUDA" : "");
         return 0;
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(stdout);
-        return 0;
-    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return usage(stdout);
     fprintf(stderr, "radixmlp: unknown command '%s'\n", argv[1]);
     return usage(stderr);
 }

@@ -20,7 +20,9 @@ struct rmlp_planner {
     uint32_t *compact_pos;      /* (compact_capacity) */
     uint32_t *compact_parent;   /* (compact_capacity) */
     uint32_t *scatter;          /* (token_capacity) */
+    uint32_t *cu_seqlens;       /* (seq_capacity + 1) the batch's, copied */
     size_t token_capacity;
+    size_t seq_capacity;
     size_t compact_capacity;
     size_t node_capacity;
     radix_tree_scratch tree;
@@ -32,6 +34,7 @@ rmlp_planner *trie_planner_new(void) { return calloc(1, sizeof(rmlp_planner)); }
 void trie_planner_delete(rmlp_planner *planner) {
     if (planner == NULL) return;
     free(planner->maps_block);
+    free(planner->cu_seqlens);
     free(planner->tree.nodes);
     free(planner->tree.links);
     free(planner);
@@ -77,9 +80,19 @@ static int grow_tree(rmlp_planner *p, size_t max_nodes) {
     return 0;
 }
 
+static int grow_seqs(rmlp_planner *p, size_t n_seqs) {
+    if (n_seqs <= p->seq_capacity && p->cu_seqlens != NULL) return 0;
+    uint32_t *cu = malloc((n_seqs + 1) * sizeof(uint32_t));
+    if (cu == NULL) return -1;
+    free(p->cu_seqlens);
+    p->cu_seqlens = cu;
+    p->seq_capacity = n_seqs;
+    return 0;
+}
+
 int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple) {
     size_t pad_rows = pad_multiple > 1 ? pad_multiple - 1 : 0;
-    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0) return -1;
+    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0 || grow_seqs(planner, n_seqs) != 0) return -1;
     return grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs));
 }
 
@@ -113,7 +126,8 @@ int trie_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint
                     rmlp_plan *out) {
     int skip_tree = options->threshold == 0.0;
     size_t pad_rows = options->pad_multiple > 1 ? options->pad_multiple - 1 : 0;
-    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0) return -1;
+    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0 || grow_seqs(planner, n_seqs) != 0) return -1;
+    memcpy(planner->cu_seqlens, cu_seqlens, (n_seqs + 1) * sizeof(uint32_t));
     if (!skip_tree && grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs)) != 0) return -1;
 
     radix_tree_maps maps = {planner->fold_gather, planner->scatter, planner->compact_ids, planner->compact_pos,
@@ -141,6 +155,7 @@ int trie_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint
         .compact_input_ids = maps.compact_ids,
         .compact_position_ids = maps.compact_pos,
         .compact_parent = maps.compact_parent,
+        .cu_seqlens = planner->cu_seqlens,
     };
     return 0;
 }

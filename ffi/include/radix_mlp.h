@@ -41,6 +41,14 @@
 // Largest accepted padding multiple (GEMM tiles want 8 to 256; more only wastes rows).
 #define RMLP_MAX_PAD_MULTIPLE 4096
 
+// Workspace for running batches of up to `max_tokens` tokens through a model. One per thread
+// (or stream); per-layer calls and forwards through it never allocate.
+typedef struct rmlp_context rmlp_context;
+
+// A loaded model: config and weights on one device. Read-only after load: any number of
+// contexts on any threads may use it at once.
+typedef struct rmlp_model rmlp_model;
+
 // Reusable plan builder. Holds all scratch and the output arrays of the last plan, so
 // steady-state builds allocate nothing. Not thread-safe: use one planner per thread;
 // planners on different threads run concurrently.
@@ -62,6 +70,55 @@ typedef struct rmlp_plan_params {
   // the trie. Otherwise the plan is the identity. Must not be NaN or negative (default 0.85).
   double threshold;
 } rmlp_plan_params;
+
+// Where a model's weights live and its layers run.
+typedef int32_t rmlp_device;
+
+// Element type of weights and activations.
+typedef int32_t rmlp_dtype;
+
+// How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
+typedef struct rmlp_model_params {
+  // Must be `sizeof(rmlp_model_params)`.
+  uint32_t struct_size;
+  // `RMLP_DEVICE_CPU` (default).
+  rmlp_device device;
+  // Device ordinal for CUDA (default 0).
+  int32_t device_index;
+  // Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU (F16/BF16
+  // checkpoints are converted at load).
+  rmlp_dtype dtype;
+} rmlp_model_params;
+
+// Decoder architecture (`model_type` in config.json).
+typedef int32_t rmlp_arch;
+
+// A model's configuration, as read from its config.json (and checked against its tensors).
+typedef struct rmlp_model_config {
+  rmlp_arch architecture;
+  uint32_t vocab_size;
+  uint32_t hidden_size;
+  uint32_t intermediate_size;
+  uint32_t num_hidden_layers;
+  uint32_t num_attention_heads;
+  uint32_t num_key_value_heads;
+  // Given in config.json or `hidden_size / num_attention_heads`.
+  uint32_t head_dim;
+  uint32_t max_position_embeddings;
+  // Mistral's `sliding_window` (0: none). Attention here is always full, so batches with a
+  // sequence longer than this are refused rather than computed differently.
+  uint32_t sliding_window;
+  double rms_norm_eps;
+  double rope_theta;
+  // The LM head is the embedding matrix.
+  bool tie_word_embeddings;
+  // Q/K/V projections have biases (Qwen2; `attention_bias` for Llama/Mistral).
+  bool attention_bias;
+  // Per-head RMSNorm of q and k before RoPE (Qwen3).
+  bool qk_norm;
+  // The checkpoint has an LM head (own `lm_head.weight` or tied), so `rmlp_score_pair` works.
+  bool has_lm_head;
+} rmlp_model_config;
 
 // A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
 // space (one row per distinct (token, position) path). The arrays belong to the planner
@@ -99,7 +156,44 @@ typedef struct rmlp_plan {
   // (n_compact_padded) compact row of the token before this one in its path, or
   // `RMLP_NO_PARENT` for the first token of a path and for padding rows.
   const uint32_t *compact_parent;
+  // (n_seqs + 1) the batch's cu_seqlens, copied: the model calls take the sequence
+  // boundaries from here, so they always agree with the maps.
+  const uint32_t *cu_seqlens;
 } rmlp_plan;
+
+// One layer's attention, as the library hands it to a host's attention function: causal
+// attention of every sequence over its own rows, with grouped KV heads (query head h reads
+// KV head `h / (n_heads / n_kv_heads)`). Pointers are in the model's device memory and dtype.
+typedef struct rmlp_attention_args {
+  uint32_t layer;
+  uint32_t n_tokens;
+  uint32_t n_seqs;
+  uint32_t n_heads;
+  uint32_t n_kv_heads;
+  uint32_t head_dim;
+  // Softmax scale, `1 / sqrt(head_dim)`.
+  float scale;
+  rmlp_dtype dtype;
+  // (n_seqs + 1) row offsets of the sequences, host memory.
+  const uint32_t *cu_seqlens;
+  // (n_tokens, n_heads, head_dim) queries, RoPE applied.
+  const void *q;
+  // (n_tokens, n_kv_heads, head_dim) keys, RoPE applied.
+  const void *k;
+  // (n_tokens, n_kv_heads, head_dim) values.
+  const void *v;
+  // (n_tokens, n_heads, head_dim) output.
+  void *out;
+  // The context's stream (`cudaStream_t`), NULL on the CPU.
+  void *stream;
+} rmlp_attention_args;
+
+// A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
+// status that `rmlp_forward` passes on. NULL means the library's built-in attention.
+typedef rmlp_status (*rmlp_attention_fn)(void *user_data, const struct rmlp_attention_args *args);
+
+// How `rmlp_pool` turns a sequence's rows into one vector.
+typedef int32_t rmlp_pooling;
 
 // Success.
 #define RMLP_OK 0
@@ -129,6 +223,52 @@ typedef struct rmlp_plan {
 
 // A library invariant broke; please report it with the message.
 #define RMLP_ERR_INTERNAL -8
+
+// A file could not be opened, read or mapped; the message names the file.
+#define RMLP_ERR_IO -9
+
+// A file is malformed (safetensors header, JSON); the message names the file and the place.
+#define RMLP_ERR_FORMAT -10
+
+// The checkpoint does not fit: unsupported architecture or dtype, a missing tensor, a shape
+// that disagrees with config.json; the message names the tensor or key.
+#define RMLP_ERR_MODEL -11
+
+// Qwen3: q_norm/k_norm per head, no QKV bias (Qwen3, Qwen3-Embedding, Qwen3-Reranker).
+#define RMLP_ARCH_QWEN3 1
+
+// Qwen2: QKV bias.
+#define RMLP_ARCH_QWEN2 2
+
+// Llama.
+#define RMLP_ARCH_LLAMA 3
+
+// Mistral (Llama layers; sliding windows are not used).
+#define RMLP_ARCH_MISTRAL 4
+
+// The CPU (BLAS), fp32.
+#define RMLP_DEVICE_CPU 0
+
+// A CUDA device (not in this version: `RMLP_ERR_UNSUPPORTED`).
+#define RMLP_DEVICE_CUDA 1
+
+// 32-bit float.
+#define RMLP_DTYPE_F32 0
+
+// IEEE half.
+#define RMLP_DTYPE_F16 1
+
+// bfloat16.
+#define RMLP_DTYPE_BF16 2
+
+// The last token (Qwen3-Embedding).
+#define RMLP_POOLING_LAST 1
+
+// The mean over the sequence's tokens.
+#define RMLP_POOLING_MEAN 2
+
+// The first token.
+#define RMLP_POOLING_FIRST 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -168,6 +308,65 @@ extern void rmlp_planner_free(struct rmlp_planner *planner);
 // `RMLP_MAX_PAD_MULTIPLE`), so that builds of such batches
 // allocate nothing. Optional: builds grow the scratch themselves.
 extern rmlp_status rmlp_planner_reserve(struct rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t max_pad_multiple);
+
+// The default model parameters: CPU, device 0, F32.
+extern struct rmlp_model_params rmlp_model_default_params(void);
+
+// Loads a model from a Hugging Face / Candle checkpoint: a directory with config.json and
+// model.safetensors (or model.safetensors.index.json and its shards), or the path of a
+// .safetensors file whose folder holds config.json. `params`: NULL for the defaults.
+extern rmlp_status rmlp_model_load(const char *path, const struct rmlp_model_params *params, struct rmlp_model **out);
+
+// Frees a model. NULL is a no-op. Contexts of the model must be freed first.
+extern void rmlp_model_free(struct rmlp_model *model);
+
+// Copies the model's configuration into `*out`.
+extern rmlp_status rmlp_model_get_config(const struct rmlp_model *model, struct rmlp_model_config *out);
+
+// Creates a context for batches of up to `max_tokens` tokens (plans padded by up to
+// `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too). The model must outlive it.
+extern rmlp_status rmlp_context_create(const struct rmlp_model *model, size_t max_tokens, struct rmlp_context **out);
+
+// Frees a context. NULL is a no-op.
+extern void rmlp_context_free(struct rmlp_context *context);
+
+// Embeds the plan's compact ids: `hidden` (n_compact_padded, hidden_size). Checks every id
+// against vocab_size and every position against max_position_embeddings.
+extern rmlp_status rmlp_embed(struct rmlp_context *context, const struct rmlp_plan *plan, void *hidden);
+
+// First half of layer `layer` in compact space: RMSNorm, Q/K/V projections (+ bias),
+// q/k head norms, RoPE at the compact positions; then scatters Q/K/V to the batch rows.
+// `hidden` (n_compact_padded, hidden_size) is read only; `q` (n_tokens, n_heads, head_dim),
+// `k` and `v` (n_tokens, n_kv_heads, head_dim) are written.
+extern rmlp_status rmlp_layer_pre_attention(struct rmlp_context *context, uint32_t layer, const struct rmlp_plan *plan, const void *hidden, void *q, void *k, void *v);
+
+// Second half of layer `layer`: gathers the attention output `attn` (n_tokens, n_heads,
+// head_dim) to compact rows, O projection, residual add into `hidden`, RMSNorm, SwiGLU MLP,
+// residual add. `hidden` (n_compact_padded, hidden_size) is updated in place.
+extern rmlp_status rmlp_layer_post_attention(struct rmlp_context *context, uint32_t layer, const struct rmlp_plan *plan, const void *attn, void *hidden);
+
+// The final RMSNorm of `hidden` (n_compact_padded, hidden_size), scattered to the batch
+// rows: `out` (n_tokens, hidden_size).
+extern rmlp_status rmlp_final_norm(struct rmlp_context *context, const struct rmlp_plan *plan, const void *hidden, void *out);
+
+// The library's built-in causal varlen attention with grouped KV heads, for hosts that
+// call the per-layer entry points but have no attention of their own.
+extern rmlp_status rmlp_attention(struct rmlp_context *context, const struct rmlp_attention_args *args);
+
+// The whole model on one batch: embed, every layer (with `attention(user_data, ...)` or the
+// built-in attention when NULL), final norm. `out` (n_tokens, hidden_size) receives the last
+// hidden states of every batch row.
+extern rmlp_status rmlp_forward(struct rmlp_context *context, const struct rmlp_plan *plan, rmlp_attention_fn attention, void *user_data, void *out);
+
+// Pools hidden states per sequence (host memory, f32): `hidden` (n_tokens, hidden_size),
+// `cu_seqlens` (n_seqs + 1), `out` (n_seqs, hidden_size); `normalize` scales each row to unit
+// L2 norm. An empty sequence is an error.
+extern rmlp_status rmlp_pool(const float *hidden, size_t n_tokens, uint32_t hidden_size, const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out);
+
+// Reranker score (Qwen3-Reranker's yes/no): LM-head logits of `token_a` and `token_b` at
+// each sequence's last row of `hidden` (n_tokens, hidden_size; the output of `rmlp_forward`
+// or `rmlp_final_norm`): `logits` (n_seqs, 2), and `prob_a` (n_seqs) = softmax over the pair.
+extern rmlp_status rmlp_score_pair(struct rmlp_context *context, const void *hidden, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
 
 // Builds the plan of one batch.
 //

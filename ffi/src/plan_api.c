@@ -11,6 +11,7 @@
 
 #include "../../trie/planner.h"
 #include "export.h"
+#include "validate.h"
 
 static double now_us(void) {
     struct timespec ts;
@@ -94,21 +95,7 @@ static rmlp_status check_batch(const char *fn, const uint32_t *input_ids, const 
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "input_ids is NULL but n_tokens=%zu", n_tokens);
     if (n_tokens > 0 && position_ids == NULL)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "position_ids is NULL but n_tokens=%zu", n_tokens);
-    if (n_seqs == 0)
-        return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn,
-                         "n_seqs is 0: a batch has at least one sequence (an empty batch is cu_seqlens=[0, 0])");
-    if (cu_seqlens == NULL)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "cu_seqlens is NULL but n_seqs=%zu", n_seqs);
-    if (cu_seqlens[0] != 0)
-        return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn, "cu_seqlens[0]=%u, must be 0", cu_seqlens[0]);
-    for (size_t s = 1; s <= n_seqs; s++)
-        if (cu_seqlens[s] < cu_seqlens[s - 1])
-            return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn, "cu_seqlens[%zu]=%u < cu_seqlens[%zu]=%u", s,
-                             cu_seqlens[s], s - 1, cu_seqlens[s - 1]);
-    if (cu_seqlens[n_seqs] != n_tokens)
-        return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn, "cu_seqlens[%zu]=%u, must equal n_tokens=%zu", n_seqs,
-                         cu_seqlens[n_seqs], n_tokens);
-    return RMLP_OK;
+    return rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
 }
 
 RMLP_EXPORT rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *input_ids,

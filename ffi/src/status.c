@@ -37,6 +37,9 @@ RMLP_EXPORT const char *rmlp_status_string(rmlp_status status) {
     case RMLP_ERR_CUDA: return "CUDA error";
     case RMLP_ERR_NO_DEVICE: return "no CUDA device";
     case RMLP_ERR_INTERNAL: return "internal error";
+    case RMLP_ERR_IO: return "file could not be read";
+    case RMLP_ERR_FORMAT: return "malformed file";
+    case RMLP_ERR_MODEL: return "checkpoint not supported or inconsistent";
     default: return "unknown status";
     }
 }

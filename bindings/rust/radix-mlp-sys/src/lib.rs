@@ -9,7 +9,7 @@
 //! the calling thread's `rmlp_last_error()`. The library never aborts, exits or prints.
 #![allow(non_camel_case_types)]
 
-use core::ffi::c_char;
+use core::ffi::{c_char, c_void};
 
 /// Major version: the SONAME carries it; a change means the ABI broke.
 pub const RMLP_VERSION_MAJOR: u32 = 0;
@@ -43,6 +43,14 @@ pub const RMLP_ERR_NO_DEVICE: rmlp_status = -7;
 /// A library invariant broke; please report it with the message.
 pub const RMLP_ERR_INTERNAL: rmlp_status = -8;
 
+/// A file could not be opened, read or mapped; the message names the file.
+pub const RMLP_ERR_IO: rmlp_status = -9;
+/// A file is malformed (safetensors header, JSON); the message names the file and the place.
+pub const RMLP_ERR_FORMAT: rmlp_status = -10;
+/// The checkpoint does not fit: unsupported architecture or dtype, a missing tensor, a shape
+/// that disagrees with config.json; the message names the tensor or key.
+pub const RMLP_ERR_MODEL: rmlp_status = -11;
+
 /// Bit of `rmlp_build_flags()`: the library was compiled with CUDA kernels.
 pub const RMLP_BUILD_CUDA: u32 = 1;
 
@@ -57,6 +65,132 @@ pub const RMLP_DEFAULT_THRESHOLD: f64 = 0.85;
 pub const RMLP_DEFAULT_PAD_MULTIPLE: u32 = 8;
 /// Largest accepted padding multiple (GEMM tiles want 8 to 256; more only wastes rows).
 pub const RMLP_MAX_PAD_MULTIPLE: u32 = 4096;
+
+/// Decoder architecture (`model_type` in config.json).
+pub type rmlp_arch = i32;
+/// Qwen3: q_norm/k_norm per head, no QKV bias (Qwen3, Qwen3-Embedding, Qwen3-Reranker).
+pub const RMLP_ARCH_QWEN3: rmlp_arch = 1;
+/// Qwen2: QKV bias.
+pub const RMLP_ARCH_QWEN2: rmlp_arch = 2;
+/// Llama.
+pub const RMLP_ARCH_LLAMA: rmlp_arch = 3;
+/// Mistral (Llama layers; sliding windows are not used).
+pub const RMLP_ARCH_MISTRAL: rmlp_arch = 4;
+
+/// Where a model's weights live and its layers run.
+pub type rmlp_device = i32;
+/// The CPU (BLAS), fp32.
+pub const RMLP_DEVICE_CPU: rmlp_device = 0;
+/// A CUDA device (not in this version: `RMLP_ERR_UNSUPPORTED`).
+pub const RMLP_DEVICE_CUDA: rmlp_device = 1;
+
+/// Element type of weights and activations.
+pub type rmlp_dtype = i32;
+/// 32-bit float.
+pub const RMLP_DTYPE_F32: rmlp_dtype = 0;
+/// IEEE half.
+pub const RMLP_DTYPE_F16: rmlp_dtype = 1;
+/// bfloat16.
+pub const RMLP_DTYPE_BF16: rmlp_dtype = 2;
+
+/// How `rmlp_pool` turns a sequence's rows into one vector.
+pub type rmlp_pooling = i32;
+/// The last token (Qwen3-Embedding).
+pub const RMLP_POOLING_LAST: rmlp_pooling = 1;
+/// The mean over the sequence's tokens.
+pub const RMLP_POOLING_MEAN: rmlp_pooling = 2;
+/// The first token.
+pub const RMLP_POOLING_FIRST: rmlp_pooling = 3;
+
+/// A loaded model: config and weights on one device. Read-only after load: any number of
+/// contexts on any threads may use it at once.
+pub struct rmlp_model {
+    _opaque: [u8; 0],
+}
+
+/// Workspace for running batches of up to `max_tokens` tokens through a model. One per thread
+/// (or stream); per-layer calls and forwards through it never allocate.
+pub struct rmlp_context {
+    _opaque: [u8; 0],
+}
+
+/// How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_model_params {
+    /// Must be `sizeof(rmlp_model_params)`.
+    pub struct_size: u32,
+    /// `RMLP_DEVICE_CPU` (default).
+    pub device: rmlp_device,
+    /// Device ordinal for CUDA (default 0).
+    pub device_index: i32,
+    /// Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU (F16/BF16
+    /// checkpoints are converted at load).
+    pub dtype: rmlp_dtype,
+}
+
+/// A model's configuration, as read from its config.json (and checked against its tensors).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_model_config {
+    pub architecture: rmlp_arch,
+    pub vocab_size: u32,
+    pub hidden_size: u32,
+    pub intermediate_size: u32,
+    pub num_hidden_layers: u32,
+    pub num_attention_heads: u32,
+    pub num_key_value_heads: u32,
+    /// Given in config.json or `hidden_size / num_attention_heads`.
+    pub head_dim: u32,
+    pub max_position_embeddings: u32,
+    /// Mistral's `sliding_window` (0: none). Attention here is always full, so batches with a
+    /// sequence longer than this are refused rather than computed differently.
+    pub sliding_window: u32,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    /// The LM head is the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Q/K/V projections have biases (Qwen2; `attention_bias` for Llama/Mistral).
+    pub attention_bias: bool,
+    /// Per-head RMSNorm of q and k before RoPE (Qwen3).
+    pub qk_norm: bool,
+    /// The checkpoint has an LM head (own `lm_head.weight` or tied), so `rmlp_score_pair` works.
+    pub has_lm_head: bool,
+}
+
+/// One layer's attention, as the library hands it to a host's attention function: causal
+/// attention of every sequence over its own rows, with grouped KV heads (query head h reads
+/// KV head `h / (n_heads / n_kv_heads)`). Pointers are in the model's device memory and dtype.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_attention_args {
+    pub layer: u32,
+    pub n_tokens: u32,
+    pub n_seqs: u32,
+    pub n_heads: u32,
+    pub n_kv_heads: u32,
+    pub head_dim: u32,
+    /// Softmax scale, `1 / sqrt(head_dim)`.
+    pub scale: f32,
+    pub dtype: rmlp_dtype,
+    /// (n_seqs + 1) row offsets of the sequences, host memory.
+    pub cu_seqlens: *const u32,
+    /// (n_tokens, n_heads, head_dim) queries, RoPE applied.
+    pub q: *const c_void,
+    /// (n_tokens, n_kv_heads, head_dim) keys, RoPE applied.
+    pub k: *const c_void,
+    /// (n_tokens, n_kv_heads, head_dim) values.
+    pub v: *const c_void,
+    /// (n_tokens, n_heads, head_dim) output.
+    pub out: *mut c_void,
+    /// The context's stream (`cudaStream_t`), NULL on the CPU.
+    pub stream: *mut c_void,
+}
+
+/// A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
+/// status that `rmlp_forward` passes on. NULL means the library's built-in attention.
+pub type rmlp_attention_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, args: *const rmlp_attention_args) -> rmlp_status>;
 
 /// Reusable plan builder. Holds all scratch and the output arrays of the last plan, so
 /// steady-state builds allocate nothing. Not thread-safe: use one planner per thread;
@@ -119,6 +253,9 @@ pub struct rmlp_plan {
     /// (n_compact_padded) compact row of the token before this one in its path, or
     /// `RMLP_NO_PARENT` for the first token of a path and for padding rows.
     pub compact_parent: *const u32,
+    /// (n_seqs + 1) the batch's cu_seqlens, copied: the model calls take the sequence
+    /// boundaries from here, so they always agree with the maps.
+    pub cu_seqlens: *const u32,
 }
 
 #[allow(improper_ctypes)] // rmlp_planner is opaque: only pointers to it cross the ABI
@@ -155,6 +292,101 @@ extern "C" {
         n_tokens: usize,
         n_seqs: usize,
         max_pad_multiple: u32,
+    ) -> rmlp_status;
+
+    /// The default model parameters: CPU, device 0, F32.
+    pub fn rmlp_model_default_params() -> rmlp_model_params;
+    /// Loads a model from a Hugging Face / Candle checkpoint: a directory with config.json and
+    /// model.safetensors (or model.safetensors.index.json and its shards), or the path of a
+    /// .safetensors file whose folder holds config.json. `params`: NULL for the defaults.
+    pub fn rmlp_model_load(path: *const c_char, params: *const rmlp_model_params, out: *mut *mut rmlp_model)
+        -> rmlp_status;
+    /// Frees a model. NULL is a no-op. Contexts of the model must be freed first.
+    pub fn rmlp_model_free(model: *mut rmlp_model);
+    /// Copies the model's configuration into `*out`.
+    pub fn rmlp_model_get_config(model: *const rmlp_model, out: *mut rmlp_model_config) -> rmlp_status;
+
+    /// Creates a context for batches of up to `max_tokens` tokens (plans padded by up to
+    /// `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too). The model must outlive it.
+    pub fn rmlp_context_create(model: *const rmlp_model, max_tokens: usize, out: *mut *mut rmlp_context)
+        -> rmlp_status;
+    /// Frees a context. NULL is a no-op.
+    pub fn rmlp_context_free(context: *mut rmlp_context);
+
+    /// Embeds the plan's compact ids: `hidden` (n_compact_padded, hidden_size). Checks every id
+    /// against vocab_size and every position against max_position_embeddings.
+    pub fn rmlp_embed(context: *mut rmlp_context, plan: *const rmlp_plan, hidden: *mut c_void) -> rmlp_status;
+    /// First half of layer `layer` in compact space: RMSNorm, Q/K/V projections (+ bias),
+    /// q/k head norms, RoPE at the compact positions; then scatters Q/K/V to the batch rows.
+    /// `hidden` (n_compact_padded, hidden_size) is read only; `q` (n_tokens, n_heads, head_dim),
+    /// `k` and `v` (n_tokens, n_kv_heads, head_dim) are written.
+    pub fn rmlp_layer_pre_attention(
+        context: *mut rmlp_context,
+        layer: u32,
+        plan: *const rmlp_plan,
+        hidden: *const c_void,
+        q: *mut c_void,
+        k: *mut c_void,
+        v: *mut c_void,
+    ) -> rmlp_status;
+    /// Second half of layer `layer`: gathers the attention output `attn` (n_tokens, n_heads,
+    /// head_dim) to compact rows, O projection, residual add into `hidden`, RMSNorm, SwiGLU MLP,
+    /// residual add. `hidden` (n_compact_padded, hidden_size) is updated in place.
+    pub fn rmlp_layer_post_attention(
+        context: *mut rmlp_context,
+        layer: u32,
+        plan: *const rmlp_plan,
+        attn: *const c_void,
+        hidden: *mut c_void,
+    ) -> rmlp_status;
+    /// The final RMSNorm of `hidden` (n_compact_padded, hidden_size), scattered to the batch
+    /// rows: `out` (n_tokens, hidden_size).
+    pub fn rmlp_final_norm(
+        context: *mut rmlp_context,
+        plan: *const rmlp_plan,
+        hidden: *const c_void,
+        out: *mut c_void,
+    ) -> rmlp_status;
+    /// The library's built-in causal varlen attention with grouped KV heads, for hosts that
+    /// call the per-layer entry points but have no attention of their own.
+    pub fn rmlp_attention(context: *mut rmlp_context, args: *const rmlp_attention_args) -> rmlp_status;
+    /// The whole model on one batch: embed, every layer (with `attention(user_data, ...)` or the
+    /// built-in attention when NULL), final norm. `out` (n_tokens, hidden_size) receives the last
+    /// hidden states of every batch row.
+    pub fn rmlp_forward(
+        context: *mut rmlp_context,
+        plan: *const rmlp_plan,
+        attention: rmlp_attention_fn,
+        user_data: *mut c_void,
+        out: *mut c_void,
+    ) -> rmlp_status;
+
+    /// Pools hidden states per sequence (host memory, f32): `hidden` (n_tokens, hidden_size),
+    /// `cu_seqlens` (n_seqs + 1), `out` (n_seqs, hidden_size); `normalize` scales each row to unit
+    /// L2 norm. An empty sequence is an error.
+    pub fn rmlp_pool(
+        hidden: *const f32,
+        n_tokens: usize,
+        hidden_size: u32,
+        cu_seqlens: *const u32,
+        n_seqs: usize,
+        pooling: rmlp_pooling,
+        normalize: bool,
+        out: *mut f32,
+    ) -> rmlp_status;
+    /// Reranker score (Qwen3-Reranker's yes/no): LM-head logits of `token_a` and `token_b` at
+    /// each sequence's last row of `hidden` (n_tokens, hidden_size; the output of `rmlp_forward`
+    /// or `rmlp_final_norm`): `logits` (n_seqs, 2), and `prob_a` (n_seqs) = softmax over the pair.
+    pub fn rmlp_score_pair(
+        context: *mut rmlp_context,
+        hidden: *const c_void,
+        n_tokens: usize,
+        cu_seqlens: *const u32,
+        n_seqs: usize,
+        token_a: u32,
+        token_b: u32,
+        logits: *mut f32,
+        prob_a: *mut f32,
     ) -> rmlp_status;
 
     /// Builds the plan of one batch.

@@ -33,13 +33,14 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_plan_params, pad_multiple_of), 8);
     assert_eq!(offset_of!(rmlp_plan_params, threshold), 16);
 
-    assert_eq!((size_of::<rmlp_plan>(), align_of::<rmlp_plan>()), (80, 8));
+    assert_eq!((size_of::<rmlp_plan>(), align_of::<rmlp_plan>()), (88, 8));
     assert_eq!(offset_of!(rmlp_plan, n_compact_padded), 16);
     assert_eq!(offset_of!(rmlp_plan, use_radix), 20);
     assert_eq!(offset_of!(rmlp_plan, compact_ratio), 24);
     assert_eq!(offset_of!(rmlp_plan, build_us), 32);
     assert_eq!(offset_of!(rmlp_plan, fold_gather), 40);
     assert_eq!(offset_of!(rmlp_plan, compact_parent), 72);
+    assert_eq!(offset_of!(rmlp_plan, cu_seqlens), 80);
 }
 
 #[test]
@@ -63,6 +64,9 @@ fn status_strings_are_non_empty() {
         RMLP_ERR_CUDA,
         RMLP_ERR_NO_DEVICE,
         RMLP_ERR_INTERNAL,
+        RMLP_ERR_IO,
+        RMLP_ERR_FORMAT,
+        RMLP_ERR_MODEL,
         -1000,
     ];
     let strings: Vec<String> =

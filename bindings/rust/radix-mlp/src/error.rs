@@ -25,6 +25,12 @@ pub enum Status {
     NoDevice,
     /// `RMLP_ERR_INTERNAL`: a library invariant broke.
     Internal,
+    /// `RMLP_ERR_IO`: a file could not be opened, read or mapped.
+    Io,
+    /// `RMLP_ERR_FORMAT`: a file is malformed (safetensors header, JSON).
+    Format,
+    /// `RMLP_ERR_MODEL`: the checkpoint is unsupported or disagrees with its config.
+    Model,
     /// Any other code, as the library returned it.
     Unknown(i32),
 }
@@ -41,6 +47,9 @@ impl Status {
             sys::RMLP_ERR_CUDA => Status::Cuda,
             sys::RMLP_ERR_NO_DEVICE => Status::NoDevice,
             sys::RMLP_ERR_INTERNAL => Status::Internal,
+            sys::RMLP_ERR_IO => Status::Io,
+            sys::RMLP_ERR_FORMAT => Status::Format,
+            sys::RMLP_ERR_MODEL => Status::Model,
             other => Status::Unknown(other),
         }
     }
@@ -56,6 +65,9 @@ impl Status {
             Status::Cuda => sys::RMLP_ERR_CUDA,
             Status::NoDevice => sys::RMLP_ERR_NO_DEVICE,
             Status::Internal => sys::RMLP_ERR_INTERNAL,
+            Status::Io => sys::RMLP_ERR_IO,
+            Status::Format => sys::RMLP_ERR_FORMAT,
+            Status::Model => sys::RMLP_ERR_MODEL,
             Status::Unknown(code) => code,
         }
     }

@@ -129,6 +129,7 @@ impl Planner {
             ("compact_input_ids", raw.compact_input_ids, rows),
             ("compact_position_ids", raw.compact_position_ids, rows),
             ("compact_parent", raw.compact_parent, rows),
+            ("cu_seqlens", raw.cu_seqlens, raw.n_seqs + 1),
         ] {
             if ptr.is_null() && len > 0 {
                 return Err(Error::new(
@@ -235,6 +236,12 @@ impl<'a> PlanView<'a> {
         unsafe { rows(self.raw.compact_parent, self.raw.n_compact_padded) }
     }
 
+    /// (n_seqs + 1) the batch's cu_seqlens, as the plan keeps them for the model calls.
+    pub fn cu_seqlens(&self) -> &'a [u32] {
+        // SAFETY: as in `fold_gather`.
+        unsafe { rows(self.raw.cu_seqlens, self.raw.n_seqs + 1) }
+    }
+
     /// Copies the plan out of the planner.
     pub fn to_owned(&self) -> Plan {
         Plan {
@@ -251,6 +258,7 @@ impl<'a> PlanView<'a> {
             compact_input_ids: self.compact_input_ids().to_vec(),
             compact_position_ids: self.compact_position_ids().to_vec(),
             compact_parent: self.compact_parent().to_vec(),
+            cu_seqlens: self.cu_seqlens().to_vec(),
         }
     }
 }
@@ -277,4 +285,5 @@ pub struct Plan {
     pub compact_input_ids: Vec<u32>,
     pub compact_position_ids: Vec<u32>,
     pub compact_parent: Vec<u32>,
+    pub cu_seqlens: Vec<u32>,
 }

@@ -34,6 +34,9 @@ fn status_codes_round_trip() {
         (sys::RMLP_ERR_CUDA, Status::Cuda),
         (sys::RMLP_ERR_NO_DEVICE, Status::NoDevice),
         (sys::RMLP_ERR_INTERNAL, Status::Internal),
+        (sys::RMLP_ERR_IO, Status::Io),
+        (sys::RMLP_ERR_FORMAT, Status::Format),
+        (sys::RMLP_ERR_MODEL, Status::Model),
         (-42, Status::Unknown(-42)),
     ];
     for (code, status) in all {

@@ -1,0 +1,41 @@
+/*
+ * cpu_ops.h: the fp32 CPU kernels a layer is made of. Matrices are row-major; a weight
+ * (out, in) is applied as y = x W^T, as Hugging Face stores nn.Linear weights. These are the
+ * reference the GPU kernels are checked against, so they follow transformers' arithmetic
+ * (fp32 RMSNorm, fp32 RoPE tables, max-subtracted softmax).
+ */
+#ifndef RMLP_CPU_OPS_H
+#define RMLP_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* y (rows, out_dim) = x (rows, in_dim) W^T + bias; W (out_dim, in_dim); bias (out_dim) or NULL. */
+void cpu_linear(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
+                float *y);
+
+/* out (rows, dim) = x / sqrt(mean(x^2) + eps) * weight, row by row; x may equal out.
+ * stride: distance between rows of x and out, in floats (>= dim). */
+void cpu_rmsnorm(const float *x, size_t rows, size_t dim, size_t stride, const float *weight, double eps, float *out);
+
+/* x (rows, heads, head_dim) at row stride `stride`: rotate-half RoPE at positions[row], in place. */
+void cpu_rope(float *x, size_t rows, size_t stride, size_t heads, size_t head_dim, const uint32_t *positions,
+              double theta);
+
+/* out (rows, inter) = silu(gu[:, :inter]) * gu[:, inter:]; gu (rows, 2 * inter). */
+void cpu_silu_mul(const float *gu, size_t rows, size_t inter, float *out);
+
+/* y (rows, dim) += x (rows, dim). */
+void cpu_add(float *y, const float *x, size_t rows, size_t dim);
+
+/* dst[i] (dim) = src[index[i]] (dim), i < rows, rows of src at stride src_stride, dst dense. */
+void cpu_gather_rows(const float *src, size_t src_stride, const uint32_t *index, size_t rows, size_t dim, float *dst);
+
+/* Causal attention of every sequence over its own rows, grouped KV heads.
+ * q, out (n_tokens, n_heads, head_dim); k, v (n_tokens, n_kv_heads, head_dim);
+ * scratch: cpu_attention_scratch_floats(max_seq_len) floats. */
+size_t cpu_attention_scratch_floats(size_t max_seq_len);
+void cpu_attention(const float *q, const float *k, const float *v, const uint32_t *cu_seqlens, size_t n_seqs,
+                   size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *scratch, float *out);
+
+#endif

@@ -1,0 +1,94 @@
+/*
+ * layer.c: the decoder layer of layer.h, composed from the kernels of cpu_ops.h, and the
+ * context workspace it runs in (allocated once per context; the calls never allocate).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "layer.h"
+
+static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attention_heads * c->head_dim; }
+static size_t kv_dim(const rmlp_model_config *c) { return (size_t)c->num_key_value_heads * c->head_dim; }
+
+int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact) {
+    size_t hidden = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg), kvd = kv_dim(cfg);
+    *ws = (cpu_workspace){.cap_tokens = max_tokens, .cap_compact = max_compact};
+    struct {
+        float **array;
+        size_t floats;
+    } parts[] = {
+        {&ws->normed, max_compact * hidden}, {&ws->qkv, max_compact * (qd + 2 * kvd)},
+        {&ws->attn_c, max_compact * qd},     {&ws->gu, max_compact * 2 * inter},
+        {&ws->act, max_compact * inter},     {&ws->proj, max_compact * hidden},
+        {&ws->scores, cpu_attention_scratch_floats(max_tokens)},
+        {&ws->hidden, max_compact * hidden}, {&ws->q, max_tokens * qd},
+        {&ws->attn, max_tokens * qd},        {&ws->k, max_tokens * kvd},
+        {&ws->v, max_tokens * kvd},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        *parts[i].array = malloc((parts[i].floats ? parts[i].floats : 1) * sizeof(float));
+        if (*parts[i].array == NULL) {
+            cpu_workspace_free(ws);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void cpu_workspace_free(cpu_workspace *ws) {
+    float *arrays[] = {ws->normed, ws->qkv, ws->attn_c, ws->gu,   ws->act, ws->proj,
+                       ws->scores, ws->hidden, ws->q,   ws->attn, ws->k,   ws->v};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
+    *ws = (cpu_workspace){0};
+}
+
+void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan, float *hidden) {
+    cpu_gather_rows(w->embed, cfg->hidden_size, plan->compact_input_ids, plan->n_compact_padded, cfg->hidden_size,
+                    hidden);
+}
+
+void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                       const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v) {
+    size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, hd = cfg->head_dim;
+    size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
+    cpu_rmsnorm(hidden, rows, hsz, hsz, lw->input_norm, cfg->rms_norm_eps, ws->normed);
+    cpu_linear(ws->normed, rows, hsz, lw->qkv, lw->qkv_bias, width, ws->qkv);
+    float *qc = ws->qkv, *kc = ws->qkv + qd;
+    if (lw->q_norm != NULL) { /* per-head RMSNorm: each head is a row of head_dim */
+        for (size_t r = 0; r < rows; r++) {
+            cpu_rmsnorm(qc + r * width, cfg->num_attention_heads, hd, hd, lw->q_norm, cfg->rms_norm_eps,
+                        qc + r * width);
+            cpu_rmsnorm(kc + r * width, cfg->num_key_value_heads, hd, hd, lw->k_norm, cfg->rms_norm_eps,
+                        kc + r * width);
+        }
+    }
+    cpu_rope(qc, rows, width, cfg->num_attention_heads, hd, plan->compact_position_ids, cfg->rope_theta);
+    cpu_rope(kc, rows, width, cfg->num_key_value_heads, hd, plan->compact_position_ids, cfg->rope_theta);
+    for (size_t i = 0; i < plan->n_tokens; i++) { /* scatter to the batch rows */
+        const float *src = ws->qkv + (size_t)plan->scatter[i] * width;
+        memcpy(q + i * qd, src, qd * sizeof(float));
+        memcpy(k + i * kvd, src + qd, kvd * sizeof(float));
+        memcpy(v + i * kvd, src + qd + kvd, kvd * sizeof(float));
+    }
+}
+
+void cpu_post_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                        const rmlp_plan *plan, const float *attn, float *hidden) {
+    size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg);
+    cpu_gather_rows(attn, qd, plan->fold_gather, rows, qd, ws->attn_c);
+    cpu_linear(ws->attn_c, rows, qd, lw->o_proj, NULL, hsz, ws->proj);
+    cpu_add(hidden, ws->proj, rows, hsz);
+    cpu_rmsnorm(hidden, rows, hsz, hsz, lw->post_norm, cfg->rms_norm_eps, ws->normed);
+    cpu_linear(ws->normed, rows, hsz, lw->gate_up, NULL, 2 * inter, ws->gu);
+    cpu_silu_mul(ws->gu, rows, inter, ws->act);
+    cpu_linear(ws->act, rows, inter, lw->down, NULL, hsz, ws->proj);
+    cpu_add(hidden, ws->proj, rows, hsz);
+}
+
+void cpu_final_norm(const rmlp_model_config *cfg, const model_weights *w, cpu_workspace *ws, const rmlp_plan *plan,
+                    const float *hidden, float *out) {
+    size_t hsz = cfg->hidden_size;
+    cpu_rmsnorm(hidden, plan->n_compact, hsz, hsz, w->final_norm, cfg->rms_norm_eps, ws->normed);
+    cpu_gather_rows(ws->normed, hsz, plan->scatter, plan->n_tokens, hsz, out);
+}

@@ -1,0 +1,49 @@
+/*
+ * layer.h: one decoder layer on the CPU in RadixMLP form. Everything position-wise runs on the
+ * plan's compact rows; only the Q/K/V handed to attention and the attention output taken back
+ * are in batch rows (scatter before, fold_gather after).
+ */
+#ifndef RMLP_CPU_LAYER_H
+#define RMLP_CPU_LAYER_H
+
+#include <stddef.h>
+
+#include "../model/weights.h"
+#include "radix_mlp.h"
+
+/* Scratch of a context: compact buffers have cap_compact rows, batch buffers cap_tokens. */
+typedef struct cpu_workspace {
+    size_t cap_tokens, cap_compact;
+    float *normed; /* (cap_compact, hidden) */
+    float *qkv;    /* (cap_compact, q_dim + 2 * kv_dim) */
+    float *attn_c; /* (cap_compact, q_dim) */
+    float *gu;     /* (cap_compact, 2 * intermediate) */
+    float *act;    /* (cap_compact, intermediate) */
+    float *proj;   /* (cap_compact, hidden) */
+    float *scores; /* attention scratch, cpu_attention_scratch_floats(cap_tokens) */
+    /* for whole forwards */
+    float *hidden;    /* (cap_compact, hidden) */
+    float *q, *attn;  /* (cap_tokens, q_dim) */
+    float *k, *v;     /* (cap_tokens, kv_dim) */
+} cpu_workspace;
+
+/* Returns 0, or -1 when out of memory (nothing left allocated). */
+int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact);
+void cpu_workspace_free(cpu_workspace *ws);
+
+/* hidden (n_compact_padded, hidden) = embedding rows of the compact ids. */
+void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan, float *hidden);
+
+/* q (n_tokens, q_dim), k, v (n_tokens, kv_dim) from hidden (n_compact_padded, hidden). */
+void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                       const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v);
+
+/* hidden (n_compact_padded, hidden) += O(attn) then += MLP(norm(hidden)); attn (n_tokens, q_dim). */
+void cpu_post_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                        const rmlp_plan *plan, const float *attn, float *hidden);
+
+/* out (n_tokens, hidden) = final RMSNorm of hidden, scattered to the batch rows. */
+void cpu_final_norm(const rmlp_model_config *cfg, const model_weights *w, cpu_workspace *ws, const rmlp_plan *plan,
+                    const float *hidden, float *out);
+
+#endif

@@ -1,0 +1,22 @@
+/*
+ * checkpoint.h: the files of one Hugging Face / Candle checkpoint: config.json and one
+ * safetensors file, or the shards named by model.safetensors.index.json.
+ */
+#ifndef RMLP_MODEL_CHECKPOINT_H
+#define RMLP_MODEL_CHECKPOINT_H
+
+#include "safetensors.h"
+
+typedef struct checkpoint checkpoint;
+
+/* `path` is a directory (config.json + model.safetensors or model.safetensors.index.json) or a
+ * .safetensors file whose directory holds config.json. Errors name the path. */
+rmlp_status checkpoint_open(const char *path, checkpoint **out);
+void checkpoint_close(checkpoint *ckpt);
+
+/* Path of the checkpoint's config.json. */
+const char *checkpoint_config_path(const checkpoint *ckpt);
+/* The tensor of that name in any shard, NULL if none has it. */
+const st_tensor *checkpoint_find(const checkpoint *ckpt, const char *name);
+
+#endif

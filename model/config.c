@@ -1,0 +1,218 @@
+/*
+ * config.c: a Hugging Face config.json into rmlp_model_config. The layer code implements
+ * one decoder (RMSNorm, RoPE without scaling, GQA attention, SwiGLU MLP, optional QKV bias and
+ * q/k norm), so a config asking for anything else is refused here, by key, rather than
+ * producing wrong numbers later. A key that is null counts as absent (Hugging Face writes
+ * "rope_scaling": null, "head_dim": null). Both forms on the hub are read: the older one
+ * (top-level rope_theta, rope_scaling) and transformers 5's (rope_parameters: {rope_theta,
+ * rope_type}, layer_types). Also the one JSON file reader of model/.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../ffi/src/export.h"
+
+static const char fn[] = "rmlp_model_load";
+
+rmlp_status config_load_json(const char *path, json_t **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return rmlp_fail(RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));
+    json_error_t error;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &error);
+    int read_failed = ferror(f);
+    fclose(f);
+    if (root == NULL && read_failed) return rmlp_fail(RMLP_ERR_IO, fn, "%s: reading failed", path);
+    if (root == NULL)
+        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: not valid JSON: %s at line %d, column %d", path, error.text,
+                         error.line, error.column);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: not a JSON object", path);
+    }
+    *out = root;
+    return RMLP_OK;
+}
+
+const char *config_json_kind(const json_t *value) {
+    switch (json_typeof(value)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a fractional number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+typedef struct cfg {
+    const char *path;
+    json_t *root;
+    const char *scope; /* "" or "rope_parameters.", for messages */
+} cfg;
+
+/* The value of key; NULL when absent or null. */
+static json_t *get(const cfg *c, const char *key) {
+    json_t *value = json_object_get(c->root, key);
+    return json_is_null(value) ? NULL : value;
+}
+
+static rmlp_status missing(const cfg *c, const char *key) {
+    return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: missing key '%s%s'", c->path, c->scope, key);
+}
+
+static rmlp_status wrong_type(const cfg *c, const char *key, const json_t *value, const char *want) {
+    return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' is %s, not %s", c->path, c->scope, key, config_json_kind(value),
+                     want);
+}
+
+/* A positive integer that fits 32 bits; `fallback` when absent unless `required`. */
+static rmlp_status get_u32(const cfg *c, const char *key, int required, uint32_t fallback, uint32_t *out) {
+    const json_t *value = get(c, key);
+    *out = fallback;
+    if (value == NULL) return required ? missing(c, key) : RMLP_OK;
+    if (!json_is_integer(value)) return wrong_type(c, key, value, "an integer");
+    json_int_t x = json_integer_value(value);
+    if (x < 1 || x > (json_int_t)UINT32_MAX)
+        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' = %lld is not between 1 and 2^32-1", c->path, c->scope, key,
+                         (long long)x);
+    *out = (uint32_t)x;
+    return RMLP_OK;
+}
+
+/* A positive number; `fallback` when absent unless `required`. */
+static rmlp_status get_positive(const cfg *c, const char *key, int required, double fallback, double *out) {
+    const json_t *value = get(c, key);
+    *out = fallback;
+    if (value == NULL) return required ? missing(c, key) : RMLP_OK;
+    if (!json_is_number(value)) return wrong_type(c, key, value, "a number");
+    *out = json_number_value(value);
+    if (!(*out > 0))
+        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' = %g is not positive", c->path, c->scope, key, *out);
+    return RMLP_OK;
+}
+
+static rmlp_status get_bool(const cfg *c, const char *key, bool fallback, bool *out) {
+    const json_t *value = get(c, key);
+    *out = fallback;
+    if (value == NULL) return RMLP_OK;
+    if (!json_is_boolean(value)) return wrong_type(c, key, value, "a boolean");
+    *out = json_is_true(value);
+    return RMLP_OK;
+}
+
+/* A string; NULL when absent, which is an error when `required`. */
+static rmlp_status get_string(const cfg *c, const char *key, int required, const char **out) {
+    const json_t *value = get(c, key);
+    *out = NULL;
+    if (value == NULL) return required ? missing(c, key) : RMLP_OK;
+    if (!json_is_string(value)) return wrong_type(c, key, value, "a string");
+    *out = json_string_value(value);
+    return RMLP_OK;
+}
+
+/* transformers 5: "rope_parameters": {"rope_theta": ..., "rope_type": "default"}. */
+static rmlp_status rope_parameters(const cfg *c, rmlp_model_config *m) {
+    json_t *rope = get(c, "rope_parameters");
+    if (rope == NULL) return RMLP_OK;
+    if (!json_is_object(rope)) return wrong_type(c, "rope_parameters", rope, "an object");
+    const cfg sub = {c->path, rope, "rope_parameters."};
+    const char *type;
+    rmlp_status s = get_string(&sub, "rope_type", 0, &type);
+    if (s != RMLP_OK) return s;
+    if (type != NULL && strcmp(type, "default") != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_parameters.rope_type '%s' is not supported (only default)",
+                         c->path, type);
+    return get_positive(&sub, "rope_theta", 0, m->rope_theta, &m->rope_theta);
+}
+
+/* transformers 5: "layer_types": ["full_attention", ...]; sliding-window layers are refused. */
+static rmlp_status full_attention(const cfg *c) {
+    const json_t *types = get(c, "layer_types");
+    if (types == NULL) return RMLP_OK;
+    if (!json_is_array(types)) return wrong_type(c, "layer_types", types, "an array");
+    for (size_t i = 0; i < json_array_size(types); i++) {
+        const char *type = json_string_value(json_array_get(types, i));
+        if (type == NULL || strcmp(type, "full_attention") != 0)
+            return rmlp_fail(RMLP_ERR_MODEL, fn,
+                             "%s: layer_types[%zu] is not \"full_attention\" (only full attention is supported)",
+                             c->path, i);
+    }
+    return RMLP_OK;
+}
+
+static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
+    static const struct {
+        const char *name;
+        rmlp_arch arch;
+    } archs[] = {{"qwen3", RMLP_ARCH_QWEN3},
+                 {"qwen2", RMLP_ARCH_QWEN2},
+                 {"llama", RMLP_ARCH_LLAMA},
+                 {"mistral", RMLP_ARCH_MISTRAL}};
+    const char *model_type, *act;
+    rmlp_status s = get_string(c, "model_type", 1, &model_type);
+    if (s != RMLP_OK) return s;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(model_type, archs[i].name) == 0) m->architecture = archs[i].arch;
+    if (m->architecture == 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: model_type '%s' is not supported (qwen3, qwen2, llama, mistral)",
+                         c->path, model_type);
+
+    const struct {
+        const char *key;
+        uint32_t *field;
+    } sizes[] = {{"vocab_size", &m->vocab_size},
+                 {"hidden_size", &m->hidden_size},
+                 {"intermediate_size", &m->intermediate_size},
+                 {"num_hidden_layers", &m->num_hidden_layers},
+                 {"num_attention_heads", &m->num_attention_heads},
+                 {"max_position_embeddings", &m->max_position_embeddings}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if ((s = get_u32(c, sizes[i].key, 1, 0, sizes[i].field)) != RMLP_OK) return s;
+    if ((s = get_u32(c, "num_key_value_heads", 0, m->num_attention_heads, &m->num_key_value_heads)) != RMLP_OK)
+        return s;
+    if (m->num_attention_heads % m->num_key_value_heads != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: num_key_value_heads %u does not divide num_attention_heads %u",
+                         c->path, m->num_key_value_heads, m->num_attention_heads);
+    if (get(c, "head_dim") == NULL && m->hidden_size % m->num_attention_heads != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn,
+                         "%s: no head_dim, and hidden_size %u is not a multiple of num_attention_heads %u", c->path,
+                         m->hidden_size, m->num_attention_heads);
+    if ((s = get_u32(c, "head_dim", 0, m->hidden_size / m->num_attention_heads, &m->head_dim)) != RMLP_OK) return s;
+    if ((s = get_positive(c, "rms_norm_eps", 1, 0, &m->rms_norm_eps)) != RMLP_OK ||
+        (s = get_positive(c, "rope_theta", 0, 10000.0, &m->rope_theta)) != RMLP_OK ||
+        (s = get_bool(c, "tie_word_embeddings", false, &m->tie_word_embeddings)) != RMLP_OK ||
+        (s = get_bool(c, "attention_bias", false, &m->attention_bias)) != RMLP_OK)
+        return s;
+    if (m->architecture == RMLP_ARCH_QWEN2) m->attention_bias = true;
+    m->qk_norm = m->architecture == RMLP_ARCH_QWEN3;
+
+    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c)) != RMLP_OK) return s;
+    bool sliding;
+    if (get(c, "rope_scaling") != NULL)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_scaling is not supported (only plain RoPE)", c->path);
+    if ((s = get_string(c, "hidden_act", 0, &act)) != RMLP_OK) return s;
+    if (act != NULL && strcmp(act, "silu") != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act '%s' is not supported (only silu)", c->path, act);
+    if ((s = get_bool(c, "use_sliding_window", false, &sliding)) != RMLP_OK) return s;
+    if (sliding) return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_sliding_window true is not supported", c->path);
+    /* Mistral applies its window whenever it is set; sequences up to it see full attention. */
+    if (m->architecture == RMLP_ARCH_MISTRAL) return get_u32(c, "sliding_window", 0, 0, &m->sliding_window);
+    return RMLP_OK;
+}
+
+rmlp_status config_read(const char *config_json_path, rmlp_model_config *out) {
+    memset(out, 0, sizeof *out);
+    cfg c = {config_json_path, NULL, ""};
+    rmlp_status status = config_load_json(config_json_path, &c.root);
+    if (status == RMLP_OK) status = parse(&c, out);
+    json_decref(c.root);
+    if (status != RMLP_OK) memset(out, 0, sizeof *out);
+    return status;
+}

@@ -1,0 +1,186 @@
+/*
+ * weights.c: the tensors config.json calls for, checked and converted to fp32 in the layout
+ * weights.h documents. Each group of tensors (one layer, or the embedding and final norm) is
+ * loaded in three passes: find every tensor and check its shape against the config, allocate,
+ * convert. Allocation sizes therefore come from shapes that the file's own bytes back, never
+ * from config.json alone. Names are Hugging Face's, with or without the "model." prefix
+ * (decided once, from the embedding); lm_head.weight never has the prefix.
+ */
+#include "weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ffi/src/export.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian; F32 tensors are copied as they are"
+#endif
+
+static const char fn[] = "rmlp_model_load";
+
+/* One tensor to load; consecutive parts with the same dst are stacked, in order, into one
+ * allocation (q, k, v into qkv; gate, up into gate_up). */
+typedef struct part {
+    char name[128];
+    float **dst;
+    uint64_t rows, cols;     /* cols 0: a vector of rows elements */
+    const st_tensor *tensor; /* found in the first pass */
+} part;
+
+#define MAX_PARTS 16
+
+typedef struct parts {
+    part p[MAX_PARTS];
+    size_t n;
+} parts;
+
+/* Adds "<prefix>[layers.<layer>.]<suffix>" (layer < 0: no layer). */
+static void add(parts *ps, const char *prefix, long layer, const char *suffix, float **dst, uint64_t rows,
+                uint64_t cols) {
+    part *p = &ps->p[ps->n++];
+    if (layer < 0)
+        snprintf(p->name, sizeof p->name, "%s%s", prefix, suffix);
+    else
+        snprintf(p->name, sizeof p->name, "%slayers.%ld.%s", prefix, layer, suffix);
+    p->dst = dst;
+    p->rows = rows;
+    p->cols = cols;
+}
+
+static float bits_to_f32(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* IEEE half to float, exactly: subnormals are normalized, inf and NaN (with payload) kept. */
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (exp == 0x1f) return bits_to_f32(sign | 0x7f800000u | man << 13);
+    if (exp != 0) return bits_to_f32(sign | (exp + 112) << 23 | man << 13); /* rebias 15 -> 127 */
+    if (man == 0) return bits_to_f32(sign);
+    uint32_t e = 113; /* exponent of 2^-14, the subnormals' scale, before normalizing */
+    while ((man & 0x400u) == 0) man <<= 1, e--;
+    return bits_to_f32(sign | e << 23 | (man & 0x3ffu) << 13);
+}
+
+static void convert(const st_tensor *t, float *dst) {
+    if (t->dtype == RMLP_DTYPE_F32) {
+        memcpy(dst, t->data, t->nbytes);
+        return;
+    }
+    const unsigned char *src = t->data; /* possibly unaligned */
+    size_t n = t->nbytes / 2;
+    if (t->dtype == RMLP_DTYPE_BF16)
+        for (size_t i = 0; i < n; i++) dst[i] = bits_to_f32((uint32_t)(src[2 * i] | src[2 * i + 1] << 8) << 16);
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
+}
+
+static rmlp_status find(const checkpoint *ckpt, part *p) {
+    p->tensor = checkpoint_find(ckpt, p->name);
+    uint64_t want[2] = {p->rows, p->cols};
+    uint32_t ndim = p->cols ? 2 : 1;
+    char want_buf[64], got_buf[200];
+    if (p->tensor == NULL) return rmlp_fail(RMLP_ERR_MODEL, fn, "missing tensor '%s'", p->name);
+    if (p->tensor->ndim != ndim || memcmp(p->tensor->shape, want, ndim * sizeof want[0]) != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "tensor '%s' has shape %s, config.json calls for %s", p->name,
+                         st_shape_str(p->tensor->ndim, p->tensor->shape, got_buf, sizeof got_buf),
+                         st_shape_str(ndim, want, want_buf, sizeof want_buf));
+    return RMLP_OK;
+}
+
+/* Elements of a part (its tensor's shape matched rows x cols, so the file's bytes bound it). */
+static uint64_t part_size(const part *p) { return p->rows * (p->cols ? p->cols : 1); }
+
+/* Finds and checks every part, then allocates each destination and converts into it. */
+static rmlp_status load(const checkpoint *ckpt, parts *ps) {
+    for (size_t i = 0; i < ps->n; i++) {
+        rmlp_status status = find(ckpt, &ps->p[i]);
+        if (status != RMLP_OK) return status;
+    }
+    for (size_t i = 0, end; i < ps->n; i = end) {
+        uint64_t total = 0;
+        for (end = i; end < ps->n && ps->p[end].dst == ps->p[i].dst; end++) total += part_size(&ps->p[end]);
+        float *dst = total <= SIZE_MAX / sizeof(float) ? malloc(total ? total * sizeof(float) : 1) : NULL;
+        if (dst == NULL)
+            return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %llu floats for '%s' failed",
+                             (unsigned long long)total, ps->p[i].name);
+        *ps->p[i].dst = dst;
+        for (size_t k = i; k < end; k++) {
+            convert(ps->p[k].tensor, dst);
+            dst += part_size(&ps->p[k]);
+        }
+    }
+    return RMLP_OK;
+}
+
+static rmlp_status load_layer(const checkpoint *ckpt, const rmlp_model_config *c, const char *prefix, long i,
+                              layer_weights *w) {
+    uint64_t hidden = c->hidden_size, inter = c->intermediate_size;
+    uint64_t q = (uint64_t)c->num_attention_heads * c->head_dim, kv = (uint64_t)c->num_key_value_heads * c->head_dim;
+    parts ps = {.n = 0};
+    add(&ps, prefix, i, "input_layernorm.weight", &w->input_norm, hidden, 0);
+    add(&ps, prefix, i, "self_attn.q_proj.weight", &w->qkv, q, hidden);
+    add(&ps, prefix, i, "self_attn.k_proj.weight", &w->qkv, kv, hidden);
+    add(&ps, prefix, i, "self_attn.v_proj.weight", &w->qkv, kv, hidden);
+    if (c->attention_bias) {
+        add(&ps, prefix, i, "self_attn.q_proj.bias", &w->qkv_bias, q, 0);
+        add(&ps, prefix, i, "self_attn.k_proj.bias", &w->qkv_bias, kv, 0);
+        add(&ps, prefix, i, "self_attn.v_proj.bias", &w->qkv_bias, kv, 0);
+    }
+    if (c->qk_norm) {
+        add(&ps, prefix, i, "self_attn.q_norm.weight", &w->q_norm, c->head_dim, 0);
+        add(&ps, prefix, i, "self_attn.k_norm.weight", &w->k_norm, c->head_dim, 0);
+    }
+    add(&ps, prefix, i, "self_attn.o_proj.weight", &w->o_proj, hidden, q);
+    add(&ps, prefix, i, "post_attention_layernorm.weight", &w->post_norm, hidden, 0);
+    add(&ps, prefix, i, "mlp.gate_proj.weight", &w->gate_up, inter, hidden);
+    add(&ps, prefix, i, "mlp.up_proj.weight", &w->gate_up, inter, hidden);
+    add(&ps, prefix, i, "mlp.down_proj.weight", &w->down, hidden, inter);
+    return load(ckpt, &ps);
+}
+
+rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, model_weights *out) {
+    memset(out, 0, sizeof *out);
+    config->has_lm_head = false;
+    const char *prefix =
+        checkpoint_find(ckpt, "model.embed_tokens.weight") == NULL && checkpoint_find(ckpt, "embed_tokens.weight")
+            ? ""
+            : "model.";
+    uint64_t vocab = config->vocab_size, hidden = config->hidden_size;
+    parts ps = {.n = 0};
+    add(&ps, prefix, -1, "embed_tokens.weight", &out->embed, vocab, hidden);
+    add(&ps, prefix, -1, "norm.weight", &out->final_norm, hidden, 0);
+    if (checkpoint_find(ckpt, "lm_head.weight") != NULL)
+        add(&ps, "", -1, "lm_head.weight", &out->lm_head, vocab, hidden);
+    rmlp_status status = load(ckpt, &ps);
+    if (status == RMLP_OK && (out->layers = calloc(config->num_hidden_layers, sizeof *out->layers)) == NULL)
+        status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %u layers failed", config->num_hidden_layers);
+    for (uint32_t i = 0; status == RMLP_OK && i < config->num_hidden_layers; i++)
+        status = load_layer(ckpt, config, prefix, (long)i, &out->layers[i]);
+    if (status != RMLP_OK) {
+        weights_free(out, config);
+        return status;
+    }
+    if (out->lm_head == NULL && config->tie_word_embeddings) out->lm_head = out->embed;
+    config->has_lm_head = out->lm_head != NULL;
+    return RMLP_OK;
+}
+
+void weights_free(model_weights *weights, const rmlp_model_config *config) {
+    if (weights == NULL) return;
+    for (uint32_t i = 0; weights->layers != NULL && i < config->num_hidden_layers; i++) {
+        layer_weights *w = &weights->layers[i];
+        float *arrays[] = {w->input_norm, w->qkv,       w->qkv_bias, w->q_norm, w->k_norm,
+                           w->o_proj,     w->post_norm, w->gate_up,  w->down};
+        for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) free(arrays[k]);
+    }
+    free(weights->layers);
+    if (weights->lm_head != weights->embed) free(weights->lm_head);
+    free(weights->embed);
+    free(weights->final_norm);
+    memset(weights, 0, sizeof *weights);
+}

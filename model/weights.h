@@ -1,0 +1,37 @@
+/*
+ * weights.h: a model's weights in fp32, checked against its config and laid out for the
+ * layer code: Q/K/V stacked into one matrix, gate and up stacked into another, so each is one
+ * GEMM. Tensor names as Hugging Face and Candle write them, with or without the "model."
+ * prefix; a tied LM head aliases the embedding.
+ */
+#ifndef RMLP_MODEL_WEIGHTS_H
+#define RMLP_MODEL_WEIGHTS_H
+
+#include "checkpoint.h"
+
+typedef struct layer_weights {
+    float *input_norm; /* (hidden) */
+    float *qkv;        /* (q_dim + 2 * kv_dim, hidden): q rows, then k, then v; q_dim = heads * head_dim */
+    float *qkv_bias;   /* (q_dim + 2 * kv_dim), or NULL without attention bias */
+    float *q_norm;     /* (head_dim), or NULL without q/k norm */
+    float *k_norm;     /* (head_dim), or NULL without q/k norm */
+    float *o_proj;     /* (hidden, q_dim) */
+    float *post_norm;  /* (hidden) */
+    float *gate_up;    /* (2 * intermediate, hidden): gate rows, then up rows */
+    float *down;       /* (hidden, intermediate) */
+} layer_weights;
+
+typedef struct model_weights {
+    float *embed;          /* (vocab, hidden) */
+    float *final_norm;     /* (hidden) */
+    float *lm_head;        /* (vocab, hidden); == embed when tied; NULL when the checkpoint has none */
+    layer_weights *layers; /* (num_hidden_layers) */
+} model_weights;
+
+/* Reads every tensor the config calls for, converting F16/BF16 to fp32. Sets
+ * config->has_lm_head. Errors: RMLP_ERR_MODEL naming the missing tensor or the shape that
+ * disagrees, RMLP_ERR_OUT_OF_MEMORY. On error nothing is left allocated. */
+rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, model_weights *out);
+void weights_free(model_weights *weights, const rmlp_model_config *config);
+
+#endif

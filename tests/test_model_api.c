@@ -1,0 +1,190 @@
+/*
+ * test_model_api.c: the model entry points meet bad input as a server would send it: each
+ * call returns the expected status with a message naming the argument or index, and the
+ * context keeps working afterwards. Uses the committed fixtures qwen3_tiny (with LM head) and
+ * qwen3_embedding_noprefix (without).
+ * Usage: test_model_api FIXTURES_DIR
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "../tools/tiny_model.h"
+#include "test_util.h"
+
+static const uint32_t ids[6] = {5, 6, 7, 5, 6, 8}, pos[6] = {0, 1, 2, 0, 1, 2}, cu[3] = {0, 3, 6};
+
+static void expect(rmlp_status got, rmlp_status want, const char *substring, const char *what) {
+    const char *msg = rmlp_last_error();
+    CHECK(got == want && strstr(msg, substring) != NULL, "%s: status %d (want %d), message \"%s\" (want \"%s\")", what,
+          got, want, msg, substring);
+}
+
+static rmlp_model *load(const char *dir, const char *name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    rmlp_model *model = NULL;
+    CHECK(rmlp_model_load(path, NULL, &model) == RMLP_OK, "load %s: %s", name, rmlp_last_error());
+    return model;
+}
+
+static void test_load_params(const char *dir) {
+    rmlp_model *model = (rmlp_model *)1;
+    rmlp_model_params params = rmlp_model_default_params();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/qwen3_tiny", dir);
+    params.device = RMLP_DEVICE_CUDA;
+    expect(rmlp_model_load(path, &params, &model), RMLP_ERR_UNSUPPORTED, "only RMLP_DEVICE_CPU", "device CUDA");
+    CHECK(model == NULL, "out is NULL after a failed load");
+    params = rmlp_model_default_params();
+    params.dtype = RMLP_DTYPE_BF16;
+    expect(rmlp_model_load(path, &params, &model), RMLP_ERR_UNSUPPORTED, "RMLP_DTYPE_F32", "dtype bf16 on the CPU");
+    params = rmlp_model_default_params();
+    params.struct_size = 3;
+    expect(rmlp_model_load(path, &params, &model), RMLP_ERR_INVALID_ARGUMENT, "struct_size=3", "struct_size");
+    expect(rmlp_model_load(NULL, NULL, &model), RMLP_ERR_INVALID_ARGUMENT, "path is NULL", "NULL path");
+    expect(rmlp_model_load(path, NULL, NULL), RMLP_ERR_INVALID_ARGUMENT, "out is NULL", "NULL out");
+    snprintf(path, sizeof path, "%s/no_such_model", dir);
+    CHECK(rmlp_model_load(path, NULL, &model) == RMLP_ERR_IO && strstr(rmlp_last_error(), "no_such_model"),
+          "missing folder: %s", rmlp_last_error());
+    rmlp_model_free(NULL);
+    rmlp_context_free(NULL);
+}
+
+static void test_calls(const char *dir) {
+    rmlp_model *model = load(dir, "qwen3_tiny");
+    if (model == NULL) return;
+    rmlp_model_config cfg;
+    rmlp_context *ctx = NULL;
+    rmlp_planner *planner = NULL;
+    rmlp_plan plan;
+    CHECK(rmlp_model_get_config(model, &cfg) == RMLP_OK, "config");
+    expect(rmlp_context_create(model, 0, &ctx), RMLP_ERR_INVALID_ARGUMENT, "max_tokens=0", "context of 0 tokens");
+    CHECK(rmlp_context_create(model, 6, &ctx) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK, "setup");
+    rmlp_plan_params params = tu_params(1.0, 0);
+    CHECK(rmlp_plan_build(planner, ids, pos, 6, cu, 2, &params, &plan) == RMLP_OK, "plan");
+    size_t hsz = cfg.hidden_size, qd = (size_t)cfg.num_attention_heads * cfg.head_dim;
+    size_t kvd = (size_t)cfg.num_key_value_heads * cfg.head_dim;
+    float *hidden = tu_xmalloc(6 * hsz * sizeof(float)), *out = tu_xmalloc(6 * hsz * sizeof(float));
+    float *q = tu_xmalloc(6 * qd * sizeof(float)), *kv = tu_xmalloc(6 * kvd * sizeof(float));
+
+    expect(rmlp_forward(NULL, &plan, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT, "context is NULL", "NULL ctx");
+    expect(rmlp_forward(ctx, NULL, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT, "plan is NULL", "NULL plan");
+    expect(rmlp_forward(ctx, &plan, NULL, NULL, NULL), RMLP_ERR_INVALID_ARGUMENT, "out is NULL", "NULL out");
+    rmlp_plan forged = plan;
+    const uint32_t forged_cu[3] = {0, 4, 5};
+    forged.cu_seqlens = forged_cu;
+    expect(rmlp_forward(ctx, &forged, NULL, NULL, out), RMLP_ERR_INVALID_SEQLENS,
+           "cu_seqlens[2]=5, must equal n_tokens=6", "forged plan cu_seqlens");
+    expect(rmlp_layer_pre_attention(ctx, cfg.num_hidden_layers, &plan, hidden, q, kv, kv), RMLP_ERR_INVALID_ARGUMENT,
+           "layer=3 but the model has 3 layers", "layer out of range");
+    expect(rmlp_layer_post_attention(ctx, 0, &plan, NULL, hidden), RMLP_ERR_INVALID_ARGUMENT, "attn is NULL",
+           "NULL attn");
+
+    /* Token id and position out of range: named by batch row. */
+    const uint32_t big_ids[6] = {5, 6, 7, 5, 6, cfg.vocab_size}, big_pos[6] = {0, 1, 2, 0, 1, cfg.max_position_embeddings};
+    CHECK(rmlp_plan_build(planner, big_ids, pos, 6, cu, 2, &params, &plan) == RMLP_OK, "plan big id");
+    expect(rmlp_embed(ctx, &plan, hidden), RMLP_ERR_INVALID_ARGUMENT, "input_ids[5]=1000 >= vocab_size=1000",
+           "token id >= vocab");
+    CHECK(rmlp_plan_build(planner, ids, big_pos, 6, cu, 2, &params, &plan) == RMLP_OK, "plan big position");
+    expect(rmlp_forward(ctx, &plan, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
+           "position_ids[5]=512 >= max_position_embeddings=512", "position >= max_position_embeddings");
+
+    /* A plan larger than the context, and a forged plan with an index out of range. */
+    static const uint32_t seven_ids[7] = {1, 2, 3, 4, 5, 6, 7}, seven_pos[7] = {0, 1, 2, 3, 4, 5, 6}, seven_cu[2] = {0, 7};
+    CHECK(rmlp_plan_build(planner, seven_ids, seven_pos, 7, seven_cu, 1, &params, &plan) == RMLP_OK, "plan 7");
+    expect(rmlp_forward(ctx, &plan, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
+           "plan has 7 tokens (7 compact rows) but the context was created for 6 tokens", "plan too large");
+    CHECK(rmlp_plan_build(planner, ids, pos, 6, cu, 2, &params, &plan) == RMLP_OK, "plan");
+    uint32_t forged_scatter[6];
+    memcpy(forged_scatter, plan.scatter, sizeof forged_scatter);
+    forged_scatter[4] = 99;
+    forged = plan;
+    forged.scatter = forged_scatter;
+    expect(rmlp_forward(ctx, &forged, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
+           "plan->scatter[4]=99 is out of range", "forged plan");
+
+    /* Pooling and scoring arguments. */
+    CHECK(rmlp_forward(ctx, &plan, NULL, NULL, out) == RMLP_OK, "forward after errors: %s", rmlp_last_error());
+    float pooled[2 * 256], logits[4], prob[2];
+    expect(rmlp_pool(out, 6, (uint32_t)hsz, cu, 2, 9, false, pooled), RMLP_ERR_INVALID_ARGUMENT, "pooling=9",
+           "unknown pooling");
+    static const uint32_t empty_cu[3] = {0, 0, 6};
+    expect(rmlp_pool(out, 6, (uint32_t)hsz, empty_cu, 2, RMLP_POOLING_LAST, false, pooled), RMLP_ERR_INVALID_SEQLENS,
+           "sequence 0 is empty", "empty sequence");
+    expect(rmlp_score_pair(ctx, out, 6, cu, 2, cfg.vocab_size, 1, logits, prob), RMLP_ERR_INVALID_ARGUMENT,
+           "token_a=1000", "score token out of range");
+    CHECK(rmlp_pool(out, 6, (uint32_t)hsz, cu, 2, RMLP_POOLING_MEAN, true, pooled) == RMLP_OK, "pool: %s",
+          rmlp_last_error());
+    double norm = 0.0;
+    for (size_t i = 0; i < hsz; i++) norm += (double)pooled[i] * pooled[i];
+    CHECK(fabs(norm - 1.0) < 1e-5, "normalized pool has squared norm %g", norm);
+
+    free(hidden), free(out), free(q), free(kv);
+    rmlp_planner_free(planner);
+    rmlp_context_free(ctx);
+    rmlp_model_free(model);
+}
+
+static void test_no_lm_head(const char *dir) {
+    rmlp_model *model = load(dir, "qwen3_embedding_noprefix");
+    if (model == NULL) return;
+    rmlp_model_config cfg;
+    rmlp_context *ctx = NULL;
+    CHECK(rmlp_model_get_config(model, &cfg) == RMLP_OK && !cfg.has_lm_head, "no lm head in the config");
+    CHECK(rmlp_context_create(model, 6, &ctx) == RMLP_OK, "context");
+    float hidden[6 * 64] = {0}, logits[4], prob[2];
+    expect(rmlp_score_pair(ctx, hidden, 6, cu, 2, 1, 2, logits, prob), RMLP_ERR_UNSUPPORTED, "no LM head",
+           "score without an LM head");
+    rmlp_context_free(ctx);
+    rmlp_model_free(model);
+}
+
+/* A Mistral model with a sliding window of 4: a 5-token sequence is refused, not miscomputed. */
+static void test_sliding_window(void) {
+    rmlp_model_config cfg = {.architecture = RMLP_ARCH_MISTRAL, .vocab_size = 32, .hidden_size = 16,
+                             .intermediate_size = 32, .num_hidden_layers = 1, .num_attention_heads = 2,
+                             .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
+                             .sliding_window = 4, .rms_norm_eps = 1e-6, .rope_theta = 1e4, .tie_word_embeddings = true};
+    char dir[] = "/tmp/rmlp_window_XXXXXX", path[64];
+    rmlp_model *model = NULL;
+    rmlp_context *ctx = NULL;
+    rmlp_planner *planner = NULL;
+    if (!CHECK(mkdtemp(dir) != NULL && tiny_model_write(dir, &cfg, 3) == 0, "writing the Mistral model")) return;
+    CHECK(rmlp_model_load(dir, NULL, &model) == RMLP_OK, "load: %s", rmlp_last_error());
+    rmlp_model_config got;
+    CHECK(model && rmlp_model_get_config(model, &got) == RMLP_OK && got.sliding_window == 4, "sliding_window read");
+    CHECK(model && rmlp_context_create(model, 9, &ctx) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK,
+          "setup");
+    static const uint32_t ids9[9] = {1, 2, 3, 4, 1, 2, 3, 4, 5}, pos9[9] = {0, 1, 2, 3, 0, 1, 2, 3, 4};
+    static const uint32_t cu_ok[2] = {0, 4}, cu_long[3] = {0, 4, 9};
+    float out[9 * 16];
+    rmlp_plan plan;
+    if (ctx && planner) {
+        CHECK(rmlp_plan_build(planner, ids9, pos9, 4, cu_ok, 1, NULL, &plan) == RMLP_OK &&
+                  rmlp_forward(ctx, &plan, NULL, NULL, out) == RMLP_OK,
+              "4 tokens fit the window: %s", rmlp_last_error());
+        CHECK(rmlp_plan_build(planner, ids9, pos9, 9, cu_long, 2, NULL, &plan) == RMLP_OK, "plan");
+        expect(rmlp_forward(ctx, &plan, NULL, NULL, out), RMLP_ERR_UNSUPPORTED,
+               "sequence 1 has 5 tokens, more than the model's sliding_window=4", "longer than the window");
+    }
+    rmlp_planner_free(planner);
+    rmlp_context_free(ctx);
+    rmlp_model_free(model);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir), remove(path);
+    snprintf(path, sizeof path, "%s/config.json", dir), remove(path);
+    remove(dir);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_model_api FIXTURES_DIR\n");
+        return 2;
+    }
+    test_load_params(argv[1]);
+    test_calls(argv[1]);
+    test_no_lm_head(argv[1]);
+    test_sliding_window();
+    return tu_summary();
+}

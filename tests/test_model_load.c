@@ -1,0 +1,809 @@
+/*
+ * test_model_load.c: the model loader (model/) on checkpoints this test writes with st_writer
+ * into a temporary folder. Valid tiny models (Qwen3 with and without the "model." prefix, tied,
+ * untied and headless, Qwen2 with biases, Llama/Mistral, BF16 with a misaligned data section,
+ * sharded, opened by file path) load with every value checked against the tensors written,
+ * q/k/v and gate/up stacked; F16 and BF16 conversions are checked bit for bit on known
+ * patterns (subnormals, infinities, NaN). Then one table row per bad input (safetensors header,
+ * config.json, tensors, index.json), each with its exact status and a message naming the file,
+ * key or tensor. Run under ASan/LSan, this also checks that no error path leaks.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../ffi/src/export.h"
+#include "../model/config.h"
+#include "../model/weights.h"
+#include "st_writer.h"
+#include "test_util.h"
+
+/* The tiny model: head_dim is given (as Qwen3 does) and differs from hidden / heads. */
+enum { VOCAB = 32, HIDDEN = 16, INTER = 24, LAYERS = 2, HEADS = 4, KV_HEADS = 2, HEAD_DIM = 8 };
+
+static char *root; /* the temporary folder */
+
+/* A path inside root: dir (may be "") and name joined; one of two rotating buffers. */
+static const char *at(const char *dir, const char *name) {
+    static char bufs[2][512];
+    static int k;
+    char *b = bufs[k++ & 1];
+    snprintf(b, sizeof bufs[0], "%s%s%s%s%s", root, dir[0] ? "/" : "", dir, name[0] ? "/" : "", name);
+    return b;
+}
+
+static void make_dir(const char *dir) { mkdir(at(dir, ""), 0700); }
+
+/* ---- building a checkpoint ------------------------------------------------------------------ */
+
+typedef struct spec {
+    const char *model_type; /* "qwen3", "qwen2", "llama", ... */
+    const char *prefix;     /* "model." or "" */
+    const char *dtype;      /* "F32" or "BF16" for every tensor */
+    int tie;                /* tie_word_embeddings */
+    int lm_head;            /* write lm_head.weight */
+    int qk_norm, bias;      /* write q/k norms, q/k/v biases */
+    uint32_t head_dim;
+    int write_head_dim; /* head_dim in config.json (else hidden / heads) */
+    int old_form;       /* config.json as older hub checkpoints have it (top-level rope_theta, ...) */
+} spec;
+
+/* config.json as transformers 5 writes it (rope_parameters, layer_types). */
+static const spec QWEN3 = {"qwen3", "model.", "F32", 0, 1, 1, 0, HEAD_DIM, 1, 0};
+
+static const char *tensor_name(const spec *s, int layer, const char *suffix) {
+    static char buf[160];
+    if (layer < 0)
+        snprintf(buf, sizeof buf, "%s%s", strcmp(suffix, "lm_head.weight") ? s->prefix : "", suffix);
+    else
+        snprintf(buf, sizeof buf, "%slayers.%d.%s", s->prefix, layer, suffix);
+    return buf;
+}
+
+/* A tensor of random values in [-1, 1) (BF16: their top 16 bits). */
+static void add_random(stw *w, uint64_t *rng, const spec *s, int layer, const char *suffix, uint64_t rows,
+                       uint64_t cols) {
+    uint64_t shape[2] = {rows, cols}, n = rows * (cols ? cols : 1);
+    int bf16 = strcmp(s->dtype, "BF16") == 0;
+    unsigned char *data = tu_xmalloc(n * 4);
+    for (uint64_t i = 0; i < n; i++) {
+        float f = (float)((double)(tu_rand(rng) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        if (bf16)
+            memcpy(data + 2 * i, (const char *)&bits + 2, 2); /* little-endian: the high half */
+        else
+            memcpy(data + 4 * i, &bits, 4);
+    }
+    stw_add(w, tensor_name(s, layer, suffix), s->dtype, cols ? 2 : 1, shape, data, n * (bf16 ? 2 : 4));
+    free(data);
+}
+
+static void build_tensors(const spec *s, uint64_t seed, stw *w) {
+    uint64_t rng = seed, q = (uint64_t)HEADS * s->head_dim, kv = (uint64_t)KV_HEADS * s->head_dim;
+    add_random(w, &rng, s, -1, "embed_tokens.weight", VOCAB, HIDDEN);
+    for (int i = 0; i < LAYERS; i++) {
+        add_random(w, &rng, s, i, "input_layernorm.weight", HIDDEN, 0);
+        add_random(w, &rng, s, i, "self_attn.q_proj.weight", q, HIDDEN);
+        add_random(w, &rng, s, i, "self_attn.k_proj.weight", kv, HIDDEN);
+        add_random(w, &rng, s, i, "self_attn.v_proj.weight", kv, HIDDEN);
+        if (s->bias) {
+            add_random(w, &rng, s, i, "self_attn.q_proj.bias", q, 0);
+            add_random(w, &rng, s, i, "self_attn.k_proj.bias", kv, 0);
+            add_random(w, &rng, s, i, "self_attn.v_proj.bias", kv, 0);
+        }
+        if (s->qk_norm) {
+            add_random(w, &rng, s, i, "self_attn.q_norm.weight", s->head_dim, 0);
+            add_random(w, &rng, s, i, "self_attn.k_norm.weight", s->head_dim, 0);
+        }
+        add_random(w, &rng, s, i, "self_attn.o_proj.weight", HIDDEN, q);
+        add_random(w, &rng, s, i, "post_attention_layernorm.weight", HIDDEN, 0);
+        add_random(w, &rng, s, i, "mlp.gate_proj.weight", INTER, HIDDEN);
+        add_random(w, &rng, s, i, "mlp.up_proj.weight", INTER, HIDDEN);
+        add_random(w, &rng, s, i, "mlp.down_proj.weight", HIDDEN, INTER);
+    }
+    add_random(w, &rng, s, -1, "norm.weight", HIDDEN, 0);
+    if (s->lm_head) add_random(w, &rng, s, -1, "lm_head.weight", VOCAB, HIDDEN);
+    add_random(w, &rng, s, -1, "rotary_emb.inv_freq", s->head_dim / 2, 0); /* unused, as old checkpoints have */
+}
+
+static void build_config(const spec *s, stw_json *j) {
+    char num[32];
+    stw_json_set(j, "architectures", "[\"Qwen3ForCausalLM\"]");
+    snprintf(num, sizeof num, "\"%s\"", s->model_type);
+    stw_json_set(j, "model_type", num);
+    stw_json_set(j, "vocab_size", "32");
+    stw_json_set(j, "hidden_size", "16");
+    stw_json_set(j, "intermediate_size", "24");
+    stw_json_set(j, "num_hidden_layers", "2");
+    stw_json_set(j, "num_attention_heads", "4");
+    stw_json_set(j, "num_key_value_heads", "2");
+    snprintf(num, sizeof num, "%u", s->head_dim);
+    if (s->write_head_dim) stw_json_set(j, "head_dim", num);
+    stw_json_set(j, "max_position_embeddings", "128");
+    stw_json_set(j, "rms_norm_eps", "1e-06");
+    if (s->old_form) {
+        stw_json_set(j, "rope_theta", "1000000");
+        stw_json_set(j, "rope_scaling", "null");
+        stw_json_set(j, "torch_dtype", "\"float32\"");
+    } else {
+        stw_json_set(j, "rope_parameters", "{\"rope_theta\": 1000000.0, \"rope_type\": \"default\"}");
+        stw_json_set(j, "layer_types", "[\"full_attention\", \"full_attention\"]");
+        stw_json_set(j, "dtype", "\"float32\"");
+    }
+    stw_json_set(j, "hidden_act", "\"silu\"");
+    stw_json_set(j, "tie_word_embeddings", s->tie ? "true" : "false");
+    stw_json_set(j, "use_sliding_window", "false");
+    stw_json_set(j, "sliding_window", "null");
+}
+
+/* Writes dir/config.json and dir/model.safetensors. */
+static void write_checkpoint(const char *dir, const stw *w, const stw_json *config, int align8) {
+    make_dir(dir);
+    stw_write(w, at(dir, "model.safetensors"), align8);
+    stw_json_write(config, at(dir, "config.json"));
+}
+
+/* What rmlp_model_load does: open, read config.json, load the weights, close. */
+static rmlp_status load_all(const char *path, rmlp_model_config *config, model_weights *weights) {
+    checkpoint *ckpt = NULL;
+    rmlp_clear_error();
+    memset(weights, 0, sizeof *weights);
+    rmlp_status status = checkpoint_open(path, &ckpt);
+    if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), config);
+    if (status == RMLP_OK) status = weights_load(ckpt, config, weights);
+    checkpoint_close(ckpt);
+    return status;
+}
+
+/* ---- checking loaded values ----------------------------------------------------------------- */
+
+static float decode(const stw_tensor *t, uint64_t i) {
+    uint32_t bits = 0;
+    if (strcmp(t->dtype, "BF16") == 0)
+        memcpy((char *)&bits + 2, t->data + 2 * i, 2);
+    else
+        memcpy(&bits, t->data + 4 * i, 4);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* got[0 ..) equals the written tensor's values bit for bit. */
+static void check_values(const char *what, const float *got, const stw *w, const char *name) {
+    const stw_tensor *t = stw_find(w, name);
+    if (!CHECK(t != NULL && got != NULL, "%s: %s", what, name)) return;
+    uint64_t n = t->nbytes / (strcmp(t->dtype, "BF16") == 0 ? 2 : 4), bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        float want = decode(t, i);
+        if (memcmp(&got[i], &want, 4) != 0 && bad++ == 0)
+            printf("    %s: %s[%llu] = %g, want %g\n", what, name, (unsigned long long)i, got[i], want);
+    }
+    CHECK(bad == 0, "%s: %llu values of %s differ", what, (unsigned long long)bad, name);
+}
+
+static void check_weights(const char *what, const spec *s, const stw *w, const rmlp_model_config *c,
+                          const model_weights *mw) {
+    uint64_t q = (uint64_t)HEADS * s->head_dim * HIDDEN, kv = (uint64_t)KV_HEADS * s->head_dim * HIDDEN;
+    check_values(what, mw->embed, w, tensor_name(s, -1, "embed_tokens.weight"));
+    check_values(what, mw->final_norm, w, tensor_name(s, -1, "norm.weight"));
+    for (int i = 0; i < LAYERS; i++) {
+        const layer_weights *l = &mw->layers[i];
+        check_values(what, l->input_norm, w, tensor_name(s, i, "input_layernorm.weight"));
+        check_values(what, l->qkv, w, tensor_name(s, i, "self_attn.q_proj.weight"));
+        check_values(what, l->qkv + q, w, tensor_name(s, i, "self_attn.k_proj.weight"));
+        check_values(what, l->qkv + q + kv, w, tensor_name(s, i, "self_attn.v_proj.weight"));
+        if (s->bias) {
+            check_values(what, l->qkv_bias, w, tensor_name(s, i, "self_attn.q_proj.bias"));
+            check_values(what, l->qkv_bias + q / HIDDEN, w, tensor_name(s, i, "self_attn.k_proj.bias"));
+            check_values(what, l->qkv_bias + (q + kv) / HIDDEN, w, tensor_name(s, i, "self_attn.v_proj.bias"));
+        } else {
+            CHECK(l->qkv_bias == NULL, "%s: layer %d has a bias", what, i);
+        }
+        if (c->qk_norm) {
+            check_values(what, l->q_norm, w, tensor_name(s, i, "self_attn.q_norm.weight"));
+            check_values(what, l->k_norm, w, tensor_name(s, i, "self_attn.k_norm.weight"));
+        } else {
+            CHECK(l->q_norm == NULL && l->k_norm == NULL, "%s: layer %d has q/k norms", what, i);
+        }
+        check_values(what, l->o_proj, w, tensor_name(s, i, "self_attn.o_proj.weight"));
+        check_values(what, l->post_norm, w, tensor_name(s, i, "post_attention_layernorm.weight"));
+        check_values(what, l->gate_up, w, tensor_name(s, i, "mlp.gate_proj.weight"));
+        check_values(what, l->gate_up + (uint64_t)INTER * HIDDEN, w, tensor_name(s, i, "mlp.up_proj.weight"));
+        check_values(what, l->down, w, tensor_name(s, i, "mlp.down_proj.weight"));
+    }
+    if (s->lm_head) {
+        CHECK(mw->lm_head != mw->embed, "%s: own lm_head aliases the embedding", what);
+        check_values(what, mw->lm_head, w, "lm_head.weight");
+    } else {
+        CHECK(mw->lm_head == (s->tie ? mw->embed : NULL), "%s: lm_head %p, embed %p, tie %d", what, (void *)mw->lm_head,
+              (void *)mw->embed, s->tie);
+    }
+    CHECK(c->has_lm_head == (s->lm_head || s->tie), "%s: has_lm_head %d", what, c->has_lm_head);
+}
+
+/* Writes the model of spec s into its own folder (config.json from s, then edit_key set to
+ * edit_value when given), loads it and checks everything. */
+static void check_valid(const char *what, const spec *s, const char *edit_key, const char *edit_value, int align8) {
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(s, 42, &w);
+    build_config(s, &config);
+    if (edit_key) stw_json_set(&config, edit_key, edit_value);
+    char dir[64];
+    snprintf(dir, sizeof dir, "valid_%s", what);
+    write_checkpoint(dir, &w, &config, align8);
+    rmlp_model_config c;
+    model_weights mw;
+    rmlp_status status = load_all(at(dir, ""), &c, &mw);
+    if (CHECK(status == RMLP_OK, "%s: status %d: %s", what, status, rmlp_last_error())) {
+        rmlp_arch arch = strcmp(s->model_type, "qwen2") == 0     ? RMLP_ARCH_QWEN2
+                         : strcmp(s->model_type, "llama") == 0   ? RMLP_ARCH_LLAMA
+                         : strcmp(s->model_type, "mistral") == 0 ? RMLP_ARCH_MISTRAL
+                                                                 : RMLP_ARCH_QWEN3;
+        CHECK_EQ(c.architecture, arch, "%s", what);
+        CHECK(c.vocab_size == VOCAB && c.hidden_size == HIDDEN && c.intermediate_size == INTER &&
+                  c.num_hidden_layers == LAYERS && c.num_attention_heads == HEADS &&
+                  c.num_key_value_heads == KV_HEADS && c.max_position_embeddings == 128,
+              "%s: sizes", what);
+        CHECK_EQ(c.head_dim, s->head_dim, "%s", what);
+        CHECK_EQ(c.sliding_window, edit_key && strcmp(edit_key, "sliding_window") == 0 ? atoi(edit_value) : 0, "%s",
+                 what);
+        CHECK(c.rms_norm_eps == 1e-6 && c.rope_theta == 1e6, "%s: eps %g theta %g", what, c.rms_norm_eps, c.rope_theta);
+        CHECK(c.qk_norm == (arch == RMLP_ARCH_QWEN3) && c.attention_bias == (s->bias != 0) &&
+                  c.tie_word_embeddings == (s->tie != 0),
+              "%s: flags qk_norm %d bias %d tie %d", what, c.qk_norm, c.attention_bias, c.tie_word_embeddings);
+        check_weights(what, s, &w, &c, &mw);
+        weights_free(&mw, &c);
+    }
+    stw_free(&w);
+    stw_json_free(&config);
+}
+
+static void test_valid(void) {
+    spec s = QWEN3;
+    check_valid("qwen3", &s, NULL, NULL, 1);
+    s.prefix = "", s.tie = 1, s.lm_head = 0, s.old_form = 1; /* Qwen3-Embedding: no "model.", no lm_head */
+    check_valid("qwen3_embedding", &s, NULL, NULL, 1);
+    s = QWEN3, s.tie = 1; /* tied, but the checkpoint carries its own lm_head: that one is used */
+    check_valid("tied_with_lm_head", &s, NULL, NULL, 1);
+    s = QWEN3, s.lm_head = 0; /* untied without lm_head: a model without a head */
+    check_valid("headless", &s, NULL, NULL, 1);
+    s = QWEN3, s.model_type = "qwen2", s.qk_norm = 0, s.bias = 1; /* bias forced on for Qwen2 */
+    check_valid("qwen2", &s, "attention_bias", "false", 1);
+    s = QWEN3, s.model_type = "llama", s.qk_norm = 0, s.head_dim = HIDDEN / HEADS, s.write_head_dim = 0;
+    s.old_form = 1;
+    check_valid("llama", &s, NULL, NULL, 1);
+    s.model_type = "mistral", s.bias = 1; /* attention_bias from config.json */
+    check_valid("mistral", &s, "attention_bias", "true", 1);
+    s.bias = 0;
+    check_valid("mistral_window", &s, "sliding_window", "64", 1);
+    s = QWEN3, s.dtype = "BF16"; /* unpadded header: every tensor's bytes are misaligned */
+    check_valid("bf16_misaligned", &s, NULL, NULL, 0);
+}
+
+/* ---- F16 / BF16 conversion, bit for bit ----------------------------------------------------- */
+
+static void le16(unsigned char *out, const uint16_t *in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[2 * i] = (unsigned char)in[i], out[2 * i + 1] = (unsigned char)(in[i] >> 8);
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    return bits;
+}
+
+/* Known patterns in the final norm (F16) and layer 0's input norm (BF16) of an F32 model. */
+static void test_known_patterns(void) {
+    static const uint16_t f16[HIDDEN] = {0x3c00, 0xc000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0x7c00,
+                                         0xfc00, 0x7e00, 0x7c01, 0x8000, 0x0000, 0x3555, 0x0200, 0xfbff};
+    static const uint32_t f16_want[HIDDEN] = {0x3f800000, 0xc0000000, 0x33800000, 0xb3800000, 0x387fc000, 0x38800000,
+                                              0x477fe000, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f802000, 0x80000000,
+                                              0x00000000, 0x3eaaa000, 0x38000000, 0xc77fe000};
+    static const uint16_t bf16[HIDDEN] = {0x3f80, 0xbf80, 0x0001, 0x8001, 0x007f, 0x0080, 0x7f7f, 0x7f80,
+                                          0xff80, 0x7fc0, 0x7f81, 0x8000, 0x0000, 0x4049, 0x3eab, 0xc2f7};
+    unsigned char bytes[2 * HIDDEN];
+    uint64_t shape[1] = {HIDDEN};
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(&QWEN3, 7, &w);
+    build_config(&QWEN3, &config);
+    le16(bytes, f16, HIDDEN);
+    stw_add(&w, "model.norm.weight", "F16", 1, shape, bytes, sizeof bytes);
+    le16(bytes, bf16, HIDDEN);
+    stw_add(&w, "model.layers.0.input_layernorm.weight", "BF16", 1, shape, bytes, sizeof bytes);
+    write_checkpoint("patterns", &w, &config, 0);
+    rmlp_model_config c;
+    model_weights mw;
+    rmlp_status status = load_all(at("patterns", ""), &c, &mw);
+    if (CHECK(status == RMLP_OK, "patterns: %s", rmlp_last_error())) {
+        for (int i = 0; i < HIDDEN; i++) {
+            CHECK(f32_bits(mw.final_norm[i]) == f16_want[i], "f16 0x%04x -> 0x%08x, want 0x%08x", f16[i],
+                  f32_bits(mw.final_norm[i]), f16_want[i]);
+            CHECK(f32_bits(mw.layers[0].input_norm[i]) == (uint32_t)bf16[i] << 16, "bf16 0x%04x -> 0x%08x", bf16[i],
+                  f32_bits(mw.layers[0].input_norm[i]));
+        }
+        check_values("patterns", mw.layers[1].input_norm, &w, "model.layers.1.input_layernorm.weight");
+        weights_free(&mw, &c);
+    }
+    stw_free(&w);
+    stw_json_free(&config);
+}
+
+/* All 65536 F16 values as the embedding (vocab 4096), against ldexp of sign, exponent, mantissa. */
+static void test_f16_exhaustive(void) {
+    enum { ROWS = 65536 / HIDDEN };
+    spec s = QWEN3;
+    s.lm_head = 0;
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(&s, 9, &w);
+    build_config(&s, &config);
+    stw_json_set(&config, "vocab_size", "4096");
+    uint16_t *all = tu_xmalloc(65536 * sizeof *all);
+    unsigned char *bytes = tu_xmalloc(2 * 65536);
+    for (uint32_t i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+    le16(bytes, all, 65536);
+    uint64_t shape[2] = {ROWS, HIDDEN};
+    stw_add(&w, "model.embed_tokens.weight", "F16", 2, shape, bytes, 2 * 65536);
+    write_checkpoint("f16_all", &w, &config, 1);
+    rmlp_model_config c;
+    model_weights mw;
+    rmlp_status status = load_all(at("f16_all", ""), &c, &mw);
+    if (CHECK(status == RMLP_OK, "f16_all: %s", rmlp_last_error())) {
+        int bad = 0;
+        for (uint32_t h = 0; h < 65536; h++) {
+            uint32_t sign = h >> 15, exp = (h >> 10) & 31, man = h & 1023, want;
+            if (exp == 31)
+                want = sign << 31 | 0x7f800000u | man << 13;
+            else
+                want = f32_bits((float)ldexp(exp ? 1024.0 + man : (double)man, (exp ? (int)exp : 1) - 25) *
+                                (sign ? -1.0f : 1.0f));
+            if (f32_bits(mw.embed[h]) != want && bad++ < 5)
+                printf("    f16 0x%04x -> 0x%08x, want 0x%08x\n", h, f32_bits(mw.embed[h]), want);
+        }
+        CHECK(bad == 0, "%d of 65536 f16 values converted wrongly", bad);
+        weights_free(&mw, &c);
+    }
+    free(all);
+    free(bytes);
+    stw_free(&w);
+    stw_json_free(&config);
+}
+
+/* ---- sharded checkpoints and file paths ------------------------------------------------------- */
+
+static const char *SHARD1 = "model-00001-of-00002.safetensors", *SHARD2 = "model-00002-of-00002.safetensors";
+
+/* The QWEN3 model in two shards (the first `split` tensors, then the rest) with an index; the
+ * weight map gets map_key set to map_value (raw JSON, NULL removes) when map_key is given, and
+ * index_text (when given) replaces the whole index. */
+static void write_sharded(const char *dir, const stw *w, const char *map_key, const char *map_value,
+                          const char *index_text) {
+    stw parts[2] = {{0}, {0}};
+    stw_json map = {0}, index = {0};
+    size_t split = w->n / 2;
+    char quoted[96];
+    for (size_t i = 0; i < w->n; i++) {
+        const stw_tensor *t = &w->t[i];
+        stw_add(&parts[i >= split], t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes);
+        snprintf(quoted, sizeof quoted, "\"%s\"", i >= split ? SHARD2 : SHARD1);
+        stw_json_set(&map, t->name, quoted);
+    }
+    if (map_key) stw_json_set(&map, map_key, map_value);
+    char *map_text = stw_json_string(&map);
+    stw_json_set(&index, "metadata", "{\"total_size\": 12345}");
+    stw_json_set(&index, "weight_map", map_text);
+    make_dir(dir);
+    stw_write(&parts[0], at(dir, SHARD1), 1);
+    stw_write(&parts[1], at(dir, SHARD2), 1);
+    if (index_text)
+        stw_write_bytes(at(dir, "model.safetensors.index.json"), index_text, strlen(index_text));
+    else
+        stw_json_write(&index, at(dir, "model.safetensors.index.json"));
+    free(map_text);
+    stw_free(&parts[0]);
+    stw_free(&parts[1]);
+    stw_json_free(&map);
+    stw_json_free(&index);
+}
+
+static void check_loads(const char *what, const char *path, const spec *s, const stw *w) {
+    rmlp_model_config c;
+    model_weights mw;
+    rmlp_status status = load_all(path, &c, &mw);
+    if (!CHECK(status == RMLP_OK, "%s: status %d: %s", what, status, rmlp_last_error())) return;
+    check_weights(what, s, w, &c, &mw);
+    weights_free(&mw, &c);
+}
+
+static void test_sharded_and_paths(void) {
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(&QWEN3, 42, &w);
+    build_config(&QWEN3, &config);
+    write_sharded("sharded", &w, NULL, NULL, NULL);
+    stw_json_write(&config, at("sharded", "config.json"));
+    check_loads("sharded folder", at("sharded", ""), &QWEN3, &w);
+    check_loads("index file", at("sharded", "model.safetensors.index.json"), &QWEN3, &w);
+    write_checkpoint("by_file", &w, &config, 1);
+    check_loads("safetensors file", at("by_file", "model.safetensors"), &QWEN3, &w);
+    char slashes[600];
+    snprintf(slashes, sizeof slashes, "%s//", at("by_file", ""));
+    check_loads("folder with trailing slashes", slashes, &QWEN3, &w);
+    stw_free(&w);
+    stw_json_free(&config);
+}
+
+/* ---- bad inputs ----------------------------------------------------------------------------- */
+
+/* Loads path and checks the status and that the message starts with the function and names
+ * msg and msg2 (when given). */
+static void expect_fail(const char *what, const char *path, rmlp_status want, const char *msg, const char *msg2) {
+    rmlp_model_config c;
+    model_weights mw;
+    rmlp_status got = load_all(path, &c, &mw);
+    const char *err = rmlp_last_error();
+    CHECK(got == want, "%s: status %d, want %d: %s", what, got, want, err);
+    CHECK(strncmp(err, "rmlp_model_load: ", 17) == 0, "%s: message '%s'", what, err);
+    CHECK(strstr(err, msg) != NULL, "%s: message '%s' lacks '%s'", what, err, msg);
+    if (msg2) CHECK(strstr(err, msg2) != NULL, "%s: message '%s' lacks '%s'", what, err, msg2);
+    if (got == RMLP_OK) weights_free(&mw, &c);
+}
+
+static void test_bad_files(void) {
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(&QWEN3, 42, &w);
+    build_config(&QWEN3, &config);
+    expect_fail("missing folder", at("no_such_folder", ""), RMLP_ERR_IO, "no_such_folder: No such file", NULL);
+    st_file *file = (st_file *)&file;
+    CHECK(st_open(at("no_such_file.safetensors", ""), &file) == RMLP_ERR_IO && file == NULL, "st_open: %s",
+          rmlp_last_error());
+
+    make_dir("short");
+    stw_json_write(&config, at("short", "config.json"));
+    stw_write_bytes(at("short", "model.safetensors"), "\x02\0\0\0\0", 5);
+    expect_fail("file of 5 bytes", at("short", ""), RMLP_ERR_FORMAT, "short/model.safetensors: 5 bytes is shorter",
+                NULL);
+    stw_write_bytes(at("short", "model.safetensors"), "", 0);
+    expect_fail("empty file", at("short", ""), RMLP_ERR_FORMAT, "short/model.safetensors: 0 bytes is shorter", NULL);
+
+    make_dir("no_tensors");
+    stw_json_write(&config, at("no_tensors", "config.json"));
+    expect_fail("folder without tensors", at("no_tensors", ""), RMLP_ERR_IO,
+                "no_tensors: holds neither model.safetensors nor model.safetensors.index.json", NULL);
+
+    make_dir("no_config");
+    stw_write(&w, at("no_config", "model.safetensors"), 1);
+    expect_fail("config.json missing", at("no_config", ""), RMLP_ERR_IO, "no_config/config.json: No such file", NULL);
+    expect_fail("config.json missing (file path)", at("no_config", "model.safetensors"), RMLP_ERR_IO,
+                "no_config/config.json: No such file", NULL);
+    stw_free(&w);
+    stw_json_free(&config);
+}
+
+typedef struct header_case {
+    const char *name;
+    const char *header;
+    uint64_t header_len; /* 0: strlen(header) */
+    uint64_t data_len;
+    rmlp_status want;
+    const char *msg;
+} header_case;
+
+#define T4 "\"dtype\":\"F32\",\"shape\":[4]"
+static const header_case header_cases[] = {
+    {"header length 0", "", 0, 64, RMLP_ERR_FORMAT, "header length 0 is too short"},
+    {"header length 1", "{", 0, 64, RMLP_ERR_FORMAT, "header length 1 is too short"},
+    {"header length beyond the file", "{}", 999999, 0, RMLP_ERR_FORMAT,
+     "header length 999999 exceeds the file size 10"},
+    {"header length over 100 MiB", "{}", 200u << 20, 201u << 20, RMLP_ERR_FORMAT,
+     "header length 209715200 exceeds the limit of 104857600 bytes"},
+    {"header not JSON", "{\"t\": ", 0, 64, RMLP_ERR_FORMAT, "header is not valid JSON"},
+    {"header with trailing garbage", "{} x", 0, 64, RMLP_ERR_FORMAT, "header is not valid JSON"},
+    {"header JSON not an object", "[1, 2]", 0, 64, RMLP_ERR_FORMAT, "header is an array, not a JSON object"},
+    {"duplicate tensor", "{\"t\":{" T4 ",\"data_offsets\":[0,16]},\"t\":{" T4 ",\"data_offsets\":[16,32]}}", 0, 64,
+     RMLP_ERR_FORMAT, "duplicate object key"},
+    {"entry not an object", "{\"t\": 3}", 0, 64, RMLP_ERR_FORMAT, "tensor 't' is an integer, not an object"},
+    {"missing dtype", "{\"t\":{\"shape\":[4],\"data_offsets\":[0,16]}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't' has no string dtype"},
+    {"missing shape", "{\"t\":{\"dtype\":\"F32\",\"data_offsets\":[0,16]}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't' has no shape array"},
+    {"missing data_offsets", "{\"t\":{" T4 "}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't' has no data_offsets array of 2 numbers"},
+    {"data_offsets of 3", "{\"t\":{" T4 ",\"data_offsets\":[0,16,16]}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't' has no data_offsets array of 2 numbers"},
+    {"unsupported dtype", "{\"t\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}", 0, 64, RMLP_ERR_MODEL,
+     "tensor 't' has dtype I64, only F32, F16 and BF16 are supported"},
+    {"shape x size != byte range", "{\"t\":{\"dtype\":\"F32\",\"shape\":[5],\"data_offsets\":[0,16]}}", 0, 64,
+     RMLP_ERR_FORMAT, "tensor 't': dtype F32 x shape [5] does not match data_offsets [0, 16] (16 bytes)"},
+    {"shape product overflows",
+     "{\"t\":{\"dtype\":\"BF16\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,0]}}", 0, 64,
+     RMLP_ERR_FORMAT, "does not match data_offsets [0, 0]"},
+    {"range past the end", "{\"t\":{\"dtype\":\"F32\",\"shape\":[32],\"data_offsets\":[0,128]}}", 0, 64,
+     RMLP_ERR_FORMAT, "tensor 't': data_offsets [0, 128] run past the end of the 64-byte data section"},
+    {"overlapping tensors", "{\"a\":{" T4 ",\"data_offsets\":[0,16]},\"b\":{" T4 ",\"data_offsets\":[8,24]}}", 0, 64,
+     RMLP_ERR_FORMAT, "tensors 'a' and 'b' overlap"},
+    {"tensor inside another",
+     "{\"big\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},\"c\":{" T4 ",\"data_offsets\":[32,48]},"
+     "\"d\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[4,8]}}",
+     0, 64, RMLP_ERR_FORMAT, "tensors 'big' and 'd' overlap"},
+    {"negative shape", "{\"t\":{\"dtype\":\"F32\",\"shape\":[-4],\"data_offsets\":[0,16]}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't': shape[0] is not a non-negative integer"},
+    {"fractional shape", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2,2.0],\"data_offsets\":[0,16]}}", 0, 64,
+     RMLP_ERR_FORMAT, "tensor 't': shape[1] is not a non-negative integer"},
+    {"negative offset", "{\"t\":{" T4 ",\"data_offsets\":[-16,0]}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't': data_offsets are not non-negative integers"},
+    {"fractional offset", "{\"t\":{" T4 ",\"data_offsets\":[0,16.0]}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't': data_offsets are not non-negative integers"},
+    {"offsets reversed", "{\"t\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[16,0]}}", 0, 64, RMLP_ERR_FORMAT,
+     "tensor 't': data_offsets [16, 0] begin after they end"},
+    {"too many dimensions", "{\"t\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 0, 64,
+     RMLP_ERR_FORMAT, "tensor 't' has 9 dimensions, at most 8 are supported"},
+    {"__metadata__ not an object", "{\"__metadata__\": [\"pt\"]}", 0, 64, RMLP_ERR_FORMAT,
+     "__metadata__ is an array, not an object"},
+    {"__metadata__ value not a string", "{\"__metadata__\": {\"format\": 1}}", 0, 64, RMLP_ERR_FORMAT,
+     "__metadata__ 'format' is an integer, not a string"},
+};
+
+static void test_bad_headers(void) {
+    stw_json config = {0};
+    build_config(&QWEN3, &config);
+    make_dir("header");
+    stw_json_write(&config, at("header", "config.json"));
+    for (size_t i = 0; i < sizeof header_cases / sizeof header_cases[0]; i++) {
+        const header_case *h = &header_cases[i];
+        stw_write_raw(at("header", "model.safetensors"), h->header_len ? h->header_len : strlen(h->header), h->header,
+                      h->data_len);
+        expect_fail(h->name, at("header", ""), h->want, h->msg, "header/model.safetensors: ");
+    }
+    /* A valid header with no tensors opens (and then lacks the embedding). */
+    stw_write_raw(at("header", "model.safetensors"), 2, "{}", 0);
+    expect_fail("no tensors", at("header", ""), RMLP_ERR_MODEL, "missing tensor 'model.embed_tokens.weight'", NULL);
+    stw_json_free(&config);
+}
+
+typedef struct config_case {
+    const char *name;
+    const char *key, *value, *key2, *value2; /* raw JSON values; NULL removes the key */
+    rmlp_status want;
+    const char *msg;
+} config_case;
+
+static const config_case config_cases[] = {
+    {"missing vocab_size", "vocab_size", NULL, NULL, NULL, RMLP_ERR_MODEL, "missing key 'vocab_size'"},
+    {"missing max_position_embeddings", "max_position_embeddings", NULL, NULL, NULL, RMLP_ERR_MODEL,
+     "missing key 'max_position_embeddings'"},
+    {"null num_hidden_layers", "num_hidden_layers", "null", NULL, NULL, RMLP_ERR_MODEL,
+     "missing key 'num_hidden_layers'"},
+    {"missing model_type", "model_type", NULL, NULL, NULL, RMLP_ERR_MODEL, "missing key 'model_type'"},
+    {"hidden_size a string", "hidden_size", "\"16\"", NULL, NULL, RMLP_ERR_FORMAT,
+     "'hidden_size' is a string, not an integer"},
+    {"hidden_size fractional", "hidden_size", "16.5", NULL, NULL, RMLP_ERR_FORMAT,
+     "'hidden_size' is a fractional number, not an integer"},
+    {"hidden_size 0", "hidden_size", "0", NULL, NULL, RMLP_ERR_FORMAT, "'hidden_size' = 0 is not between 1 and 2^32-1"},
+    {"hidden_size negative", "hidden_size", "-16", NULL, NULL, RMLP_ERR_FORMAT, "'hidden_size' = -16 is not between"},
+    {"hidden_size 2^32", "hidden_size", "4294967296", NULL, NULL, RMLP_ERR_FORMAT,
+     "'hidden_size' = 4294967296 is not between"},
+    {"model_type a number", "model_type", "3", NULL, NULL, RMLP_ERR_FORMAT, "'model_type' is an integer, not a string"},
+    {"unsupported model_type", "model_type", "\"gpt2\"", NULL, NULL, RMLP_ERR_MODEL,
+     "model_type 'gpt2' is not supported"},
+    {"rope_scaling", "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}", NULL, NULL, RMLP_ERR_MODEL,
+     "rope_scaling is not supported"},
+    {"hidden_act gelu", "hidden_act", "\"gelu\"", NULL, NULL, RMLP_ERR_MODEL, "hidden_act 'gelu' is not supported"},
+    {"hidden_act a number", "hidden_act", "1", NULL, NULL, RMLP_ERR_FORMAT, "'hidden_act' is an integer, not a string"},
+    {"use_sliding_window", "use_sliding_window", "true", NULL, NULL, RMLP_ERR_MODEL,
+     "use_sliding_window true is not supported"},
+    {"use_sliding_window a string", "use_sliding_window", "\"no\"", NULL, NULL, RMLP_ERR_FORMAT,
+     "'use_sliding_window' is a string, not a boolean"},
+    {"tie_word_embeddings a string", "tie_word_embeddings", "\"true\"", NULL, NULL, RMLP_ERR_FORMAT,
+     "'tie_word_embeddings' is a string, not a boolean"},
+    {"attention_bias a number", "attention_bias", "0", NULL, NULL, RMLP_ERR_FORMAT,
+     "'attention_bias' is an integer, not a boolean"},
+    {"kv heads do not divide heads", "num_key_value_heads", "3", NULL, NULL, RMLP_ERR_MODEL,
+     "num_key_value_heads 3 does not divide num_attention_heads 4"},
+    {"head_dim not derivable", "head_dim", "null", "num_attention_heads", "6", RMLP_ERR_MODEL,
+     "no head_dim, and hidden_size 16 is not a multiple of num_attention_heads 6"},
+    {"head_dim a string", "head_dim", "\"8\"", NULL, NULL, RMLP_ERR_FORMAT, "'head_dim' is a string, not an integer"},
+    {"missing rms_norm_eps", "rms_norm_eps", NULL, NULL, NULL, RMLP_ERR_MODEL, "missing key 'rms_norm_eps'"},
+    {"rms_norm_eps a string", "rms_norm_eps", "\"1e-6\"", NULL, NULL, RMLP_ERR_FORMAT,
+     "'rms_norm_eps' is a string, not a number"},
+    {"rms_norm_eps negative", "rms_norm_eps", "-1", NULL, NULL, RMLP_ERR_FORMAT, "'rms_norm_eps' = -1 is not positive"},
+    {"rope_theta 0", "rope_theta", "0.0", NULL, NULL, RMLP_ERR_FORMAT, "'rope_theta' = 0 is not positive"},
+    {"rope_parameters yarn", "rope_parameters", "{\"rope_theta\": 1e6, \"rope_type\": \"yarn\", \"factor\": 4}", NULL,
+     NULL, RMLP_ERR_MODEL, "rope_parameters.rope_type 'yarn' is not supported"},
+    {"rope_parameters theta a string", "rope_parameters", "{\"rope_theta\": \"1e6\"}", NULL, NULL, RMLP_ERR_FORMAT,
+     "'rope_parameters.rope_theta' is a string, not a number"},
+    {"rope_parameters an array", "rope_parameters", "[]", NULL, NULL, RMLP_ERR_FORMAT,
+     "'rope_parameters' is an array, not an object"},
+    {"sliding attention layer", "layer_types", "[\"full_attention\", \"sliding_attention\"]", NULL, NULL,
+     RMLP_ERR_MODEL, "layer_types[1] is not \"full_attention\""},
+    /* Sizes that disagree with the tensors are the weights' to report. */
+    {"vocab_size disagrees with the embedding", "vocab_size", "31", NULL, NULL, RMLP_ERR_MODEL,
+     "tensor 'model.embed_tokens.weight' has shape [32, 16], config.json calls for [31, 16]"},
+    {"head_dim disagrees with q_proj", "head_dim", "4", NULL, NULL, RMLP_ERR_MODEL,
+     "tensor 'model.layers.0.self_attn.q_proj.weight' has shape [32, 16], config.json calls for [16, 16]"},
+};
+
+static void test_bad_configs(void) {
+    stw w = {0};
+    stw_json base = {0};
+    build_tensors(&QWEN3, 42, &w);
+    build_config(&QWEN3, &base);
+    write_checkpoint("config", &w, &base, 1);
+    const char *path = at("config", "config.json");
+    char path_copy[512];
+    snprintf(path_copy, sizeof path_copy, "%s", path);
+    for (size_t i = 0; i < sizeof config_cases / sizeof config_cases[0]; i++) {
+        const config_case *k = &config_cases[i];
+        stw_json config;
+        stw_json_copy(&config, &base);
+        stw_json_set(&config, k->key, k->value);
+        if (k->key2) stw_json_set(&config, k->key2, k->value2);
+        stw_json_write(&config, path_copy);
+        expect_fail(k->name, at("config", ""), k->want, k->msg,
+                    strncmp(k->msg, "tensor", 6) == 0 ? NULL : "config/config.json: ");
+        stw_json_free(&config);
+    }
+    static const struct {
+        const char *name, *text, *msg;
+    } texts[] = {
+        {"config.json not JSON", "{\"model_type\": ", "config/config.json: not valid JSON"},
+        {"config.json an array", "[{\"model_type\": \"qwen3\"}]", "config/config.json: not a JSON object"},
+        {"config.json repeats a key", "{\"model_type\": \"qwen3\", \"model_type\": \"qwen2\"}",
+         "config/config.json: not valid JSON: duplicate object key"},
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        stw_write_bytes(path_copy, texts[i].text, strlen(texts[i].text));
+        expect_fail(texts[i].name, at("config", ""), RMLP_ERR_FORMAT, texts[i].msg, NULL);
+    }
+    rmlp_model_config c;
+    memset(&c, 0xff, sizeof c);
+    CHECK(config_read(path_copy, &c) == RMLP_ERR_FORMAT && c.hidden_size == 0, "config not cleared on error");
+
+    /* Defaults: rope_theta 10000, num_key_value_heads = heads, no tie, no bias (Llama). */
+    stw_json config;
+    stw_json_copy(&config, &base);
+    const char *absent[] = {"rope_parameters", "num_key_value_heads", "tie_word_embeddings",
+                            "hidden_act",      "use_sliding_window",  "layer_types"};
+    for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) stw_json_set(&config, absent[i], NULL);
+    stw_json_set(&config, "model_type", "\"llama\"");
+    stw_json_write(&config, path_copy);
+    rmlp_status status = config_read(path_copy, &c);
+    CHECK(status == RMLP_OK && c.rope_theta == 10000.0 && c.num_key_value_heads == HEADS && !c.tie_word_embeddings &&
+              !c.attention_bias && !c.qk_norm && !c.has_lm_head,
+          "defaults: status %d theta %g kv %u: %s", status, c.rope_theta, c.num_key_value_heads, rmlp_last_error());
+    stw_json_free(&config);
+    stw_free(&w);
+    stw_json_free(&base);
+}
+
+typedef struct tensor_case {
+    const char *name;
+    const char *remove; /* a tensor to remove, when given */
+    const char *tensor; /* a tensor to add or replace, when given: zeros of (rows[, cols]) in dtype */
+    uint64_t rows, cols;
+    const char *dtype;
+    const char *key, *value; /* config.json edit, when key is given */
+    rmlp_status want;
+    const char *msg, *msg2;
+} tensor_case;
+
+static const tensor_case tensor_cases[] = {
+    {"missing up_proj", "model.layers.1.mlp.up_proj.weight", NULL, 0, 0, NULL, NULL, NULL, RMLP_ERR_MODEL,
+     "missing tensor 'model.layers.1.mlp.up_proj.weight'", NULL},
+    {"missing embedding", "model.embed_tokens.weight", NULL, 0, 0, NULL, NULL, NULL, RMLP_ERR_MODEL,
+     "missing tensor 'model.embed_tokens.weight'", NULL},
+    {"missing q_norm (Qwen3)", "model.layers.0.self_attn.q_norm.weight", NULL, 0, 0, NULL, NULL, NULL, RMLP_ERR_MODEL,
+     "missing tensor 'model.layers.0.self_attn.q_norm.weight'", NULL},
+    {"missing bias (Qwen2)", NULL, NULL, 0, 0, NULL, "model_type", "\"qwen2\"", RMLP_ERR_MODEL,
+     "missing tensor 'model.layers.0.self_attn.q_proj.bias'", NULL},
+    {"k_proj rows", NULL, "model.layers.0.self_attn.k_proj.weight", 17, HIDDEN, "F32", NULL, NULL, RMLP_ERR_MODEL,
+     "tensor 'model.layers.0.self_attn.k_proj.weight' has shape [17, 16], config.json calls for [16, 16]", NULL},
+    {"o_proj transposed", NULL, "model.layers.1.self_attn.o_proj.weight", 32, HIDDEN, "F32", NULL, NULL, RMLP_ERR_MODEL,
+     "tensor 'model.layers.1.self_attn.o_proj.weight' has shape [32, 16], config.json calls for [16, 32]", NULL},
+    {"embedding with an extra row", NULL, "model.embed_tokens.weight", VOCAB + 1, HIDDEN, "BF16", NULL, NULL,
+     RMLP_ERR_MODEL, "tensor 'model.embed_tokens.weight' has shape [33, 16], config.json calls for [32, 16]", NULL},
+    {"norm of 2 dimensions", NULL, "model.layers.0.self_attn.k_norm.weight", 1, HEAD_DIM, "F32", NULL, NULL,
+     RMLP_ERR_MODEL, "tensor 'model.layers.0.self_attn.k_norm.weight' has shape [1, 8], config.json calls for [8]",
+     NULL},
+    {"lm_head shape", NULL, "lm_head.weight", VOCAB, HIDDEN + 1, "F16", NULL, NULL, RMLP_ERR_MODEL,
+     "tensor 'lm_head.weight' has shape [32, 17], config.json calls for [32, 16]", NULL},
+    {"intermediate_size disagrees", NULL, NULL, 0, 0, NULL, "intermediate_size", "25", RMLP_ERR_MODEL,
+     "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [24, 16], config.json calls for [25, 16]", NULL},
+    {"more layers than written", NULL, NULL, 0, 0, NULL, "num_hidden_layers", "3", RMLP_ERR_MODEL,
+     "missing tensor 'model.layers.2.input_layernorm.weight'", NULL},
+    {"unsupported dtype in an unused tensor", NULL, "model.rotary_emb.inv_freq", 4, 0, "I64", NULL, NULL,
+     RMLP_ERR_MODEL, "tensor 'model.rotary_emb.inv_freq' has dtype I64", "tensors/model.safetensors: "},
+    {"mixed prefixes", "model.embed_tokens.weight", "embed_tokens.weight", VOCAB, HIDDEN, "F32", NULL, NULL,
+     RMLP_ERR_MODEL, "missing tensor 'norm.weight'", NULL},
+};
+
+static void test_bad_tensors(void) {
+    stw_json base = {0};
+    build_config(&QWEN3, &base);
+    for (size_t i = 0; i < sizeof tensor_cases / sizeof tensor_cases[0]; i++) {
+        const tensor_case *k = &tensor_cases[i];
+        stw w = {0};
+        stw_json config;
+        build_tensors(&QWEN3, 42, &w);
+        stw_json_copy(&config, &base);
+        if (k->key) stw_json_set(&config, k->key, k->value);
+        if (k->remove) CHECK(stw_remove(&w, k->remove), "%s: no %s to remove", k->name, k->remove);
+        if (k->tensor) {
+            uint64_t shape[2] = {k->rows, k->cols};
+            size_t size = strcmp(k->dtype, "F32") == 0 ? 4 : strcmp(k->dtype, "I64") == 0 ? 8 : 2;
+            stw_add(&w, k->tensor, k->dtype, k->cols ? 2 : 1, shape, NULL, size * k->rows * (k->cols ? k->cols : 1));
+        }
+        write_checkpoint("tensors", &w, &config, 1);
+        expect_fail(k->name, at("tensors", ""), k->want, k->msg, k->msg2);
+        stw_free(&w);
+        stw_json_free(&config);
+    }
+    stw_json_free(&base);
+}
+
+typedef struct index_case {
+    const char *name;
+    const char *map_key, *map_value; /* weight_map edit (raw JSON; NULL removes) */
+    const char *index_text;          /* replaces the index, when given */
+    rmlp_status want;
+    const char *msg, *msg2;
+} index_case;
+
+static const index_case index_cases[] = {
+    {"index names a missing shard", "model.norm.weight", "\"model-00003-of-00003.safetensors\"", NULL, RMLP_ERR_IO,
+     "index/model-00003-of-00003.safetensors: No such file", NULL},
+    {"shard name with '/'", "model.norm.weight", "\"../by_file/model.safetensors\"", NULL, RMLP_ERR_FORMAT,
+     "weight_map['model.norm.weight'] = '../by_file/model.safetensors' is not a file name in the checkpoint's folder",
+     "index/model.safetensors.index.json: "},
+    {"empty shard name", "model.norm.weight", "\"\"", NULL, RMLP_ERR_FORMAT, "weight_map['model.norm.weight'] = ''",
+     NULL},
+    {"shard name not a string", "model.norm.weight", "3", NULL, RMLP_ERR_FORMAT,
+     "weight_map['model.norm.weight'] is an integer, not a file name", NULL},
+    {"tensor not in its shard", "model.embed_tokens.weight", "\"model-00002-of-00002.safetensors\"", NULL,
+     RMLP_ERR_MODEL, "weight_map puts tensor 'model.embed_tokens.weight' in ", "model-00002-of-00002.safetensors"},
+    {"tensor left out of the map", "model.norm.weight", NULL, NULL, RMLP_ERR_MODEL,
+     "missing tensor 'model.norm.weight'", NULL},
+    {"index not JSON", NULL, NULL, "{\"weight_map\": {", RMLP_ERR_FORMAT,
+     "index/model.safetensors.index.json: not valid JSON", NULL},
+    {"index without weight_map", NULL, NULL, "{\"metadata\": {}}", RMLP_ERR_FORMAT,
+     "index/model.safetensors.index.json: no weight_map object", NULL},
+    {"weight_map an array", NULL, NULL, "{\"weight_map\": []}", RMLP_ERR_FORMAT, "no weight_map object", NULL},
+};
+
+static void test_bad_index(void) {
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(&QWEN3, 42, &w);
+    build_config(&QWEN3, &config);
+    for (size_t i = 0; i < sizeof index_cases / sizeof index_cases[0]; i++) {
+        const index_case *k = &index_cases[i];
+        write_sharded("index", &w, k->map_key, k->map_value, k->index_text);
+        stw_json_write(&config, at("index", "config.json"));
+        expect_fail(k->name, at("index", ""), k->want, k->msg, k->msg2);
+    }
+    stw_free(&w);
+    stw_json_free(&config);
+}
+
+int main(void) {
+    root = stw_mkdtemp();
+    test_valid();
+    test_known_patterns();
+    test_f16_exhaustive();
+    test_sharded_and_paths();
+    test_bad_files();
+    test_bad_headers();
+    test_bad_configs();
+    test_bad_tensors();
+    test_bad_index();
+    stw_rmtree(root);
+    free(root);
+    return tu_summary();
+}

@@ -1,0 +1,270 @@
+/*
+ * cmd_run.c: `radixmlp run`: a checkpoint on a JSONL batch.
+ *   radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]
+ *                [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--no-radix]
+ *                [--max-batch-tokens N]
+ * Each input line is {"input_ids": [...]} (one sequence, positions 0..len-1). The file is one
+ * batch, or batches of at most N tokens. Each output line, in input order, is
+ * {"index": i, "embedding": [...]} (pooling), {"index": i, "hidden_states": [[...], ...]}
+ * (--pooling none) or {"index": i, "score": p, "logits": [a, b]} (--score-tokens: the reranker
+ * probability of token A against token B at the last position). A summary per batch (N, N',
+ * ratio, gate, plan and forward time) goes to stderr.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "radix_mlp.h"
+
+typedef struct run_args {
+    const char *model, *input, *output;
+    rmlp_pooling pooling; /* 0: none */
+    bool normalize, score;
+    uint32_t score_a, score_b;
+    unsigned long max_batch_tokens;
+    rmlp_plan_params params;
+} run_args;
+
+typedef struct sequences {
+    uint32_t *ids;    /* (n_tokens) */
+    uint32_t *starts; /* (n_seqs + 1) */
+    size_t n_tokens, n_seqs;
+} sequences;
+
+static int run_usage(FILE *to) {
+    fprintf(to, "usage: radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]\n"
+                "                    [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--no-radix]\n"
+                "                    [--max-batch-tokens N]\n");
+    return to == stdout ? 0 : 2;
+}
+
+static int parse_run_args(int argc, char **argv, run_args *a) {
+    *a = (run_args){.pooling = RMLP_POOLING_LAST, .params = rmlp_plan_default_params()};
+    for (int i = 0; i < argc; i++) {
+        const char *flag = argv[i];
+        unsigned long number = 0;
+        if (strcmp(flag, "--normalize") == 0) a->normalize = true;
+        else if (strcmp(flag, "--no-radix") == 0) a->params.threshold = 0.0;
+        else if (i + 1 >= argc) {
+            fprintf(stderr, "radixmlp: unknown option or missing value: %s\n", flag);
+            return -1;
+        } else {
+            const char *value = argv[++i];
+            if (strcmp(flag, "--model") == 0) a->model = value;
+            else if (strcmp(flag, "--input") == 0) a->input = value;
+            else if (strcmp(flag, "--output") == 0) a->output = value;
+            else if (strcmp(flag, "--threshold") == 0) {
+                if (cli_parse_double(flag, value, &a->params.threshold) != 0) return -1;
+            } else if (strcmp(flag, "--pad") == 0) {
+                if (cli_parse_ulong(flag, value, RMLP_MAX_PAD_MULTIPLE, &number) != 0) return -1;
+                a->params.pad = true;
+                a->params.pad_multiple_of = (uint32_t)number;
+            } else if (strcmp(flag, "--max-batch-tokens") == 0) {
+                if (cli_parse_ulong(flag, value, UINT32_MAX, &a->max_batch_tokens) != 0) return -1;
+            } else if (strcmp(flag, "--pooling") == 0) {
+                static const char *const names[] = {"none", "last", "mean", "first"};
+                a->pooling = -1;
+                for (int p = 0; p < 4; p++)
+                    if (strcmp(value, names[p]) == 0) a->pooling = p;
+                if (a->pooling < 0) {
+                    fprintf(stderr, "radixmlp: --pooling expects last, mean, first or none, got '%s'\n", value);
+                    return -1;
+                }
+            } else if (strcmp(flag, "--score-tokens") == 0) {
+                unsigned int x, y;
+                char extra;
+                if (sscanf(value, "%u,%u%c", &x, &y, &extra) != 2) {
+                    fprintf(stderr, "radixmlp: --score-tokens expects two token ids A,B, got '%s'\n", value);
+                    return -1;
+                }
+                a->score = true, a->score_a = x, a->score_b = y;
+            } else {
+                fprintf(stderr, "radixmlp: unknown option: %s\n", flag);
+                return -1;
+            }
+        }
+    }
+    if (!a->model || !a->input || !a->output) {
+        fprintf(stderr, "radixmlp: run needs --model, --input and --output\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads every line's input_ids. Errors name the file and line. */
+static int read_jsonl(const char *path, sequences *seqs) {
+    FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (in == NULL) {
+        fprintf(stderr, "radixmlp: cannot open %s\n", path);
+        return -1;
+    }
+    *seqs = (sequences){0};
+    size_t cap_tokens = 0, cap_seqs = 0, line_no = 0, len = 0;
+    char *line = NULL;
+    int rc = 0;
+    while (rc == 0 && getline(&line, &len, in) > 0) {
+        line_no++;
+        if (strspn(line, " \t\r\n") == strlen(line)) continue;
+        json_error_t error;
+        json_t *root = json_loads(line, 0, &error);
+        json_t *ids = root ? json_object_get(root, "input_ids") : NULL;
+        if (!json_is_array(ids) || json_array_size(ids) == 0) {
+            fprintf(stderr, "radixmlp: %s:%zu: expected {\"input_ids\": [...]} with at least one id%s%s\n", path,
+                    line_no, root ? "" : ": ", root ? "" : error.text);
+            rc = -1;
+        }
+        size_t n = rc == 0 ? json_array_size(ids) : 0;
+        if (rc == 0 && (seqs->n_tokens + n > cap_tokens || seqs->n_seqs + 2 > cap_seqs)) {
+            cap_tokens = 2 * (seqs->n_tokens + n), cap_seqs = 2 * (seqs->n_seqs + 2);
+            uint32_t *grown_ids = realloc(seqs->ids, cap_tokens * sizeof(uint32_t));
+            if (grown_ids) seqs->ids = grown_ids;
+            uint32_t *grown_starts = realloc(seqs->starts, cap_seqs * sizeof(uint32_t));
+            if (grown_starts) seqs->starts = grown_starts;
+            if (!grown_ids || !grown_starts) rc = -1;
+        }
+        for (size_t t = 0; rc == 0 && t < n; t++) {
+            json_t *id = json_array_get(ids, t);
+            if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > UINT32_MAX) {
+                fprintf(stderr, "radixmlp: %s:%zu: input_ids[%zu] is not a token id\n", path, line_no, t);
+                rc = -1;
+            } else {
+                seqs->ids[seqs->n_tokens + t] = (uint32_t)json_integer_value(id);
+            }
+        }
+        if (rc == 0) {
+            seqs->starts[seqs->n_seqs] = (uint32_t)seqs->n_tokens;
+            seqs->n_tokens += n;
+            seqs->starts[++seqs->n_seqs] = (uint32_t)seqs->n_tokens;
+        }
+        json_decref(root);
+    }
+    free(line);
+    if (in != stdin) fclose(in);
+    if (rc == 0 && seqs->n_seqs == 0) {
+        fprintf(stderr, "radixmlp: %s has no sequences\n", path);
+        rc = -1;
+    }
+    return rc;
+}
+
+static void write_floats(FILE *out, const float *values, size_t n) {
+    fputc('[', out);
+    for (size_t i = 0; i < n; i++) fprintf(out, i ? ", %.7g" : "%.7g", values[i]);
+    fputc(']', out);
+}
+
+typedef struct runner {
+    const run_args *args;
+    rmlp_model_config cfg;
+    rmlp_context *ctx;
+    rmlp_planner *planner;
+    uint32_t *pos, *cu;  /* batch scratch: (max tokens), (max seqs + 1) */
+    float *hidden, *pooled, *logits, *probs;
+} runner;
+
+/* Runs sequences [first, last) as one batch and writes their lines. */
+static int run_batch(runner *r, const sequences *seqs, size_t first, size_t last, FILE *out) {
+    const run_args *a = r->args;
+    size_t n_seqs = last - first, base = seqs->starts[first], n_tokens = seqs->starts[last] - base, hsz = r->cfg.hidden_size;
+    for (size_t s = 0; s <= n_seqs; s++) r->cu[s] = seqs->starts[first + s] - (uint32_t)base;
+    for (size_t s = 0; s < n_seqs; s++)
+        for (uint32_t row = r->cu[s]; row < r->cu[s + 1]; row++) r->pos[row] = row - r->cu[s];
+    rmlp_plan plan;
+    double start = cli_now_ms();
+    rmlp_status status =
+        rmlp_plan_build(r->planner, seqs->ids + base, r->pos, n_tokens, r->cu, n_seqs, &a->params, &plan);
+    double planned = cli_now_ms();
+    if (status == RMLP_OK) status = rmlp_forward(r->ctx, &plan, NULL, NULL, r->hidden);
+    double forward_ms = cli_now_ms() - planned;
+    if (status == RMLP_OK && a->score)
+        status = rmlp_score_pair(r->ctx, r->hidden, n_tokens, r->cu, n_seqs, a->score_a, a->score_b, r->logits,
+                                 r->probs);
+    else if (status == RMLP_OK && a->pooling != 0)
+        status = rmlp_pool(r->hidden, n_tokens, (uint32_t)hsz, r->cu, n_seqs, a->pooling, a->normalize, r->pooled);
+    if (status != RMLP_OK) {
+        fprintf(stderr, "radixmlp: batch of lines %zu-%zu: %s\n", first + 1, last, rmlp_last_error());
+        return -1;
+    }
+    for (size_t s = 0; s < n_seqs; s++) {
+        fprintf(out, "{\"index\": %zu, ", first + s);
+        if (a->score) {
+            fprintf(out, "\"score\": %.7g, \"logits\": [%.7g, %.7g]", r->probs[s], r->logits[2 * s],
+                    r->logits[2 * s + 1]);
+        } else if (a->pooling != 0) {
+            fputs("\"embedding\": ", out);
+            write_floats(out, r->pooled + s * hsz, hsz);
+        } else {
+            fputs("\"hidden_states\": [", out);
+            for (uint32_t row = r->cu[s]; row < r->cu[s + 1]; row++) {
+                if (row > r->cu[s]) fputs(", ", out);
+                write_floats(out, r->hidden + row * hsz, hsz);
+            }
+            fputc(']', out);
+        }
+        fputs("}\n", out);
+    }
+    fprintf(stderr, "radixmlp run: lines %zu-%zu: B=%zu N=%zu N'=%u ratio=%.4f gate=%s plan=%.1fus forward=%.1fms\n",
+            first + 1, last, n_seqs, n_tokens, plan.n_compact, plan.compact_ratio, plan.use_radix ? "radix" : "identity",
+            (planned - start) * 1e3, forward_ms);
+    return 0;
+}
+
+/* End of the batch starting at line `first`: consecutive lines up to max_tokens tokens (0: all;
+ * a longer line is a batch of its own). */
+static size_t batch_end(const sequences *seqs, size_t first, unsigned long max_tokens) {
+    if (max_tokens == 0) return seqs->n_seqs;
+    size_t last = first + 1;
+    while (last < seqs->n_seqs && seqs->starts[last + 1] - seqs->starts[first] <= max_tokens) last++;
+    return last;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_args a;
+    if (argc > 0 && strcmp(argv[0], "--help") == 0) return run_usage(stdout);
+    if (parse_run_args(argc, argv, &a) != 0) return run_usage(stderr);
+    sequences seqs;
+    if (read_jsonl(a.input, &seqs) != 0) return 1;
+
+    size_t max_tokens = 0, max_seqs = 0;
+    for (size_t first = 0, last; first < seqs.n_seqs; first = last) {
+        last = batch_end(&seqs, first, a.max_batch_tokens);
+        size_t tokens = seqs.starts[last] - seqs.starts[first];
+        max_tokens = tokens > max_tokens ? tokens : max_tokens;
+        max_seqs = last - first > max_seqs ? last - first : max_seqs;
+    }
+    runner r = {.args = &a};
+    rmlp_model *model = NULL;
+    FILE *out = strcmp(a.output, "-") == 0 ? stdout : fopen(a.output, "w");
+    rmlp_status status = out ? rmlp_model_load(a.model, NULL, &model) : RMLP_ERR_IO;
+    if (status == RMLP_OK) status = rmlp_model_get_config(model, &r.cfg);
+    if (status == RMLP_OK) status = rmlp_context_create(model, max_tokens, &r.ctx);
+    if (status == RMLP_OK) status = rmlp_planner_create(&r.planner);
+    int rc = 0;
+    if (status != RMLP_OK) {
+        fprintf(stderr, "radixmlp: %s\n", out ? rmlp_last_error() : "cannot open the output file");
+        rc = 1;
+    } else {
+        r.pos = malloc(max_tokens * sizeof(uint32_t));
+        r.cu = malloc((max_seqs + 1) * sizeof(uint32_t));
+        r.hidden = malloc(max_tokens * r.cfg.hidden_size * sizeof(float));
+        r.pooled = malloc(max_seqs * r.cfg.hidden_size * sizeof(float));
+        r.logits = malloc(max_seqs * 2 * sizeof(float));
+        r.probs = malloc(max_seqs * sizeof(float));
+        if (!r.pos || !r.cu || !r.hidden || !r.pooled || !r.logits || !r.probs) rc = 1;
+        for (size_t first = 0, last; rc == 0 && first < seqs.n_seqs; first = last) {
+            last = batch_end(&seqs, first, a.max_batch_tokens);
+            rc = run_batch(&r, &seqs, first, last, out) == 0 ? 0 : 1;
+        }
+    }
+    free(r.pos), free(r.cu), free(r.hidden), free(r.pooled), free(r.logits), free(r.probs);
+    free(seqs.ids), free(seqs.starts);
+    rmlp_planner_free(r.planner);
+    rmlp_context_free(r.ctx);
+    rmlp_model_free(model);
+    if (out && out != stdout) fclose(out);
+    return rc;
+}

@@ -1,0 +1,141 @@
+/*
+ * tiny_model.c: the random checkpoint writer of tiny_model.h. Tensors are generated while
+ * they are written, so a model larger than memory could be written too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiny_model.h"
+
+typedef struct tensor_spec {
+    char name[96];
+    uint64_t rows, cols; /* cols 0: a vector of `rows` */
+    int is_norm;
+} tensor_spec;
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float unit(uint64_t *state) { return (float)((double)(splitmix64(state) >> 11) * 0x1p-52 - 1.0); }
+
+static const char *model_type(rmlp_arch arch) {
+    switch (arch) {
+    case RMLP_ARCH_QWEN3: return "qwen3";
+    case RMLP_ARCH_QWEN2: return "qwen2";
+    case RMLP_ARCH_MISTRAL: return "mistral";
+    default: return "llama";
+    }
+}
+
+static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
+    uint64_t h = c->hidden_size, qd = (uint64_t)c->num_attention_heads * c->head_dim;
+    uint64_t kvd = (uint64_t)c->num_key_value_heads * c->head_dim, inter = c->intermediate_size;
+    size_t n = 0;
+#define ADD(rows_, cols_, norm_, ...) \
+    (snprintf(specs[n].name, sizeof specs[n].name, __VA_ARGS__), specs[n].rows = rows_, specs[n].cols = cols_, \
+     specs[n++].is_norm = norm_)
+    ADD(c->vocab_size, h, 0, "model.embed_tokens.weight");
+    for (uint32_t l = 0; l < c->num_hidden_layers; l++) {
+        ADD(h, 0, 1, "model.layers.%u.input_layernorm.weight", l);
+        ADD(qd, h, 0, "model.layers.%u.self_attn.q_proj.weight", l);
+        ADD(kvd, h, 0, "model.layers.%u.self_attn.k_proj.weight", l);
+        ADD(kvd, h, 0, "model.layers.%u.self_attn.v_proj.weight", l);
+        if (c->attention_bias) {
+            ADD(qd, 0, 0, "model.layers.%u.self_attn.q_proj.bias", l);
+            ADD(kvd, 0, 0, "model.layers.%u.self_attn.k_proj.bias", l);
+            ADD(kvd, 0, 0, "model.layers.%u.self_attn.v_proj.bias", l);
+        }
+        if (c->qk_norm) {
+            ADD(c->head_dim, 0, 1, "model.layers.%u.self_attn.q_norm.weight", l);
+            ADD(c->head_dim, 0, 1, "model.layers.%u.self_attn.k_norm.weight", l);
+        }
+        ADD(h, qd, 0, "model.layers.%u.self_attn.o_proj.weight", l);
+        ADD(h, 0, 1, "model.layers.%u.post_attention_layernorm.weight", l);
+        ADD(inter, h, 0, "model.layers.%u.mlp.gate_proj.weight", l);
+        ADD(inter, h, 0, "model.layers.%u.mlp.up_proj.weight", l);
+        ADD(h, inter, 0, "model.layers.%u.mlp.down_proj.weight", l);
+    }
+    ADD(h, 0, 1, "model.norm.weight");
+    if (!c->tie_word_embeddings) ADD(c->vocab_size, h, 0, "lm_head.weight");
+#undef ADD
+    return n;
+}
+
+static int write_config(const char *dir, const rmlp_model_config *c) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) return -1;
+    fprintf(f,
+            "{\"model_type\": \"%s\", \"vocab_size\": %u, \"hidden_size\": %u, \"intermediate_size\": %u,\n"
+            " \"num_hidden_layers\": %u, \"num_attention_heads\": %u, \"num_key_value_heads\": %u, \"head_dim\": %u,\n"
+            " \"max_position_embeddings\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
+            " \"tie_word_embeddings\": %s, \"attention_bias\": %s, \"hidden_act\": \"silu\", \"sliding_window\": %u}\n",
+            model_type(c->architecture), c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
+            c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings, c->rms_norm_eps,
+            c->rope_theta, c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
+            c->sliding_window);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int write_weights(FILE *f, const tensor_spec *specs, size_t n, uint64_t seed) {
+    /* Header: every tensor's dtype, shape and byte range, padded with spaces to 8 bytes. */
+    size_t cap = 256 * n + 64, len = 0;
+    char *header = malloc(cap);
+    if (header == NULL) return -1;
+    uint64_t offset = 0;
+    len += (size_t)snprintf(header + len, cap - len, "{");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bytes = specs[i].rows * (specs[i].cols ? specs[i].cols : 1) * 4;
+        if (specs[i].cols)
+            len += (size_t)snprintf(header + len, cap - len,
+                                    "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
+                                    i ? "," : "", specs[i].name, (unsigned long long)specs[i].rows,
+                                    (unsigned long long)specs[i].cols, (unsigned long long)offset,
+                                    (unsigned long long)(offset + bytes));
+        else
+            len += (size_t)snprintf(header + len, cap - len,
+                                    "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}",
+                                    i ? "," : "", specs[i].name, (unsigned long long)specs[i].rows,
+                                    (unsigned long long)offset, (unsigned long long)(offset + bytes));
+        offset += bytes;
+    }
+    header[len++] = '}';
+    while (len % 8) header[len++] = ' ';
+    uint8_t size_le[8];
+    for (int b = 0; b < 8; b++) size_le[b] = (uint8_t)((uint64_t)len >> (8 * b));
+    int ok = fwrite(size_le, 1, 8, f) == 8 && fwrite(header, 1, len, f) == len;
+    free(header);
+
+    uint64_t state = seed;
+    float chunk[4096];
+    const float scale = 0.02f * 1.7320508f; /* uniform [-a, a] has standard deviation a / sqrt(3) */
+    for (size_t i = 0; ok && i < n; i++) {
+        uint64_t count = specs[i].rows * (specs[i].cols ? specs[i].cols : 1);
+        for (uint64_t done = 0; ok && done < count;) {
+            size_t m = count - done < 4096 ? (size_t)(count - done) : 4096;
+            for (size_t j = 0; j < m; j++) chunk[j] = specs[i].is_norm ? 1.0f + 0.1f * unit(&state) : scale * unit(&state);
+            ok = fwrite(chunk, sizeof(float), m, f) == m;
+            done += m;
+        }
+    }
+    return ok ? 0 : -1;
+}
+
+int tiny_model_write(const char *dir, const rmlp_model_config *cfg, uint64_t seed) {
+    tensor_spec *specs = malloc((4 + 16 * (size_t)cfg->num_hidden_layers) * sizeof(tensor_spec));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = specs ? fopen(path, "wb") : NULL;
+    int rc = f && write_config(dir, cfg) == 0 ? write_weights(f, specs, list_tensors(cfg, specs), seed) : -1;
+    if (f && fclose(f) != 0) rc = -1;
+    if (rc != 0) fprintf(stderr, "radixmlp: writing the random model to %s failed\n", dir);
+    free(specs);
+    return rc;
+}
