@@ -27,11 +27,13 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
         {&ws->v, max_tokens * kvd},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        *parts[i].array = malloc((parts[i].floats ? parts[i].floats : 1) * sizeof(float));
+        size_t bytes = (parts[i].floats ? parts[i].floats : 1) * sizeof(float);
+        *parts[i].array = malloc(bytes);
         if (*parts[i].array == NULL) {
             cpu_workspace_free(ws);
             return -1;
         }
+        memset(*parts[i].array, 0, bytes); /* fault the pages in now, not during the first batch */
     }
     return 0;
 }
