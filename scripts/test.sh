@@ -2,7 +2,8 @@
 # The test command: sets up (scripts/setup.sh), then runs
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
-#   3. cargo test for bindings/rust/radix-mlp-sys and bindings/rust/radix-mlp against build/.
+#   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/,
+#   4. pytest for bindings/python against build/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -23,7 +24,14 @@ echo "== cargo test"
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 export RADIX_MLP_LIB_DIR="$root/build" LD_LIBRARY_PATH="$root/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CARGO_TARGET_DIR="$root/build/cargo"
-for crate in bindings/rust/radix-mlp-sys bindings/rust/radix-mlp; do
+for crate in bindings/rust/radix-mlp-sys bindings/rust/radix-mlp integration_tests/rust-host; do
   (cd "$crate" && cargo test --offline --quiet)
 done
+
+echo "== the TEI-style host under valgrind (leaks and invalid accesses fail)"
+(cd integration_tests/rust-host &&
+  CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="valgrind --quiet --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible --suppressions=$PWD/valgrind.supp" \
+  cargo test --offline --quiet --test host)
+echo "== pytest (bindings/python)"
+"$root/bindings/python/run_tests.sh" "$root/build"
 echo "== all tests passed"

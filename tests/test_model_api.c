@@ -29,6 +29,16 @@ static rmlp_model *load(const char *dir, const char *name) {
     return model;
 }
 
+static rmlp_status attention_returning_7(void *user_data, const rmlp_attention_args *args) {
+    (void)user_data, (void)args;
+    return 7;
+}
+
+static rmlp_status attention_failing(void *user_data, const rmlp_attention_args *args) {
+    (void)user_data, (void)args;
+    return RMLP_ERR_CUDA;
+}
+
 static void test_load_params(const char *dir) {
     rmlp_model *model = (rmlp_model *)1;
     rmlp_model_params params = rmlp_model_default_params();
@@ -91,7 +101,11 @@ static void test_calls(const char *dir) {
     expect(rmlp_forward(ctx, &plan, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
            "position_ids[5]=512 >= max_position_embeddings=512", "position >= max_position_embeddings");
 
-    /* A plan larger than the context, and a forged plan with an index out of range. */
+    /* An empty batch, a plan larger than the context, and a forged plan with an index out of range. */
+    static const uint32_t empty_batch_cu[2] = {0, 0};
+    CHECK(rmlp_plan_build(planner, ids, pos, 0, empty_batch_cu, 1, &params, &plan) == RMLP_OK, "empty plan");
+    expect(rmlp_forward(ctx, &plan, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT, "the plan is empty (n_tokens=0)",
+           "empty batch");
     static const uint32_t seven_ids[7] = {1, 2, 3, 4, 5, 6, 7}, seven_pos[7] = {0, 1, 2, 3, 4, 5, 6}, seven_cu[2] = {0, 7};
     CHECK(rmlp_plan_build(planner, seven_ids, seven_pos, 7, seven_cu, 1, &params, &plan) == RMLP_OK, "plan 7");
     expect(rmlp_forward(ctx, &plan, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
@@ -104,6 +118,12 @@ static void test_calls(const char *dir) {
     forged.scatter = forged_scatter;
     expect(rmlp_forward(ctx, &forged, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
            "plan->scatter[4]=99 is out of range", "forged plan");
+
+    /* A host attention that fails, or returns something that is not a status. */
+    expect(rmlp_forward(ctx, &plan, attention_failing, NULL, out), RMLP_ERR_CUDA,
+           "the host attention failed at layer 0 with status -6", "failing host attention");
+    expect(rmlp_forward(ctx, &plan, attention_returning_7, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
+           "the host attention returned 7 at layer 0, which is not a status", "positive host status");
 
     /* Pooling and scoring arguments. */
     CHECK(rmlp_forward(ctx, &plan, NULL, NULL, out) == RMLP_OK, "forward after errors: %s", rmlp_last_error());

@@ -8,7 +8,8 @@
  * identity). Per case: N, N', ratio, ms off, ms on, measured speedup, the model-predicted
  * speedup 1/((1-f)+f/r) with f the position-wise share of the off run's time and r = N/N', and
  * the max |off - on| of the last hidden states. --quick: the three smallest grid cases;
- * --repeat R: R alternating off/on runs per case, the fastest of each kept.
+ * --repeat R: R alternating off/on runs per case, the fastest of each kept; --case NAME: only the
+ * cases whose name contains NAME (may be given several times).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -86,16 +87,20 @@ static void clamp_ids(workload *w, uint32_t vocab) {
 int cmd_bench(int argc, char **argv) {
     int json = 0, quick = 0;
     unsigned long layers = 2, repeat = 1;
+    const char *only[16];
+    size_t n_only = 0;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc) {
             if (cli_parse_ulong("--layers", argv[++i], 64, &layers) != 0 || layers == 0) return 2;
+        } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc && n_only < 16) {
+            only[n_only++] = argv[++i];
         } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
             if (cli_parse_ulong("--repeat", argv[++i], 100, &repeat) != 0 || repeat == 0) return 2;
         } else {
             fprintf(stderr, "usage: radixmlp bench [--json] [--layers L (default 2)] [--repeat R (default 1)] "
-                            "[--quick]\n");
+                            "[--case NAME]... [--quick]\n");
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
     }
@@ -123,6 +128,9 @@ int cmd_bench(int argc, char **argv) {
                "predicted", "max|off-on|");
     for (size_t k = 0; rc == 0 && k < n_cases; k++) {
         const bench_case *c = &cases[k];
+        int wanted = n_only == 0;
+        for (size_t o = 0; o < n_only; o++) wanted |= strstr(c->name, only[o]) != NULL;
+        if (!wanted) continue;
         workload w;
         if (make_workload(c, &w) != 0) return 1;
         clamp_ids(&w, cfg.vocab_size);

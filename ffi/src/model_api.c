@@ -112,6 +112,7 @@ static rmlp_status check_call(const char *fn, const rmlp_context *context, const
     if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
     rmlp_status status = rmlp_check_plan(fn, plan);
     if (status != RMLP_OK) return status;
+    if (plan->n_tokens == 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the plan is empty (n_tokens=0)");
     if (plan->n_tokens > context->ws.cap_tokens || plan->n_compact_padded > context->ws.cap_compact)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
                          "plan has %u tokens (%u compact rows) but the context was created for %zu tokens",
@@ -132,9 +133,10 @@ static rmlp_status check_buffers(const char *fn, const void *const *buffers, con
     return RMLP_OK;
 }
 
-/* Token ids below vocab_size and positions below max_position_embeddings, named by batch row. */
+/* Token ids below vocab_size and positions below max_position_embeddings, named by batch row
+ * (padding rows too: they are embedded like the others). */
 static rmlp_status check_inputs(const char *fn, const rmlp_model_config *cfg, const rmlp_plan *plan) {
-    for (uint32_t j = 0; j < plan->n_compact; j++) {
+    for (uint32_t j = 0; j < plan->n_compact_padded; j++) {
         if (plan->compact_input_ids[j] >= cfg->vocab_size)
             return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "input_ids[%u]=%u >= vocab_size=%u",
                              plan->fold_gather[j], plan->compact_input_ids[j], cfg->vocab_size);
@@ -268,6 +270,10 @@ RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *pla
         args.layer = layer;
         if (attention != NULL) {
             status = attention(user_data, &args);
+            if (status > 0)
+                return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                                 "the host attention returned %d at layer %u, which is not a status (errors are "
+                                 "negative)", status, layer);
             if (status != RMLP_OK)
                 return rmlp_fail(status, fn, "the host attention failed at layer %u with status %d (%s)", layer,
                                  status, rmlp_status_string(status));

@@ -5,7 +5,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -27,6 +30,42 @@ RMLP_EXPORT rmlp_plan_params rmlp_plan_default_params(void) {
     params.pad_multiple_of = RMLP_DEFAULT_PAD_MULTIPLE;
     params.threshold = RMLP_DEFAULT_THRESHOLD;
     return params;
+}
+
+/* A finite decimal number filling all of `text` (no blanks, no hex); 0 on success. With
+ * `whole`, digits only. */
+static int parse_env_number(const char *text, int whole, double *out) {
+    for (const char *c = text; *c; c++)
+        if (!(isdigit((unsigned char)*c) || (!whole && (*c == '.' || *c == 'e' || *c == 'E' || *c == '+' || *c == '-'))))
+            return -1;
+    char *end = NULL;
+    errno = 0;
+    *out = strtod(text, &end);
+    return end == text || *end != '\0' || errno != 0 || !isfinite(*out) ? -1 : 0;
+}
+
+RMLP_EXPORT rmlp_status rmlp_plan_params_from_env(rmlp_plan_params *out) {
+    static const char fn[] = "rmlp_plan_params_from_env";
+    rmlp_clear_error();
+    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+    *out = rmlp_plan_default_params();
+    double value = 0.0;
+    const char *threshold = getenv("RADIX_MLP_THRESHOLD");
+    if (threshold != NULL && *threshold != '\0') {
+        if (parse_env_number(threshold, 0, &value) != 0 || value < 0.0)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                             "RADIX_MLP_THRESHOLD='%s' is not a number >= 0 (0 = off, >= 1 = always on)", threshold);
+        out->threshold = value;
+    }
+    const char *pad = getenv("RADIX_MLP_PAD");
+    if (pad != NULL && *pad != '\0') {
+        if (parse_env_number(pad, 1, &value) != 0 || value < 1.0 || value > RMLP_MAX_PAD_MULTIPLE)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "RADIX_MLP_PAD='%s' is not a whole number in 1..%u", pad,
+                             (unsigned)RMLP_MAX_PAD_MULTIPLE);
+        out->pad = true;
+        out->pad_multiple_of = (uint32_t)value;
+    }
+    return RMLP_OK;
 }
 
 RMLP_EXPORT rmlp_status rmlp_planner_create(rmlp_planner **out) {

@@ -279,6 +279,16 @@ extern "C" {
     /// The default plan parameters: no padding (multiple 8 when enabled), threshold 0.85.
     pub fn rmlp_plan_default_params() -> rmlp_plan_params;
 
+    /// Plan parameters as a deployment sets them, from the environment, starting from
+    /// `rmlp_plan_default_params()`:
+    /// * `RADIX_MLP_THRESHOLD`: the gate, TEI's `--radix-mlp-threshold` (default 0.85; 0 turns
+    ///   radix off, 1 or more always uses it); a number >= 0.
+    /// * `RADIX_MLP_PAD`: pad the compact rows to this multiple (1..`RMLP_MAX_PAD_MULTIPLE`);
+    ///   unset or empty means no padding.
+    /// An unset variable keeps the default; a set but invalid one is an error naming the variable
+    /// and its value (`*out` then holds the defaults), never a silent default.
+    pub fn rmlp_plan_params_from_env(out: *mut rmlp_plan_params) -> rmlp_status;
+
     /// Creates a planner in `*out` (set to NULL on failure).
     pub fn rmlp_planner_create(out: *mut *mut rmlp_planner) -> rmlp_status;
     /// Frees a planner and the arrays of its last plan. NULL is a no-op.

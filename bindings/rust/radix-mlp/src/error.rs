@@ -94,8 +94,9 @@ pub struct Error {
 }
 
 impl Error {
-    /// An error detected on the Rust side, before calling the library.
-    pub(crate) fn new(status: Status, message: String) -> Error {
+    /// An error made on the Rust side: by this crate before calling the library, or by a host
+    /// (for example its attention callback, see [`Context::forward_with_attention`](crate::Context::forward_with_attention)).
+    pub fn new(status: Status, message: String) -> Error {
         Error { status, message }
     }
 

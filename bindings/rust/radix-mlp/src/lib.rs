@@ -6,6 +6,15 @@
 //! of a batch; [`compute_fold_and_scatter`] is a drop-in for the function of the published
 //! `radix_mlp` crate that text-embeddings-inference (TEI) calls.
 //!
+//! The library also runs models on the CPU (fp32): a [`Model`] loaded from a Hugging Face
+//! checkpoint is shared by threads, each running batches through its own [`Context`], whole
+//! ([`Context::forward`], with the built-in attention or the host's through
+//! [`Context::forward_with_attention`]) or layer by layer for a host that keeps attention
+//! ([`Context::embed`], [`Context::pre_attention`], the host's attention over
+//! [`AttentionArgs`], [`Context::post_attention`], [`Context::final_norm`]); then
+//! [`Model::pool`] or [`Context::score_pair`]. Model calls take a [`PlanView`] or an owned
+//! [`Plan`] ([`AsPlan`]).
+//!
 //! # Linking
 //!
 //! `radix-mlp-sys` links `libradix_mlp` from `RADIX_MLP_LIB_DIR` (a CMake build or install
@@ -44,15 +53,31 @@
 //! assert_eq!(plan.scatter(), scatter);
 //! # Ok::<(), radix_mlp::Error>(())
 //! ```
+//!
+//! A model on a batch (a checkpoint folder with config.json and model.safetensors):
+//!
+//! ```no_run
+//! use radix_mlp::{Model, PlanParams, Planner, Pooling};
+//!
+//! let model = Model::load("integration_tests/fixtures/qwen3_tiny")?;
+//! let (ids, pos, cu) = ([1, 2, 3, 1, 2, 4], [0, 1, 2, 0, 1, 2], [0, 3, 6]);
+//! let plan = Planner::new()?.build(&ids, &pos, &cu, &PlanParams::default())?.to_owned();
+//! let mut hidden = vec![0.0; ids.len() * model.config().hidden_size];
+//! model.context(1024)?.forward(&plan, &mut hidden)?;
+//! let embeddings = model.pool(&hidden, &cu, Pooling::Last, true)?; // 2 x hidden_size
+//! # Ok::<(), radix_mlp::Error>(())
+//! ```
 use std::cell::RefCell;
 
 use radix_mlp_sys as sys;
 
 mod error;
+mod model;
 mod planner;
 
 pub use error::{Error, Status};
-pub use planner::{Plan, PlanParams, PlanView, Planner};
+pub use model::{Architecture, AttentionArgs, Context, Model, ModelConfig, PairScore, Pooling};
+pub use planner::{AsPlan, Plan, PlanParams, PlanView, Planner};
 /// `compact_parent` of a path's first row and of padding rows.
 pub const NO_PARENT: u32 = sys::RMLP_NO_PARENT;
 

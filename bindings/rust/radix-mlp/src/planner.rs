@@ -1,6 +1,7 @@
 //! The plan builder: [`PlanParams`], the reusable [`Planner`], the borrowed [`PlanView`] of
-//! its last plan and the owned [`Plan`]. Slice lengths are checked here (the C side cannot
-//! see them); everything else is validated by the library.
+//! its last plan and the owned [`Plan`], and [`AsPlan`], how the model calls take either.
+//! Slice lengths are checked here (the C side cannot see them); everything else is validated
+//! by the library.
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
@@ -286,4 +287,67 @@ pub struct Plan {
     pub compact_position_ids: Vec<u32>,
     pub compact_parent: Vec<u32>,
     pub cu_seqlens: Vec<u32>,
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::PlanView<'_> {}
+    impl Sealed for super::Plan {}
+}
+
+/// A plan the model calls take: a [`PlanView`] (the planner's arrays, no copy) or an owned
+/// [`Plan`] (for example built on another thread), whose array lengths are checked against its
+/// counts. The library checks the rest (counts, `cu_seqlens`, every index in range).
+pub trait AsPlan: sealed::Sealed {
+    /// The C plan, pointing into `self`: valid while `self` is borrowed.
+    #[doc(hidden)]
+    fn as_raw(&self) -> Result<sys::rmlp_plan, Error>;
+}
+
+impl AsPlan for PlanView<'_> {
+    fn as_raw(&self) -> Result<sys::rmlp_plan, Error> {
+        Ok(self.raw)
+    }
+}
+
+impl AsPlan for Plan {
+    fn as_raw(&self) -> Result<sys::rmlp_plan, Error> {
+        const FN: &str = "radix_mlp::Plan";
+        let count = |name: &str, n: usize| {
+            u32::try_from(n).map_err(|_| Error::new(Status::TooLarge, format!("{FN}: {name}={n} exceeds 2^32-1")))
+        };
+        let raw = sys::rmlp_plan {
+            n_tokens: count("n_tokens", self.n_tokens)?,
+            n_seqs: count("n_seqs", self.n_seqs)?,
+            n_distinct: count("n_distinct", self.n_distinct)?,
+            n_compact: count("n_compact", self.n_compact)?,
+            n_compact_padded: count("n_compact_padded", self.n_compact_padded)?,
+            use_radix: self.use_radix,
+            compact_ratio: self.compact_ratio,
+            build_us: self.build_us,
+            fold_gather: self.fold_gather.as_ptr(),
+            scatter: self.scatter.as_ptr(),
+            compact_input_ids: self.compact_input_ids.as_ptr(),
+            compact_position_ids: self.compact_position_ids.as_ptr(),
+            compact_parent: self.compact_parent.as_ptr(),
+            cu_seqlens: self.cu_seqlens.as_ptr(),
+        };
+        let rows = self.n_compact_padded;
+        for (name, len, want) in [
+            ("fold_gather", self.fold_gather.len(), rows),
+            ("scatter", self.scatter.len(), self.n_tokens),
+            ("compact_input_ids", self.compact_input_ids.len(), rows),
+            ("compact_position_ids", self.compact_position_ids.len(), rows),
+            ("compact_parent", self.compact_parent.len(), rows),
+            ("cu_seqlens", self.cu_seqlens.len(), self.n_seqs + 1),
+        ] {
+            if len != want {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!("{FN}: {name} has {len} entries but the plan's counts say {want}"),
+                ));
+            }
+        }
+        Ok(raw)
+    }
 }

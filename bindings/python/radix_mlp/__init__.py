@@ -1,0 +1,108 @@
+"""radix_mlp: Python bindings of libradix_mlp (RadixMLP prefix-sharing prefill) over ctypes + numpy.
+
+The shared library is found from ``RADIX_MLP_LIB`` (full path), ``RADIX_MLP_LIB_DIR`` (its
+folder), ``ctypes.util.find_library("radix_mlp")`` or the loader's ``libradix_mlp.so.0``; its
+major version must match the one these bindings are written for.
+
+- ``compute_fold_and_scatter(input_ids, position_ids, cu_seq_lengths, pad_multiple_of=None)``:
+  the published radix-mlp package's function (always radix).
+- ``Planner().build(...) -> Plan``: the gated plan with all its maps and counts;
+  ``plan_params_from_env()`` reads ``RADIX_MLP_THRESHOLD`` / ``RADIX_MLP_PAD``.
+- ``Model.load(path)``, ``model.context(max_tokens)`` -> ``Context.forward(plan)``,
+  ``pool(...)``, ``score_pair(...)``; ``embed(model, sequences)``.
+- Every error status of the library raises ``RadixMLPError`` (a RuntimeError) carrying
+  ``rmlp_last_error()``; argument problems found in Python raise ValueError / TypeError.
+"""
+
+from . import _abi
+from ._abi import (
+    RMLP_DEFAULT_PAD_MULTIPLE,
+    RMLP_DEFAULT_THRESHOLD,
+    RMLP_ERR_CUDA,
+    RMLP_ERR_FORMAT,
+    RMLP_ERR_INTERNAL,
+    RMLP_ERR_INVALID_ARGUMENT,
+    RMLP_ERR_INVALID_SEQLENS,
+    RMLP_ERR_IO,
+    RMLP_ERR_MODEL,
+    RMLP_ERR_NO_DEVICE,
+    RMLP_ERR_OUT_OF_MEMORY,
+    RMLP_ERR_TOO_LARGE,
+    RMLP_ERR_UNSUPPORTED,
+    RMLP_MAX_PAD_MULTIPLE,
+    RMLP_NO_PARENT,
+    RMLP_OK,
+)
+from ._loader import LIB as _LIB
+from ._loader import LIB_PATH as library_path
+from ._loader import LibraryNotFound
+from .errors import RadixMLPError, check as _check, last_error, status_string
+from .model import Context, Model, ModelConfig, embed, pool
+from .planner import Plan, Planner, PlanParams, compute_fold_and_scatter, plan_params_from_env
+
+__version__ = "%d.%d.%d" % (_abi.RMLP_VERSION_MAJOR, _abi.RMLP_VERSION_MINOR, _abi.RMLP_VERSION_PATCH)
+
+
+def version():
+    """The loaded library's version as (major, minor, patch)."""
+    v = _LIB.rmlp_version()
+    return (v >> 16, (v >> 8) & 0xFF, v & 0xFF)
+
+
+def version_string():
+    """The loaded library's version as "major.minor.patch"."""
+    return _LIB.rmlp_version_string().decode()
+
+
+def build_flags():
+    """``rmlp_build_flags()``: a bit set of RMLP_BUILD_* (1: built with CUDA)."""
+    return int(_LIB.rmlp_build_flags())
+
+
+def cuda_device_count():
+    """Number of CUDA devices; RadixMLPError RMLP_ERR_UNSUPPORTED in a CPU-only build,
+    RMLP_ERR_NO_DEVICE without a device."""
+    import ctypes
+
+    count = ctypes.c_int32(0)
+    _check(_LIB.rmlp_cuda_device_count(ctypes.byref(count)))
+    return count.value
+
+
+__all__ = [
+    "compute_fold_and_scatter",
+    "Planner",
+    "Plan",
+    "PlanParams",
+    "plan_params_from_env",
+    "Model",
+    "ModelConfig",
+    "Context",
+    "pool",
+    "embed",
+    "RadixMLPError",
+    "LibraryNotFound",
+    "status_string",
+    "last_error",
+    "version",
+    "version_string",
+    "build_flags",
+    "cuda_device_count",
+    "library_path",
+    "RMLP_OK",
+    "RMLP_ERR_INVALID_ARGUMENT",
+    "RMLP_ERR_INVALID_SEQLENS",
+    "RMLP_ERR_TOO_LARGE",
+    "RMLP_ERR_OUT_OF_MEMORY",
+    "RMLP_ERR_UNSUPPORTED",
+    "RMLP_ERR_CUDA",
+    "RMLP_ERR_NO_DEVICE",
+    "RMLP_ERR_INTERNAL",
+    "RMLP_ERR_IO",
+    "RMLP_ERR_FORMAT",
+    "RMLP_ERR_MODEL",
+    "RMLP_NO_PARENT",
+    "RMLP_DEFAULT_THRESHOLD",
+    "RMLP_DEFAULT_PAD_MULTIPLE",
+    "RMLP_MAX_PAD_MULTIPLE",
+]

@@ -1,0 +1,239 @@
+"""Models on the CPU: Model (load, config), Context (forward, pool, score_pair), pool, embed."""
+
+import ctypes
+import os
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _abi
+from ._arrays import as_f32_2d, as_u32, as_u32_scalar, f32_ptr, u32_ptr, void_ptr
+from ._loader import LIB
+from .errors import RadixMLPError, check, last_error
+from ._handle import _Handle
+from .planner import Plan, PlanParams, _thread_planner
+
+__all__ = ["ModelConfig", "Model", "Context", "pool", "embed"]
+
+_POOLING = {"last": _abi.RMLP_POOLING_LAST, "mean": _abi.RMLP_POOLING_MEAN, "first": _abi.RMLP_POOLING_FIRST}
+_DEVICES = {"cpu": _abi.RMLP_DEVICE_CPU, "cuda": _abi.RMLP_DEVICE_CUDA}
+_DTYPES = {"f32": _abi.RMLP_DTYPE_F32, "f16": _abi.RMLP_DTYPE_F16, "bf16": _abi.RMLP_DTYPE_BF16}
+_NULL_ATTENTION = ctypes.cast(None, _abi.rmlp_attention_fn)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A model's configuration as the library read it (``rmlp_model_config``).
+    ``architecture`` is "qwen3", "qwen2", "llama" or "mistral" (``architecture_id`` the code)."""
+
+    architecture: str
+    architecture_id: int
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    max_position_embeddings: int
+    sliding_window: int
+    rms_norm_eps: float
+    rope_theta: float
+    tie_word_embeddings: bool
+    attention_bias: bool
+    qk_norm: bool
+    has_lm_head: bool
+
+    @classmethod
+    def _from_c(cls, c):
+        arch = int(c.architecture)
+        return cls(
+            architecture=_abi.ARCH_NAMES.get(arch, "unknown(%d)" % arch),
+            architecture_id=arch,
+            vocab_size=c.vocab_size,
+            hidden_size=c.hidden_size,
+            intermediate_size=c.intermediate_size,
+            num_hidden_layers=c.num_hidden_layers,
+            num_attention_heads=c.num_attention_heads,
+            num_key_value_heads=c.num_key_value_heads,
+            head_dim=c.head_dim,
+            max_position_embeddings=c.max_position_embeddings,
+            sliding_window=c.sliding_window,
+            rms_norm_eps=c.rms_norm_eps,
+            rope_theta=c.rope_theta,
+            tie_word_embeddings=bool(c.tie_word_embeddings),
+            attention_bias=bool(c.attention_bias),
+            qk_norm=bool(c.qk_norm),
+            has_lm_head=bool(c.has_lm_head),
+        )
+
+
+class Model(_Handle):
+    """A loaded checkpoint (``rmlp_model``), read-only and shareable across threads.
+    Create with ``Model.load(path)``. ``close()`` also closes the model's live contexts."""
+
+    def __init__(self, _handle, config):
+        super().__init__(LIB.rmlp_model_free)
+        self._handle = _handle
+        self.config = config
+        self._contexts = weakref.WeakSet()
+
+    @classmethod
+    def load(cls, path, device="cpu", device_index=0, dtype="f32"):
+        """Loads a Hugging Face / Candle checkpoint: a folder with config.json and
+        model.safetensors (or an index and its shards), or a .safetensors file whose folder holds
+        config.json. Only ``device="cpu"``, ``dtype="f32"`` exist in this version (others raise
+        RadixMLPError RMLP_ERR_UNSUPPORTED)."""
+        if device not in _DEVICES:
+            raise ValueError("device=%r must be one of %s" % (device, sorted(_DEVICES)))
+        if dtype not in _DTYPES:
+            raise ValueError("dtype=%r must be one of %s" % (dtype, sorted(_DTYPES)))
+        params = LIB.rmlp_model_default_params()
+        params.device = _DEVICES[device]
+        params.device_index = int(device_index)
+        params.dtype = _DTYPES[dtype]
+        handle = ctypes.c_void_p()
+        check(LIB.rmlp_model_load(os.fsencode(path), ctypes.byref(params), ctypes.byref(handle)))
+        c_config = _abi.rmlp_model_config()
+        status = LIB.rmlp_model_get_config(handle, ctypes.byref(c_config))
+        if status != _abi.RMLP_OK:
+            error = RadixMLPError(status, last_error())
+            LIB.rmlp_model_free(handle)
+            raise error
+        return cls(handle, ModelConfig._from_c(c_config))
+
+    def context(self, max_tokens):
+        """A Context for batches of up to ``max_tokens`` tokens."""
+        return Context(self, max_tokens)
+
+    def close(self):
+        for context in list(getattr(self, "_contexts", ())):
+            context.close()
+        super().close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else "%s, hidden %d, %d layers" % (
+            self.config.architecture, self.config.hidden_size, self.config.num_hidden_layers)
+        return "Model(%s)" % state
+
+
+class Context(_Handle):
+    """Workspace for batches of up to ``max_tokens`` tokens (``rmlp_context``). One per thread;
+    calls on one Context are serialised by a lock. Keeps its Model alive."""
+
+    def __init__(self, model, max_tokens):
+        super().__init__(LIB.rmlp_context_free)
+        if not isinstance(model, Model):
+            raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):
+            raise TypeError("max_tokens must be an int, got %r" % (max_tokens,))
+        if max_tokens < 1:
+            raise ValueError("max_tokens=%d must be at least 1" % max_tokens)
+        self.model = model
+        self.max_tokens = int(max_tokens)
+        handle = ctypes.c_void_p()
+        check(LIB.rmlp_context_create(model._live(), self.max_tokens, ctypes.byref(handle)))
+        self._handle = handle
+        model._contexts.add(self)
+
+    def _live(self):
+        self.model._live()
+        return super()._live()
+
+    def forward(self, plan, out=None):
+        """The whole model on a planned batch (built-in attention): returns the last hidden
+        states ``(plan.n_tokens, hidden_size)`` float32, written into ``out`` when given
+        (C-contiguous float32 of that shape)."""
+        if not isinstance(plan, Plan):
+            raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
+        shape = (plan.n_tokens, self.model.config.hidden_size)
+        if out is None:
+            out = np.empty(shape, dtype=np.float32)
+        elif (not isinstance(out, np.ndarray) or out.dtype != np.float32 or out.shape != shape
+              or not out.flags.c_contiguous or not out.flags.writeable):
+            raise ValueError("out must be a writable C-contiguous float32 array of shape %s" % (shape,))
+        c_plan = plan._as_c()
+        with self._lock:
+            check(LIB.rmlp_forward(self._live(), ctypes.byref(c_plan), _NULL_ATTENTION, None, void_ptr(out)))
+        return out
+
+    def pool(self, hidden, cu_seqlens, pooling="last", normalize=False):
+        """Pools ``hidden`` (n_tokens, hidden) per sequence: see ``radix_mlp.pool``."""
+        return pool(hidden, cu_seqlens, pooling=pooling, normalize=normalize)
+
+    def score_pair(self, hidden, cu_seqlens, token_a, token_b):
+        """Reranker score (Qwen3-Reranker's yes/no): the LM-head logits of ``token_a`` and
+        ``token_b`` at each sequence's last row of ``hidden`` (the output of forward) and
+        ``prob_a`` = softmax over the pair. Returns ``(logits (B, 2), prob_a (B,))`` float32."""
+        hidden = as_f32_2d(hidden, "hidden")
+        if hidden.shape[1] != self.model.config.hidden_size:
+            raise ValueError("hidden has %d columns but the model's hidden_size is %d"
+                             % (hidden.shape[1], self.model.config.hidden_size))
+        cu = as_u32(cu_seqlens, "cu_seqlens")
+        token_a = as_u32_scalar(token_a, "token_a")
+        token_b = as_u32_scalar(token_b, "token_b")
+        n_seqs = max(cu.shape[0] - 1, 0)
+        logits = np.empty((n_seqs, 2), dtype=np.float32)
+        prob_a = np.empty(n_seqs, dtype=np.float32)
+        with self._lock:
+            check(LIB.rmlp_score_pair(self._live(), void_ptr(hidden), hidden.shape[0], u32_ptr(cu), n_seqs,
+                                      token_a, token_b, f32_ptr(logits), f32_ptr(prob_a)))
+        return logits, prob_a
+
+    def __repr__(self):
+        return "Context(max_tokens=%d%s)" % (self.max_tokens, ", closed" if self.closed else "")
+
+
+def pool(hidden, cu_seqlens, pooling="last", normalize=False):
+    """Pools hidden states per sequence (``rmlp_pool``): ``hidden`` (n_tokens, hidden) float32
+    (other real dtypes are converted), ``cu_seqlens`` (B+1), ``pooling`` "last", "mean" or
+    "first"; ``normalize`` scales each row to unit L2 norm. Returns (B, hidden) float32.
+    Empty sequences and bad cu_seqlens raise RadixMLPError."""
+    if pooling not in _POOLING:
+        raise ValueError("pooling=%r must be one of 'last', 'mean', 'first'" % (pooling,))
+    hidden = as_f32_2d(hidden, "hidden")
+    if hidden.shape[1] == 0:
+        raise ValueError("hidden has 0 columns")
+    cu = as_u32(cu_seqlens, "cu_seqlens")
+    n_seqs = max(cu.shape[0] - 1, 0)
+    out = np.empty((n_seqs, hidden.shape[1]), dtype=np.float32)
+    # rmlp_pool does not accept NULL hidden even for 0 rows; point at a dummy row then.
+    src = hidden if hidden.size else np.zeros((1, hidden.shape[1]), dtype=np.float32)
+    dst = out if out.size else np.zeros(1, dtype=np.float32)
+    check(LIB.rmlp_pool(f32_ptr(src), hidden.shape[0], hidden.shape[1], u32_ptr(cu), n_seqs, _POOLING[pooling],
+                        bool(normalize), f32_ptr(dst)))
+    return out
+
+
+def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP_DEFAULT_THRESHOLD):
+    """Embeds token sequences with ``model``: positions 0..len-1 per sequence, one radix plan
+    for the batch (gate ``threshold``), forward, pooling. Returns (len(sequences), hidden)
+    float32."""
+    if not isinstance(model, Model):
+        raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
+    if pooling not in _POOLING:
+        raise ValueError("pooling=%r must be one of 'last', 'mean', 'first'" % (pooling,))
+    if isinstance(sequences, np.ndarray) and sequences.ndim == 2:
+        sequences = list(sequences)
+    sequences = list(sequences)
+    if not sequences:
+        raise ValueError("sequences is empty: embed needs at least one sequence")
+    parts = []
+    for i, seq in enumerate(sequences):
+        ids = as_u32(seq, "sequences[%d]" % i)
+        if ids.shape[0] == 0:
+            raise ValueError("sequences[%d] is empty" % i)
+        parts.append(ids)
+    lengths = np.array([p.shape[0] for p in parts], dtype=np.int64)
+    input_ids = np.concatenate(parts)
+    position_ids = np.concatenate([np.arange(n, dtype=np.uint32) for n in lengths])
+    cu = np.concatenate([[0], np.cumsum(lengths)])
+    if cu[-1] > 0xFFFFFFFF:
+        raise ValueError("the batch has %d tokens, more than 2^32-1" % cu[-1])
+    cu = cu.astype(np.uint32)
+    c_params = PlanParams(threshold=threshold)._to_c()
+    plan = _thread_planner()._build(input_ids, position_ids, cu, c_params, Plan)
+    with Context(model, plan.n_tokens) as context:
+        hidden = context.forward(plan)
+    return pool(hidden, plan.cu_seqlens, pooling=pooling, normalize=normalize)

@@ -1,0 +1,41 @@
+/*
+ * rows.cu: row gather, dst[r] = src[index[r]]. One kernel serves the embedding lookup of
+ * compact ids, the scatter of compact rows to the batch's full rows, and the gather of full
+ * rows back to compact ones. The copy is bitwise, so the dtype only sets the element size:
+ * rows move as 16-byte vectors when the row size, the source stride and both pointers allow
+ * it, element by element otherwise. Threads of a block walk a row (x) for a few rows (y).
+ */
+#include "common.cuh"
+#include "kernels.h"
+
+/* dst (rows, units) = src[index[r]] (units), src rows at src_stride; U is the unit copied. */
+template <typename U>
+static __global__ void gather_rows_kernel(U *__restrict__ dst, const U *__restrict__ src, size_t src_stride,
+                                          const uint32_t *__restrict__ index, size_t rows, size_t units) {
+    size_t r = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (r >= rows) return;
+    const U *s = src + (size_t)index[r] * src_stride;
+    U *d = dst + r * units;
+    for (size_t c = threadIdx.x; c < units; c += blockDim.x) d[c] = s[c];
+}
+
+template <typename U>
+static cudaError_t launch_gather(void *dst, const void *src, size_t src_stride, const uint32_t *index, size_t rows,
+                                 size_t units, cudaStream_t stream) {
+    dim3 block = row_block(units);
+    gather_rows_kernel<U>
+        <<<row_grid(rows, block), block, 0, stream>>>((U *)dst, (const U *)src, src_stride, index, rows, units);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *index,
+                                       size_t rows, size_t dim, rmlp_dtype dtype, cudaStream_t stream) {
+    size_t elem = dtype_size(dtype);
+    if (elem == 0 || src_row_stride < dim || rows > INT32_MAX) return cudaErrorInvalidValue;
+    if (rows == 0 || dim == 0) return cudaSuccess;
+    size_t row_bytes = dim * elem, stride_bytes = src_row_stride * elem;
+    if (row_bytes % 16 == 0 && stride_bytes % 16 == 0 && aligned16(dst) && aligned16(src))
+        return launch_gather<uint4>(dst, src, stride_bytes / 16, index, rows, row_bytes / 16, stream);
+    if (elem == 4) return launch_gather<uint32_t>(dst, src, src_row_stride, index, rows, dim, stream);
+    return launch_gather<uint16_t>(dst, src, src_row_stride, index, rows, dim, stream);
+}

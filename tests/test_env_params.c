@@ -1,0 +1,61 @@
+/*
+ * test_env_params.c: rmlp_plan_params_from_env, the switches deployments set
+ * (RADIX_MLP_THRESHOLD, RADIX_MLP_PAD): defaults when unset, values when valid, and an error
+ * naming the variable and value when invalid, never a silent default.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdlib.h>
+
+#include "test_util.h"
+
+static void set(const char *name, const char *value) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+}
+
+int main(void) {
+    static const struct {
+        const char *threshold, *pad;
+        rmlp_status want;
+        double want_threshold;
+        int want_pad;
+        uint32_t want_multiple;
+        const char *want_msg;
+    } cases[] = {
+        {NULL, NULL, RMLP_OK, RMLP_DEFAULT_THRESHOLD, 0, RMLP_DEFAULT_PAD_MULTIPLE, ""},
+        {"", "", RMLP_OK, RMLP_DEFAULT_THRESHOLD, 0, RMLP_DEFAULT_PAD_MULTIPLE, ""},
+        {"0", NULL, RMLP_OK, 0.0, 0, RMLP_DEFAULT_PAD_MULTIPLE, ""},
+        {"0.95", "64", RMLP_OK, 0.95, 1, 64, ""},
+        {"1", "1", RMLP_OK, 1.0, 1, 1, ""},
+        {"abc", NULL, RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_THRESHOLD='abc'"},
+        {"-0.5", NULL, RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_THRESHOLD='-0.5'"},
+        {"nan", NULL, RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_THRESHOLD='nan'"},
+        {"0.5x", NULL, RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_THRESHOLD='0.5x'"},
+        {NULL, "0", RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_PAD='0' is not a whole number in 1..4096"},
+        {NULL, "8.5", RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_PAD='8.5'"},
+        {NULL, "4097", RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_PAD='4097'"},
+        {NULL, "eight", RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_PAD='eight'"},
+        {NULL, "0x10", RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_PAD='0x10'"},
+        {NULL, "1e1", RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_PAD='1e1'"},
+        {" 0.5", NULL, RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_THRESHOLD=' 0.5'"},
+        {"0x1", NULL, RMLP_ERR_INVALID_ARGUMENT, 0, 0, 0, "RADIX_MLP_THRESHOLD='0x1'"},
+        {"1e-1", "16", RMLP_OK, 0.1, 1, 16, ""},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        set("RADIX_MLP_THRESHOLD", cases[k].threshold);
+        set("RADIX_MLP_PAD", cases[k].pad);
+        rmlp_plan_params p;
+        rmlp_status status = rmlp_plan_params_from_env(&p);
+        const char *msg = rmlp_last_error();
+        CHECK(status == cases[k].want && strstr(msg, cases[k].want_msg) != NULL,
+              "case %zu (%s, %s): status %d, message \"%s\"", k, cases[k].threshold ? cases[k].threshold : "unset",
+              cases[k].pad ? cases[k].pad : "unset", status, msg);
+        if (cases[k].want == RMLP_OK)
+            CHECK(p.threshold == cases[k].want_threshold && p.pad == cases[k].want_pad &&
+                      p.pad_multiple_of == cases[k].want_multiple && p.struct_size == sizeof p,
+                  "case %zu: threshold %g pad %d multiple %u", k, p.threshold, p.pad, p.pad_multiple_of);
+    }
+    CHECK(rmlp_plan_params_from_env(NULL) == RMLP_ERR_INVALID_ARGUMENT, "NULL out");
+    return tu_summary();
+}

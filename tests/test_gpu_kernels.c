@@ -1,0 +1,482 @@
+/*
+ * test_gpu_kernels.c: every CUDA kernel of gpu/kernels.h against the CPU path of cpu/cpu_ops.h,
+ * in fp32, fp16 and bf16, on odd sizes (1, 3, 7, 19, 733 rows; row and head sizes that are and
+ * are not multiples of 8, so both the 16-byte and the element paths run; misaligned strides
+ * and pointers). Inputs are drawn in fp32 and rounded to the dtype; the GPU gets them in the
+ * dtype and the CPU reference the same rounded values in fp32. Outputs are poisoned (0xFF
+ * bytes: NaN in every dtype) before each launch, so an unwritten element fails; NaN always
+ * fails. Tolerances per dtype are in TOLS. Without a CUDA device it prints SKIP and exits 77.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cpu_ops.h"
+#include "kernels.h"
+#include "test_util.h"
+
+#define SKIP_CODE 77
+
+static const rmlp_dtype DTYPES[] = {RMLP_DTYPE_F32, RMLP_DTYPE_F16, RMLP_DTYPE_BF16};
+static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"};
+static const size_t ROWS[] = {1, 3, 7, 19, 733};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* |got - ref| <= atol + rtol * |ref| per element, and ||got - ref|| <= norm * ||ref|| overall.
+ * fp32: the GPU does the CPU's arithmetic in another order (and with FMA); fp16/bf16: outputs
+ * rounded once (half an ulp: 2^-11, 2^-8 relative), the residual once more before the norm. */
+typedef struct tol {
+    double atol, rtol, norm;
+} tol;
+static const tol TOLS[] = {{1e-5, 1e-5, 1e-5}, {1e-3, 1e-2, 1e-2}, {8e-3, 2e-2, 2e-2}};
+static const tol EXACT = {0, 0, 0};
+
+static cudaStream_t stream;
+
+/* ---- dtypes on the host ------------------------------------------------------------------- */
+
+static uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static uint16_t f32_to_f16(float f) { /* round to nearest even */
+    uint32_t x = bits_of(f), sign = (x >> 16) & 0x8000u, a = x & 0x7FFFFFFFu;
+    if (a >= 0x7F800000u) return (uint16_t)(sign | 0x7C00u | (a > 0x7F800000u ? 0x200u : 0));
+    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);                                     /* >= 65520: inf */
+    if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)nearbyintf(fabsf(f) * 16777216.0f)); /* subnormal */
+    a += 0xFFFu + ((a >> 13) & 1u);
+    return (uint16_t)(sign | ((a - 0x38000000u) >> 13));
+}
+
+static float f16_to_f32(uint16_t h) {
+    uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    float v = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(m | 0x400u), (int)e - 25);
+    return (h & 0x8000u) ? -v : v;
+}
+
+static uint16_t f32_to_bf16(float f) { /* round to nearest even */
+    uint32_t x = bits_of(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+static float bf16_to_f32(uint16_t b) {
+    uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static size_t elem_size(rmlp_dtype dt) { return dt == RMLP_DTYPE_F32 ? 4 : 2; }
+
+static float round_to(rmlp_dtype dt, float f) {
+    return dt == RMLP_DTYPE_F16 ? f16_to_f32(f32_to_f16(f)) : dt == RMLP_DTYPE_BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
+}
+
+/* n uniform values in [lo, hi], rounded to dt. */
+static float *random_values(uint64_t *rng, size_t n, float lo, float hi, rmlp_dtype dt) {
+    float *x = tu_xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = round_to(dt, lo + (hi - lo) * (float)((tu_rand(rng) >> 40) * 0x1p-24));
+    return x;
+}
+
+/* ---- device buffers ------------------------------------------------------------------------- */
+
+/* A CUDA call that must succeed: on failure the test cannot go on. */
+#define CUDA_MUST(call)                                                                                                \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (!CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_))) {                                      \
+            tu_summary();                                                                                              \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static void *dev_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_MUST(cudaMalloc(&p, bytes ? bytes : 1));
+    return p;
+}
+
+/* n values of x in dtype dt at device address dst. */
+static void upload_to(void *dst, const float *x, size_t n, rmlp_dtype dt) {
+    size_t es = elem_size(dt);
+    unsigned char *h = tu_xmalloc(n * es);
+    for (size_t i = 0; i < n; i++) {
+        if (dt == RMLP_DTYPE_F32) {
+            memcpy(h + 4 * i, &x[i], 4);
+        } else {
+            uint16_t v = dt == RMLP_DTYPE_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+            memcpy(h + 2 * i, &v, 2);
+        }
+    }
+    CUDA_MUST(cudaMemcpy(dst, h, n * es, cudaMemcpyHostToDevice));
+    free(h);
+}
+
+static void *upload(const float *x, size_t n, rmlp_dtype dt) {
+    void *d = dev_alloc(n * elem_size(dt));
+    upload_to(d, x, n, dt);
+    return d;
+}
+
+static void *upload_u32(const uint32_t *x, size_t n) {
+    void *d = dev_alloc(n * sizeof(uint32_t));
+    CUDA_MUST(cudaMemcpy(d, x, n * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* n elements of dtype dt, every byte 0xFF (NaN). */
+static void *poisoned(size_t n, rmlp_dtype dt) {
+    void *d = dev_alloc(n * elem_size(dt));
+    CUDA_MUST(cudaMemset(d, 0xFF, n * elem_size(dt)));
+    return d;
+}
+
+static float *download(const void *d, size_t n, rmlp_dtype dt) {
+    size_t es = elem_size(dt);
+    unsigned char *h = tu_xmalloc(n * es);
+    float *x = tu_xmalloc(n * sizeof(float));
+    CUDA_MUST(cudaMemcpy(h, d, n * es, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) {
+        uint16_t v;
+        if (dt == RMLP_DTYPE_F32) {
+            memcpy(&x[i], h + 4 * i, 4);
+            continue;
+        }
+        memcpy(&v, h + 2 * i, 2);
+        x[i] = dt == RMLP_DTYPE_F16 ? f16_to_f32(v) : bf16_to_f32(v);
+    }
+    free(h);
+    return x;
+}
+
+/* The launcher's return value, then the stream: a fault inside the kernel shows here. */
+static int launched(cudaError_t error, const char *what) {
+    if (!CHECK(error == cudaSuccess, "%s: launch returned %s", what, cudaGetErrorString(error))) return 0;
+    CUDA_MUST(cudaStreamSynchronize(stream));
+    return 1;
+}
+
+/* ---- comparison ----------------------------------------------------------------------------- */
+
+static void compare(const char *what, const float *got, const float *ref, size_t n, tol t) {
+    size_t bad = n, worst = 0;
+    double err2 = 0, ref2 = 0, worst_excess = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]), bound = t.atol + t.rtol * fabs((double)ref[i]);
+        double excess = isnan(d) ? INFINITY : d - bound;
+        if (!(d <= bound) && bad == n) bad = i; /* NaN fails too */
+        if (excess > worst_excess) worst = i, worst_excess = excess;
+        err2 += d * d;
+        ref2 += (double)ref[i] * ref[i];
+    }
+    if (!CHECK(bad == n, "%s: element %zu is %.9g, want %.9g (largest excess at %zu: %.9g vs %.9g)", what, bad,
+               bad < n ? got[bad] : 0.0, bad < n ? ref[bad] : 0.0, worst, (double)got[worst], (double)ref[worst]))
+        return;
+    CHECK(sqrt(err2) <= t.norm * sqrt(ref2), "%s: relative norm error %.3g > %.3g", what,
+          sqrt(err2 / (ref2 ? ref2 : 1)), t.norm);
+}
+
+/* ---- the kernels ---------------------------------------------------------------------------- */
+
+/* Rows of a table picked by a random index, at strides and offsets that do and do not allow
+ * 16-byte vectors; a bitwise copy, so exact. */
+static void test_gather_rows(uint64_t *rng, int di) {
+    static const size_t dims[] = {64, 72, 100, 1000, 1001};
+    rmlp_dtype dt = DTYPES[di];
+    for (size_t a = 0; a < COUNT(dims); a++)
+        for (size_t b = 0; b < COUNT(ROWS); b++)
+            for (int variant = 0; variant < 4; variant++) { /* dense; odd stride; padded; padded, pointers + 1 */
+                size_t dim = dims[a], rows = ROWS[b], src_rows = 257;
+                size_t stride = dim + (variant == 1 ? 3 : variant >= 2 ? 8 : 0), off = variant == 3;
+                float *src = random_values(rng, src_rows * stride + off, -2, 2, dt), *ref = tu_xmalloc(rows * dim * 4);
+                uint32_t *index = tu_xmalloc(rows * sizeof(uint32_t));
+                for (size_t r = 0; r < rows; r++) index[r] = tu_rand_range(rng, 0, (uint32_t)src_rows - 1);
+                cpu_gather_rows(src + off, stride, index, rows, dim, ref);
+
+                unsigned char *d_src = upload(src, src_rows * stride + off, dt),
+                              *d_dst = poisoned(rows * dim + off, dt);
+                uint32_t *d_index = upload_u32(index, rows);
+                size_t es = elem_size(dt);
+                char what[128];
+                snprintf(what, sizeof what, "gather_rows %s rows=%zu dim=%zu stride=%zu offset=%zu", DTYPE_NAMES[di],
+                         rows, dim, stride, off);
+                if (launched(
+                        gpu_gather_rows(d_dst + off * es, d_src + off * es, stride, d_index, rows, dim, dt, stream),
+                        what)) {
+                    float *got = download(d_dst + off * es, rows * dim, dt);
+                    compare(what, got, ref, rows * dim, EXACT);
+                    free(got);
+                }
+                cudaFree(d_src), cudaFree(d_dst), cudaFree(d_index);
+                free(src), free(ref), free(index);
+            }
+}
+
+/* residual += add (or not), normed = rmsnorm(residual) * weight. */
+static void test_add_rmsnorm(uint64_t *rng, int di) {
+    static const size_t dims[] = {64, 72, 100, 1000, 1001, 5000};
+    rmlp_dtype dt = DTYPES[di];
+    const double eps = 1e-6;
+    for (size_t a = 0; a < COUNT(dims); a++)
+        for (size_t b = 0; b < COUNT(ROWS); b++)
+            for (int with_add = 0; with_add < 2; with_add++) {
+                size_t dim = dims[a], rows = ROWS[b], n = rows * dim;
+                float *res = random_values(rng, n, -2, 2, dt), *add = random_values(rng, n, -1, 1, dt);
+                float *w = random_values(rng, dim, 0.5f, 1.5f, dt), *ref_res = tu_xmalloc(n * 4),
+                      *ref = tu_xmalloc(n * 4);
+                memcpy(ref_res, res, n * 4);
+                if (with_add) cpu_add(ref_res, add, rows, dim);
+                cpu_rmsnorm(ref_res, rows, dim, dim, w, eps, ref);
+
+                void *d_res = upload(res, n, dt), *d_add = upload(add, n, dt), *d_w = upload(w, dim, dt);
+                void *d_out = poisoned(n, dt);
+                char what[128];
+                snprintf(what, sizeof what, "add_rmsnorm %s rows=%zu dim=%zu add=%d", DTYPE_NAMES[di], rows, dim,
+                         with_add);
+                if (launched(gpu_add_rmsnorm(d_res, with_add ? d_add : NULL, d_w, rows, dim, eps, d_out, dt, stream),
+                             what)) {
+                    float *got = download(d_out, n, dt), *got_res = download(d_res, n, dt);
+                    compare(what, got, ref, n, TOLS[di]);
+                    strcat(what, " (residual)");
+                    compare(what, got_res, ref_res, n, with_add ? TOLS[di] : EXACT);
+                    free(got), free(got_res);
+                }
+                cudaFree(d_res), cudaFree(d_add), cudaFree(d_w), cudaFree(d_out);
+                free(res), free(add), free(w), free(ref_res), free(ref);
+            }
+}
+
+/* Per-head q/k RMSNorm (or none) and RoPE in place on fused qkv rows; v and padding untouched. */
+static void test_qk_norm_rope(uint64_t *rng, int di) {
+    static const size_t head_dims[] = {16, 20, 24, 64, 128, 256};
+    static const size_t heads[][2] = {{4, 1}, {3, 3}};
+    rmlp_dtype dt = DTYPES[di];
+    const double eps = 1e-6;
+    for (size_t a = 0; a < COUNT(head_dims); a++)
+        for (size_t h = 0; h < COUNT(heads); h++)
+            for (size_t b = 0; b < COUNT(ROWS); b++)
+                for (int variant = 0; variant < 4; variant++) { /* bit 0: q/k norm; bit 1: padded rows */
+                    size_t hd = head_dims[a], nq = heads[h][0], nkv = heads[h][1], rows = ROWS[b];
+                    int norm = variant & 1;
+                    size_t width = (nq + 2 * nkv) * hd, stride = width + (variant & 2 ? 4 : 0), n = rows * stride;
+                    double theta = norm ? 1e6 : 1e4;
+                    float *qkv = random_values(rng, n, -2, 2, dt), *ref = tu_xmalloc(n * 4);
+                    float *qn = random_values(rng, hd, 0.5f, 1.5f, dt), *kn = random_values(rng, hd, 0.5f, 1.5f, dt);
+                    uint32_t *pos = tu_xmalloc(rows * sizeof(uint32_t));
+                    for (size_t r = 0; r < rows; r++) pos[r] = r < 3 ? (uint32_t)r : tu_rand_range(rng, 0, 40959);
+                    memcpy(ref, qkv, n * 4);
+                    for (size_t r = 0; r < rows && norm; r++) {
+                        cpu_rmsnorm(ref + r * stride, nq, hd, hd, qn, eps, ref + r * stride);
+                        cpu_rmsnorm(ref + r * stride + nq * hd, nkv, hd, hd, kn, eps, ref + r * stride + nq * hd);
+                    }
+                    cpu_rope(ref, rows, stride, nq, hd, pos, theta);
+                    cpu_rope(ref + nq * hd, rows, stride, nkv, hd, pos, theta);
+
+                    void *d_qkv = upload(qkv, n, dt), *d_qn = upload(qn, hd, dt), *d_kn = upload(kn, hd, dt);
+                    uint32_t *d_pos = upload_u32(pos, rows);
+                    char what[160];
+                    snprintf(what, sizeof what,
+                             "qk_norm_rope %s rows=%zu heads=%zu/%zu head_dim=%zu stride=%zu norm=%d", DTYPE_NAMES[di],
+                             rows, nq, nkv, hd, stride, norm);
+                    if (launched(gpu_qk_norm_rope(d_qkv, rows, stride, nq, nkv, hd, norm ? d_qn : NULL,
+                                                  norm ? d_kn : NULL, d_pos, theta, eps, dt, stream),
+                                 what)) {
+                        float *got = download(d_qkv, n, dt);
+                        compare(what, got, ref, n, TOLS[di]);
+                        size_t changed = 0; /* v and padding: bit for bit */
+                        for (size_t r = 0; r < rows; r++)
+                            for (size_t c = (nq + nkv) * hd; c < stride; c++)
+                                changed += bits_of(got[r * stride + c]) != bits_of(qkv[r * stride + c]);
+                        CHECK(changed == 0, "%s: %zu elements of v or padding changed", what, changed);
+                        free(got);
+                    }
+                    cudaFree(d_qkv), cudaFree(d_qn), cudaFree(d_kn), cudaFree(d_pos);
+                    free(qkv), free(ref), free(qn), free(kn), free(pos);
+                }
+}
+
+/* out = silu(gate) * up. */
+static void test_silu_mul(uint64_t *rng, int di) {
+    static const size_t inters[] = {64, 72, 100, 1000, 1001, 3072};
+    rmlp_dtype dt = DTYPES[di];
+    for (size_t a = 0; a < COUNT(inters); a++)
+        for (size_t b = 0; b < COUNT(ROWS); b++) {
+            size_t inter = inters[a], rows = ROWS[b];
+            float *gu = random_values(rng, rows * 2 * inter, -6, 6, dt), *ref = tu_xmalloc(rows * inter * 4);
+            cpu_silu_mul(gu, rows, inter, ref);
+            void *d_gu = upload(gu, rows * 2 * inter, dt), *d_out = poisoned(rows * inter, dt);
+            char what[128];
+            snprintf(what, sizeof what, "silu_mul %s rows=%zu inter=%zu", DTYPE_NAMES[di], rows, inter);
+            if (launched(gpu_silu_mul(d_gu, rows, inter, d_out, dt, stream), what)) {
+                float *got = download(d_out, rows * inter, dt);
+                compare(what, got, ref, rows * inter, TOLS[di]);
+                free(got);
+            }
+            cudaFree(d_gu), cudaFree(d_out);
+            free(gu), free(ref);
+        }
+}
+
+/* Causal varlen attention over batches of uneven sequences (one empty), GQA 4:1 and 1:1. */
+static void test_attention(uint64_t *rng, int di) {
+    static const uint32_t batches[][4] = {{1, 5, 67, 130}, {17, 0, 64, 33}};
+    static const size_t head_dims[] = {16, 24, 128, 256};
+    static const size_t heads[][2] = {{8, 2}, {4, 4}};
+    rmlp_dtype dt = DTYPES[di];
+    for (size_t bi = 0; bi < COUNT(batches); bi++)
+        for (size_t a = 0; a < COUNT(head_dims); a++)
+            for (size_t h = 0; h < COUNT(heads); h++) {
+                size_t n_seqs = 4, max_len = 0, hd = head_dims[a], nh = heads[h][0], nkv = heads[h][1];
+                uint32_t cu[5] = {0};
+                for (size_t s = 0; s < n_seqs; s++) {
+                    cu[s + 1] = cu[s] + batches[bi][s];
+                    if (batches[bi][s] > max_len) max_len = batches[bi][s];
+                }
+                size_t nt = cu[n_seqs], nq = nt * nh * hd, nk = nt * nkv * hd;
+                float scale = 1.0f / sqrtf((float)hd);
+                float *q = random_values(rng, nq, -3, 3, dt), *k = random_values(rng, nk, -1, 1, dt);
+                float *v = random_values(rng, nk, -1, 1, dt), *ref = tu_xmalloc(nq * 4);
+                float *scratch = tu_xmalloc(cpu_attention_scratch_floats(max_len) * 4);
+                cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, scale, scratch, ref);
+
+                void *d_q = upload(q, nq, dt), *d_k = upload(k, nk, dt), *d_v = upload(v, nk, dt);
+                void *d_out = poisoned(nq, dt);
+                uint32_t *d_cu = upload_u32(cu, n_seqs + 1);
+                char what[160];
+                snprintf(what, sizeof what, "attention %s lengths=%u,%u,%u,%u heads=%zu/%zu head_dim=%zu",
+                         DTYPE_NAMES[di], batches[bi][0], batches[bi][1], batches[bi][2], batches[bi][3], nh, nkv, hd);
+                if (launched(
+                        gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, max_len, nt, nh, nkv, hd, scale, dt, stream),
+                        what)) {
+                    float *got = download(d_out, nq, dt);
+                    compare(what, got, ref, nq, TOLS[di]);
+                    free(got);
+                }
+                cudaFree(d_q), cudaFree(d_k), cudaFree(d_v), cudaFree(d_out), cudaFree(d_cu);
+                free(q), free(k), free(v), free(ref), free(scratch);
+            }
+}
+
+/* The launchers recorded into a CUDA graph (stream capture, global mode) and replayed: RoPE
+ * (its frequency table is a by-value kernel parameter) and attention at head_dim 256 (it raises
+ * the kernel's shared-memory limit while capturing). */
+static void test_graph_capture(uint64_t *rng) {
+    const rmlp_dtype dt = RMLP_DTYPE_BF16;
+    const int di = 2;
+    const size_t rows = 19, nq = 4, nkv = 1, hd = 128, stride = (nq + 2 * nkv) * hd;
+    const size_t ahd = 256, anh = 8, ankv = 2, n_seqs = 2;
+    uint32_t cu[3] = {0, 67, 67 + 130};
+    size_t nt = cu[2], an = nt * anh * ahd, ak = nt * ankv * ahd;
+    float scale = 1.0f / sqrtf((float)ahd);
+
+    float *qkv = random_values(rng, rows * stride, -2, 2, dt), *qkv_ref = tu_xmalloc(rows * stride * 4);
+    float *qn = random_values(rng, hd, 0.5f, 1.5f, dt), *kn = random_values(rng, hd, 0.5f, 1.5f, dt);
+    uint32_t pos[19];
+    for (size_t r = 0; r < rows; r++) pos[r] = tu_rand_range(rng, 0, 4095);
+    memcpy(qkv_ref, qkv, rows * stride * 4);
+    for (size_t r = 0; r < rows; r++) {
+        cpu_rmsnorm(qkv_ref + r * stride, nq, hd, hd, qn, 1e-6, qkv_ref + r * stride);
+        cpu_rmsnorm(qkv_ref + r * stride + nq * hd, nkv, hd, hd, kn, 1e-6, qkv_ref + r * stride + nq * hd);
+    }
+    cpu_rope(qkv_ref, rows, stride, nq, hd, pos, 1e6);
+    cpu_rope(qkv_ref + nq * hd, rows, stride, nkv, hd, pos, 1e6);
+    float *q = random_values(rng, an, -3, 3, dt), *k = random_values(rng, ak, -1, 1, dt);
+    float *v = random_values(rng, ak, -1, 1, dt), *attn_ref = tu_xmalloc(an * 4);
+    float *scratch = tu_xmalloc(cpu_attention_scratch_floats(130) * 4);
+    cpu_attention(q, k, v, cu, n_seqs, anh, ankv, ahd, scale, scratch, attn_ref);
+
+    void *d_qkv = upload(qkv, rows * stride, dt), *d_qn = upload(qn, hd, dt), *d_kn = upload(kn, hd, dt);
+    uint32_t *d_pos = upload_u32(pos, rows), *d_cu = upload_u32(cu, n_seqs + 1);
+    void *d_q = upload(q, an, dt), *d_k = upload(k, ak, dt), *d_v = upload(v, ak, dt), *d_out = poisoned(an, dt);
+    CUDA_MUST(cudaDeviceSynchronize());
+
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CUDA_MUST(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    cudaError_t e1 = gpu_qk_norm_rope(d_qkv, rows, stride, nq, nkv, hd, d_qn, d_kn, d_pos, 1e6, 1e-6, dt, stream);
+    cudaError_t e2 = gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, 130, nt, anh, ankv, ahd, scale, dt, stream);
+    cudaError_t e3 = cudaStreamEndCapture(stream, &graph);
+    CHECK(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess, "graph capture: rope %s, attention %s, end %s",
+          cudaGetErrorString(e1), cudaGetErrorString(e2), cudaGetErrorString(e3));
+    if (e3 == cudaSuccess) {
+        CUDA_MUST(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_MUST(cudaGraphLaunch(exec, stream));
+        CUDA_MUST(cudaStreamSynchronize(stream));
+        float *got_qkv = download(d_qkv, rows * stride, dt), *got_attn = download(d_out, an, dt);
+        compare("graph: qk_norm_rope bf16 rows=19 heads=4/1 head_dim=128", got_qkv, qkv_ref, rows * stride, TOLS[di]);
+        compare("graph: attention bf16 lengths=67,130 heads=8/2 head_dim=256", got_attn, attn_ref, an, TOLS[di]);
+        free(got_qkv), free(got_attn);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
+    cudaFree(d_qkv), cudaFree(d_qn), cudaFree(d_kn), cudaFree(d_pos), cudaFree(d_cu);
+    cudaFree(d_q), cudaFree(d_k), cudaFree(d_v), cudaFree(d_out);
+    free(qkv), free(qkv_ref), free(qn), free(kn), free(q), free(k), free(v), free(attn_ref), free(scratch);
+}
+
+/* Refused arguments launch nothing; empty work is a no-op. */
+static void test_arguments(void) {
+    const rmlp_dtype bad = 7;
+    CHECK(gpu_gather_rows(NULL, NULL, 8, NULL, 1, 8, bad, stream) == cudaErrorInvalidValue, "gather_rows bad dtype");
+    CHECK(gpu_gather_rows(NULL, NULL, 4, NULL, 1, 8, RMLP_DTYPE_F32, stream) == cudaErrorInvalidValue,
+          "gather_rows stride < dim");
+    CHECK(gpu_add_rmsnorm(NULL, NULL, NULL, 1, 8, 1e-6, NULL, bad, stream) == cudaErrorInvalidValue, "rmsnorm dtype");
+    CHECK(gpu_qk_norm_rope(NULL, 1, 64, 1, 1, 31, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F32, stream) ==
+              cudaErrorInvalidValue,
+          "rope odd head_dim");
+    CHECK(gpu_qk_norm_rope(NULL, 1, 1024, 1, 1, 258, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F32, stream) ==
+              cudaErrorInvalidValue,
+          "rope head_dim > 256");
+    CHECK(gpu_silu_mul(NULL, 1, 8, NULL, bad, stream) == cudaErrorInvalidValue, "silu_mul bad dtype");
+    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 6, 4, 64, 1, RMLP_DTYPE_F32, stream) ==
+              cudaErrorInvalidValue,
+          "attention heads not a multiple of kv heads");
+    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 1, 1, 1, 4, 4, 257, 1, RMLP_DTYPE_F32, stream) ==
+              cudaErrorInvalidValue,
+          "attention head_dim > 256");
+    CHECK(gpu_gather_rows(NULL, NULL, 8, NULL, 0, 8, RMLP_DTYPE_F16, stream) == cudaSuccess, "gather_rows 0 rows");
+    CHECK(gpu_add_rmsnorm(NULL, NULL, NULL, 0, 8, 1e-6, NULL, RMLP_DTYPE_BF16, stream) == cudaSuccess,
+          "rmsnorm 0 rows");
+    CHECK(gpu_qk_norm_rope(NULL, 0, 64, 1, 1, 32, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F16, stream) == cudaSuccess,
+          "rope 0 rows");
+    CHECK(gpu_silu_mul(NULL, 0, 8, NULL, RMLP_DTYPE_F32, stream) == cudaSuccess, "silu_mul 0 rows");
+    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 4, 4, 64, 1, RMLP_DTYPE_F32, stream) == cudaSuccess,
+          "attention 0 sequences");
+    CHECK(cudaGetLastError() == cudaSuccess, "no error left behind");
+}
+
+int main(void) {
+    int count = 0;
+    cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device (%s)\n",
+               error != cudaSuccess ? cudaGetErrorString(error) : "cudaGetDeviceCount reports 0 devices");
+        return SKIP_CODE;
+    }
+    struct cudaDeviceProp prop;
+    CUDA_MUST(cudaGetDeviceProperties(&prop, 0));
+    printf("device 0: %s (compute capability %d.%d)\n", prop.name, prop.major, prop.minor);
+    /* A blocking stream: it waits for the uploads and poisoning done on the legacy default stream. */
+    CUDA_MUST(cudaStreamCreate(&stream));
+
+    uint64_t rng = 0x5EEDu;
+    test_arguments();
+    for (int di = 0; di < (int)COUNT(DTYPES); di++) {
+        test_gather_rows(&rng, di);
+        test_add_rmsnorm(&rng, di);
+        test_qk_norm_rope(&rng, di);
+        test_silu_mul(&rng, di);
+        test_attention(&rng, di);
+    }
+    test_graph_capture(&rng);
+    CUDA_MUST(cudaStreamDestroy(stream));
+    return tu_summary();
+}
