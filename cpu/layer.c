@@ -5,32 +5,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ffi/src/alloc.h"
 #include "cpu_ops.h"
 #include "layer.h"
 
 static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attention_heads * c->head_dim; }
 static size_t kv_dim(const rmlp_model_config *c) { return (size_t)c->num_key_value_heads * c->head_dim; }
 
-int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact) {
+int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
+                        const char **failed_name, size_t *failed_bytes) {
     size_t hidden = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg), kvd = kv_dim(cfg);
     *ws = (cpu_workspace){.cap_tokens = max_tokens, .cap_compact = max_compact};
     struct {
         float **array;
         size_t floats;
+        const char *name;
     } parts[] = {
-        {&ws->normed, max_compact * hidden}, {&ws->qkv, max_compact * (qd + 2 * kvd)},
-        {&ws->attn_c, max_compact * qd},     {&ws->gu, max_compact * 2 * inter},
-        {&ws->act, max_compact * inter},     {&ws->proj, max_compact * hidden},
-        {&ws->scores, cpu_attention_scratch_floats(max_tokens)},
-        {&ws->hidden, max_compact * hidden}, {&ws->q, max_tokens * qd},
-        {&ws->attn, max_tokens * qd},        {&ws->k, max_tokens * kvd},
-        {&ws->v, max_tokens * kvd},
+        {&ws->normed, max_compact * hidden, "normed"}, {&ws->qkv, max_compact * (qd + 2 * kvd), "qkv"},
+        {&ws->attn_c, max_compact * qd, "attn_c"},     {&ws->gu, max_compact * 2 * inter, "gate_up"},
+        {&ws->act, max_compact * inter, "act"},        {&ws->proj, max_compact * hidden, "proj"},
+        {&ws->scores, cpu_attention_scratch_floats(max_tokens), "scores"},
+        {&ws->hidden, max_compact * hidden, "hidden"}, {&ws->q, max_tokens * qd, "q"},
+        {&ws->attn, max_tokens * qd, "attn"},          {&ws->k, max_tokens * kvd, "k"},
+        {&ws->v, max_tokens * kvd, "v"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         size_t bytes = (parts[i].floats ? parts[i].floats : 1) * sizeof(float);
-        *parts[i].array = malloc(bytes);
+        *parts[i].array = rmlp_malloc(bytes);
         if (*parts[i].array == NULL) {
             cpu_workspace_free(ws);
+            *failed_name = parts[i].name;
+            *failed_bytes = bytes;
             return -1;
         }
         memset(*parts[i].array, 0, bytes); /* fault the pages in now, not during the first batch */

@@ -27,8 +27,10 @@ typedef struct cpu_workspace {
     float *k, *v;     /* (cap_tokens, kv_dim) */
 } cpu_workspace;
 
-/* Returns 0, or -1 when out of memory (nothing left allocated). */
-int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact);
+/* Returns 0, or -1 when out of memory (nothing left allocated) with the buffer that could not be
+ * allocated in *failed_name and its size in *failed_bytes. */
+int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
+                        const char **failed_name, size_t *failed_bytes);
 void cpu_workspace_free(cpu_workspace *ws);
 
 /* hidden (n_compact_padded, hidden) = embedding rows of the compact ids. */

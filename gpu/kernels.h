@@ -33,6 +33,12 @@ extern "C" {
 cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *index, size_t rows,
                             size_t dim, rmlp_dtype dtype, cudaStream_t stream);
 
+/* dst[r, 0:dim] = src[0:dim] for r < rows: a bias broadcast to every row (the layer prefills a
+ * GEMM's output with its bias and lets the GEMM accumulate onto it). dst (rows, dst_row_stride
+ * >= dim); src (dim). */
+cudaError_t gpu_broadcast_row(void *dst, size_t dst_row_stride, const void *src, size_t rows, size_t dim,
+                              rmlp_dtype dtype, cudaStream_t stream);
+
 /* residual += add (skipped when add is NULL), then normed = rmsnorm(residual) * weight, the
  * norm taken over the residual as stored (rounded to dtype).
  * residual, add, normed (rows, dim); weight (dim). */
@@ -60,6 +66,18 @@ cudaError_t gpu_silu_mul(const void *gu, size_t rows, size_t inter, void *out, r
 cudaError_t gpu_attention(const void *q, const void *k, const void *v, void *out, const uint32_t *cu_seqlens,
                           size_t n_seqs, size_t max_seqlen, size_t n_tokens, size_t n_heads, size_t n_kv_heads,
                           size_t head_dim, float scale, rmlp_dtype dtype, cudaStream_t stream);
+
+/* out (n_seqs, dim) fp32 = per sequence of hidden (n_tokens, dim): its last row
+ * (RMLP_POOLING_LAST), first row (FIRST) or the mean of its rows (MEAN, summed in fp32 row by
+ * row, the CPU path's order). cu_seqlens (n_seqs + 1) device memory, every sequence non-empty. */
+cudaError_t gpu_pool_rows(const void *hidden, size_t dim, const uint32_t *cu_seqlens, size_t n_seqs,
+                          rmlp_pooling pooling, float *out, rmlp_dtype dtype, cudaStream_t stream);
+
+/* logits (n_seqs, 2) fp32: the dot products of each sequence's last row of hidden (n_tokens, dim)
+ * with row_a and row_b (dim) (two LM-head rows), accumulated in fp32. cu_seqlens (n_seqs + 1)
+ * device memory, every sequence non-empty. */
+cudaError_t gpu_score_rows(const void *hidden, size_t dim, const uint32_t *cu_seqlens, size_t n_seqs,
+                           const void *row_a, const void *row_b, float *logits, rmlp_dtype dtype, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /*
- * rows.cu: row gather, dst[r] = src[index[r]]. One kernel serves the embedding lookup of
- * compact ids, the scatter of compact rows to the batch's full rows, and the gather of full
- * rows back to compact ones. The copy is bitwise, so the dtype only sets the element size:
+ * rows.cu: row gather, dst[r] = src[index[r]], and row broadcast, dst[r] = src. The gather
+ * serves the embedding lookup of compact ids, the scatter of compact rows to the batch's full
+ * rows, and the gather of full rows back to compact ones; the broadcast writes a bias into
+ * every row of a GEMM output before the GEMM accumulates onto it. The copy is bitwise, so the dtype only sets the element size:
  * rows move as 16-byte vectors when the row size, the source stride and both pointers allow
  * it, element by element otherwise. Threads of a block walk a row (x) for a few rows (y).
  */
@@ -38,4 +39,35 @@ extern "C" cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_ro
         return launch_gather<uint4>(dst, src, stride_bytes / 16, index, rows, row_bytes / 16, stream);
     if (elem == 4) return launch_gather<uint32_t>(dst, src, src_row_stride, index, rows, dim, stream);
     return launch_gather<uint16_t>(dst, src, src_row_stride, index, rows, dim, stream);
+}
+
+/* dst (rows, units) at dst_stride = src (units) on every row. */
+template <typename U>
+static __global__ void broadcast_row_kernel(U *__restrict__ dst, size_t dst_stride, const U *__restrict__ src,
+                                            size_t rows, size_t units) {
+    size_t r = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (r >= rows) return;
+    U *d = dst + r * dst_stride;
+    for (size_t c = threadIdx.x; c < units; c += blockDim.x) d[c] = src[c];
+}
+
+template <typename U>
+static cudaError_t launch_broadcast(void *dst, size_t dst_stride, const void *src, size_t rows, size_t units,
+                                    cudaStream_t stream) {
+    dim3 block = row_block(units);
+    broadcast_row_kernel<U>
+        <<<row_grid(rows, block), block, 0, stream>>>((U *)dst, dst_stride, (const U *)src, rows, units);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gpu_broadcast_row(void *dst, size_t dst_row_stride, const void *src, size_t rows, size_t dim,
+                                         rmlp_dtype dtype, cudaStream_t stream) {
+    size_t elem = dtype_size(dtype);
+    if (elem == 0 || dst_row_stride < dim || rows > INT32_MAX) return cudaErrorInvalidValue;
+    if (rows == 0 || dim == 0) return cudaSuccess;
+    size_t row_bytes = dim * elem, stride_bytes = dst_row_stride * elem;
+    if (row_bytes % 16 == 0 && stride_bytes % 16 == 0 && aligned16(dst) && aligned16(src))
+        return launch_broadcast<uint4>(dst, stride_bytes / 16, src, rows, row_bytes / 16, stream);
+    if (elem == 4) return launch_broadcast<uint32_t>(dst, dst_row_stride, src, rows, dim, stream);
+    return launch_broadcast<uint16_t>(dst, dst_row_stride, src, rows, dim, stream);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../ffi/src/alloc.h"
 #include "../ffi/src/export.h"
 #include "config.h"
 
@@ -31,10 +32,13 @@ struct checkpoint {
     const char **shard_names; /* (n_shards), as the weight map spells them (strings inside index) */
 };
 
+/* The bytes join() allocates for "dir/name". */
+static size_t join_size(const char *dir, const char *name) { return strlen(dir) + strlen(name) + 2; }
+
 /* "dir/name", malloc'ed; NULL when out of memory. */
 static char *join(const char *dir, const char *name) {
-    size_t len = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(len);
+    size_t len = join_size(dir, name);
+    char *path = rmlp_malloc(len);
     if (path != NULL) snprintf(path, len, "%s/%s", dir, name);
     return path;
 }
@@ -44,8 +48,8 @@ static int is_regular(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static rmlp_status oom(const char *path) {
-    return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating the checkpoint failed", path);
+static rmlp_status oom(const char *path, const char *what, size_t bytes) {
+    return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating %s (%zu bytes) failed", path, what, bytes);
 }
 
 /* The shard of that file name, opened on first use. */
@@ -53,7 +57,7 @@ static rmlp_status shard_of(checkpoint *ckpt, const char *dir, const char *name,
     for (*index = 0; *index < ckpt->n_shards; (*index)++)
         if (strcmp(ckpt->shard_names[*index], name) == 0) return RMLP_OK;
     char *path = join(dir, name);
-    if (path == NULL) return oom(dir);
+    if (path == NULL) return oom(dir, "a shard's path", join_size(dir, name));
     ckpt->shard_names[*index] = name;
     rmlp_status status = st_open(path, &ckpt->shards[ckpt->n_shards++]);
     free(path);
@@ -67,9 +71,10 @@ static rmlp_status open_index(checkpoint *ckpt, const char *dir, const char *ind
     if (!json_is_object(ckpt->weight_map))
         return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: no weight_map object", index_path);
     size_t n = json_object_size(ckpt->weight_map);
-    ckpt->shards = calloc(n ? n : 1, sizeof *ckpt->shards);
-    ckpt->shard_names = calloc(n ? n : 1, sizeof *ckpt->shard_names);
-    if (ckpt->shards == NULL || ckpt->shard_names == NULL) return oom(index_path);
+    if ((ckpt->shards = rmlp_calloc(n ? n : 1, sizeof *ckpt->shards)) == NULL)
+        return oom(index_path, "the table of shards", (n ? n : 1) * sizeof *ckpt->shards);
+    if ((ckpt->shard_names = rmlp_calloc(n ? n : 1, sizeof *ckpt->shard_names)) == NULL)
+        return oom(index_path, "the table of shard names", (n ? n : 1) * sizeof *ckpt->shard_names);
     const char *tensor;
     json_t *value;
     json_object_foreach((json_t *)ckpt->weight_map, tensor, value) {
@@ -91,8 +96,8 @@ static rmlp_status open_index(checkpoint *ckpt, const char *dir, const char *ind
 }
 
 static rmlp_status open_single(checkpoint *ckpt, const char *file_path) {
-    ckpt->shards = calloc(1, sizeof *ckpt->shards);
-    if (ckpt->shards == NULL) return oom(file_path);
+    ckpt->shards = rmlp_calloc(1, sizeof *ckpt->shards);
+    if (ckpt->shards == NULL) return oom(file_path, "the table of shards", sizeof *ckpt->shards);
     ckpt->n_shards = 1;
     return st_open(file_path, &ckpt->shards[0]);
 }
@@ -106,15 +111,16 @@ static int ends_with(const char *s, const char *suffix) {
 static rmlp_status open_files(checkpoint *ckpt, const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return rmlp_fail(RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));
-    char *dir = strdup(path), *file = NULL;
+    char *dir = rmlp_strdup(path), *file = NULL;
     rmlp_status status = RMLP_OK;
-    if (dir == NULL) return oom(path);
+    if (dir == NULL) return oom(path, "a copy of the path", strlen(path) + 1);
+    const char *file_name = "model.safetensors"; /* in dir; NULL: the path itself */
     if (S_ISDIR(st.st_mode)) {
         for (size_t len = strlen(dir); len > 1 && dir[len - 1] == '/';) dir[--len] = '\0';
-        file = join(dir, "model.safetensors");
+        file = join(dir, file_name);
         if (file != NULL && !is_regular(file)) {
             free(file);
-            file = join(dir, "model.safetensors.index.json");
+            file = join(dir, file_name = "model.safetensors.index.json");
             if (file != NULL && !is_regular(file))
                 status = rmlp_fail(RMLP_ERR_IO, fn,
                                    "%s: holds neither model.safetensors nor model.safetensors.index.json", dir);
@@ -125,10 +131,13 @@ static rmlp_status open_files(checkpoint *ckpt, const char *path) {
             strcpy(dir, ".");
         else
             slash[slash == dir ? 1 : 0] = '\0'; /* "/x.safetensors" lives in "/" */
-        file = strdup(path);
+        file = rmlp_strdup(path);
+        file_name = NULL;
     }
-    if (status == RMLP_OK && (file == NULL || (ckpt->config_path = join(dir, "config.json")) == NULL))
-        status = oom(path);
+    if (status == RMLP_OK && file == NULL)
+        status = oom(path, "the tensor file's path", file_name ? join_size(dir, file_name) : strlen(path) + 1);
+    if (status == RMLP_OK && (ckpt->config_path = join(dir, "config.json")) == NULL)
+        status = oom(path, "the path of config.json", join_size(dir, "config.json"));
     if (status == RMLP_OK)
         status = ends_with(file, ".index.json") ? open_index(ckpt, dir, file) : open_single(ckpt, file);
     free(file);
@@ -138,8 +147,8 @@ static rmlp_status open_files(checkpoint *ckpt, const char *path) {
 
 rmlp_status checkpoint_open(const char *path, checkpoint **out) {
     *out = NULL;
-    checkpoint *ckpt = calloc(1, sizeof *ckpt);
-    if (ckpt == NULL) return oom(path);
+    checkpoint *ckpt = rmlp_calloc(1, sizeof *ckpt);
+    if (ckpt == NULL) return oom(path, "the checkpoint", sizeof *ckpt);
     rmlp_status status = open_files(ckpt, path);
     if (status != RMLP_OK) {
         checkpoint_close(ckpt);

@@ -18,15 +18,34 @@
 
 static const char fn[] = "rmlp_model_load";
 
+/* jansson (2.14, Debian 12's) sets json_error_out_of_memory for none of the allocations its
+ * parser makes; it reports them as: no message at all (a value, object, array or the lexer's
+ * buffer could not be allocated), or, when the copy of a string token could not be allocated,
+ * "invalid token" (a value) or "string or '}' expected" (a key) right after a complete string,
+ * which a real syntax error never is (a string that is itself malformed gets its own message
+ * first, and jansson keeps the first). Later versions may set the code, which counts too.
+ * `error` was zeroed before the load, so an untouched code reads json_error_unknown. */
+int config_json_out_of_memory(const json_error_t *error, int byte_before_error) {
+    if (error->text[0] == '\0' || json_error_code(error) == json_error_out_of_memory) return 1;
+    return byte_before_error == '"' && json_error_code(error) == json_error_invalid_syntax &&
+           (strncmp(error->text, "invalid token", 13) == 0 || strncmp(error->text, "string or '}' expected", 22) == 0);
+}
+
 rmlp_status config_load_json(const char *path, json_t **out) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
-    if (f == NULL) return rmlp_fail(RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));
+    if (f == NULL)
+        return rmlp_fail(errno == ENOMEM ? RMLP_ERR_OUT_OF_MEMORY : RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));
     json_error_t error;
+    memset(&error, 0, sizeof error);
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &error);
-    int read_failed = ferror(f);
+    int read_failed = ferror(f), byte_before_error = EOF;
+    if (root == NULL && !read_failed && error.position > 0 && fseek(f, error.position - 1, SEEK_SET) == 0)
+        byte_before_error = fgetc(f);
     fclose(f);
     if (root == NULL && read_failed) return rmlp_fail(RMLP_ERR_IO, fn, "%s: reading failed", path);
+    if (root == NULL && config_json_out_of_memory(&error, byte_before_error))
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: out of memory while jansson parsed the JSON", path);
     if (root == NULL)
         return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: not valid JSON: %s at line %d, column %d", path, error.text,
                          error.line, error.column);

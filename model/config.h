@@ -9,15 +9,22 @@
 #include "radix_mlp.h"
 
 /* Errors: RMLP_ERR_IO, RMLP_ERR_FORMAT (bad JSON, wrong value type), RMLP_ERR_MODEL (missing
- * key, unsupported model_type or feature); messages name the file and the key. */
+ * key, unsupported model_type or feature), RMLP_ERR_OUT_OF_MEMORY; messages name the file and
+ * the key. */
 rmlp_status config_read(const char *config_json_path, rmlp_model_config *out);
 
 /* The JSON object in the file at `path` (config.json, model.safetensors.index.json), for the
  * caller to json_decref. Errors: RMLP_ERR_IO when it cannot be read, RMLP_ERR_FORMAT (naming
- * line and column) when it is not JSON, repeats a key, or is not an object. */
+ * line and column) when it is not JSON, repeats a key, or is not an object,
+ * RMLP_ERR_OUT_OF_MEMORY when jansson ran out of memory. */
 struct json_t;
 rmlp_status config_load_json(const char *path, struct json_t **out);
 /* What a JSON value is, for messages: "a string", "an array", "a fractional number", ... */
 const char *config_json_kind(const struct json_t *value);
+/* Whether a jansson load that returned NULL failed for want of memory (jansson mostly does not
+ * say so itself; config.c explains how it is told). `error` must have been zeroed before the
+ * load; byte_before_error is the input's byte at error->position - 1 (EOF when unknown). */
+struct json_error_t;
+int config_json_out_of_memory(const struct json_error_t *error, int byte_before_error);
 
 #endif

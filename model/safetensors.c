@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../ffi/src/alloc.h"
 #include "../ffi/src/export.h"
 #include "config.h"
 
@@ -30,8 +31,9 @@ static const char fn[] = "rmlp_model_load";
 
 struct st_file {
     char *path;
-    void *map; /* the whole file */
+    const void *map; /* the whole file: mmapped (mapped = 1, st_close unmaps it) or the caller's bytes */
     size_t map_len;
+    int mapped;
     size_t count;
     st_tensor *tensors; /* sorted by name */
     char *names;        /* every tensor's name, NUL-terminated, back to back */
@@ -151,10 +153,12 @@ static rmlp_status parse_header(st_file *file, const json_t *header, uint64_t da
         names_len += strlen(key) + 1;
         n++;
     }
-    file->tensors = calloc(n ? n : 1, sizeof *file->tensors);
-    file->names = malloc(names_len ? names_len : 1);
-    if (file->tensors == NULL || file->names == NULL)
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating the table of %zu tensors failed", file->path, n);
+    if ((file->tensors = rmlp_calloc(n ? n : 1, sizeof *file->tensors)) == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating the table of %zu tensors (%zu bytes) failed",
+                         file->path, n, (n ? n : 1) * sizeof *file->tensors);
+    if ((file->names = rmlp_malloc(names_len ? names_len : 1)) == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating the names of %zu tensors (%zu bytes) failed",
+                         file->path, n, names_len ? names_len : 1);
     char *name = file->names;
     json_object_foreach((json_t *)header, key, value) {
         if (strcmp(key, "__metadata__") == 0) continue;
@@ -186,10 +190,13 @@ static rmlp_status parse_header(st_file *file, const json_t *header, uint64_t da
     return RMLP_OK;
 }
 
-/* Checks the header of the mapped file (at least 8 bytes long). */
+/* Checks the header of the file's bytes. */
 static rmlp_status check(st_file *file) {
     const unsigned char *bytes = file->map;
     uint64_t size = file->map_len, header_len = 0;
+    if (size < 8)
+        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: %llu bytes is shorter than the 8-byte header length", file->path,
+                         (unsigned long long)size);
     for (int i = 7; i >= 0; i--) header_len = header_len << 8 | bytes[i];
     if (header_len < 2)
         return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: header length %llu is too short for a JSON object", file->path,
@@ -201,7 +208,13 @@ static rmlp_status check(st_file *file) {
         return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: header length %llu exceeds the limit of %llu bytes", file->path,
                          (unsigned long long)header_len, (unsigned long long)ST_MAX_HEADER);
     json_error_t error;
+    memset(&error, 0, sizeof error);
     json_t *header = json_loadb((const char *)bytes + 8, (size_t)header_len, JSON_REJECT_DUPLICATES, &error);
+    int byte_before_error = EOF;
+    if (error.position > 0 && (uint64_t)error.position <= header_len) byte_before_error = bytes[8 + error.position - 1];
+    if (header == NULL && config_json_out_of_memory(&error, byte_before_error))
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: out of memory while jansson parsed the %llu-byte header",
+                         file->path, (unsigned long long)header_len);
     if (header == NULL)
         return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: header is not valid JSON: %s at byte %d", file->path, error.text,
                          error.position);
@@ -212,33 +225,25 @@ static rmlp_status check(st_file *file) {
     return status;
 }
 
-rmlp_status st_open(const char *path, st_file **out) {
+/* An empty record for `path` (the name messages give) into *out. */
+static rmlp_status new_file(const char *path, st_file **out) {
     *out = NULL;
-    st_file *file = calloc(1, sizeof *file);
-    if (file == NULL || (file->path = strdup(path)) == NULL) {
+    st_file *file = rmlp_calloc(1, sizeof *file);
+    if (file == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating the file's record (%zu bytes) failed", path,
+                         sizeof *file);
+    if ((file->path = rmlp_strdup(path)) == NULL) {
         free(file);
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating the file failed", path);
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: allocating a copy of the path (%zu bytes) failed", path,
+                         strlen(path) + 1);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    rmlp_status status = RMLP_OK;
-    if (fd < 0 || fstat(fd, &st) != 0)
-        status = rmlp_fail(RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        status = rmlp_fail(RMLP_ERR_IO, fn, "%s: not a regular file", path);
-    else if (st.st_size < 8) /* too short to map usefully (an empty file cannot be mapped) */
-        status = rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: %lld bytes is shorter than the 8-byte header length", path,
-                           (long long)st.st_size);
-    else {
-        file->map_len = (size_t)st.st_size;
-        file->map = mmap(NULL, file->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (file->map == MAP_FAILED) {
-            file->map = NULL;
-            status =
-                rmlp_fail(RMLP_ERR_IO, fn, "%s: mmap of %zu bytes failed: %s", path, file->map_len, strerror(errno));
-        }
-    }
-    if (fd >= 0) close(fd);
+    *out = file;
+    return RMLP_OK;
+}
+
+/* Checks the header of a file whose bytes are in place (when status is still OK); hands the
+ * file to *out, or closes it and returns the error. */
+static rmlp_status finish_open(st_file *file, rmlp_status status, st_file **out) {
     if (status == RMLP_OK) status = check(file);
     if (status != RMLP_OK) {
         st_close(file);
@@ -248,9 +253,45 @@ rmlp_status st_open(const char *path, st_file **out) {
     return RMLP_OK;
 }
 
+rmlp_status st_open_memory(const char *name, const void *bytes, size_t len, st_file **out) {
+    *out = NULL;
+    st_file *file;
+    rmlp_status status = new_file(name, &file);
+    if (status != RMLP_OK) return status;
+    file->map = bytes;
+    file->map_len = len;
+    return finish_open(file, RMLP_OK, out);
+}
+
+rmlp_status st_open(const char *path, st_file **out) {
+    *out = NULL;
+    st_file *file;
+    rmlp_status status = new_file(path, &file);
+    if (status != RMLP_OK) return status;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        status = rmlp_fail(RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        status = rmlp_fail(RMLP_ERR_IO, fn, "%s: not a regular file", path);
+    else if (st.st_size > 0) { /* an empty file cannot be mapped; check() refuses it as too short */
+        void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) /* ENOMEM: no address space left, or too many mappings */
+            status = rmlp_fail(errno == ENOMEM ? RMLP_ERR_OUT_OF_MEMORY : RMLP_ERR_IO, fn,
+                               "%s: mmap of %lld bytes failed: %s", path, (long long)st.st_size, strerror(errno));
+        else {
+            file->map = map;
+            file->map_len = (size_t)st.st_size;
+            file->mapped = 1;
+        }
+    }
+    if (fd >= 0) close(fd);
+    return finish_open(file, status, out);
+}
+
 void st_close(st_file *file) {
     if (file == NULL) return;
-    if (file->map != NULL) munmap(file->map, file->map_len);
+    if (file->mapped) munmap((void *)file->map, file->map_len);
     free(file->tensors);
     free(file->names);
     free(file->path);

@@ -27,6 +27,10 @@ typedef struct st_file st_file;
 /* Maps and checks `path`. Errors (RMLP_ERR_IO, RMLP_ERR_FORMAT, RMLP_ERR_MODEL for an
  * unsupported dtype, RMLP_ERR_OUT_OF_MEMORY) are reported through rmlp_fail naming the file. */
 rmlp_status st_open(const char *path, st_file **out);
+/* The same checks (st_open runs them too) on a file's `len` bytes already in memory, which
+ * must outlive the file (st_close leaves them alone); `name` stands for the path in messages
+ * and st_path. For the fuzzer, which feeds headers without touching the disk. */
+rmlp_status st_open_memory(const char *name, const void *bytes, size_t len, st_file **out);
 void st_close(st_file *file);
 
 size_t st_count(const st_file *file);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ffi/src/alloc.h"
 #include "../ffi/src/export.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -104,10 +105,10 @@ static rmlp_status load(const checkpoint *ckpt, parts *ps) {
     for (size_t i = 0, end; i < ps->n; i = end) {
         uint64_t total = 0;
         for (end = i; end < ps->n && ps->p[end].dst == ps->p[i].dst; end++) total += part_size(&ps->p[end]);
-        float *dst = total <= SIZE_MAX / sizeof(float) ? malloc(total ? total * sizeof(float) : 1) : NULL;
+        float *dst = total <= SIZE_MAX / sizeof(float) ? rmlp_malloc(total ? total * sizeof(float) : 1) : NULL;
         if (dst == NULL)
-            return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %llu floats for '%s' failed",
-                             (unsigned long long)total, ps->p[i].name);
+            return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %llu floats (%llu bytes) for '%s' failed",
+                             (unsigned long long)total, (unsigned long long)total * sizeof(float), ps->p[i].name);
         *ps->p[i].dst = dst;
         for (size_t k = i; k < end; k++) {
             convert(ps->p[k].tensor, dst);
@@ -157,8 +158,9 @@ rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, mode
     if (checkpoint_find(ckpt, "lm_head.weight") != NULL)
         add(&ps, "", -1, "lm_head.weight", &out->lm_head, vocab, hidden);
     rmlp_status status = load(ckpt, &ps);
-    if (status == RMLP_OK && (out->layers = calloc(config->num_hidden_layers, sizeof *out->layers)) == NULL)
-        status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %u layers failed", config->num_hidden_layers);
+    if (status == RMLP_OK && (out->layers = rmlp_calloc(config->num_hidden_layers, sizeof *out->layers)) == NULL)
+        status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the table of %u layers (%zu bytes) failed",
+                           config->num_hidden_layers, config->num_hidden_layers * sizeof *out->layers);
     for (uint32_t i = 0; status == RMLP_OK && i < config->num_hidden_layers; i++)
         status = load_layer(ckpt, config, prefix, (long)i, &out->layers[i]);
     if (status != RMLP_OK) {

@@ -3,7 +3,9 @@
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
 #   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/,
-#   4. pytest for bindings/python against build/.
+#   4. pytest for bindings/python against build/,
+#   5. the thread tests under ThreadSanitizer (scripts/tsan.sh, build-tsan/),
+#   6. each libFuzzer target for RMLP_FUZZ_SECONDS seconds (default 20; scripts/fuzz.sh, build-fuzz/).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -34,4 +36,8 @@ echo "== the TEI-style host under valgrind (leaks and invalid accesses fail)"
   cargo test --offline --quiet --test host)
 echo "== pytest (bindings/python)"
 "$root/bindings/python/run_tests.sh" "$root/build"
+echo "== ThreadSanitizer (build-tsan/)"
+"$root/scripts/tsan.sh" -j"$jobs"
+echo "== fuzzing (build-fuzz/)"
+RMLP_BUILD_JOBS=$jobs "$root/scripts/fuzz.sh" "${RMLP_FUZZ_SECONDS:-20}"
 echo "== all tests passed"

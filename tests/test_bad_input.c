@@ -117,6 +117,7 @@ static void test_plan_build_errors(rmlp_planner *planner) {
                                              k->n_seqs, k->params == P_NULL ? NULL : &params,
                                              k->null_out ? NULL : &out);
         const char *msg = rmlp_last_error();
+        tu_record_bad_input(k->name, status, msg);
         CHECK(status == k->want, "%s: status %d (%s), want %d (%s); message \"%s\"", k->name, status,
               rmlp_status_string(status), k->want, rmlp_status_string(k->want), msg);
         CHECK(strstr(msg, k->want_msg) != NULL, "%s: message \"%s\" lacks \"%s\"", k->name, msg, k->want_msg);
@@ -175,6 +176,7 @@ static void test_planner_errors(rmlp_planner *planner) {
         status = rmlp_planner_reserve(reserves[r].null_planner ? NULL : planner, reserves[r].n_tokens,
                                       reserves[r].n_seqs, reserves[r].pad);
         const char *msg = rmlp_last_error();
+        tu_record_bad_input(reserves[r].name, status, msg);
         CHECK(status == reserves[r].want, "%s: status %d, want %d (%s)", reserves[r].name, status, reserves[r].want,
               msg);
         CHECK(strstr(msg, reserves[r].want_msg) != NULL && (reserves[r].want != RMLP_OK || msg[0] == '\0'),

@@ -48,6 +48,10 @@ int main(void) {
         rmlp_plan_params p;
         rmlp_status status = rmlp_plan_params_from_env(&p);
         const char *msg = rmlp_last_error();
+        char input[128];
+        snprintf(input, sizeof input, "environment RADIX_MLP_THRESHOLD=%s RADIX_MLP_PAD=%s",
+                 cases[k].threshold ? cases[k].threshold : "(unset)", cases[k].pad ? cases[k].pad : "(unset)");
+        tu_record_bad_input(input, status, msg);
         CHECK(status == cases[k].want && strstr(msg, cases[k].want_msg) != NULL,
               "case %zu (%s, %s): status %d, message \"%s\"", k, cases[k].threshold ? cases[k].threshold : "unset",
               cases[k].pad ? cases[k].pad : "unset", status, msg);

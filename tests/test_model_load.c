@@ -439,6 +439,63 @@ static void test_sharded_and_paths(void) {
     stw_json_free(&config);
 }
 
+/* st_open_memory (the fuzzer's way in) on a file's bytes against st_open on the file: the same
+ * table, with data inside the caller's buffer; for every cut of the file the same status and
+ * message; st_close leaves the caller's bytes alone (ASan would see a free or unmap of them). */
+static void test_open_memory(void) {
+    stw w = {0};
+    build_tensors(&QWEN3, 7, &w);
+    const char *path = at("memory.safetensors", "");
+    stw_write(&w, path, 0);
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL, "open %s", path);
+    if (f == NULL) return;
+    fseek(f, 0, SEEK_END);
+    size_t len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *bytes = malloc(len);
+    CHECK(bytes != NULL && fread(bytes, 1, len, f) == len, "read %s", path);
+    fclose(f);
+
+    st_file *disk = NULL, *mem = NULL;
+    CHECK(st_open(path, &disk) == RMLP_OK, "st_open: %s", rmlp_last_error());
+    CHECK(st_open_memory(path, bytes, len, &mem) == RMLP_OK, "st_open_memory: %s", rmlp_last_error());
+    if (disk != NULL && mem != NULL) {
+        CHECK_EQ(st_count(mem), st_count(disk), "tensor count");
+        CHECK(strcmp(st_path(mem), path) == 0, "st_path %s", st_path(mem));
+        for (size_t i = 0; i < st_count(mem) && i < st_count(disk); i++) {
+            const st_tensor *a = st_at(mem, i), *b = st_at(disk, i);
+            const unsigned char *p = a->data;
+            CHECK(strcmp(a->name, b->name) == 0 && a->dtype == b->dtype && a->ndim == b->ndim &&
+                      a->nbytes == b->nbytes && memcmp(a->shape, b->shape, sizeof a->shape) == 0,
+                  "tensor %zu: '%s' vs '%s'", i, a->name, b->name);
+            CHECK(p >= bytes && a->nbytes <= len && p - bytes <= (ptrdiff_t)(len - a->nbytes),
+                  "tensor '%s' outside the caller's buffer", a->name);
+            CHECK(memcmp(a->data, b->data, a->nbytes) == 0, "tensor '%s' bytes differ", a->name);
+        }
+    }
+    st_close(mem);
+    st_close(disk);
+
+    /* Every cut of the header, and a few into the data: both ways give the same error. */
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; i--) header_len = header_len << 8 | bytes[i];
+    char mem_err[600];
+    for (size_t cut = 0; cut < 8 + header_len + 16 && cut < len; cut++) {
+        stw_write_bytes(path, bytes, cut);
+        rmlp_status got_mem = st_open_memory(path, bytes, cut, &mem);
+        snprintf(mem_err, sizeof mem_err, "%s", rmlp_last_error());
+        rmlp_status got_disk = st_open(path, &disk);
+        CHECK(got_mem == RMLP_ERR_FORMAT && mem == NULL && got_disk == got_mem && disk == NULL &&
+                  strcmp(mem_err, rmlp_last_error()) == 0 && strstr(mem_err, path) != NULL,
+              "cut at %zu: memory %d '%s', file %d '%s'", cut, got_mem, mem_err, got_disk, rmlp_last_error());
+        st_close(mem);
+        st_close(disk);
+    }
+    free(bytes);
+    stw_free(&w);
+}
+
 /* ---- bad inputs ----------------------------------------------------------------------------- */
 
 /* Loads path and checks the status and that the message starts with the function and names
@@ -448,6 +505,7 @@ static void expect_fail(const char *what, const char *path, rmlp_status want, co
     model_weights mw;
     rmlp_status got = load_all(path, &c, &mw);
     const char *err = rmlp_last_error();
+    tu_record_bad_input(what, got, err);
     CHECK(got == want, "%s: status %d, want %d: %s", what, got, want, err);
     CHECK(strncmp(err, "rmlp_model_load: ", 17) == 0, "%s: message '%s'", what, err);
     CHECK(strstr(err, msg) != NULL, "%s: message '%s' lacks '%s'", what, err, msg);
@@ -794,10 +852,12 @@ static void test_bad_index(void) {
 
 int main(void) {
     root = stw_mkdtemp();
+    tu_scrub_dir = root;
     test_valid();
     test_known_patterns();
     test_f16_exhaustive();
     test_sharded_and_paths();
+    test_open_memory();
     test_bad_files();
     test_bad_headers();
     test_bad_configs();

@@ -4,11 +4,13 @@
  *
  * Arrays only grow, each group in one allocation made before the old one is released, so a
  * failed growth leaves the planner as it was and a planner that has seen a batch this large
- * builds without allocating.
+ * builds without allocating. Allocations go through the library's allocator (ffi/src/alloc.h),
+ * so a test can fail each of them; a failure names the array and its size.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ffi/src/alloc.h"
 #include "row_ops.h"
 #include "planner.h"
 #include "radix_tree.h"
@@ -29,7 +31,9 @@ struct rmlp_planner {
     size_t link_capacity;
 };
 
-rmlp_planner *trie_planner_new(void) { return calloc(1, sizeof(rmlp_planner)); }
+rmlp_planner *trie_planner_new(void) { return rmlp_calloc(1, sizeof(rmlp_planner)); }
+
+size_t trie_planner_size(void) { return sizeof(rmlp_planner); }
 
 void trie_planner_delete(rmlp_planner *planner) {
     if (planner == NULL) return;
@@ -40,12 +44,19 @@ void trie_planner_delete(rmlp_planner *planner) {
     free(planner);
 }
 
-static int grow_maps(rmlp_planner *p, size_t tokens, size_t compact) {
+/* -1 with *failed filled in: the allocation of `bytes` for `what` failed. */
+static int alloc_failed(trie_alloc_failure *failed, const char *what, size_t bytes) {
+    *failed = (trie_alloc_failure){what, bytes};
+    return -1;
+}
+
+static int grow_maps(rmlp_planner *p, size_t tokens, size_t compact, trie_alloc_failure *failed) {
     if (tokens <= p->token_capacity && compact <= p->compact_capacity) return 0;
     if (tokens < p->token_capacity) tokens = p->token_capacity;
     if (compact < p->compact_capacity) compact = p->compact_capacity;
-    uint32_t *block = malloc((4 * compact + tokens) * sizeof(uint32_t));
-    if (block == NULL) return -1;
+    size_t bytes = (4 * compact + tokens) * sizeof(uint32_t);
+    uint32_t *block = rmlp_malloc(bytes);
+    if (block == NULL) return alloc_failed(failed, "the plan's maps", bytes);
     free(p->maps_block);
     p->maps_block = block;
     p->fold_gather = block;
@@ -58,10 +69,10 @@ static int grow_maps(rmlp_planner *p, size_t tokens, size_t compact) {
     return 0;
 }
 
-static int grow_tree(rmlp_planner *p, size_t max_nodes) {
+static int grow_tree(rmlp_planner *p, size_t max_nodes, trie_alloc_failure *failed) {
     if (max_nodes > p->node_capacity) {
-        trie_node *nodes = malloc(max_nodes * sizeof(trie_node));
-        if (nodes == NULL) return -1;
+        trie_node *nodes = rmlp_malloc(max_nodes * sizeof(trie_node));
+        if (nodes == NULL) return alloc_failed(failed, "the radix tree's nodes", max_nodes * sizeof(trie_node));
         free(p->tree.nodes);
         p->tree.nodes = nodes;
         p->node_capacity = max_nodes;
@@ -69,8 +80,8 @@ static int grow_tree(rmlp_planner *p, size_t max_nodes) {
     size_t links = 16; /* a power of two, at most 2/3 full, so probes stay short */
     while (links < max_nodes + max_nodes / 2) links *= 2;
     if (links > p->link_capacity) {
-        trie_link *table = calloc(links, sizeof(trie_link));
-        if (table == NULL) return -1;
+        trie_link *table = rmlp_calloc(links, sizeof(trie_link));
+        if (table == NULL) return alloc_failed(failed, "the radix tree's link table", links * sizeof(trie_link));
         free(p->tree.links);
         p->tree.links = table;
         p->tree.link_mask = (uint32_t)(links - 1);
@@ -80,20 +91,22 @@ static int grow_tree(rmlp_planner *p, size_t max_nodes) {
     return 0;
 }
 
-static int grow_seqs(rmlp_planner *p, size_t n_seqs) {
+static int grow_seqs(rmlp_planner *p, size_t n_seqs, trie_alloc_failure *failed) {
     if (n_seqs <= p->seq_capacity && p->cu_seqlens != NULL) return 0;
-    uint32_t *cu = malloc((n_seqs + 1) * sizeof(uint32_t));
-    if (cu == NULL) return -1;
+    uint32_t *cu = rmlp_malloc((n_seqs + 1) * sizeof(uint32_t));
+    if (cu == NULL) return alloc_failed(failed, "the copy of cu_seqlens", (n_seqs + 1) * sizeof(uint32_t));
     free(p->cu_seqlens);
     p->cu_seqlens = cu;
     p->seq_capacity = n_seqs;
     return 0;
 }
 
-int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple) {
+int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple,
+                         trie_alloc_failure *failed) {
     size_t pad_rows = pad_multiple > 1 ? pad_multiple - 1 : 0;
-    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0 || grow_seqs(planner, n_seqs) != 0) return -1;
-    return grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs));
+    if (grow_maps(planner, n_tokens, n_tokens + pad_rows, failed) != 0 || grow_seqs(planner, n_seqs, failed) != 0)
+        return -1;
+    return grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs), failed);
 }
 
 static void write_identity(const uint32_t *input_ids, const uint32_t *position_ids, size_t n_tokens,
@@ -123,12 +136,13 @@ static size_t pad_compact(const radix_tree_maps *maps, size_t n_compact, uint32_
 
 int trie_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint32_t *position_ids,
                     size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, const trie_options *options,
-                    rmlp_plan *out) {
+                    rmlp_plan *out, trie_alloc_failure *failed) {
     int skip_tree = options->threshold == 0.0;
     size_t pad_rows = options->pad_multiple > 1 ? options->pad_multiple - 1 : 0;
-    if (grow_maps(planner, n_tokens, n_tokens + pad_rows) != 0 || grow_seqs(planner, n_seqs) != 0) return -1;
+    if (grow_maps(planner, n_tokens, n_tokens + pad_rows, failed) != 0 || grow_seqs(planner, n_seqs, failed) != 0)
+        return -1;
     memcpy(planner->cu_seqlens, cu_seqlens, (n_seqs + 1) * sizeof(uint32_t));
-    if (!skip_tree && grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs)) != 0) return -1;
+    if (!skip_tree && grow_tree(planner, radix_tree_max_nodes(n_tokens, n_seqs), failed) != 0) return -1;
 
     radix_tree_maps maps = {planner->fold_gather, planner->scatter, planner->compact_ids, planner->compact_pos,
                             planner->compact_parent};

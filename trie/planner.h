@@ -14,24 +14,33 @@
 
 #include "radix_mlp.h"
 
+/* What a growth could not allocate, for the caller's message. */
+typedef struct trie_alloc_failure {
+    const char *what; /* e.g. "the radix tree's nodes" */
+    size_t bytes;
+} trie_alloc_failure;
+
 /* Gate and padding of one build, already checked (threshold >= 0, not NaN). */
 typedef struct trie_options {
     uint32_t pad_multiple; /* 0 or 1: no padding */
     double threshold;      /* TEI semantics: >= 1 always radix, 0 never, else radix iff ratio < threshold */
 } trie_options;
 
-/* Returns NULL when out of memory. */
+/* Returns NULL when out of memory (trie_planner_size() bytes). */
 rmlp_planner *trie_planner_new(void);
+size_t trie_planner_size(void);
 void trie_planner_delete(rmlp_planner *planner);
 
 /* Grows scratch for n_tokens tokens in n_seqs sequences padded to pad_multiple.
- * Returns 0, or -1 when out of memory (the planner keeps its previous arrays). */
-int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple);
+ * Returns 0, or -1 when out of memory with *failed saying what (the planner keeps arrays it
+ * had, each group either grown or as it was, and builds as before). */
+int trie_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple,
+                         trie_alloc_failure *failed);
 
 /* Builds the plan into *out. n_tokens < 2^32, and the padded compact size fits 32 bits.
- * Returns 0, or -1 when out of memory. */
+ * Returns 0, or -1 when out of memory with *failed saying what. */
 int trie_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint32_t *position_ids,
                     size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, const trie_options *options,
-                    rmlp_plan *out);
+                    rmlp_plan *out, trie_alloc_failure *failed);
 
 #endif

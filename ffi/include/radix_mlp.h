@@ -81,12 +81,14 @@ typedef int32_t rmlp_dtype;
 typedef struct rmlp_model_params {
   // Must be `sizeof(rmlp_model_params)`.
   uint32_t struct_size;
-  // `RMLP_DEVICE_CPU` (default).
+  // `RMLP_DEVICE_CPU` (default) or `RMLP_DEVICE_CUDA`.
   rmlp_device device;
-  // Device ordinal for CUDA (default 0).
+  // Device ordinal for CUDA (default 0); every call on the model runs on this device, whatever
+  // the calling thread's current device (which the library restores before returning).
   int32_t device_index;
-  // Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU (F16/BF16
-  // checkpoints are converted at load).
+  // Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU; F32, F16 or BF16
+  // on CUDA. Checkpoint tensors are converted at load (F16/BF16/F32 to this dtype, rounding
+  // to nearest even) in chunks through pinned memory, never as a second full host copy.
   rmlp_dtype dtype;
 } rmlp_model_params;
 
@@ -119,6 +121,30 @@ typedef struct rmlp_model_config {
   // The checkpoint has an LM head (own `lm_head.weight` or tied), so `rmlp_score_pair` works.
   bool has_lm_head;
 } rmlp_model_config;
+
+// One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the
+// library keeps the pointer (no copy), so the memory must stay valid and unchanged until
+// `rmlp_model_free`.
+//
+// Names are Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, with or without the
+// `model.` prefix, `lm_head.weight` without it). Q/K/V and gate/up may come as the separate
+// tensors of a checkpoint (the layer then runs 3 and 2 GEMMs, or 1 each when the host's
+// separate tensors happen to lie back to back in memory) or stacked, as TEI and vLLM hold
+// them: `layers.N.self_attn.qkv_proj.weight` (q_dim + 2 * kv_dim, hidden) with q rows, then
+// k, then v, and `layers.N.mlp.gate_up_proj.weight` (2 * intermediate, hidden) with gate rows,
+// then up (biases likewise: `qkv_proj.bias`).
+typedef struct rmlp_weight_binding {
+  // NUL-terminated tensor name (read during the call only).
+  const char *name;
+  // Device memory of the model's device, row-major and dense, aligned to the element size.
+  const void *data;
+  // Must be the dtype of `rmlp_model_params::dtype`.
+  rmlp_dtype dtype;
+  // 1 (vectors: norms, biases) or 2 (matrices: (out_features, in_features) as nn.Linear stores them).
+  uint32_t ndim;
+  // Rows, then columns (`shape[1]` ignored when `ndim` is 1).
+  uint64_t shape[2];
+} rmlp_weight_binding;
 
 // A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
 // space (one row per distinct (token, position) path). The arrays belong to the planner
@@ -163,7 +189,10 @@ typedef struct rmlp_plan {
 
 // One layer's attention, as the library hands it to a host's attention function: causal
 // attention of every sequence over its own rows, with grouped KV heads (query head h reads
-// KV head `h / (n_heads / n_kv_heads)`). Pointers are in the model's device memory and dtype.
+// KV head `h / (n_heads / n_kv_heads)`). `q`, `k`, `v`, `out` are in the model's memory and
+// dtype: host f32 on the CPU, device memory in the model's dtype on CUDA, where the host's
+// attention must enqueue its work on `stream` and return without synchronising (the library
+// goes on enqueuing after it).
 typedef struct rmlp_attention_args {
   uint32_t layer;
   uint32_t n_tokens;
@@ -184,8 +213,16 @@ typedef struct rmlp_attention_args {
   const void *v;
   // (n_tokens, n_heads, head_dim) output.
   void *out;
-  // The context's stream (`cudaStream_t`), NULL on the CPU.
+  // The context's stream (`cudaStream_t`, NULL for the legacy default stream), NULL on the CPU.
   void *stream;
+  // (n_seqs + 1) the same offsets in the model's memory: device memory on CUDA (the copy
+  // `rmlp_context_set_plan` made; valid until the next one), equal to `cu_seqlens` on the
+  // CPU. For `rmlp_attention` on CUDA: device offsets, or NULL to use the set plan's copy
+  // (then `cu_seqlens` must be the set plan's `cu_seqlens` pointer).
+  const uint32_t *cu_seqlens_device;
+  // The longest sequence, in rows (what varlen flash-attention calls max_seqlen). Filled in
+  // by the library for callbacks; ignored by `rmlp_attention`, which computes it.
+  uint32_t max_seqlen;
 } rmlp_attention_args;
 
 // A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
@@ -246,10 +283,16 @@ typedef int32_t rmlp_pooling;
 // Mistral (Llama layers; sliding windows are not used).
 #define RMLP_ARCH_MISTRAL 4
 
-// The CPU (BLAS), fp32.
+// The CPU (BLAS), fp32. Every buffer the model calls take is host memory holding f32.
 #define RMLP_DEVICE_CPU 0
 
-// A CUDA device (not in this version: `RMLP_ERR_UNSUPPORTED`).
+// A CUDA device, chosen at load by `rmlp_model_params::device_index`; weights and activations
+// in the model's dtype (F32, F16 or BF16), GEMMs through cuBLAS with fp32 accumulation. Every
+// activation buffer the model calls take (`hidden`, `q`, `k`, `v`, `attn`, `out`) is then
+// device memory of that device in that dtype; plans, `cu_seqlens` of `rmlp_pool` /
+// `rmlp_context_pool` / `rmlp_score_pair`, their `out`, `logits` and `prob_a` stay host
+// memory. `RMLP_ERR_UNSUPPORTED` in a build without CUDA, `RMLP_ERR_NO_DEVICE` where the
+// driver reports no device.
 #define RMLP_DEVICE_CUDA 1
 
 // 32-bit float.
@@ -327,21 +370,58 @@ extern struct rmlp_model_params rmlp_model_default_params(void);
 // .safetensors file whose folder holds config.json. `params`: NULL for the defaults.
 extern rmlp_status rmlp_model_load(const char *path, const struct rmlp_model_params *params, struct rmlp_model **out);
 
-// Frees a model. NULL is a no-op. Contexts of the model must be freed first.
+// A CUDA model from weights the host already holds on the device (no copy; see
+// `rmlp_weight_binding`). `config` describes the model (as `rmlp_model_get_config` would;
+// `has_lm_head` is ignored and set from the tensors: `lm_head.weight`, or the embedding when
+// `tie_word_embeddings`); `tensors` (n_tensors) must hold every tensor the config calls for,
+// each with the shape it calls for and `params->dtype`, and nothing else; `params->device`
+// must be `RMLP_DEVICE_CUDA`. Errors name the tensor. `RMLP_ERR_UNSUPPORTED` without CUDA.
+extern rmlp_status rmlp_model_bind_cuda(const struct rmlp_model_config *config, const struct rmlp_weight_binding *tensors, size_t n_tensors, const struct rmlp_model_params *params, struct rmlp_model **out);
+
+// Frees a model. NULL is a no-op. Contexts of the model must be freed first. A bound model's
+// tensors stay the host's.
 extern void rmlp_model_free(struct rmlp_model *model);
 
 // Copies the model's configuration into `*out`.
 extern rmlp_status rmlp_model_get_config(const struct rmlp_model *model, struct rmlp_model_config *out);
 
 // Creates a context for batches of up to `max_tokens` tokens (plans padded by up to
-// `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too). The model must outlive it.
+// `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too) and at most `max_tokens` sequences. The model
+// must outlive it. On CUDA this allocates the whole device workspace (activations of a
+// forward, the plan's maps, a 32 MiB cuBLAS workspace), pinned staging for plans, a cuBLAS
+// handle and events, so that nothing after it allocates; its stream is the legacy default
+// stream until `rmlp_context_set_stream`.
 extern rmlp_status rmlp_context_create(const struct rmlp_model *model, size_t max_tokens, struct rmlp_context **out);
 
-// Frees a context. NULL is a no-op.
+// Frees a context. NULL is a no-op. On CUDA it first waits for the context's stream.
 extern void rmlp_context_free(struct rmlp_context *context);
+
+// Sets the stream (`cudaStream_t` of the model's device; NULL: the legacy default stream) on
+// which every later call through this context enqueues its work, the cuBLAS handle's
+// included. Work already enqueued on the previous stream is ordered before anything on the
+// new one (an event, not a host wait). On the CPU the stream is ignored and this returns OK.
+extern rmlp_status rmlp_context_set_stream(struct rmlp_context *context, void *stream);
+
+// Per-batch setup, once per plan before its embed/forward: on CUDA copies the plan's maps
+// and cu_seqlens into the context's device buffers, through pinned staging, asynchronously
+// on the context's stream, so the host may rebuild or free its plan as soon as this returns.
+// It waits (host side) only for the previous `rmlp_context_set_plan`'s copy to have left the
+// staging buffer, and is refused while the stream is capturing a graph. Every later call
+// with a plan checks that it is this one (same array pointers and counts; `rmlp_embed` and
+// `rmlp_forward` also compare the maps' contents), so a stale device copy is an error, never
+// a wrong result. On the CPU it only validates the plan and returns OK, so hosts may call it
+// unconditionally.
+extern rmlp_status rmlp_context_set_plan(struct rmlp_context *context, const struct rmlp_plan *plan);
 
 // Embeds the plan's compact ids: `hidden` (n_compact_padded, hidden_size). Checks every id
 // against vocab_size and every position against max_position_embeddings.
+//
+// On CUDA (this call and the four below): `rmlp_context_set_plan(plan)` first; every buffer
+// is device memory of the model's device in the model's dtype; the call checks its
+// arguments on the host, enqueues its kernels and GEMMs on the context's stream and returns:
+// it never allocates and never synchronises, so a whole batch may be captured in a CUDA
+// graph. Device-side faults surface as `RMLP_ERR_CUDA` from a later call (or the host's
+// own stream synchronisation).
 extern rmlp_status rmlp_embed(struct rmlp_context *context, const struct rmlp_plan *plan, void *hidden);
 
 // First half of layer `layer` in compact space: RMSNorm, Q/K/V projections (+ bias),
@@ -360,12 +440,22 @@ extern rmlp_status rmlp_layer_post_attention(struct rmlp_context *context, uint3
 extern rmlp_status rmlp_final_norm(struct rmlp_context *context, const struct rmlp_plan *plan, const void *hidden, void *out);
 
 // The library's built-in causal varlen attention with grouped KV heads, for hosts that
-// call the per-layer entry points but have no attention of their own.
+// call the per-layer entry points but have no attention of their own. On CUDA `args->dtype`
+// must be the model's dtype, `q`/`k`/`v`/`out` device memory, `cu_seqlens` host memory
+// (checked, and read for the grid size), `cu_seqlens_device` see `rmlp_attention_args`;
+// `args->stream` is ignored (the context's stream is used).
 extern rmlp_status rmlp_attention(struct rmlp_context *context, const struct rmlp_attention_args *args);
 
 // The whole model on one batch: embed, every layer (with `attention(user_data, ...)` or the
 // built-in attention when NULL), final norm. `out` (n_tokens, hidden_size) receives the last
 // hidden states of every batch row.
+//
+// CUDA: `out` is device memory in the model's dtype; call `rmlp_context_set_plan(plan)`
+// first. Like the per-layer calls, the forward only enqueues work on the context's stream:
+// it never allocates or synchronises, so it may be captured in a CUDA graph (the graph then
+// replays this plan's shapes; call `rmlp_context_set_plan` again, outside the capture,
+// before replaying it for another batch of the same shape). The host callback gets device
+// pointers, `args->cu_seqlens_device`, `args->max_seqlen` and the stream.
 extern rmlp_status rmlp_forward(struct rmlp_context *context, const struct rmlp_plan *plan, rmlp_attention_fn attention, void *user_data, void *out);
 
 // Pools hidden states per sequence (host memory, f32): `hidden` (n_tokens, hidden_size),
@@ -373,9 +463,20 @@ extern rmlp_status rmlp_forward(struct rmlp_context *context, const struct rmlp_
 // L2 norm. An empty sequence is an error.
 extern rmlp_status rmlp_pool(const float *hidden, size_t n_tokens, uint32_t hidden_size, const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out);
 
+// Pools hidden states per sequence like `rmlp_pool`, but `hidden` (n_tokens, hidden_size)
+// is in the context's model's memory: host f32 on the CPU, device memory in the model's
+// dtype on CUDA (the output of `rmlp_forward` / `rmlp_final_norm`). `cu_seqlens` (n_seqs + 1)
+// and `out` (n_seqs, hidden_size) f32 are host memory. On CUDA the pooling runs on the
+// context's stream in fp32, only the pooled rows are copied back, and the call
+// synchronises the stream before it returns (so not while the stream is capturing).
+extern rmlp_status rmlp_context_pool(struct rmlp_context *context, const void *hidden, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out);
+
 // Reranker score (Qwen3-Reranker's yes/no): LM-head logits of `token_a` and `token_b` at
 // each sequence's last row of `hidden` (n_tokens, hidden_size; the output of `rmlp_forward`
 // or `rmlp_final_norm`): `logits` (n_seqs, 2), and `prob_a` (n_seqs) = softmax over the pair.
+// On CUDA `hidden` is device memory in the model's dtype; `cu_seqlens`, `logits` and
+// `prob_a` are host memory; the dot products run on the context's stream (fp32) and the
+// call synchronises the stream before it returns.
 extern rmlp_status rmlp_score_pair(struct rmlp_context *context, const void *hidden, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
 
 // Builds the plan of one batch.

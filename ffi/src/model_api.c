@@ -1,7 +1,8 @@
 /*
  * model_api.c: the exported model entry points: load a checkpoint, create contexts, and run
  * the layer in pieces (for hosts that keep attention) or whole (rmlp_forward). Arguments are
- * checked here; cpu/ does the arithmetic. The CPU is the only device in this version.
+ * checked here; cpu/ does the arithmetic on the CPU, and a CUDA model's calls go on to
+ * model_cuda.c (device checks) and gpu/ once the checks that need no device have passed.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -12,18 +13,11 @@
 #include "../../cpu/pool.h"
 #include "../../model/config.h"
 #include "../../model/weights.h"
+#include "alloc.h"
 #include "export.h"
+#include "model_cuda.h"
+#include "model_internal.h"
 #include "validate.h"
-
-struct rmlp_model {
-    rmlp_model_config config;
-    model_weights weights;
-};
-
-struct rmlp_context {
-    const rmlp_model *model;
-    cpu_workspace ws;
-};
 
 RMLP_EXPORT rmlp_model_params rmlp_model_default_params(void) {
     rmlp_model_params params;
@@ -46,15 +40,28 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
     if (params->struct_size != sizeof(rmlp_model_params))
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->struct_size=%u but this library expects %zu",
                          params->struct_size, sizeof(rmlp_model_params));
-    if (params->device != RMLP_DEVICE_CPU)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "params->device=%d: only RMLP_DEVICE_CPU is available",
-                         params->device);
+    if (params->device != RMLP_DEVICE_CPU && params->device != RMLP_DEVICE_CUDA)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "params->device=%d is neither RMLP_DEVICE_CPU nor RMLP_DEVICE_CUDA", params->device);
+    if (params->device == RMLP_DEVICE_CUDA) {
+        rmlp_model *model = rmlp_calloc(1, sizeof *model);
+        if (model == NULL)
+            return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
+        rmlp_status status = cuda_model_load(fn, path, params, model);
+        if (status != RMLP_OK) {
+            free(model);
+            return status;
+        }
+        *out = model;
+        return RMLP_OK;
+    }
     if (params->dtype != RMLP_DTYPE_F32)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "params->dtype=%d: the CPU computes in RMLP_DTYPE_F32",
                          params->dtype);
 
-    rmlp_model *model = calloc(1, sizeof *model);
-    if (model == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model failed");
+    rmlp_model *model = rmlp_calloc(1, sizeof *model);
+    if (model == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
     checkpoint *ckpt = NULL;
     rmlp_status status = checkpoint_open(path, &ckpt);
     if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), &model->config);
@@ -68,9 +75,37 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
     return RMLP_OK;
 }
 
+RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, const rmlp_weight_binding *tensors,
+                                             size_t n_tensors, const rmlp_model_params *params, rmlp_model **out) {
+    static const char fn[] = "rmlp_model_bind_cuda";
+    rmlp_clear_error();
+    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+    *out = NULL;
+    if (config == NULL || params == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "config or params is NULL");
+    if (params->struct_size != sizeof(rmlp_model_params))
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->struct_size=%u but this library expects %zu",
+                         params->struct_size, sizeof(rmlp_model_params));
+    if (params->device != RMLP_DEVICE_CUDA)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->device=%d: binding device pointers needs "
+                         "RMLP_DEVICE_CUDA", params->device);
+    rmlp_model *model = rmlp_calloc(1, sizeof *model);
+    if (model == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
+    rmlp_status status = cuda_model_bind(fn, config, tensors, n_tensors, params, model);
+    if (status != RMLP_OK) {
+        free(model);
+        return status;
+    }
+    *out = model;
+    return RMLP_OK;
+}
+
 RMLP_EXPORT void rmlp_model_free(rmlp_model *model) {
     if (model == NULL) return;
-    weights_free(&model->weights, &model->config);
+    if (model->gpu != NULL)
+        cuda_model_free(model);
+    else
+        weights_free(&model->weights, &model->config);
     free(model);
 }
 
@@ -90,12 +125,27 @@ RMLP_EXPORT rmlp_status rmlp_context_create(const rmlp_model *model, size_t max_
     if (model == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "model is NULL");
     if (max_tokens == 0 || max_tokens > UINT32_MAX)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_tokens=%zu must be in 1..2^32-1", max_tokens);
-    rmlp_context *context = calloc(1, sizeof *context);
-    if (context == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context failed");
+    rmlp_context *context = rmlp_calloc(1, sizeof *context);
+    if (context == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context (%zu bytes) failed", sizeof *context);
     context->model = model;
-    if (cpu_workspace_alloc(&context->ws, &model->config, max_tokens, max_tokens + RMLP_MAX_PAD_MULTIPLE - 1) != 0) {
+    if (model->gpu != NULL) {
+        rmlp_status status = cuda_context_create(fn, context, max_tokens, max_tokens + RMLP_MAX_PAD_MULTIPLE - 1);
+        if (status != RMLP_OK) {
+            free(context);
+            return status;
+        }
+        *out = context;
+        return RMLP_OK;
+    }
+    const char *failed_name = NULL;
+    size_t failed_bytes = 0;
+    if (cpu_workspace_alloc(&context->ws, &model->config, max_tokens, max_tokens + RMLP_MAX_PAD_MULTIPLE - 1,
+                            &failed_name, &failed_bytes) != 0) {
         free(context);
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the workspace for %zu tokens failed", max_tokens);
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn,
+                         "allocating the workspace's %s buffer (%zu bytes) for %zu tokens failed", failed_name,
+                         failed_bytes, max_tokens);
     }
     *out = context;
     return RMLP_OK;
@@ -103,6 +153,7 @@ RMLP_EXPORT rmlp_status rmlp_context_create(const rmlp_model *model, size_t max_
 
 RMLP_EXPORT void rmlp_context_free(rmlp_context *context) {
     if (context == NULL) return;
+    if (context->gpu != NULL) cuda_context_free(context);
     cpu_workspace_free(&context->ws);
     free(context);
 }
@@ -154,6 +205,7 @@ RMLP_EXPORT rmlp_status rmlp_embed(rmlp_context *context, const rmlp_plan *plan,
     if (status == RMLP_OK) status = check_buffers(fn, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
     if (status == RMLP_OK) status = check_inputs(fn, &context->model->config, plan);
     if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_embed(fn, context, plan, hidden);
     cpu_embed(&context->model->config, &context->model->weights, plan, hidden);
     return RMLP_OK;
 }
@@ -167,6 +219,7 @@ RMLP_EXPORT rmlp_status rmlp_layer_pre_attention(rmlp_context *context, uint32_t
     if (status == RMLP_OK)
         status = check_buffers(fn, (const void *[]){hidden, q, k, v}, (const char *[]){"hidden", "q", "k", "v"}, 4);
     if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_pre_attention(fn, context, layer, plan, hidden, q, k, v);
     const rmlp_model *m = context->model;
     cpu_pre_attention(&m->config, &m->weights.layers[layer], &context->ws, plan, hidden, q, k, v);
     return RMLP_OK;
@@ -181,6 +234,7 @@ RMLP_EXPORT rmlp_status rmlp_layer_post_attention(rmlp_context *context, uint32_
     if (status == RMLP_OK)
         status = check_buffers(fn, (const void *[]){attn, hidden}, (const char *[]){"attn", "hidden"}, 2);
     if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_post_attention(fn, context, layer, plan, attn, hidden);
     const rmlp_model *m = context->model;
     cpu_post_attention(&m->config, &m->weights.layers[layer], &context->ws, plan, attn, hidden);
     return RMLP_OK;
@@ -193,6 +247,7 @@ RMLP_EXPORT rmlp_status rmlp_final_norm(rmlp_context *context, const rmlp_plan *
     if (status == RMLP_OK)
         status = check_buffers(fn, (const void *[]){hidden, out}, (const char *[]){"hidden", "out"}, 2);
     if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_final_norm(fn, context, plan, hidden, out);
     cpu_final_norm(&context->model->config, &context->model->weights, &context->ws, plan, hidden, out);
     return RMLP_OK;
 }
@@ -211,7 +266,10 @@ static rmlp_status check_window(const char *fn, const rmlp_model_config *cfg, co
 
 static rmlp_status check_attention_args(const char *fn, const rmlp_context *context, const rmlp_attention_args *a) {
     if (a == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args is NULL");
-    if (a->dtype != RMLP_DTYPE_F32)
+    if (context->gpu != NULL && a->dtype != context->model->dtype)
+        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "args->dtype=%d but the CUDA model's dtype is %d", a->dtype,
+                         context->model->dtype);
+    if (context->gpu == NULL && a->dtype != RMLP_DTYPE_F32)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "args->dtype=%d: the CPU attention is F32", a->dtype);
     if (a->n_heads == 0 || a->n_kv_heads == 0 || a->head_dim == 0 || a->n_heads % a->n_kv_heads != 0)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "n_heads=%u, n_kv_heads=%u, head_dim=%u are inconsistent",
@@ -231,6 +289,7 @@ RMLP_EXPORT rmlp_status rmlp_attention(rmlp_context *context, const rmlp_attenti
     if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
     rmlp_status status = check_attention_args(fn, context, args);
     if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_attention(fn, context, args);
     cpu_attention(args->q, args->k, args->v, args->cu_seqlens, args->n_seqs, args->n_heads, args->n_kv_heads,
                   args->head_dim, args->scale, context->ws.scores, args->out);
     return RMLP_OK;
@@ -245,6 +304,7 @@ RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *pla
     if (status == RMLP_OK) status = check_inputs(fn, &context->model->config, plan);
     if (status == RMLP_OK) status = check_window(fn, &context->model->config, plan->cu_seqlens, plan->n_seqs);
     if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_forward(fn, context, plan, attention, user_data, out);
 
     const uint32_t *cu_seqlens = plan->cu_seqlens;
     const rmlp_model_config *cfg = &context->model->config;
@@ -263,7 +323,10 @@ RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *pla
         .k = ws->k,
         .v = ws->v,
         .out = ws->attn,
+        .cu_seqlens_device = cu_seqlens, /* the CPU's memory is the host's */
     };
+    for (uint32_t s = 0; s < plan->n_seqs; s++)
+        if (cu_seqlens[s + 1] - cu_seqlens[s] > args.max_seqlen) args.max_seqlen = cu_seqlens[s + 1] - cu_seqlens[s];
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
         const layer_weights *lw = &context->model->weights.layers[layer];
         cpu_pre_attention(cfg, lw, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
@@ -310,7 +373,7 @@ RMLP_EXPORT rmlp_status rmlp_score_pair(rmlp_context *context, const void *hidde
     rmlp_clear_error();
     if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
     const rmlp_model *m = context->model;
-    if (m->weights.lm_head == NULL)
+    if (!m->config.has_lm_head)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the model has no LM head (no lm_head.weight, embeddings not tied)");
     if (token_a >= m->config.vocab_size || token_b >= m->config.vocab_size)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "token_a=%u or token_b=%u >= vocab_size=%u", token_a, token_b,
@@ -320,7 +383,41 @@ RMLP_EXPORT rmlp_status rmlp_score_pair(rmlp_context *context, const void *hidde
     rmlp_status status = rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
     if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, cu_seqlens, n_seqs);
     if (status != RMLP_OK) return status;
+    if (context->gpu != NULL)
+        return cuda_score_pair(fn, context, hidden, cu_seqlens, n_seqs, token_a, token_b, logits, prob_a);
     cpu_score_pair(hidden, m->config.hidden_size, cu_seqlens, n_seqs, m->weights.lm_head, token_a, token_b, logits,
                    prob_a);
     return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_pool(rmlp_context *context, const void *hidden, size_t n_tokens,
+                                          const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling,
+                                          bool normalize, float *out) {
+    static const char fn[] = "rmlp_context_pool";
+    rmlp_clear_error();
+    if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
+    if (pooling != RMLP_POOLING_LAST && pooling != RMLP_POOLING_MEAN && pooling != RMLP_POOLING_FIRST)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "pooling=%d is not RMLP_POOLING_LAST, MEAN or FIRST", pooling);
+    if (hidden == NULL || out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "hidden or out is NULL");
+    rmlp_status status = rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
+    if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, cu_seqlens, n_seqs);
+    if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_pool(fn, context, hidden, cu_seqlens, n_seqs, pooling, normalize, out);
+    cpu_pool(hidden, context->model->config.hidden_size, cu_seqlens, n_seqs, pooling, normalize, out);
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_set_stream(rmlp_context *context, void *stream) {
+    static const char fn[] = "rmlp_context_set_stream";
+    rmlp_clear_error();
+    if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
+    return context->gpu != NULL ? cuda_set_stream(fn, context, stream) : RMLP_OK; /* the CPU has no stream */
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_set_plan(rmlp_context *context, const rmlp_plan *plan) {
+    static const char fn[] = "rmlp_context_set_plan";
+    rmlp_clear_error();
+    rmlp_status status = check_call(fn, context, plan);
+    if (status != RMLP_OK) return status;
+    return context->gpu != NULL ? cuda_set_plan(fn, context, plan) : RMLP_OK; /* the CPU reads the host plan */
 }

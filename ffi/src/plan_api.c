@@ -73,7 +73,8 @@ RMLP_EXPORT rmlp_status rmlp_planner_create(rmlp_planner **out) {
     rmlp_clear_error();
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     *out = trie_planner_new();
-    if (*out == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the planner failed");
+    if (*out == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the planner (%zu bytes) failed", trie_planner_size());
     return RMLP_OK;
 }
 
@@ -102,9 +103,10 @@ RMLP_EXPORT rmlp_status rmlp_planner_reserve(rmlp_planner *planner, size_t n_tok
                          max_pad_multiple, (unsigned)RMLP_MAX_PAD_MULTIPLE);
     rmlp_status status = check_sizes(fn, n_tokens, n_seqs, max_pad_multiple);
     if (status != RMLP_OK) return status;
-    if (trie_planner_reserve(planner, n_tokens, n_seqs, max_pad_multiple) != 0)
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating scratch for %zu tokens in %zu sequences failed",
-                         n_tokens, n_seqs);
+    trie_alloc_failure failed;
+    if (trie_planner_reserve(planner, n_tokens, n_seqs, max_pad_multiple, &failed) != 0)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %s (%zu bytes) for %zu tokens in %zu sequences failed",
+                         failed.what, failed.bytes, n_tokens, n_seqs);
     return RMLP_OK;
 }
 
@@ -154,10 +156,11 @@ RMLP_EXPORT rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *i
     if (status == RMLP_OK) status = check_batch(fn, input_ids, position_ids, n_tokens, cu_seqlens, n_seqs);
     if (status != RMLP_OK) return status;
 
-    if (trie_plan_build(planner, input_ids, position_ids, n_tokens, cu_seqlens, n_seqs, &options, out) != 0) {
+    trie_alloc_failure failed;
+    if (trie_plan_build(planner, input_ids, position_ids, n_tokens, cu_seqlens, n_seqs, &options, out, &failed) != 0) {
         memset(out, 0, sizeof *out);
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating plan arrays for %zu tokens in %zu sequences failed",
-                         n_tokens, n_seqs);
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %s (%zu bytes) for %zu tokens in %zu sequences failed",
+                         failed.what, failed.bytes, n_tokens, n_seqs);
     }
     out->build_us = now_us() - start;
     return RMLP_OK;

@@ -155,6 +155,18 @@ class rmlp_attention_args(ctypes.Structure):
         ("v", c_void_p),
         ("out", c_void_p),
         ("stream", c_void_p),
+        ("cu_seqlens_device", _u32_p),
+        ("max_seqlen", c_uint32),
+    ]
+
+
+class rmlp_weight_binding(ctypes.Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("data", c_void_p),
+        ("dtype", rmlp_dtype),
+        ("ndim", c_uint32),
+        ("shape", ctypes.c_uint64 * 2),
     ]
 
 
@@ -164,7 +176,8 @@ STRUCT_SIZES = {
     "rmlp_model_params": 16,
     "rmlp_model_config": 64,
     "rmlp_plan": 88,
-    "rmlp_attention_args": 80,
+    "rmlp_attention_args": 96,
+    "rmlp_weight_binding": 40,
 }
 
 # typedef rmlp_status (*rmlp_attention_fn)(void *user_data, const struct rmlp_attention_args *args);
@@ -189,10 +202,16 @@ PROTOTYPES = {
     "rmlp_planner_reserve": (rmlp_status, [_handle, c_size_t, c_size_t, c_uint32]),
     "rmlp_model_default_params": (rmlp_model_params, []),
     "rmlp_model_load": (rmlp_status, [c_char_p, POINTER(rmlp_model_params), _handle_p]),
+    "rmlp_model_bind_cuda": (
+        rmlp_status,
+        [POINTER(rmlp_model_config), POINTER(rmlp_weight_binding), c_size_t, POINTER(rmlp_model_params), _handle_p],
+    ),
     "rmlp_model_free": (None, [_handle]),
     "rmlp_model_get_config": (rmlp_status, [_handle, POINTER(rmlp_model_config)]),
     "rmlp_context_create": (rmlp_status, [_handle, c_size_t, _handle_p]),
     "rmlp_context_free": (None, [_handle]),
+    "rmlp_context_set_stream": (rmlp_status, [_handle, c_void_p]),
+    "rmlp_context_set_plan": (rmlp_status, [_handle, POINTER(rmlp_plan)]),
     "rmlp_embed": (rmlp_status, [_handle, POINTER(rmlp_plan), c_void_p]),
     "rmlp_layer_pre_attention": (
         rmlp_status,
@@ -205,6 +224,10 @@ PROTOTYPES = {
     "rmlp_pool": (
         rmlp_status,
         [POINTER(c_float), c_size_t, c_uint32, _u32_p, c_size_t, rmlp_pooling, c_bool, POINTER(c_float)],
+    ),
+    "rmlp_context_pool": (
+        rmlp_status,
+        [_handle, c_void_p, c_size_t, _u32_p, c_size_t, rmlp_pooling, c_bool, POINTER(c_float)],
     ),
     "rmlp_score_pair": (
         rmlp_status,

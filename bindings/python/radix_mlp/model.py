@@ -1,4 +1,9 @@
-"""Models on the CPU: Model (load, config), Context (forward, pool, score_pair), pool, embed."""
+"""Models: Model (load, config), Context (forward, pool, score_pair), pool, embed.
+
+On the CPU everything is numpy float32. A model loaded with ``device="cuda"`` keeps its weights
+and activations in device memory, which numpy cannot hold: the array methods refuse it, and the
+``*_device`` methods take device pointers (ints, e.g. ``torch.Tensor.data_ptr()``) instead, after
+``Context.set_plan``."""
 
 import ctypes
 import os
@@ -73,18 +78,21 @@ class Model(_Handle):
     """A loaded checkpoint (``rmlp_model``), read-only and shareable across threads.
     Create with ``Model.load(path)``. ``close()`` also closes the model's live contexts."""
 
-    def __init__(self, _handle, config):
+    def __init__(self, _handle, config, device="cpu", dtype="f32"):
         super().__init__(LIB.rmlp_model_free)
         self._handle = _handle
         self.config = config
+        self.device = device
+        self.dtype = dtype
         self._contexts = weakref.WeakSet()
 
     @classmethod
     def load(cls, path, device="cpu", device_index=0, dtype="f32"):
         """Loads a Hugging Face / Candle checkpoint: a folder with config.json and
         model.safetensors (or an index and its shards), or a .safetensors file whose folder holds
-        config.json. Only ``device="cpu"``, ``dtype="f32"`` exist in this version (others raise
-        RadixMLPError RMLP_ERR_UNSUPPORTED)."""
+        config.json. ``device="cpu"`` computes in ``dtype="f32"``; ``device="cuda"`` (GPU
+        ``device_index``) in "f32", "f16" or "bf16", and raises RadixMLPError RMLP_ERR_NO_DEVICE
+        where no device is present, RMLP_ERR_UNSUPPORTED in a build without CUDA."""
         if device not in _DEVICES:
             raise ValueError("device=%r must be one of %s" % (device, sorted(_DEVICES)))
         if dtype not in _DTYPES:
@@ -101,7 +109,7 @@ class Model(_Handle):
             error = RadixMLPError(status, last_error())
             LIB.rmlp_model_free(handle)
             raise error
-        return cls(handle, ModelConfig._from_c(c_config))
+        return cls(handle, ModelConfig._from_c(c_config), device=device, dtype=dtype)
 
     def context(self, max_tokens):
         """A Context for batches of up to ``max_tokens`` tokens."""
@@ -141,10 +149,80 @@ class Context(_Handle):
         self.model._live()
         return super()._live()
 
+    def _host_arrays(self, what):
+        if self.model.device != "cpu":
+            raise RadixMLPError(_abi.RMLP_ERR_UNSUPPORTED,
+                                "Context.%s: the model is on %s, whose activations are device memory: use the "
+                                "*_device methods" % (what, self.model.device))
+
+    def set_plan(self, plan):
+        """Per-batch setup (``rmlp_context_set_plan``): on CUDA copies the plan's maps to the device
+        on the context's stream; later calls check they get this plan. A no-op on the CPU."""
+        if not isinstance(plan, Plan):
+            raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
+        self._c_plan = plan._as_c()  # the library compares array pointers: keep this C view alive
+        self._c_plan_of = plan
+        with self._lock:
+            check(LIB.rmlp_context_set_plan(self._live(), ctypes.byref(self._c_plan)))
+
+    def _plan_for(self, plan):
+        if getattr(self, "_c_plan_of", None) is plan:
+            return self._c_plan
+        return plan._as_c()
+
+    def set_stream(self, stream):
+        """The ``cudaStream_t`` (an int, 0 for the legacy default stream) every later call enqueues
+        on (``rmlp_context_set_stream``). Ignored on the CPU. The stream must outlive its use."""
+        with self._lock:
+            check(LIB.rmlp_context_set_stream(self._live(), ctypes.c_void_p(int(stream) or None)))
+
+    def forward_device(self, plan, out_ptr):
+        """``rmlp_forward`` into device memory at ``out_ptr`` (int): room for (n_tokens, hidden_size)
+        values in the model's dtype. Call ``set_plan(plan)`` first; enqueues on the context's
+        stream and returns without synchronising."""
+        if not isinstance(plan, Plan):
+            raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
+        c_plan = self._plan_for(plan)
+        with self._lock:
+            check(LIB.rmlp_forward(self._live(), ctypes.byref(c_plan), _NULL_ATTENTION, None,
+                                   ctypes.c_void_p(int(out_ptr))))
+
+    def pool_device(self, hidden_ptr, cu_seqlens, pooling="last", normalize=False):
+        """``rmlp_context_pool``: pools (n_tokens, hidden_size) values at ``hidden_ptr`` (the model's
+        memory and dtype: device memory on CUDA) per sequence; returns (B, hidden) float32. On CUDA it
+        synchronises the context's stream."""
+        if pooling not in _POOLING:
+            raise ValueError("pooling=%r must be one of 'last', 'mean', 'first'" % (pooling,))
+        cu = as_u32(cu_seqlens, "cu_seqlens")
+        n_seqs = max(cu.shape[0] - 1, 0)
+        n_tokens = int(cu[-1]) if cu.shape[0] else 0
+        out = np.empty((n_seqs, self.model.config.hidden_size), dtype=np.float32)
+        dst = out if out.size else np.zeros(1, dtype=np.float32)
+        with self._lock:
+            check(LIB.rmlp_context_pool(self._live(), ctypes.c_void_p(int(hidden_ptr)), n_tokens, u32_ptr(cu), n_seqs,
+                                        _POOLING[pooling], bool(normalize), f32_ptr(dst)))
+        return out
+
+    def score_pair_device(self, hidden_ptr, cu_seqlens, token_a, token_b):
+        """``score_pair`` on (n_tokens, hidden_size) values at ``hidden_ptr`` in the model's memory and
+        dtype (device memory on CUDA). Returns ``(logits (B, 2), prob_a (B,))``; synchronises on CUDA."""
+        cu = as_u32(cu_seqlens, "cu_seqlens")
+        token_a = as_u32_scalar(token_a, "token_a")
+        token_b = as_u32_scalar(token_b, "token_b")
+        n_seqs = max(cu.shape[0] - 1, 0)
+        n_tokens = int(cu[-1]) if cu.shape[0] else 0
+        logits = np.empty((n_seqs, 2), dtype=np.float32)
+        prob_a = np.empty(n_seqs, dtype=np.float32)
+        with self._lock:
+            check(LIB.rmlp_score_pair(self._live(), ctypes.c_void_p(int(hidden_ptr)), n_tokens, u32_ptr(cu), n_seqs,
+                                      token_a, token_b, f32_ptr(logits), f32_ptr(prob_a)))
+        return logits, prob_a
+
     def forward(self, plan, out=None):
         """The whole model on a planned batch (built-in attention): returns the last hidden
         states ``(plan.n_tokens, hidden_size)`` float32, written into ``out`` when given
-        (C-contiguous float32 of that shape)."""
+        (C-contiguous float32 of that shape). CPU models only (see forward_device)."""
+        self._host_arrays("forward")
         if not isinstance(plan, Plan):
             raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
         shape = (plan.n_tokens, self.model.config.hidden_size)
@@ -165,7 +243,9 @@ class Context(_Handle):
     def score_pair(self, hidden, cu_seqlens, token_a, token_b):
         """Reranker score (Qwen3-Reranker's yes/no): the LM-head logits of ``token_a`` and
         ``token_b`` at each sequence's last row of ``hidden`` (the output of forward) and
-        ``prob_a`` = softmax over the pair. Returns ``(logits (B, 2), prob_a (B,))`` float32."""
+        ``prob_a`` = softmax over the pair. Returns ``(logits (B, 2), prob_a (B,))`` float32.
+        CPU models only (see score_pair_device)."""
+        self._host_arrays("score_pair")
         hidden = as_f32_2d(hidden, "hidden")
         if hidden.shape[1] != self.model.config.hidden_size:
             raise ValueError("hidden has %d columns but the model's hidden_size is %d"
@@ -212,6 +292,9 @@ def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP
     float32."""
     if not isinstance(model, Model):
         raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
+    if model.device != "cpu":
+        raise RadixMLPError(_abi.RMLP_ERR_UNSUPPORTED, "embed: the model is on %s; embed works on CPU models "
+                            "(on CUDA: Context.set_plan, forward_device, pool_device)" % model.device)
     if pooling not in _POOLING:
         raise ValueError("pooling=%r must be one of 'last', 'mean', 'first'" % (pooling,))
     if isinstance(sequences, np.ndarray) and sequences.ndim == 2:

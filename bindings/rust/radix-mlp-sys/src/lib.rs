@@ -79,9 +79,15 @@ pub const RMLP_ARCH_MISTRAL: rmlp_arch = 4;
 
 /// Where a model's weights live and its layers run.
 pub type rmlp_device = i32;
-/// The CPU (BLAS), fp32.
+/// The CPU (BLAS), fp32. Every buffer the model calls take is host memory holding f32.
 pub const RMLP_DEVICE_CPU: rmlp_device = 0;
-/// A CUDA device (not in this version: `RMLP_ERR_UNSUPPORTED`).
+/// A CUDA device, chosen at load by `rmlp_model_params::device_index`; weights and activations
+/// in the model's dtype (F32, F16 or BF16), GEMMs through cuBLAS with fp32 accumulation. Every
+/// activation buffer the model calls take (`hidden`, `q`, `k`, `v`, `attn`, `out`) is then
+/// device memory of that device in that dtype; plans, `cu_seqlens` of `rmlp_pool` /
+/// `rmlp_context_pool` / `rmlp_score_pair`, their `out`, `logits` and `prob_a` stay host
+/// memory. `RMLP_ERR_UNSUPPORTED` in a build without CUDA, `RMLP_ERR_NO_DEVICE` where the
+/// driver reports no device.
 pub const RMLP_DEVICE_CUDA: rmlp_device = 1;
 
 /// Element type of weights and activations.
@@ -120,12 +126,14 @@ pub struct rmlp_context {
 pub struct rmlp_model_params {
     /// Must be `sizeof(rmlp_model_params)`.
     pub struct_size: u32,
-    /// `RMLP_DEVICE_CPU` (default).
+    /// `RMLP_DEVICE_CPU` (default) or `RMLP_DEVICE_CUDA`.
     pub device: rmlp_device,
-    /// Device ordinal for CUDA (default 0).
+    /// Device ordinal for CUDA (default 0); every call on the model runs on this device, whatever
+    /// the calling thread's current device (which the library restores before returning).
     pub device_index: i32,
-    /// Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU (F16/BF16
-    /// checkpoints are converted at load).
+    /// Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU; F32, F16 or BF16
+    /// on CUDA. Checkpoint tensors are converted at load (F16/BF16/F32 to this dtype, rounding
+    /// to nearest even) in chunks through pinned memory, never as a second full host copy.
     pub dtype: rmlp_dtype,
 }
 
@@ -160,7 +168,10 @@ pub struct rmlp_model_config {
 
 /// One layer's attention, as the library hands it to a host's attention function: causal
 /// attention of every sequence over its own rows, with grouped KV heads (query head h reads
-/// KV head `h / (n_heads / n_kv_heads)`). Pointers are in the model's device memory and dtype.
+/// KV head `h / (n_heads / n_kv_heads)`). `q`, `k`, `v`, `out` are in the model's memory and
+/// dtype: host f32 on the CPU, device memory in the model's dtype on CUDA, where the host's
+/// attention must enqueue its work on `stream` and return without synchronising (the library
+/// goes on enqueuing after it).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rmlp_attention_args {
@@ -183,8 +194,42 @@ pub struct rmlp_attention_args {
     pub v: *const c_void,
     /// (n_tokens, n_heads, head_dim) output.
     pub out: *mut c_void,
-    /// The context's stream (`cudaStream_t`), NULL on the CPU.
+    /// The context's stream (`cudaStream_t`, NULL for the legacy default stream), NULL on the CPU.
     pub stream: *mut c_void,
+    /// (n_seqs + 1) the same offsets in the model's memory: device memory on CUDA (the copy
+    /// `rmlp_context_set_plan` made; valid until the next one), equal to `cu_seqlens` on the
+    /// CPU. For `rmlp_attention` on CUDA: device offsets, or NULL to use the set plan's copy
+    /// (then `cu_seqlens` must be the set plan's `cu_seqlens` pointer).
+    pub cu_seqlens_device: *const u32,
+    /// The longest sequence, in rows (what varlen flash-attention calls max_seqlen). Filled in
+    /// by the library for callbacks; ignored by `rmlp_attention`, which computes it.
+    pub max_seqlen: u32,
+}
+
+/// One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the
+/// library keeps the pointer (no copy), so the memory must stay valid and unchanged until
+/// `rmlp_model_free`.
+///
+/// Names are Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, with or without the
+/// `model.` prefix, `lm_head.weight` without it). Q/K/V and gate/up may come as the separate
+/// tensors of a checkpoint (the layer then runs 3 and 2 GEMMs, or 1 each when the host's
+/// separate tensors happen to lie back to back in memory) or stacked, as TEI and vLLM hold
+/// them: `layers.N.self_attn.qkv_proj.weight` (q_dim + 2 * kv_dim, hidden) with q rows, then
+/// k, then v, and `layers.N.mlp.gate_up_proj.weight` (2 * intermediate, hidden) with gate rows,
+/// then up (biases likewise: `qkv_proj.bias`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_weight_binding {
+    /// NUL-terminated tensor name (read during the call only).
+    pub name: *const c_char,
+    /// Device memory of the model's device, row-major and dense, aligned to the element size.
+    pub data: *const c_void,
+    /// Must be the dtype of `rmlp_model_params::dtype`.
+    pub dtype: rmlp_dtype,
+    /// 1 (vectors: norms, biases) or 2 (matrices: (out_features, in_features) as nn.Linear stores them).
+    pub ndim: u32,
+    /// Rows, then columns (`shape[1]` ignored when `ndim` is 1).
+    pub shape: [u64; 2],
 }
 
 /// A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
@@ -311,20 +356,60 @@ extern "C" {
     /// .safetensors file whose folder holds config.json. `params`: NULL for the defaults.
     pub fn rmlp_model_load(path: *const c_char, params: *const rmlp_model_params, out: *mut *mut rmlp_model)
         -> rmlp_status;
-    /// Frees a model. NULL is a no-op. Contexts of the model must be freed first.
+    /// A CUDA model from weights the host already holds on the device (no copy; see
+    /// `rmlp_weight_binding`). `config` describes the model (as `rmlp_model_get_config` would;
+    /// `has_lm_head` is ignored and set from the tensors: `lm_head.weight`, or the embedding when
+    /// `tie_word_embeddings`); `tensors` (n_tensors) must hold every tensor the config calls for,
+    /// each with the shape it calls for and `params->dtype`, and nothing else; `params->device`
+    /// must be `RMLP_DEVICE_CUDA`. Errors name the tensor. `RMLP_ERR_UNSUPPORTED` without CUDA.
+    pub fn rmlp_model_bind_cuda(
+        config: *const rmlp_model_config,
+        tensors: *const rmlp_weight_binding,
+        n_tensors: usize,
+        params: *const rmlp_model_params,
+        out: *mut *mut rmlp_model,
+    ) -> rmlp_status;
+    /// Frees a model. NULL is a no-op. Contexts of the model must be freed first. A bound model's
+    /// tensors stay the host's.
     pub fn rmlp_model_free(model: *mut rmlp_model);
     /// Copies the model's configuration into `*out`.
     pub fn rmlp_model_get_config(model: *const rmlp_model, out: *mut rmlp_model_config) -> rmlp_status;
 
     /// Creates a context for batches of up to `max_tokens` tokens (plans padded by up to
-    /// `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too). The model must outlive it.
+    /// `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too) and at most `max_tokens` sequences. The model
+    /// must outlive it. On CUDA this allocates the whole device workspace (activations of a
+    /// forward, the plan's maps, a 32 MiB cuBLAS workspace), pinned staging for plans, a cuBLAS
+    /// handle and events, so that nothing after it allocates; its stream is the legacy default
+    /// stream until `rmlp_context_set_stream`.
     pub fn rmlp_context_create(model: *const rmlp_model, max_tokens: usize, out: *mut *mut rmlp_context)
         -> rmlp_status;
-    /// Frees a context. NULL is a no-op.
+    /// Frees a context. NULL is a no-op. On CUDA it first waits for the context's stream.
     pub fn rmlp_context_free(context: *mut rmlp_context);
+    /// Sets the stream (`cudaStream_t` of the model's device; NULL: the legacy default stream) on
+    /// which every later call through this context enqueues its work, the cuBLAS handle's
+    /// included. Work already enqueued on the previous stream is ordered before anything on the
+    /// new one (an event, not a host wait). On the CPU the stream is ignored and this returns OK.
+    pub fn rmlp_context_set_stream(context: *mut rmlp_context, stream: *mut c_void) -> rmlp_status;
+    /// Per-batch setup, once per plan before its embed/forward: on CUDA copies the plan's maps
+    /// and cu_seqlens into the context's device buffers, through pinned staging, asynchronously
+    /// on the context's stream, so the host may rebuild or free its plan as soon as this returns.
+    /// It waits (host side) only for the previous `rmlp_context_set_plan`'s copy to have left the
+    /// staging buffer, and is refused while the stream is capturing a graph. Every later call
+    /// with a plan checks that it is this one (same array pointers and counts; `rmlp_embed` and
+    /// `rmlp_forward` also compare the maps' contents), so a stale device copy is an error, never
+    /// a wrong result. On the CPU it only validates the plan and returns OK, so hosts may call it
+    /// unconditionally.
+    pub fn rmlp_context_set_plan(context: *mut rmlp_context, plan: *const rmlp_plan) -> rmlp_status;
 
     /// Embeds the plan's compact ids: `hidden` (n_compact_padded, hidden_size). Checks every id
     /// against vocab_size and every position against max_position_embeddings.
+    ///
+    /// On CUDA (this call and the four below): `rmlp_context_set_plan(plan)` first; every buffer
+    /// is device memory of the model's device in the model's dtype; the call checks its
+    /// arguments on the host, enqueues its kernels and GEMMs on the context's stream and returns:
+    /// it never allocates and never synchronises, so a whole batch may be captured in a CUDA
+    /// graph. Device-side faults surface as `RMLP_ERR_CUDA` from a later call (or the host's
+    /// own stream synchronisation).
     pub fn rmlp_embed(context: *mut rmlp_context, plan: *const rmlp_plan, hidden: *mut c_void) -> rmlp_status;
     /// First half of layer `layer` in compact space: RMSNorm, Q/K/V projections (+ bias),
     /// q/k head norms, RoPE at the compact positions; then scatters Q/K/V to the batch rows.
@@ -358,11 +443,21 @@ extern "C" {
         out: *mut c_void,
     ) -> rmlp_status;
     /// The library's built-in causal varlen attention with grouped KV heads, for hosts that
-    /// call the per-layer entry points but have no attention of their own.
+    /// call the per-layer entry points but have no attention of their own. On CUDA `args->dtype`
+    /// must be the model's dtype, `q`/`k`/`v`/`out` device memory, `cu_seqlens` host memory
+    /// (checked, and read for the grid size), `cu_seqlens_device` see `rmlp_attention_args`;
+    /// `args->stream` is ignored (the context's stream is used).
     pub fn rmlp_attention(context: *mut rmlp_context, args: *const rmlp_attention_args) -> rmlp_status;
     /// The whole model on one batch: embed, every layer (with `attention(user_data, ...)` or the
     /// built-in attention when NULL), final norm. `out` (n_tokens, hidden_size) receives the last
     /// hidden states of every batch row.
+    ///
+    /// CUDA: `out` is device memory in the model's dtype; call `rmlp_context_set_plan(plan)`
+    /// first. Like the per-layer calls, the forward only enqueues work on the context's stream:
+    /// it never allocates or synchronises, so it may be captured in a CUDA graph (the graph then
+    /// replays this plan's shapes; call `rmlp_context_set_plan` again, outside the capture,
+    /// before replaying it for another batch of the same shape). The host callback gets device
+    /// pointers, `args->cu_seqlens_device`, `args->max_seqlen` and the stream.
     pub fn rmlp_forward(
         context: *mut rmlp_context,
         plan: *const rmlp_plan,
@@ -384,9 +479,28 @@ extern "C" {
         normalize: bool,
         out: *mut f32,
     ) -> rmlp_status;
+    /// Pools hidden states per sequence like `rmlp_pool`, but `hidden` (n_tokens, hidden_size)
+    /// is in the context's model's memory: host f32 on the CPU, device memory in the model's
+    /// dtype on CUDA (the output of `rmlp_forward` / `rmlp_final_norm`). `cu_seqlens` (n_seqs + 1)
+    /// and `out` (n_seqs, hidden_size) f32 are host memory. On CUDA the pooling runs on the
+    /// context's stream in fp32, only the pooled rows are copied back, and the call
+    /// synchronises the stream before it returns (so not while the stream is capturing).
+    pub fn rmlp_context_pool(
+        context: *mut rmlp_context,
+        hidden: *const c_void,
+        n_tokens: usize,
+        cu_seqlens: *const u32,
+        n_seqs: usize,
+        pooling: rmlp_pooling,
+        normalize: bool,
+        out: *mut f32,
+    ) -> rmlp_status;
     /// Reranker score (Qwen3-Reranker's yes/no): LM-head logits of `token_a` and `token_b` at
     /// each sequence's last row of `hidden` (n_tokens, hidden_size; the output of `rmlp_forward`
     /// or `rmlp_final_norm`): `logits` (n_seqs, 2), and `prob_a` (n_seqs) = softmax over the pair.
+    /// On CUDA `hidden` is device memory in the model's dtype; `cu_seqlens`, `logits` and
+    /// `prob_a` are host memory; the dot products run on the context's stream (fp32) and the
+    /// call synchronises the stream before it returns.
     pub fn rmlp_score_pair(
         context: *mut rmlp_context,
         hidden: *const c_void,

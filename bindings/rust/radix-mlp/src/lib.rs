@@ -76,7 +76,10 @@ mod model;
 mod planner;
 
 pub use error::{Error, Status};
-pub use model::{Architecture, AttentionArgs, Context, Model, ModelConfig, PairScore, Pooling};
+pub use model::{
+    Architecture, AttentionArgs, Context, DType, Device, Model, ModelConfig, ModelParams, PairScore, Pooling,
+    WeightBinding,
+};
 pub use planner::{AsPlan, Plan, PlanParams, PlanView, Planner};
 /// `compact_parent` of a path's first row and of padding rows.
 pub const NO_PARENT: u32 = sys::RMLP_NO_PARENT;

@@ -1,9 +1,14 @@
-//! Models on the CPU: a loaded checkpoint ([`Model`], shared by any number of threads), one
-//! thread's workspace ([`Context`]) running a batch whole ([`Context::forward`], with the
-//! built-in attention or the host's) or layer by layer for a host that keeps attention, then
-//! pooling ([`Model::pool`]) and reranker scores ([`Context::score_pair`]). Buffer lengths are
-//! checked here (the C side cannot see them); the library checks the rest, and its message
-//! comes back in the [`Error`].
+//! Models: a loaded checkpoint ([`Model`], shared by any number of threads), one thread's
+//! workspace ([`Context`]) running a batch whole ([`Context::forward`], with the built-in
+//! attention or the host's) or layer by layer for a host that keeps attention, then pooling
+//! ([`Model::pool`]) and reranker scores ([`Context::score_pair`]). Buffer lengths are checked
+//! here (the C side cannot see them); the library checks the rest, and its message comes back
+//! in the [`Error`].
+//!
+//! On a CUDA device ([`Model::load_with`] with [`Device::Cuda`], or [`Model::bind_cuda`] over
+//! the host's own device tensors) activations are device memory, which safe slices cannot
+//! describe: the slice methods refuse such a model (`Status::Unsupported`), and the `unsafe`
+//! `*_device` methods take raw device pointers instead, after [`Context::set_plan`].
 use core::ffi::c_void;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
@@ -96,6 +101,104 @@ impl From<&sys::rmlp_model_config> for ModelConfig {
     }
 }
 
+/// Where a model's weights live and its layers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    /// The CPU (OpenBLAS), f32.
+    Cpu,
+    /// The CUDA device of this ordinal.
+    Cuda(i32),
+}
+
+/// Element type of a model's weights and activations (`rmlp_dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+}
+
+impl DType {
+    fn raw(self) -> sys::rmlp_dtype {
+        match self {
+            DType::F32 => sys::RMLP_DTYPE_F32,
+            DType::F16 => sys::RMLP_DTYPE_F16,
+            DType::BF16 => sys::RMLP_DTYPE_BF16,
+        }
+    }
+}
+
+/// How a model is loaded (`rmlp_model_params`): the CPU in f32 by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelParams {
+    pub device: Device,
+    /// F32 on the CPU; F32, F16 or BF16 on CUDA (checkpoints are converted at load).
+    pub dtype: DType,
+}
+
+impl Default for ModelParams {
+    fn default() -> ModelParams {
+        ModelParams { device: Device::Cpu, dtype: DType::F32 }
+    }
+}
+
+impl ModelParams {
+    fn raw(&self) -> sys::rmlp_model_params {
+        // SAFETY: a plain call returning a struct by value.
+        let mut p = unsafe { sys::rmlp_model_default_params() };
+        match self.device {
+            Device::Cpu => p.device = sys::RMLP_DEVICE_CPU,
+            Device::Cuda(index) => {
+                p.device = sys::RMLP_DEVICE_CUDA;
+                p.device_index = index;
+            }
+        }
+        p.dtype = self.dtype.raw();
+        p
+    }
+}
+
+/// One weight tensor the host holds in device memory, for [`Model::bind_cuda`]: its Hugging
+/// Face name (`model.layers.0.self_attn.q_proj.weight`, or stacked `layers.0.self_attn.qkv_proj.weight`
+/// and `layers.0.mlp.gate_up_proj.weight`), the device pointer, and its shape (1 or 2 dims).
+#[derive(Clone, Copy, Debug)]
+pub struct WeightBinding<'a> {
+    pub name: &'a str,
+    pub data: *const c_void,
+    pub shape: &'a [u64],
+}
+
+impl From<&ModelConfig> for sys::rmlp_model_config {
+    fn from(c: &ModelConfig) -> sys::rmlp_model_config {
+        let architecture = match c.architecture {
+            Architecture::Qwen3 => sys::RMLP_ARCH_QWEN3,
+            Architecture::Qwen2 => sys::RMLP_ARCH_QWEN2,
+            Architecture::Llama => sys::RMLP_ARCH_LLAMA,
+            Architecture::Mistral => sys::RMLP_ARCH_MISTRAL,
+            Architecture::Unknown(code) => code,
+        };
+        let u = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        sys::rmlp_model_config {
+            architecture,
+            vocab_size: u(c.vocab_size),
+            hidden_size: u(c.hidden_size),
+            intermediate_size: u(c.intermediate_size),
+            num_hidden_layers: u(c.num_hidden_layers),
+            num_attention_heads: u(c.num_attention_heads),
+            num_key_value_heads: u(c.num_key_value_heads),
+            head_dim: u(c.head_dim),
+            max_position_embeddings: u(c.max_position_embeddings),
+            sliding_window: u(c.sliding_window),
+            rms_norm_eps: c.rms_norm_eps,
+            rope_theta: c.rope_theta,
+            tie_word_embeddings: c.tie_word_embeddings,
+            attention_bias: c.attention_bias,
+            qk_norm: c.qk_norm,
+            has_lm_head: c.has_lm_head,
+        }
+    }
+}
+
 /// How [`Model::pool`] turns a sequence's rows into one vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pooling {
@@ -118,11 +221,12 @@ pub struct PairScore {
     pub prob_a: f32,
 }
 
-/// A model loaded on the CPU (`rmlp_model`), fp32. Read-only after load, so it is `Send` and
-/// `Sync`: threads share one and each runs batches through its own [`Context`].
+/// A loaded model (`rmlp_model`), on the CPU in f32 or on a CUDA device. Read-only after load,
+/// so it is `Send` and `Sync`: threads share one and each runs batches through its own [`Context`].
 pub struct Model {
     raw: NonNull<sys::rmlp_model>,
     config: ModelConfig,
+    params: ModelParams,
 }
 
 // SAFETY: the library never writes a model after rmlp_model_load returns; any number of
@@ -135,15 +239,75 @@ impl Model {
     /// and model.safetensors (or an index and its shards), or the path of a .safetensors file
     /// whose folder holds config.json.
     pub fn load(path: impl AsRef<Path>) -> Result<Model, Error> {
+        Model::load_with(path, ModelParams::default())
+    }
+
+    /// [`load`](Self::load) onto a device in a dtype (`rmlp_model_load` with params): a CUDA
+    /// load is `Status::NoDevice` where no device is present, `Status::Unsupported` in a build
+    /// without CUDA.
+    pub fn load_with(path: impl AsRef<Path>, params: ModelParams) -> Result<Model, Error> {
         let path = path.as_ref();
         let c_path = path_cstring(path).ok_or_else(|| {
             Error::new(Status::InvalidArgument, format!("radix_mlp::Model::load: {path:?} is not a valid C path"))
         })?;
+        let raw_params = params.raw();
         let mut raw = core::ptr::null_mut();
-        // SAFETY: `c_path` is NUL-terminated; NULL params means the defaults; `raw` is an out pointer.
-        Error::check(unsafe { sys::rmlp_model_load(c_path.as_ptr(), core::ptr::null(), &mut raw) })?;
+        // SAFETY: `c_path` is NUL-terminated; `raw_params` a valid params struct; `raw` an out pointer.
+        Error::check(unsafe { sys::rmlp_model_load(c_path.as_ptr(), &raw_params, &mut raw) })?;
         let raw = NonNull::new(raw)
             .ok_or_else(|| Error::new(Status::Internal, "rmlp_model_load returned OK and NULL".into()))?;
+        Model::wrap(raw, params)
+    }
+
+    /// A CUDA model over weight tensors the host already holds on device `device_index`, in
+    /// `dtype` (`rmlp_model_bind_cuda`): no copy is made.
+    ///
+    /// # Safety
+    /// Every `data` pointer must be device memory of that device holding the tensor of its name
+    /// and shape in `dtype`, and must stay valid and unchanged for as long as the model lives.
+    pub unsafe fn bind_cuda(
+        config: &ModelConfig,
+        tensors: &[WeightBinding<'_>],
+        device_index: i32,
+        dtype: DType,
+    ) -> Result<Model, Error> {
+        const FN: &str = "radix_mlp::Model::bind_cuda";
+        let mut names = Vec::with_capacity(tensors.len());
+        let mut raw_tensors = Vec::with_capacity(tensors.len());
+        for t in tensors {
+            let name = CString::new(t.name)
+                .map_err(|_| Error::new(Status::InvalidArgument, format!("{FN}: name {:?} has a NUL byte", t.name)))?;
+            if t.shape.is_empty() || t.shape.len() > 2 {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!("{FN}: '{}' has {} dims", t.name, t.shape.len()),
+                ));
+            }
+            raw_tensors.push(sys::rmlp_weight_binding {
+                name: name.as_ptr(),
+                data: t.data,
+                dtype: dtype.raw(),
+                ndim: t.shape.len() as u32,
+                shape: [t.shape[0], t.shape.get(1).copied().unwrap_or(0)],
+            });
+            names.push(name); // keeps the pointer above alive (moving a CString keeps its buffer)
+        }
+        let params = ModelParams { device: Device::Cuda(device_index), dtype };
+        let raw_params = params.raw();
+        let raw_config = sys::rmlp_model_config::from(config);
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: config, tensors (with their names) and params outlive the call; the caller
+        // vouches for the device pointers.
+        Error::check(unsafe {
+            sys::rmlp_model_bind_cuda(&raw_config, raw_tensors.as_ptr(), raw_tensors.len(), &raw_params, &mut raw)
+        })?;
+        drop(names);
+        let raw = NonNull::new(raw)
+            .ok_or_else(|| Error::new(Status::Internal, "rmlp_model_bind_cuda returned OK and NULL".into()))?;
+        Model::wrap(raw, params)
+    }
+
+    fn wrap(raw: NonNull<sys::rmlp_model>, params: ModelParams) -> Result<Model, Error> {
         let mut config = MaybeUninit::uninit();
         // SAFETY: `raw` is a live model, `config` an out pointer.
         let got = Error::check(unsafe { sys::rmlp_model_get_config(raw.as_ptr(), config.as_mut_ptr()) });
@@ -154,7 +318,17 @@ impl Model {
         }
         // SAFETY: written by rmlp_model_get_config on RMLP_OK.
         let config = ModelConfig::from(unsafe { &config.assume_init() });
-        Ok(Model { raw, config })
+        Ok(Model { raw, config, params })
+    }
+
+    /// The device the model runs on.
+    pub fn device(&self) -> Device {
+        self.params.device
+    }
+
+    /// The dtype of its weights and activations.
+    pub fn dtype(&self) -> DType {
+        self.params.dtype
     }
 
     /// The model's configuration.
@@ -221,7 +395,11 @@ impl Drop for Model {
 
 impl fmt::Debug for Model {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Model").field("raw", &self.raw).field("config", &self.config).finish()
+        f.debug_struct("Model")
+            .field("raw", &self.raw)
+            .field("config", &self.config)
+            .field("params", &self.params)
+            .finish()
     }
 }
 
@@ -394,6 +572,122 @@ impl<'m> Context<'m> {
         self.model
     }
 
+    /// Err unless the model computes in host memory (the CPU): slices are host memory.
+    fn host_memory(&self, fn_name: &str) -> Result<(), Error> {
+        match self.model.params.device {
+            Device::Cpu => Ok(()),
+            Device::Cuda(_) => Err(Error::new(
+                Status::Unsupported,
+                format!("{fn_name}: the model is on a CUDA device, whose activations are device memory: use the *_device methods"),
+            )),
+        }
+    }
+
+    /// Per-batch setup (`rmlp_context_set_plan`): on CUDA, copies the plan's maps to the device
+    /// on the context's stream; every later call with this plan checks it is the one set. A
+    /// no-op on the CPU.
+    pub fn set_plan<P: AsPlan + ?Sized>(&mut self, plan: &P) -> Result<(), Error> {
+        let raw = plan.as_raw()?;
+        // SAFETY: `raw` points into `plan`, borrowed for the call (the library copies it).
+        Error::check(unsafe { sys::rmlp_context_set_plan(self.raw.as_ptr(), &raw) })
+    }
+
+    /// The `cudaStream_t` every later call enqueues on (`rmlp_context_set_stream`; NULL: the
+    /// legacy default stream). Ignored on the CPU.
+    ///
+    /// # Safety
+    /// `stream` must be NULL or a live stream of the model's device that outlives its use here
+    /// (until another stream is set or the context is dropped).
+    pub unsafe fn set_stream(&mut self, stream: *mut c_void) -> Result<(), Error> {
+        // SAFETY: the caller vouches for the stream.
+        Error::check(unsafe { sys::rmlp_context_set_stream(self.raw.as_ptr(), stream) })
+    }
+
+    /// The whole model on the device (`rmlp_forward`, built-in attention), after
+    /// [`set_plan`](Self::set_plan) with the same plan: enqueues on the context's stream and
+    /// returns without synchronising.
+    ///
+    /// # Safety
+    /// `out` must be device memory of the model's device with room for n_tokens x hidden_size
+    /// values of the model's dtype, not used by anything else until the stream has run the forward.
+    pub unsafe fn forward_device<P: AsPlan + ?Sized>(&mut self, plan: &P, out: *mut c_void) -> Result<(), Error> {
+        let raw = self.plan("radix_mlp::Context::forward_device", plan)?;
+        // SAFETY: `raw` points into `plan`; the caller vouches for `out`.
+        Error::check(unsafe { sys::rmlp_forward(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out) })
+    }
+
+    /// Pools `hidden` (the model's memory: device memory in its dtype on CUDA) per sequence
+    /// (`rmlp_context_pool`), into host f32; on CUDA it synchronises the context's stream.
+    ///
+    /// # Safety
+    /// `hidden` must hold `cu_seqlens[last]` rows of hidden_size values in the model's memory
+    /// and dtype (host f32 on the CPU).
+    pub unsafe fn pool_device(
+        &mut self,
+        hidden: *const c_void,
+        cu_seqlens: &[u32],
+        pooling: Pooling,
+        normalize: bool,
+    ) -> Result<Vec<f32>, Error> {
+        let h = self.model.config.hidden_size;
+        let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
+        let n_seqs = cu_seqlens.len().saturating_sub(1);
+        let pooling = match pooling {
+            Pooling::Last => sys::RMLP_POOLING_LAST,
+            Pooling::Mean => sys::RMLP_POOLING_MEAN,
+            Pooling::First => sys::RMLP_POOLING_FIRST,
+        };
+        let mut out = vec![0.0f32; n_seqs * h];
+        // SAFETY: `out` has n_seqs rows of hidden_size floats; the caller vouches for `hidden`.
+        Error::check(unsafe {
+            sys::rmlp_context_pool(
+                self.raw.as_ptr(),
+                hidden,
+                n_tokens,
+                cu_seqlens.as_ptr(),
+                n_seqs,
+                pooling,
+                normalize,
+                out.as_mut_ptr(),
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// [`score_pair`](Self::score_pair) on `hidden` in the model's memory (device memory in its
+    /// dtype on CUDA); on CUDA it synchronises the context's stream.
+    ///
+    /// # Safety
+    /// As [`pool_device`](Self::pool_device).
+    pub unsafe fn score_pair_device(
+        &mut self,
+        hidden: *const c_void,
+        cu_seqlens: &[u32],
+        token_a: u32,
+        token_b: u32,
+    ) -> Result<Vec<PairScore>, Error> {
+        let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
+        let n_seqs = cu_seqlens.len().saturating_sub(1);
+        let (mut logits, mut prob_a) = (vec![0.0f32; 2 * n_seqs], vec![0.0f32; n_seqs]);
+        // SAFETY: the output vectors have 2 * n_seqs and n_seqs floats; the caller vouches for `hidden`.
+        Error::check(unsafe {
+            sys::rmlp_score_pair(
+                self.raw.as_ptr(),
+                hidden,
+                n_tokens,
+                cu_seqlens.as_ptr(),
+                n_seqs,
+                token_a,
+                token_b,
+                logits.as_mut_ptr(),
+                prob_a.as_mut_ptr(),
+            )
+        })?;
+        Ok((0..n_seqs)
+            .map(|s| PairScore { logit_a: logits[2 * s], logit_b: logits[2 * s + 1], prob_a: prob_a[s] })
+            .collect())
+    }
+
     /// The C plan, with the one check the library leaves out: padding rows' token ids, which
     /// `rmlp_embed` and `rmlp_forward` read without checking them against vocab_size.
     fn plan<P: AsPlan + ?Sized>(&self, fn_name: &str, plan: &P) -> Result<sys::rmlp_plan, Error> {
@@ -416,6 +710,7 @@ impl<'m> Context<'m> {
     /// (at least n_tokens x hidden_size) receives the last hidden states of every batch row.
     pub fn forward<P: AsPlan + ?Sized>(&mut self, plan: &P, out: &mut [f32]) -> Result<(), Error> {
         const FN: &str = "radix_mlp::Context::forward";
+        self.host_memory(FN)?;
         let raw = self.plan(FN, plan)?;
         check_len(FN, "out", out.len(), raw.n_tokens as usize, self.model.config.hidden_size)?;
         // SAFETY: `raw` points into `plan`, borrowed for the call; `out` is long enough.
@@ -434,6 +729,7 @@ impl<'m> Context<'m> {
         attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         const FN: &str = "radix_mlp::Context::forward_with_attention";
+        self.host_memory(FN)?;
         let raw = self.plan(FN, plan)?;
         check_len(FN, "out", out.len(), raw.n_tokens as usize, self.model.config.hidden_size)?;
         let mut state = Callback { attention, error: None };
@@ -457,6 +753,7 @@ impl<'m> Context<'m> {
     /// hidden_size). Checks every id against vocab_size and position against max_position_embeddings.
     pub fn embed<P: AsPlan + ?Sized>(&mut self, plan: &P, hidden: &mut [f32]) -> Result<(), Error> {
         const FN: &str = "radix_mlp::Context::embed";
+        self.host_memory(FN)?;
         let raw = self.plan(FN, plan)?;
         check_len(FN, "hidden", hidden.len(), raw.n_compact_padded as usize, self.model.config.hidden_size)?;
         // SAFETY: `raw` points into `plan`, borrowed for the call; `hidden` is long enough.
@@ -475,6 +772,7 @@ impl<'m> Context<'m> {
         v: &mut [f32],
     ) -> Result<(), Error> {
         const FN: &str = "radix_mlp::Context::pre_attention";
+        self.host_memory(FN)?;
         let raw = self.plan(FN, plan)?;
         let c = &self.model.config;
         let n = raw.n_tokens as usize;
@@ -507,6 +805,7 @@ impl<'m> Context<'m> {
         hidden: &mut [f32],
     ) -> Result<(), Error> {
         const FN: &str = "radix_mlp::Context::post_attention";
+        self.host_memory(FN)?;
         let raw = self.plan(FN, plan)?;
         let c = &self.model.config;
         check_len(FN, "attn", attn.len(), raw.n_tokens as usize, c.q_dim())?;
@@ -528,6 +827,7 @@ impl<'m> Context<'m> {
     /// rows (`rmlp_final_norm`): `out` (n_tokens x hidden_size).
     pub fn final_norm<P: AsPlan + ?Sized>(&mut self, plan: &P, hidden: &[f32], out: &mut [f32]) -> Result<(), Error> {
         const FN: &str = "radix_mlp::Context::final_norm";
+        self.host_memory(FN)?;
         let raw = self.plan(FN, plan)?;
         let h = self.model.config.hidden_size;
         check_len(FN, "hidden", hidden.len(), raw.n_compact_padded as usize, h)?;
@@ -542,6 +842,7 @@ impl<'m> Context<'m> {
     /// that calls the per-layer entry points but has no attention of its own.
     pub fn attention(&mut self, args: &mut AttentionArgs<'_>) -> Result<(), Error> {
         const FN: &str = "radix_mlp::Context::attention";
+        self.host_memory(FN)?;
         let (n, n_seqs) = (args.n_tokens(), args.n_seqs());
         let (qd, kvd) = (args.n_heads.saturating_mul(args.head_dim), args.n_kv_heads.saturating_mul(args.head_dim));
         check_len(FN, "q", args.q.len(), n, qd)?;
@@ -563,6 +864,8 @@ impl<'m> Context<'m> {
             v: args.v.as_ptr().cast(),
             out: args.out.as_mut_ptr().cast(),
             stream: core::ptr::null_mut(),
+            cu_seqlens_device: args.cu_seqlens.as_ptr(),
+            max_seqlen: 0,
         };
         // SAFETY: the buffers hold n_tokens rows of their widths (n_tokens = cu_seqlens[n_seqs];
         // the library checks that cu_seqlens is non-decreasing, so no sequence reaches further).
@@ -580,6 +883,7 @@ impl<'m> Context<'m> {
         token_b: u32,
     ) -> Result<Vec<PairScore>, Error> {
         const FN: &str = "radix_mlp::Context::score_pair";
+        self.host_memory(FN)?;
         let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
         let n_seqs = cu_seqlens.len().saturating_sub(1);
         check_len(FN, "hidden", hidden.len(), n_tokens, self.model.config.hidden_size)?;

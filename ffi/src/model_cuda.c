@@ -1,0 +1,241 @@
+/*
+ * model_cuda.c: the model entry points on a CUDA device (see model_cuda.h). Device selection
+ * and the "no device" status happen here at load; after it, each call checks that its plan is
+ * the one set on the context and that its buffers are device memory, then hands over to gpu/.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_cuda.h"
+
+#include "../../model/checkpoint.h"
+#include "../../model/config.h"
+#include "export.h"
+
+#ifdef RMLP_WITH_CUDA
+
+#include "../../gpu/device.h"
+#include "../../gpu/runner.h"
+
+/* The dtype is one the device computes in, and device_index names a present device. */
+static rmlp_status check_device(const char *fn, const rmlp_model_params *params) {
+    if (params->dtype != RMLP_DTYPE_F32 && params->dtype != RMLP_DTYPE_F16 && params->dtype != RMLP_DTYPE_BF16)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->dtype=%d is not RMLP_DTYPE_F32, F16 or BF16",
+                         params->dtype);
+    int count = 0, error = rmlp_gpu_device_count(&count);
+    if (error != 0)
+        return rmlp_fail(rmlp_gpu_error_is_no_device(error) ? RMLP_ERR_NO_DEVICE : RMLP_ERR_CUDA, fn,
+                         "params->device=RMLP_DEVICE_CUDA but no CUDA device is usable: cudaGetDeviceCount failed: "
+                         "%s (%s)", rmlp_gpu_error_name(error), rmlp_gpu_error_string(error));
+    if (count == 0)
+        return rmlp_fail(RMLP_ERR_NO_DEVICE, fn,
+                         "params->device=RMLP_DEVICE_CUDA but cudaGetDeviceCount reports 0 devices");
+    if (params->device_index < 0 || params->device_index >= count)
+        return rmlp_fail(RMLP_ERR_NO_DEVICE, fn, "params->device_index=%d but there are %d CUDA device(s)",
+                         params->device_index, count);
+    return RMLP_OK;
+}
+
+rmlp_status cuda_model_load(const char *fn, const char *path, const rmlp_model_params *params, rmlp_model *model) {
+    rmlp_status status = check_device(fn, params);
+    if (status != RMLP_OK) return status;
+    checkpoint *ckpt = NULL;
+    status = checkpoint_open(path, &ckpt);
+    if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), &model->config);
+    if (status == RMLP_OK)
+        status = gpu_model_load(fn, ckpt, &model->config, params->device_index, params->dtype, &model->gpu);
+    checkpoint_close(ckpt);
+    if (status == RMLP_OK) model->device = RMLP_DEVICE_CUDA, model->dtype = params->dtype;
+    return status;
+}
+
+rmlp_status cuda_model_bind(const char *fn, const rmlp_model_config *config, const rmlp_weight_binding *tensors,
+                            size_t n_tensors, const rmlp_model_params *params, rmlp_model *model) {
+    rmlp_status status = check_device(fn, params);
+    if (status != RMLP_OK) return status;
+    model->config = *config;
+    status = gpu_model_bind(fn, &model->config, tensors, n_tensors, params->device_index, params->dtype, &model->gpu);
+    if (status == RMLP_OK) model->device = RMLP_DEVICE_CUDA, model->dtype = params->dtype;
+    return status;
+}
+
+void cuda_model_free(rmlp_model *model) { gpu_model_free(model->gpu); }
+
+rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact) {
+    context->ws.cap_tokens = max_tokens;
+    context->ws.cap_compact = max_compact;
+    return gpu_context_create(fn, context->model->gpu, max_tokens, max_compact, &context->gpu);
+}
+
+void cuda_context_free(rmlp_context *context) { gpu_context_free(context->gpu); }
+
+rmlp_status cuda_set_stream(const char *fn, rmlp_context *context, void *stream) {
+    return gpu_context_set_stream(fn, context->gpu, stream);
+}
+
+rmlp_status cuda_set_plan(const char *fn, rmlp_context *context, const rmlp_plan *plan) {
+    return gpu_context_set_plan(fn, context->gpu, plan);
+}
+
+/* Each named buffer is device memory of the model's device. */
+static rmlp_status check_device_buffers(const char *fn, const rmlp_context *context, const void *const *buffers,
+                                        const char *const *names, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        rmlp_status status = gpu_context_check_buffer(fn, context->gpu, names[i], buffers[i]);
+        if (status != RMLP_OK) return status;
+    }
+    return RMLP_OK;
+}
+
+rmlp_status cuda_embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden) {
+    rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, true);
+    if (status == RMLP_OK)
+        status = check_device_buffers(fn, context, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
+    return status == RMLP_OK ? gpu_embed(fn, context->gpu, hidden) : status;
+}
+
+rmlp_status cuda_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                               const void *hidden, void *q, void *k, void *v) {
+    rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, false);
+    if (status == RMLP_OK)
+        status = check_device_buffers(fn, context, (const void *[]){hidden, q, k, v},
+                                      (const char *[]){"hidden", "q", "k", "v"}, 4);
+    return status == RMLP_OK ? gpu_pre_attention(fn, context->gpu, layer, hidden, q, k, v) : status;
+}
+
+rmlp_status cuda_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                                const void *attn, void *hidden) {
+    rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, false);
+    if (status == RMLP_OK)
+        status = check_device_buffers(fn, context, (const void *[]){attn, hidden}, (const char *[]){"attn", "hidden"},
+                                      2);
+    return status == RMLP_OK ? gpu_post_attention(fn, context->gpu, layer, attn, hidden) : status;
+}
+
+rmlp_status cuda_final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
+                            void *out) {
+    rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, false);
+    if (status == RMLP_OK)
+        status = check_device_buffers(fn, context, (const void *[]){hidden, out}, (const char *[]){"hidden", "out"}, 2);
+    return status == RMLP_OK ? gpu_final_norm(fn, context->gpu, hidden, out) : status;
+}
+
+rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args) {
+    if (args->n_tokens == 0) return RMLP_OK;
+    rmlp_status status = check_device_buffers(fn, context, (const void *[]){args->q, args->k, args->v, args->out},
+                                              (const char *[]){"args->q", "args->k", "args->v", "args->out"}, 4);
+    if (status == RMLP_OK && args->cu_seqlens_device != NULL)
+        status = check_device_buffers(fn, context, (const void *[]){args->cu_seqlens_device},
+                                      (const char *[]){"args->cu_seqlens_device"}, 1);
+    return status == RMLP_OK ? gpu_attention_run(fn, context->gpu, args) : status;
+}
+
+rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
+                         void *user_data, void *out) {
+    rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, true);
+    if (status == RMLP_OK)
+        status = check_device_buffers(fn, context, (const void *[]){out}, (const char *[]){"out"}, 1);
+    return status == RMLP_OK ? gpu_forward(fn, context->gpu, attention, user_data, out) : status;
+}
+
+rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
+                      size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out) {
+    rmlp_status status = check_device_buffers(fn, context, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
+    return status == RMLP_OK ? gpu_pool(fn, context->gpu, hidden, cu_seqlens, n_seqs, pooling, normalize, out)
+                             : status;
+}
+
+rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
+                            size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
+    rmlp_status status = check_device_buffers(fn, context, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
+    return status == RMLP_OK
+               ? gpu_score_pair(fn, context->gpu, hidden, cu_seqlens, n_seqs, token_a, token_b, logits, prob_a)
+               : status;
+}
+
+#else /* built without CUDA: no CUDA model can exist, so only load and bind are reachable */
+
+static rmlp_status no_cuda(const char *fn) {
+    return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn,
+                     "params->device=RMLP_DEVICE_CUDA but this libradix_mlp was built without CUDA "
+                     "(-DRMLP_CUDA=OFF or no nvcc)");
+}
+
+rmlp_status cuda_model_load(const char *fn, const char *path, const rmlp_model_params *params, rmlp_model *model) {
+    (void)path, (void)params, (void)model;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_model_bind(const char *fn, const rmlp_model_config *config, const rmlp_weight_binding *tensors,
+                            size_t n_tensors, const rmlp_model_params *params, rmlp_model *model) {
+    (void)config, (void)tensors, (void)n_tensors, (void)params, (void)model;
+    return no_cuda(fn);
+}
+
+void cuda_model_free(rmlp_model *model) { (void)model; }
+
+rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact) {
+    (void)context, (void)max_tokens, (void)max_compact;
+    return no_cuda(fn);
+}
+
+void cuda_context_free(rmlp_context *context) { (void)context; }
+
+rmlp_status cuda_set_stream(const char *fn, rmlp_context *context, void *stream) {
+    (void)context, (void)stream;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_set_plan(const char *fn, rmlp_context *context, const rmlp_plan *plan) {
+    (void)context, (void)plan;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden) {
+    (void)context, (void)plan, (void)hidden;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                               const void *hidden, void *q, void *k, void *v) {
+    (void)context, (void)layer, (void)plan, (void)hidden, (void)q, (void)k, (void)v;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                                const void *attn, void *hidden) {
+    (void)context, (void)layer, (void)plan, (void)attn, (void)hidden;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
+                            void *out) {
+    (void)context, (void)plan, (void)hidden, (void)out;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args) {
+    (void)context, (void)args;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
+                         void *user_data, void *out) {
+    (void)context, (void)plan, (void)attention, (void)user_data, (void)out;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
+                      size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out) {
+    (void)context, (void)hidden, (void)cu_seqlens, (void)n_seqs, (void)pooling, (void)normalize, (void)out;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
+                            size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
+    (void)context, (void)hidden, (void)cu_seqlens, (void)n_seqs, (void)token_a, (void)token_b, (void)logits,
+        (void)prob_a;
+    return no_cuda(fn);
+}
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * model_cuda.h: the CUDA half of the model entry points, called by model_api.c once the
+ * arguments that need no device (plans, layers, NULL buffers, token ids, cu_seqlens) are
+ * checked. Each checks what needs the device (the plan set on the context, device buffers) and
+ * runs gpu/. In a build without CUDA they return RMLP_ERR_UNSUPPORTED (only the load and bind
+ * can be reached there: no CUDA model exists).
+ */
+#ifndef RMLP_FFI_MODEL_CUDA_H
+#define RMLP_FFI_MODEL_CUDA_H
+
+#include "model_internal.h"
+
+/* Fills model->config and model->gpu from the checkpoint at `path` (params already checked
+ * for struct_size and device == CUDA). */
+rmlp_status cuda_model_load(const char *fn, const char *path, const rmlp_model_params *params, rmlp_model *model);
+rmlp_status cuda_model_bind(const char *fn, const rmlp_model_config *config, const rmlp_weight_binding *tensors,
+                            size_t n_tensors, const rmlp_model_params *params, rmlp_model *model);
+void cuda_model_free(rmlp_model *model);
+
+rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact);
+void cuda_context_free(rmlp_context *context);
+rmlp_status cuda_set_stream(const char *fn, rmlp_context *context, void *stream);
+rmlp_status cuda_set_plan(const char *fn, rmlp_context *context, const rmlp_plan *plan);
+
+rmlp_status cuda_embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden);
+rmlp_status cuda_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                               const void *hidden, void *q, void *k, void *v);
+rmlp_status cuda_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                                const void *attn, void *hidden);
+rmlp_status cuda_final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
+                            void *out);
+rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args);
+rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
+                         void *user_data, void *out);
+rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
+                      size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out);
+rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
+                            size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * model_internal.h: what a model and a context are, shared by the exported entry points
+ * (model_api.c: argument checks and the CPU path) and the CUDA dispatch (model_cuda.c).
+ */
+#ifndef RMLP_FFI_MODEL_INTERNAL_H
+#define RMLP_FFI_MODEL_INTERNAL_H
+
+#include "../../cpu/layer.h"
+#include "../../model/weights.h"
+#include "radix_mlp.h"
+
+struct gpu_model;
+struct gpu_context;
+
+struct rmlp_model {
+    rmlp_model_config config;
+    model_weights weights;  /* CPU models; all NULL on CUDA */
+    rmlp_device device;
+    rmlp_dtype dtype;
+    struct gpu_model *gpu;  /* CUDA models; NULL on the CPU */
+};
+
+struct rmlp_context {
+    const rmlp_model *model;
+    cpu_workspace ws;         /* on CUDA only cap_tokens / cap_compact are set (the arrays stay NULL) */
+    struct gpu_context *gpu;  /* CUDA contexts; NULL on the CPU */
+};
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * fuzz_config.c: libFuzzer target for the config.json reader (model/config.h, internal to the
+ * library). The input is written to one fixed file per process under $TMPDIR and read with
+ * config_read. The same bytes are also read here with jansson and judged by an independent
+ * statement of the rules config.c documents (its header comment and config.h: required keys,
+ * null meaning absent, types, ranges, defaults, refused features), so in both directions:
+ *  - config_read succeeds exactly when the oracle accepts, and then every field is the one the
+ *    JSON gives (or its documented default): sizes >= 1, num_key_value_heads dividing
+ *    num_attention_heads, head_dim given or hidden_size / num_attention_heads (which must then
+ *    divide), rms_norm_eps and rope_theta > 0, qk_norm exactly for Qwen3, QKV bias for Qwen2,
+ *    sliding_window only for Mistral;
+ *  - a failure returns FORMAT (not JSON, not an object, a wrong type or range) or MODEL (a
+ *    missing or unsupported key; only for a JSON object), never IO or OUT_OF_MEMORY (the file
+ *    was just written, inputs are small), with a message "rmlp_model_load: <the file>: ..." and
+ *    a zeroed config.
+ * A violation prints what broke and aborts, which libFuzzer saves as a crash.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../ffi/src/export.h"
+#include "../model/config.h"
+#include "radix_mlp.h"
+
+static char file_path[512];
+
+static void violation(const char *what, const char *detail) {
+    fprintf(stderr, "fuzz_config: invariant violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    abort();
+}
+
+static void remove_file(void) { unlink(file_path); }
+
+static void write_input(const uint8_t *data, size_t size) {
+    if (file_path[0] == '\0') {
+        const char *dir = getenv("TMPDIR");
+        snprintf(file_path, sizeof file_path, "%s/rmlp_fuzz_config.%ld.json", dir && dir[0] ? dir : "/tmp",
+                 (long)getpid());
+        atexit(remove_file);
+    }
+    FILE *f = fopen(file_path, "wb");
+    if (f == NULL || (size > 0 && fwrite(data, 1, size, f) != size) || fclose(f) != 0)
+        violation("cannot write the input file", file_path);
+}
+
+/* ---- the oracle: what config.c documents it accepts, written from the documentation ---------- */
+
+/* A key's value; NULL when absent or JSON null (both mean "not given"). */
+static json_t *given(json_t *object, const char *key) {
+    json_t *value = json_object_get(object, key);
+    return json_is_null(value) ? NULL : value;
+}
+
+/* An integer in 1..2^32-1 into *out (fallback when not given, a failure when required). */
+static int size_ok(json_t *root, const char *key, int required, uint32_t fallback, uint32_t *out) {
+    json_t *value = given(root, key);
+    *out = fallback;
+    if (value == NULL) return !required;
+    if (!json_is_integer(value) || json_integer_value(value) < 1 || json_integer_value(value) > (json_int_t)UINT32_MAX)
+        return 0;
+    *out = (uint32_t)json_integer_value(value);
+    return 1;
+}
+
+static int positive_ok(json_t *object, const char *key, int required, double fallback, double *out) {
+    json_t *value = given(object, key);
+    *out = fallback;
+    if (value == NULL) return !required;
+    if (!json_is_number(value) || !(json_number_value(value) > 0)) return 0;
+    *out = json_number_value(value);
+    return 1;
+}
+
+static int bool_ok(json_t *root, const char *key, bool *out) {
+    json_t *value = given(root, key);
+    *out = false;
+    if (value == NULL) return 1;
+    if (!json_is_boolean(value)) return 0;
+    *out = json_is_true(value);
+    return 1;
+}
+
+/* Absent, or a string equal to `only`. */
+static int string_is(json_t *object, const char *key, const char *only) {
+    json_t *value = given(object, key);
+    return value == NULL || (json_is_string(value) && strcmp(json_string_value(value), only) == 0);
+}
+
+/* 1 and the config the oracle expects in *want when root is a config the reader must accept. */
+static int oracle(json_t *root, rmlp_model_config *want) {
+    memset(want, 0, sizeof *want);
+    json_t *type = given(root, "model_type");
+    if (!json_is_string(type)) return 0;
+    const char *name = json_string_value(type);
+    want->architecture = strcmp(name, "qwen3") == 0     ? RMLP_ARCH_QWEN3
+                         : strcmp(name, "qwen2") == 0   ? RMLP_ARCH_QWEN2
+                         : strcmp(name, "llama") == 0   ? RMLP_ARCH_LLAMA
+                         : strcmp(name, "mistral") == 0 ? RMLP_ARCH_MISTRAL
+                                                        : 0;
+    if (want->architecture == 0) return 0;
+    if (!size_ok(root, "vocab_size", 1, 0, &want->vocab_size) || !size_ok(root, "hidden_size", 1, 0, &want->hidden_size) ||
+        !size_ok(root, "intermediate_size", 1, 0, &want->intermediate_size) ||
+        !size_ok(root, "num_hidden_layers", 1, 0, &want->num_hidden_layers) ||
+        !size_ok(root, "num_attention_heads", 1, 0, &want->num_attention_heads) ||
+        !size_ok(root, "max_position_embeddings", 1, 0, &want->max_position_embeddings) ||
+        !size_ok(root, "num_key_value_heads", 0, want->num_attention_heads, &want->num_key_value_heads))
+        return 0;
+    if (want->num_attention_heads % want->num_key_value_heads != 0) return 0;
+    if (given(root, "head_dim") == NULL && want->hidden_size % want->num_attention_heads != 0) return 0;
+    if (!size_ok(root, "head_dim", 0, want->hidden_size / want->num_attention_heads, &want->head_dim)) return 0;
+    if (!positive_ok(root, "rms_norm_eps", 1, 0, &want->rms_norm_eps) ||
+        !positive_ok(root, "rope_theta", 0, 10000.0, &want->rope_theta) ||
+        !bool_ok(root, "tie_word_embeddings", &want->tie_word_embeddings) ||
+        !bool_ok(root, "attention_bias", &want->attention_bias))
+        return 0;
+    want->attention_bias |= want->architecture == RMLP_ARCH_QWEN2;
+    want->qk_norm = want->architecture == RMLP_ARCH_QWEN3;
+    json_t *rope = given(root, "rope_parameters");
+    if (rope != NULL && (!json_is_object(rope) || !string_is(rope, "rope_type", "default") ||
+                         !positive_ok(rope, "rope_theta", 0, want->rope_theta, &want->rope_theta)))
+        return 0;
+    json_t *layers = given(root, "layer_types");
+    if (layers != NULL) {
+        if (!json_is_array(layers)) return 0;
+        for (size_t i = 0; i < json_array_size(layers); i++)
+            if (!json_is_string(json_array_get(layers, i)) ||
+                strcmp(json_string_value(json_array_get(layers, i)), "full_attention") != 0)
+                return 0;
+    }
+    bool sliding;
+    if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu") ||
+        !bool_ok(root, "use_sliding_window", &sliding) || sliding)
+        return 0;
+    if (want->architecture == RMLP_ARCH_MISTRAL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))
+        return 0;
+    return 1;
+}
+
+static void describe(char *buf, size_t len, const rmlp_model_config *c) {
+    snprintf(buf, len,
+             "arch %d vocab %u hidden %u inter %u layers %u heads %u kv %u head_dim %u max_pos %u window %u "
+             "eps %.17g theta %.17g tie %d bias %d qk_norm %d lm_head %d",
+             (int)c->architecture, c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
+             c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings,
+             c->sliding_window, c->rms_norm_eps, c->rope_theta, (int)c->tie_word_embeddings, (int)c->attention_bias,
+             (int)c->qk_norm, (int)c->has_lm_head);
+}
+
+static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
+    return a->architecture == b->architecture && a->vocab_size == b->vocab_size && a->hidden_size == b->hidden_size &&
+           a->intermediate_size == b->intermediate_size && a->num_hidden_layers == b->num_hidden_layers &&
+           a->num_attention_heads == b->num_attention_heads && a->num_key_value_heads == b->num_key_value_heads &&
+           a->head_dim == b->head_dim && a->max_position_embeddings == b->max_position_embeddings &&
+           a->sliding_window == b->sliding_window && a->rms_norm_eps == b->rms_norm_eps &&
+           a->rope_theta == b->rope_theta && a->tie_word_embeddings == b->tie_word_embeddings &&
+           a->attention_bias == b->attention_bias && a->qk_norm == b->qk_norm && a->has_lm_head == b->has_lm_head;
+}
+
+/* What config.c guarantees of every config it returns, whatever the JSON said. */
+static void check_guarantees(const rmlp_model_config *c) {
+    char detail[600];
+    describe(detail, sizeof detail, c);
+    if (c->architecture < RMLP_ARCH_QWEN3 || c->architecture > RMLP_ARCH_MISTRAL) violation("architecture", detail);
+    if (!c->vocab_size || !c->hidden_size || !c->intermediate_size || !c->num_hidden_layers ||
+        !c->num_attention_heads || !c->num_key_value_heads || !c->head_dim || !c->max_position_embeddings)
+        violation("a size is 0", detail);
+    if (c->num_attention_heads % c->num_key_value_heads != 0)
+        violation("num_key_value_heads does not divide num_attention_heads", detail);
+    if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps) || !(c->rope_theta > 0) || !isfinite(c->rope_theta))
+        violation("rms_norm_eps or rope_theta not a positive finite number", detail);
+    if (c->qk_norm != (c->architecture == RMLP_ARCH_QWEN3)) violation("qk_norm not exactly for Qwen3", detail);
+    if (c->architecture == RMLP_ARCH_QWEN2 && !c->attention_bias) violation("Qwen2 without QKV bias", detail);
+    if (c->architecture != RMLP_ARCH_MISTRAL && c->sliding_window != 0) violation("sliding_window not Mistral", detail);
+    if (c->has_lm_head) violation("has_lm_head set from config.json alone", detail);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    write_input(data, size);
+    rmlp_model_config got;
+    memset(&got, 0xA5, sizeof got); /* config_read must overwrite or zero all of it */
+    rmlp_clear_error();              /* as the exported entry point does before it calls config_read */
+    rmlp_status status = config_read(file_path, &got);
+    const char *message = rmlp_last_error();
+
+    json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
+    rmlp_model_config want;
+    int parsed_object = json_is_object(root);
+    int accept = parsed_object && oracle(root, &want);
+    json_decref(root);
+
+    char detail[1400], got_text[600], want_text[600];
+    if (status == RMLP_OK) {
+        check_guarantees(&got);
+        describe(got_text, sizeof got_text, &got);
+        if (!accept) violation("config_read accepted a config the documented rules refuse", got_text);
+        if (!same_config(&got, &want)) {
+            describe(want_text, sizeof want_text, &want);
+            snprintf(detail, sizeof detail, "got %s; want %s", got_text, want_text);
+            violation("config_read's values differ from the JSON's", detail);
+        }
+        if (message[0] != '\0') violation("success set an error message", message);
+        return 0;
+    }
+    snprintf(detail, sizeof detail, "status %d (%s), message \"%s\"", (int)status, rmlp_status_string(status), message);
+    if (accept) violation("config_read refused a config the documented rules accept", detail);
+    /* The file was just written and inputs are a few KB, so neither IO nor OUT_OF_MEMORY is a
+     * true answer here (an OUT_OF_MEMORY would be a syntax error misread as jansson's failure to
+     * allocate): JSON that does not parse, or is no object, is FORMAT; a config refused by its
+     * keys and values is FORMAT (wrong type or range) or MODEL (missing or unsupported). */
+    if (status != RMLP_ERR_FORMAT && (!parsed_object || status != RMLP_ERR_MODEL))
+        violation("unexpected status", detail);
+    char prefix[600];
+    snprintf(prefix, sizeof prefix, "rmlp_model_load: %s: ", file_path);
+    if (strncmp(message, prefix, strlen(prefix)) != 0 || message[strlen(prefix)] == '\0')
+        violation("error message does not name the file", detail);
+    static const rmlp_model_config zero;
+    if (memcmp(&got, &zero, sizeof zero) != 0) violation("config not zeroed on error", detail);
+    return 0;
+}

@@ -1,0 +1,53 @@
+/*
+ * blas.h: the GEMMs of the layer runner through cuBLAS, with fp32 accumulation, and the
+ * row-major <-> column-major mapping written down once. cuBLAS is loaded at run time (dlopen of
+ * libcublas.so.<major the library was compiled against>) the first time a CUDA model needs it,
+ * so libradix_mlp.so itself neither needs libcublas to load nor maps its ~600 MB for CPU-only
+ * users (and valgrind runs of them); a process that already has libcublas loaded (TEI through
+ * candle) gets that same copy back from dlopen. C++ only; internal to the library.
+ */
+#ifndef RMLP_GPU_BLAS_H
+#define RMLP_GPU_BLAS_H
+
+#include <stddef.h>
+
+#include <cublas_api.h>
+#include <cuda_runtime.h>
+
+#include "radix_mlp.h"
+
+/* Loads cuBLAS once per process (thread-safe); on failure records why through rmlp_fail
+ * (RMLP_ERR_UNSUPPORTED naming the library and dlerror()) and returns that status every time. */
+rmlp_status gpu_blas_load(const char *fn);
+
+/* A cuBLAS handle bound to `stream`, with fp32-accumulating math (no TF32, no reduced-precision
+ * split-K reductions) and the caller's `workspace` (so no GEMM ever allocates, which also makes
+ * them capturable). The current device must be the model's. */
+rmlp_status gpu_blas_create(const char *fn, cudaStream_t stream, void *workspace, size_t workspace_bytes,
+                            cublasHandle_t *out);
+void gpu_blas_destroy(cublasHandle_t handle);
+/* Rebinds the handle to `stream` and gives it its workspace again (cublasSetStream drops it). */
+rmlp_status gpu_blas_set_stream(const char *fn, cublasHandle_t handle, cudaStream_t stream, void *workspace,
+                                size_t workspace_bytes);
+
+/* The cuBLAS workspace a context gives its handle: 32 MiB, cuBLAS's recommendation for Hopper
+ * (4 MiB suffices before it). */
+#define GPU_BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+
+/*
+ * y = x W^T (+ y when accumulate), everything row-major as the CPU path and Hugging Face store it:
+ *   x (rows, in) at row stride ldx, W (out, in) dense, y (rows, out) at row stride ldy;
+ * all in `dtype`, products accumulated in fp32, y rounded to dtype once (with accumulate, the
+ * old y is added in fp32 before that rounding: residual adds and bias prefills cost nothing).
+ *
+ * The mapping: cuBLAS is column-major, and a row-major (r, c) matrix with row stride ld is the
+ * column-major (c, r) matrix with leading dimension ld. So x is x' = x^T (in, rows; ld ldx),
+ * W is W' = W^T (in, out; ld in), y is y' = y^T (out, rows; ld ldy), and y = x W^T is
+ * y' = W x' = (W')^T x':  cublasGemmEx(transa = T, transb = N, m = out, n = rows, k = in,
+ * A = W (lda = in), B = x (ldb = ldx), C = y (ldc = ldy)).
+ */
+rmlp_status gpu_linear_gemm(const char *fn, const char *what, cublasHandle_t handle, const void *x, size_t ldx,
+                            size_t rows, size_t in, const void *w, size_t out, void *y, size_t ldy, bool accumulate,
+                            rmlp_dtype dtype);
+
+#endif

@@ -1,0 +1,228 @@
+/*
+ * context.cu: what a CUDA context holds and the per-batch setup. At creation, everything a
+ * batch of up to max_tokens tokens needs is allocated at once — one device arena (activations
+ * in the model's dtype, the plan's maps, the cuBLAS workspace), pinned staging for the maps, a
+ * cuBLAS handle, two events — so no later call allocates. rmlp_context_set_plan copies the
+ * host plan into the pinned staging (the host may rebuild its plan right after) and from there
+ * to the device with one asynchronous copy on the context's stream; the layer calls then check
+ * that the plan they are handed is that one.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "host.h"
+#include "model.h"
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+extern "C" void gpu_context_free(gpu_context *ctx) {
+    if (ctx == NULL) return;
+    /* cudaFree and cudaFreeHost wait for the device to finish with the memory, so no stream
+     * sync is needed (nor safe: the host may already have destroyed the stream it set). */
+    gpu_device_guard guard(ctx->model->device);
+    gpu_blas_destroy(ctx->blas);
+    if (ctx->staged_free != NULL) (void)cudaEventDestroy(ctx->staged_free);
+    if (ctx->stream_switch != NULL) (void)cudaEventDestroy(ctx->stream_switch);
+    if (ctx->staging != NULL) (void)cudaFreeHost(ctx->staging);
+    if (ctx->arena != NULL) (void)cudaFree(ctx->arena);
+    (void)cudaGetLastError();
+    free(ctx);
+}
+
+extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model, size_t max_tokens,
+                                          size_t max_compact, gpu_context **out) {
+    *out = NULL;
+    GPU_ON_DEVICE(fn, model->device);
+    const rmlp_model_config *c = &model->config;
+    size_t es = gpu_dtype_bytes(model->dtype), h = c->hidden_size, inter = c->intermediate_size;
+    size_t qd = (size_t)c->num_attention_heads * c->head_dim, kvd = (size_t)c->num_key_value_heads * c->head_dim;
+    gpu_context *ctx = (gpu_context *)calloc(1, sizeof *ctx);
+    if (ctx == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context failed");
+    ctx->model = model;
+    ctx->cap_tokens = max_tokens;
+    ctx->cap_compact = max_compact;
+    ctx->maps_words = 3 * max_compact + 2 * max_tokens + 1;
+    /* The read-outs' fp32 scratch lives in gu: pooled rows (n_seqs <= max_tokens) and 2 logits each. */
+    size_t pooled_bytes = (max_tokens * h + 2 * max_tokens) * sizeof(float);
+    ctx->gu_bytes = max_compact * 2 * inter * es > pooled_bytes ? max_compact * 2 * inter * es : pooled_bytes;
+
+    struct part {
+        void **at;
+        size_t bytes;
+    } parts[] = {
+        {&ctx->blas_workspace, GPU_BLAS_WORKSPACE_BYTES},
+        {&ctx->normed, max_compact * h * es},
+        {&ctx->qkv, max_compact * (qd + 2 * kvd) * es},
+        {&ctx->attn_c, max_compact * qd * es},
+        {&ctx->gu, ctx->gu_bytes},
+        {&ctx->act, max_compact * inter * es},
+        {&ctx->hidden, max_compact * h * es},
+        {&ctx->q, max_tokens * qd * es},
+        {&ctx->attn, max_tokens * qd * es},
+        {&ctx->k, max_tokens * kvd * es},
+        {&ctx->v, max_tokens * kvd * es},
+        {(void **)&ctx->maps, ctx->maps_words * sizeof(uint32_t)},
+        {(void **)&ctx->pool_cu, (max_tokens + 1) * sizeof(uint32_t)},
+    };
+    size_t total = 0;
+    for (const part &p : parts) total = round_up(total, 256) + p.bytes;
+    cudaError_t error = cudaMalloc(&ctx->arena, total);
+    if (error != cudaSuccess) {
+        ctx->arena = NULL;
+        gpu_context_free(ctx);
+        (void)cudaGetLastError();
+        return rmlp_fail(gpu_status_of(error), fn,
+                         "cudaMalloc of the %zu-byte workspace for %zu tokens on device %d failed: %s (%s)", total,
+                         max_tokens, model->device, cudaGetErrorName(error), cudaGetErrorString(error));
+    }
+    size_t offset = 0;
+    for (const part &p : parts) {
+        offset = round_up(offset, 256);
+        *p.at = (char *)ctx->arena + offset;
+        offset += p.bytes;
+    }
+    rmlp_status status = RMLP_OK;
+    error = cudaHostAlloc((void **)&ctx->staging, ctx->maps_words * sizeof(uint32_t), cudaHostAllocDefault);
+    if (error != cudaSuccess) ctx->staging = NULL, status = gpu_fail(fn, "cudaHostAlloc (plan staging)", error);
+    if (status == RMLP_OK && (error = cudaEventCreateWithFlags(&ctx->staged_free, cudaEventDisableTiming)) != cudaSuccess)
+        ctx->staged_free = NULL, status = gpu_fail(fn, "cudaEventCreateWithFlags", error);
+    if (status == RMLP_OK &&
+        (error = cudaEventCreateWithFlags(&ctx->stream_switch, cudaEventDisableTiming)) != cudaSuccess)
+        ctx->stream_switch = NULL, status = gpu_fail(fn, "cudaEventCreateWithFlags", error);
+    /* Zeroed once, so even a read of rows no plan wrote sees numbers (never done by the layer). */
+    if (status == RMLP_OK && (error = cudaMemset(ctx->arena, 0, total)) != cudaSuccess)
+        status = gpu_fail(fn, "cudaMemset (workspace)", error);
+    if (status == RMLP_OK)
+        status = gpu_blas_create(fn, ctx->stream, ctx->blas_workspace, GPU_BLAS_WORKSPACE_BYTES, &ctx->blas);
+    if (status == RMLP_OK && (error = cudaDeviceSynchronize()) != cudaSuccess)
+        status = gpu_fail(fn, "cudaDeviceSynchronize (after setting up the context)", error);
+    if (status != RMLP_OK) {
+        gpu_context_free(ctx);
+        return status;
+    }
+    *out = ctx;
+    return RMLP_OK;
+}
+
+/* Is the context's stream capturing a graph? (Errors count as "yes": the caller then refuses.) */
+static bool capturing(const gpu_context *ctx) {
+    cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(ctx->stream, &state) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return true;
+    }
+    return state != cudaStreamCaptureStatusNone;
+}
+
+extern "C" rmlp_status gpu_context_set_stream(const char *fn, gpu_context *ctx, void *stream) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    cudaStream_t next = (cudaStream_t)stream;
+    if (next == ctx->stream) return RMLP_OK;
+    /* Whatever was enqueued on the old stream (a plan copy, a forward) comes before the new
+     * stream's work: an event, not a host wait. */
+    GPU_TRY(fn, cudaEventRecord(ctx->stream_switch, ctx->stream));
+    GPU_TRY(fn, cudaStreamWaitEvent(next, ctx->stream_switch, 0));
+    rmlp_status status = gpu_blas_set_stream(fn, ctx->blas, next, ctx->blas_workspace, GPU_BLAS_WORKSPACE_BYTES);
+    if (status != RMLP_OK) return status;
+    ctx->stream = next;
+    return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, const rmlp_plan *plan) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    if (plan->n_seqs > ctx->cap_tokens)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan has %u sequences but the context was created for %zu "
+                         "tokens (a CUDA context holds at most max_tokens sequences)", plan->n_seqs, ctx->cap_tokens);
+    if (capturing(ctx))
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "the context's stream is capturing a graph: set the plan before the capture (the copy waits "
+                         "on the host for the staging buffer, which a capture cannot do)");
+    /* The previous plan's copy must have left the staging buffer before it is overwritten. */
+    if (ctx->staged_pending) GPU_TRY(fn, cudaEventSynchronize(ctx->staged_free));
+    ctx->staged_pending = false;
+    ctx->plan.set = false;
+    size_t nc = plan->n_compact_padded, nt = plan->n_tokens, ns = plan->n_seqs;
+    uint32_t *s = ctx->staging;
+    /* Layout: fold (nc) | scatter (nt) | ids (nc) | pos (nc) | cu (ns + 1). */
+    size_t at_fold = 0, at_scatter = nc, at_ids = nc + nt, at_pos = 2 * nc + nt, at_cu = 3 * nc + nt;
+    size_t words = at_cu + ns + 1;
+    if (nc) memcpy(s + at_fold, plan->fold_gather, nc * sizeof *s);
+    if (nt) memcpy(s + at_scatter, plan->scatter, nt * sizeof *s);
+    if (nc) memcpy(s + at_ids, plan->compact_input_ids, nc * sizeof *s);
+    if (nc) memcpy(s + at_pos, plan->compact_position_ids, nc * sizeof *s);
+    memcpy(s + at_cu, plan->cu_seqlens, (ns + 1) * sizeof *s);
+    GPU_TRY(fn, cudaMemcpyAsync(ctx->maps, s, words * sizeof *s, cudaMemcpyHostToDevice, ctx->stream));
+    GPU_TRY(fn, cudaEventRecord(ctx->staged_free, ctx->stream));
+    ctx->staged_pending = true;
+    uint32_t longest = 0;
+    for (size_t i = 0; i < ns; i++)
+        if (plan->cu_seqlens[i + 1] - plan->cu_seqlens[i] > longest) longest = plan->cu_seqlens[i + 1] - plan->cu_seqlens[i];
+    gpu_plan_state *p = &ctx->plan;
+    p->plan = *plan;
+    p->max_seqlen = longest;
+    p->fold = ctx->maps + at_fold;
+    p->scatter = ctx->maps + at_scatter;
+    p->ids = ctx->maps + at_ids;
+    p->pos = ctx->maps + at_pos;
+    p->cu = ctx->maps + at_cu;
+    p->staged = s;
+    p->staged_words = words;
+    p->set = true;
+    return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_context_check_plan(const char *fn, const gpu_context *ctx, const rmlp_plan *plan,
+                                              bool contents) {
+    const gpu_plan_state *p = &ctx->plan;
+    if (!p->set)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "no plan is set on this CUDA context: call rmlp_context_set_plan(context, plan) once per "
+                         "batch, before its first call");
+    const rmlp_plan *s = &p->plan;
+    if (plan->n_tokens != s->n_tokens || plan->n_seqs != s->n_seqs || plan->n_compact != s->n_compact ||
+        plan->n_compact_padded != s->n_compact_padded || plan->use_radix != s->use_radix ||
+        plan->fold_gather != s->fold_gather || plan->scatter != s->scatter ||
+        plan->compact_input_ids != s->compact_input_ids || plan->compact_position_ids != s->compact_position_ids ||
+        plan->cu_seqlens != s->cu_seqlens)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "the plan (%u tokens, %u compact rows, scatter %p) is not the one set on this CUDA context "
+                         "(%u tokens, %u compact rows, scatter %p): call rmlp_context_set_plan with it first",
+                         plan->n_tokens, plan->n_compact_padded, (const void *)plan->scatter, s->n_tokens,
+                         s->n_compact_padded, (const void *)s->scatter);
+    if (!contents) return RMLP_OK;
+    size_t nc = plan->n_compact_padded, nt = plan->n_tokens, ns = plan->n_seqs;
+    const uint32_t *staged = p->staged;
+    struct {
+        const char *name;
+        const uint32_t *host;
+        size_t offset, n;
+    } maps[] = {
+        {"fold_gather", plan->fold_gather, 0, nc},
+        {"scatter", plan->scatter, nc, nt},
+        {"compact_input_ids", plan->compact_input_ids, nc + nt, nc},
+        {"compact_position_ids", plan->compact_position_ids, 2 * nc + nt, nc},
+        {"cu_seqlens", plan->cu_seqlens, 3 * nc + nt, ns + 1},
+    };
+    for (const auto &m : maps)
+        if (m.n > 0 && memcmp(m.host, staged + m.offset, m.n * sizeof(uint32_t)) != 0)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                             "plan->%s changed since rmlp_context_set_plan (the planner rebuilt it in place?): call "
+                             "rmlp_context_set_plan again before running it", m.name);
+    return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_context_check_buffer(const char *fn, const gpu_context *ctx, const char *name,
+                                                const void *ptr) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    if (capturing(ctx)) return RMLP_OK;
+    cudaPointerAttributes attr;
+    cudaError_t error = cudaPointerGetAttributes(&attr, ptr);
+    if (error != cudaSuccess) return gpu_fail(fn, "cudaPointerGetAttributes", error);
+    if ((attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) || attr.device != ctx->model->device)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "%s=%p is not device memory of device %d (cudaPointerGetAttributes: type %d, device %d); "
+                         "a CUDA model's activations are device buffers in its dtype", name, ptr,
+                         ctx->model->device, (int)attr.type, attr.device);
+    return RMLP_OK;
+}

@@ -1,0 +1,80 @@
+/*
+ * model.h: what a CUDA model and context hold, shared by the host-side .cu files of gpu/
+ * (weights, bind, context, layer, readout). C++ only; internal to the library.
+ */
+#ifndef RMLP_GPU_MODEL_H
+#define RMLP_GPU_MODEL_H
+
+#include <cublas_api.h>
+#include <cuda_runtime.h>
+
+#include "runner.h"
+
+/* A linear layer y = x W^T (+ bias) whose W is 1 to 3 row blocks: one stacked matrix (loaded
+ * models, or bound stacked tensors) or the separate Q/K/V (gate/up) tensors of a binding, each
+ * its own GEMM writing its columns of y. */
+typedef struct gpu_linear {
+    const void *w[3];    /* (out[i], in) row-major, device */
+    const void *bias[3]; /* (out[i]) or NULL */
+    uint32_t out[3];
+    uint32_t parts;
+} gpu_linear;
+
+typedef struct gpu_layer {
+    const void *input_norm, *post_norm; /* (hidden) */
+    const void *q_norm, *k_norm;        /* (head_dim), or NULL without q/k norm */
+    gpu_linear qkv;                     /* -> (q_dim + 2 kv_dim): q, k, v */
+    gpu_linear o_proj;                  /* (hidden, q_dim) */
+    gpu_linear gate_up;                 /* -> (2 intermediate): gate, up */
+    gpu_linear down;                    /* (hidden, intermediate) */
+} gpu_layer;
+
+struct gpu_model {
+    rmlp_model_config config;
+    int device;
+    rmlp_dtype dtype;
+    const void *embed;      /* (vocab, hidden) */
+    const void *final_norm; /* (hidden) */
+    const void *lm_head;    /* (vocab, hidden), the embedding when tied, NULL when none */
+    gpu_layer *layers;      /* (num_hidden_layers), host memory */
+    void *owned;            /* the one device allocation of a loaded model; NULL when bound */
+};
+
+/* The plan a context was set up for: what rmlp_context_set_plan copied, and where it lives. */
+typedef struct gpu_plan_state {
+    bool set;
+    rmlp_plan plan;           /* the host plan as given (pointers and counts, for the checks) */
+    uint32_t max_seqlen;      /* longest sequence */
+    const uint32_t *fold, *scatter, *ids, *pos, *cu; /* device copies (n_compact_padded / n_tokens / n_seqs + 1) */
+    const uint32_t *staged;   /* the pinned copy of the maps, in the device block's layout */
+    size_t staged_words;
+} gpu_plan_state;
+
+struct gpu_context {
+    const gpu_model *model;
+    size_t cap_tokens, cap_compact;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudaEvent_t staged_free; /* recorded after the last plan copy left the pinned staging */
+    bool staged_pending;
+    cudaEvent_t stream_switch; /* orders the old stream's work before the new one's */
+    void *arena;               /* the one device allocation holding everything below */
+    void *blas_workspace;      /* GPU_BLAS_WORKSPACE_BYTES */
+    /* activations in the model's dtype */
+    void *normed;  /* (cap_compact, hidden) */
+    void *qkv;     /* (cap_compact, q_dim + 2 kv_dim) */
+    void *attn_c;  /* (cap_compact, q_dim) */
+    void *gu;      /* (cap_compact, 2 intermediate); also the read-outs' fp32 scratch */
+    size_t gu_bytes;
+    void *act;     /* (cap_compact, intermediate) */
+    void *hidden;  /* (cap_compact, hidden), for whole forwards */
+    void *q, *attn; /* (cap_tokens, q_dim) */
+    void *k, *v;    /* (cap_tokens, kv_dim) */
+    uint32_t *maps;      /* the plan's maps: 3 cap_compact + 2 cap_tokens + 1 words */
+    uint32_t *pool_cu;   /* (cap_tokens + 1): cu_seqlens of a read-out */
+    uint32_t *staging;   /* pinned host, as many words as maps */
+    size_t maps_words;
+    gpu_plan_state plan;
+};
+
+#endif

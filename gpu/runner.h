@@ -1,0 +1,76 @@
+/*
+ * runner.h: the C interface of the CUDA model path, as ffi/src/model_cuda.c calls it: device
+ * weights (loaded from a checkpoint or bound to the host's device pointers), contexts (device
+ * workspace, stream, cuBLAS handle, the plan's maps on the device) and the layer runner, which
+ * mirrors cpu/layer.h call for call. Every function takes the exported entry point's name
+ * (`fn`) for its messages, runs on the model's device (restoring the caller's current device)
+ * and returns an rmlp_status. Argument checks that do not need the device (plans, layer
+ * indices, NULL buffers, token ids) are the ffi layer's, done before these are called.
+ * Internal to the library.
+ */
+#ifndef RMLP_GPU_RUNNER_H
+#define RMLP_GPU_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "radix_mlp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpu_model gpu_model;
+typedef struct gpu_context gpu_context;
+struct checkpoint;
+
+/* ---- models (weights.cu, bind.cu) --------------------------------------------------------- */
+
+/* Uploads every tensor `config` calls for to `device` in `dtype` (Q/K/V and gate/up stacked, as
+ * on the CPU); sets config->has_lm_head. Errors name the tensor; RMLP_ERR_NO_DEVICE when the
+ * device is absent, RMLP_ERR_OUT_OF_MEMORY when the device memory does not suffice. */
+rmlp_status gpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config, int device,
+                           rmlp_dtype dtype, gpu_model **out);
+/* A model over the host's device tensors (see rmlp_model_bind_cuda); sets config->has_lm_head. */
+rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors, size_t n,
+                           int device, rmlp_dtype dtype, gpu_model **out);
+void gpu_model_free(gpu_model *model);
+
+/* ---- contexts (context.cu) ------------------------------------------------------------------ */
+
+rmlp_status gpu_context_create(const char *fn, const gpu_model *model, size_t max_tokens, size_t max_compact,
+                               gpu_context **out);
+void gpu_context_free(gpu_context *ctx);
+rmlp_status gpu_context_set_stream(const char *fn, gpu_context *ctx, void *stream);
+rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, const rmlp_plan *plan);
+/* RMLP_OK when `plan` is the one last set (same counts and array pointers; with `contents`, the
+ * maps also still hold what was copied to the device), else RMLP_ERR_INVALID_ARGUMENT saying so. */
+rmlp_status gpu_context_check_plan(const char *fn, const gpu_context *ctx, const rmlp_plan *plan, bool contents);
+/* RMLP_OK when `ptr` is device (or managed) memory usable on the model's device; skipped (OK)
+ * while the context's stream is capturing. `name` names the argument in the message. */
+rmlp_status gpu_context_check_buffer(const char *fn, const gpu_context *ctx, const char *name, const void *ptr);
+
+/* ---- the layer (layer.cu), on the context's stream, never allocating or synchronising --------- */
+
+rmlp_status gpu_embed(const char *fn, gpu_context *ctx, void *hidden);
+rmlp_status gpu_pre_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *hidden, void *q, void *k,
+                              void *v);
+rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn, void *hidden);
+rmlp_status gpu_final_norm(const char *fn, gpu_context *ctx, const void *hidden, void *out);
+/* The built-in attention on args' buffers; cu_seqlens_device NULL means the set plan's copy. */
+rmlp_status gpu_attention_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *args);
+/* The whole model on the set plan: internal buffers, `attention` (or the built-in), `out`. */
+rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_fn attention, void *user_data, void *out);
+
+/* ---- read-outs (readout.cu): run on the stream, then synchronise it ---------------------------- */
+
+rmlp_status gpu_pool(const char *fn, gpu_context *ctx, const void *hidden, const uint32_t *cu_seqlens, size_t n_seqs,
+                     rmlp_pooling pooling, bool normalize, float *out);
+rmlp_status gpu_score_pair(const char *fn, gpu_context *ctx, const void *hidden, const uint32_t *cu_seqlens,
+                           size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

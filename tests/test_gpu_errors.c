@@ -1,0 +1,161 @@
+/*
+ * test_gpu_errors.c: the CUDA model entry points where they can run without a GPU, and the
+ * additions to the CPU path that came with them. RMLP_DEVICE_CUDA at load and bind gives
+ * RMLP_ERR_NO_DEVICE with a message (a CUDA build on a machine without a device) or
+ * RMLP_ERR_UNSUPPORTED (a build without CUDA), never a crash and never a model; where a device
+ * is present, the load succeeds instead (said on a line of its own). On the CPU,
+ * rmlp_context_set_stream and rmlp_context_set_plan are accepted no-ops, rmlp_context_pool
+ * equals rmlp_pool, and a host attention callback gets cu_seqlens_device and max_seqlen.
+ * Usage: test_gpu_errors FIXTURES_DIR
+ */
+#include <math.h>
+
+#include "test_util.h"
+
+static void expect(rmlp_status got, rmlp_status want, const char *substring, const char *what) {
+    const char *msg = rmlp_last_error();
+    CHECK(got == want && strstr(msg, substring) != NULL, "%s: status %d (want %d), message \"%s\" (want \"%s\")", what,
+          got, want, msg, substring);
+}
+
+/* What this build on this machine answers for RMLP_DEVICE_CUDA: OK with a device, else the
+ * status and a piece of its message. */
+static rmlp_status cuda_expectation(const char **substring) {
+    if ((rmlp_build_flags() & RMLP_BUILD_CUDA) == 0) {
+        *substring = "built without CUDA";
+        return RMLP_ERR_UNSUPPORTED;
+    }
+    int32_t count = 0;
+    if (rmlp_cuda_device_count(&count) == RMLP_OK && count > 0) {
+        *substring = "";
+        return RMLP_OK;
+    }
+    *substring = "RMLP_DEVICE_CUDA but";
+    return RMLP_ERR_NO_DEVICE;
+}
+
+static void test_cuda_load(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/qwen3_tiny", dir);
+    const char *substring = NULL;
+    rmlp_status want = cuda_expectation(&substring);
+    static const rmlp_dtype dtypes[] = {RMLP_DTYPE_F32, RMLP_DTYPE_F16, RMLP_DTYPE_BF16};
+    for (size_t i = 0; i < 3; i++) {
+        rmlp_model_params params = rmlp_model_default_params();
+        params.device = RMLP_DEVICE_CUDA;
+        params.dtype = dtypes[i];
+        rmlp_model *model = (rmlp_model *)1;
+        rmlp_status got = rmlp_model_load(path, &params, &model);
+        if (want == RMLP_OK) {
+            CHECK(got == RMLP_OK && model != NULL, "load on the CUDA device present: %s", rmlp_last_error());
+            if (i == 0) printf("a CUDA device is present: the CUDA load succeeded (test_gpu_model covers it)\n");
+            rmlp_model_free(got == RMLP_OK ? model : NULL);
+            continue;
+        }
+        expect(got, want, substring, "load with RMLP_DEVICE_CUDA");
+        CHECK(model == NULL, "out is NULL after the refused load");
+        if (i == 0) printf("RMLP_DEVICE_CUDA here: status %d (%s): %s\n", got, rmlp_status_string(got), rmlp_last_error());
+    }
+
+    /* Binding: refused the same way before any tensor is looked at (or, with a device, for the
+     * tensors that are missing). */
+    rmlp_model *cpu = NULL;
+    rmlp_model_config cfg;
+    if (!CHECK(rmlp_model_load(path, NULL, &cpu) == RMLP_OK && rmlp_model_get_config(cpu, &cfg) == RMLP_OK,
+               "CPU load: %s", rmlp_last_error()))
+        return;
+    rmlp_model_free(cpu);
+    rmlp_model_params params = rmlp_model_default_params();
+    params.device = RMLP_DEVICE_CUDA;
+    rmlp_model *model = (rmlp_model *)1;
+    rmlp_status got = rmlp_model_bind_cuda(&cfg, NULL, 0, &params, &model);
+    if (want == RMLP_OK)
+        expect(got, RMLP_ERR_MODEL, "missing tensor", "bind of no tensors on a device");
+    else
+        expect(got, want, substring, "bind with RMLP_DEVICE_CUDA");
+    CHECK(model == NULL, "out is NULL after the refused bind");
+    params.device = RMLP_DEVICE_CPU;
+    expect(rmlp_model_bind_cuda(&cfg, NULL, 0, &params, &model), RMLP_ERR_INVALID_ARGUMENT, "needs RMLP_DEVICE_CUDA",
+           "bind with RMLP_DEVICE_CPU");
+    expect(rmlp_model_bind_cuda(&cfg, NULL, 0, NULL, &model), RMLP_ERR_INVALID_ARGUMENT, "params is NULL",
+           "bind without params");
+    params.device = 7;
+    expect(rmlp_model_load(path, &params, &model), RMLP_ERR_INVALID_ARGUMENT, "params->device=7", "device 7");
+}
+
+typedef struct seen {
+    const uint32_t *cu_seqlens, *cu_seqlens_device;
+    uint32_t max_seqlen;
+} seen;
+
+static rmlp_status recording_attention(void *user_data, const rmlp_attention_args *args) {
+    seen *s = ((void **)user_data)[1];
+    s->cu_seqlens = args->cu_seqlens;
+    s->cu_seqlens_device = args->cu_seqlens_device;
+    s->max_seqlen = args->max_seqlen;
+    return rmlp_attention(((void **)user_data)[0], args);
+}
+
+static void test_cpu_additions(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/qwen3_tiny", dir);
+    static const uint32_t ids[7] = {5, 6, 7, 5, 6, 8, 9}, pos[7] = {0, 1, 2, 0, 1, 2, 3}, cu[3] = {0, 3, 7};
+    rmlp_model *model = NULL;
+    rmlp_context *ctx = NULL;
+    rmlp_planner *planner = NULL;
+    rmlp_model_config cfg;
+    rmlp_plan plan;
+    rmlp_plan_params params = tu_params(1.0, 0);
+    if (!CHECK(rmlp_model_load(path, NULL, &model) == RMLP_OK && rmlp_model_get_config(model, &cfg) == RMLP_OK &&
+                   rmlp_context_create(model, 7, &ctx) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
+                   rmlp_plan_build(planner, ids, pos, 7, cu, 2, &params, &plan) == RMLP_OK,
+               "setup: %s", rmlp_last_error()))
+        goto done;
+    CHECK(rmlp_context_set_stream(ctx, (void *)&cfg) == RMLP_OK, "set_stream on the CPU is a no-op: %s",
+          rmlp_last_error());
+    CHECK(rmlp_context_set_plan(ctx, &plan) == RMLP_OK, "set_plan on the CPU: %s", rmlp_last_error());
+    expect(rmlp_context_set_plan(ctx, NULL), RMLP_ERR_INVALID_ARGUMENT, "plan is NULL", "set_plan NULL plan");
+    expect(rmlp_context_set_plan(NULL, &plan), RMLP_ERR_INVALID_ARGUMENT, "context is NULL", "set_plan NULL context");
+    expect(rmlp_context_set_stream(NULL, NULL), RMLP_ERR_INVALID_ARGUMENT, "context is NULL",
+           "set_stream NULL context");
+
+    size_t h = cfg.hidden_size;
+    float *out = tu_xmalloc(7 * h * sizeof(float)), *a = tu_xmalloc(2 * h * sizeof(float));
+    float *b = tu_xmalloc(2 * h * sizeof(float));
+    seen s = {0};
+    void *user[2] = {ctx, &s};
+    CHECK(rmlp_forward(ctx, &plan, recording_attention, user, out) == RMLP_OK, "forward: %s", rmlp_last_error());
+    CHECK(s.cu_seqlens == plan.cu_seqlens && s.cu_seqlens_device == plan.cu_seqlens && s.max_seqlen == 4,
+          "callback args: cu_seqlens %p, cu_seqlens_device %p (want both %p), max_seqlen %u (want 4)",
+          (const void *)s.cu_seqlens, (const void *)s.cu_seqlens_device, (const void *)plan.cu_seqlens, s.max_seqlen);
+    static const rmlp_pooling poolings[] = {RMLP_POOLING_LAST, RMLP_POOLING_MEAN, RMLP_POOLING_FIRST};
+    for (size_t p = 0; p < 3; p++)
+        for (int normalize = 0; normalize < 2; normalize++) {
+            CHECK(rmlp_context_pool(ctx, out, 7, cu, 2, poolings[p], normalize, a) == RMLP_OK &&
+                      rmlp_pool(out, 7, (uint32_t)h, cu, 2, poolings[p], normalize, b) == RMLP_OK,
+                  "pool %d: %s", poolings[p], rmlp_last_error());
+            CHECK(memcmp(a, b, 2 * h * sizeof(float)) == 0, "rmlp_context_pool %d/%d differs from rmlp_pool",
+                  poolings[p], normalize);
+        }
+    expect(rmlp_context_pool(ctx, out, 7, cu, 2, 9, false, a), RMLP_ERR_INVALID_ARGUMENT, "pooling=9", "pooling 9");
+    expect(rmlp_context_pool(ctx, NULL, 7, cu, 2, RMLP_POOLING_LAST, false, a), RMLP_ERR_INVALID_ARGUMENT,
+           "hidden or out is NULL", "pool NULL hidden");
+    static const uint32_t empty_cu[3] = {0, 0, 7};
+    expect(rmlp_context_pool(ctx, out, 7, empty_cu, 2, RMLP_POOLING_LAST, false, a), RMLP_ERR_INVALID_SEQLENS,
+           "sequence 0 is empty", "pool with an empty sequence");
+    free(out), free(a), free(b);
+done:
+    rmlp_planner_free(planner);
+    rmlp_context_free(ctx);
+    rmlp_model_free(model);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_gpu_errors FIXTURES_DIR\n");
+        return 2;
+    }
+    test_cuda_load(argv[1]);
+    test_cpu_additions(argv[1]);
+    return tu_summary();
+}
