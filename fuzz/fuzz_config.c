@@ -23,32 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../ffi/src/export.h"
 #include "../model/config.h"
+#include "harness.h"
 #include "radix_mlp.h"
 
-static char file_path[512];
-
-static void violation(const char *what, const char *detail) {
-    fprintf(stderr, "fuzz_config: invariant violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-static void remove_file(void) { unlink(file_path); }
-
-static void write_input(const uint8_t *data, size_t size) {
-    if (file_path[0] == '\0') {
-        const char *dir = getenv("TMPDIR");
-        snprintf(file_path, sizeof file_path, "%s/rmlp_fuzz_config.%ld.json", dir && dir[0] ? dir : "/tmp",
-                 (long)getpid());
-        atexit(remove_file);
-    }
-    FILE *f = fopen(file_path, "wb");
-    if (f == NULL || (size > 0 && fwrite(data, 1, size, f) != size) || fclose(f) != 0)
-        violation("cannot write the input file", file_path);
-}
+static void violation(const char *what, const char *detail) { fuzz_violation("fuzz_config", what, detail); }
 
 /* ---- the oracle: what config.c documents it accepts, written from the documentation ---------- */
 
@@ -184,7 +165,7 @@ static void check_guarantees(const rmlp_model_config *c) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    write_input(data, size);
+    const char *file_path = fuzz_write_input("fuzz_config", ".json", data, size);
     rmlp_model_config got;
     memset(&got, 0xA5, sizeof got); /* config_read must overwrite or zero all of it */
     rmlp_clear_error();              /* as the exported entry point does before it calls config_read */
@@ -224,5 +205,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         violation("error message does not name the file", detail);
     static const rmlp_model_config zero;
     if (memcmp(&got, &zero, sizeof zero) != 0) violation("config not zeroed on error", detail);
+    fuzz_record_refusal("fuzz_config", status, message);
     return 0;
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "naive_plan.h"
 #include "plan_verify.h"
 #include "radix_mlp.h"
@@ -317,9 +318,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rmlp_plan plan;
     if (b->reserve_extra > 0) reserve(b);
     rmlp_status status = build(b, params, &plan);
-    if (explained != 0)
+    if (explained != 0) {
         check_error(status, explained, &plan);
-    else if (status != RMLP_OK)
+        fuzz_record_refusal("fuzz_plan", status, rmlp_last_error());
+    } else if (status != RMLP_OK)
         die("a valid call failed: %s", rmlp_last_error());
     else
         check_plan(b, params != NULL ? params : &defaults, &plan);

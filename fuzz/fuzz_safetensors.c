@@ -21,32 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../ffi/src/export.h"
 #include "../model/safetensors.h"
+#include "harness.h"
 #include "radix_mlp.h"
 
-static char file_path[512]; /* where this process writes its input for st_open */
-
-static void violation(const char *what, const char *detail) {
-    fprintf(stderr, "fuzz_safetensors: invariant violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-static void remove_file(void) { unlink(file_path); }
-
-static void write_input(const uint8_t *data, size_t size) {
-    if (file_path[0] == '\0') {
-        const char *dir = getenv("TMPDIR");
-        snprintf(file_path, sizeof file_path, "%s/rmlp_fuzz_safetensors.%ld", dir && dir[0] ? dir : "/tmp",
-                 (long)getpid());
-        atexit(remove_file);
-    }
-    FILE *f = fopen(file_path, "wb");
-    if (f == NULL || (size > 0 && fwrite(data, 1, size, f) != size) || fclose(f) != 0)
-        violation("cannot write the input file", file_path);
-}
+static void violation(const char *what, const char *detail) { fuzz_violation("fuzz_safetensors", what, detail); }
 
 static uint64_t dtype_bytes(rmlp_dtype dtype) {
     switch (dtype) {
@@ -132,7 +113,7 @@ static void check_tensors(const st_file *file, const uint8_t *data, size_t size)
 }
 
 /* The error of a failed open: a status of the reader's, a message naming the file. */
-static void check_error(rmlp_status status, const st_file *file) {
+static void check_error(const char *file_path, rmlp_status status, const st_file *file) {
     char detail[700];
     const char *message = rmlp_last_error();
     snprintf(detail, sizeof detail, "status %d (%s), message \"%s\"", (int)status, rmlp_status_string(status), message);
@@ -149,7 +130,7 @@ static void check_error(rmlp_status status, const st_file *file) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    write_input(data, size);
+    const char *file_path = fuzz_write_input("fuzz_safetensors", "", data, size);
     st_file *mem = NULL, *disk = NULL;
     rmlp_clear_error(); /* as the exported entry point does before it opens a file */
     rmlp_status mem_status = st_open_memory(file_path, data, size, &mem);
@@ -159,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (mem_status == RMLP_OK)
         check_tensors(mem, data, size);
     else
-        check_error(mem_status, mem);
+        check_error(file_path, mem_status, mem);
 
     rmlp_clear_error();
     rmlp_status disk_status = st_open(file_path, &disk);
@@ -183,7 +164,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 violation("st_open and st_open_memory give different tensors", a->name);
         }
     } else {
-        check_error(disk_status, disk);
+        check_error(file_path, disk_status, disk);
+        fuzz_record_refusal("fuzz_safetensors", disk_status, rmlp_last_error());
     }
     st_close(disk);
     st_close(mem);

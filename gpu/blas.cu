@@ -17,8 +17,7 @@
 /* cublas_api.h's soname major: the library must load the cuBLAS it was compiled against. */
 #define RMLP_CUBLAS_SONAME "libcublas.so." RMLP_STR(CUBLAS_VER_MAJOR)
 
-/* The entry points used, typed as cublas_api.h declares them (the _v2 names are what the
- * cublas_v2.h macros resolve to, and what the library exports). */
+/* The entry points used, typed as cublas_api.h declares them. */
 typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
 typedef cublasStatus_t (*destroy_fn)(cublasHandle_t);
 typedef cublasStatus_t (*set_stream_fn)(cublasHandle_t, cudaStream_t);
@@ -52,10 +51,12 @@ static void load_once() {
         const char *name;
         void **slot;
     } symbols[] = {
-        {RMLP_STR(cublasCreate), (void **)&api.create},
-        {RMLP_STR(cublasDestroy), (void **)&api.destroy},
-        {RMLP_STR(cublasSetStream), (void **)&api.set_stream},
-        {RMLP_STR(cublasSetWorkspace), (void **)&api.set_workspace},
+        /* The names libcublas exports: cublas_v2.h #defines cublasCreate & co. to these _v2 ones, but
+         * blas.h includes cublas_api.h only, where the plain names are no macros (and no symbols). */
+        {"cublasCreate_v2", (void **)&api.create},
+        {"cublasDestroy_v2", (void **)&api.destroy},
+        {"cublasSetStream_v2", (void **)&api.set_stream},
+        {"cublasSetWorkspace_v2", (void **)&api.set_workspace},
         {"cublasSetMathMode", (void **)&api.set_math_mode},
         {"cublasGetStatusName", (void **)&api.status_name},
         {"cublasGetStatusString", (void **)&api.status_string},

@@ -4,17 +4,23 @@
  * libcublas.so.<major the library was compiled against>) the first time a CUDA model needs it,
  * so libradix_mlp.so itself neither needs libcublas to load nor maps its ~600 MB for CPU-only
  * users (and valgrind runs of them); a process that already has libcublas loaded (TEI through
- * candle) gets that same copy back from dlopen. C++ only; internal to the library.
+ * candle) gets that same copy back from dlopen. Internal to the library; C linkage, so that
+ * test_gpu_kernels can check the loading (which needs no device) on any machine.
  */
 #ifndef RMLP_GPU_BLAS_H
 #define RMLP_GPU_BLAS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 
 #include "radix_mlp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Loads cuBLAS once per process (thread-safe); on failure records why through rmlp_fail
  * (RMLP_ERR_UNSUPPORTED naming the library and dlerror()) and returns that status every time. */
@@ -49,5 +55,9 @@ rmlp_status gpu_blas_set_stream(const char *fn, cublasHandle_t handle, cudaStrea
 rmlp_status gpu_linear_gemm(const char *fn, const char *what, cublasHandle_t handle, const void *x, size_t ldx,
                             size_t rows, size_t in, const void *w, size_t out, void *y, size_t ldy, bool accumulate,
                             rmlp_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -196,19 +196,9 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
         status = gpu_pre_attention(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
         if (status != RMLP_OK) return status;
         args.layer = layer;
-        if (attention != NULL) {
-            status = attention(user_data, &args);
-            if (status > 0)
-                return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                                 "the host attention returned %d at layer %u, which is not a status (errors are "
-                                 "negative)", status, layer);
-            if (status != RMLP_OK)
-                return rmlp_fail(status, fn, "the host attention failed at layer %u with status %d (%s)", layer,
-                                 status, rmlp_status_string(status));
-        } else {
-            status = gpu_attention_run(fn, ctx, &args);
-            if (status != RMLP_OK) return status;
-        }
+        status = attention != NULL ? rmlp_call_attention(fn, attention, user_data, &args)
+                                   : gpu_attention_run(fn, ctx, &args);
+        if (status != RMLP_OK) return status;
         status = gpu_post_attention(fn, ctx, layer, ctx->attn, ctx->hidden);
         if (status != RMLP_OK) return status;
     }

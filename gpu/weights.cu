@@ -17,7 +17,7 @@
 #include "model.h"
 
 extern "C" {
-#include "../model/checkpoint.h"
+#include "../model/weights.h"
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -109,10 +109,7 @@ typedef struct want_list {
 static void want(want_list *list, const char *prefix, long layer, const char *suffix, const void **slot, uint64_t rows,
                  uint64_t cols, bool stacked) {
     tensor_want *t = &list->w[list->n++];
-    if (layer < 0)
-        snprintf(t->name, sizeof t->name, "%s%s", prefix, suffix);
-    else
-        snprintf(t->name, sizeof t->name, "%slayers.%ld.%s", prefix, layer, suffix);
+    weights_name(t->name, sizeof t->name, prefix, layer, suffix);
     t->slot = slot;
     t->rows = rows;
     t->cols = cols;
@@ -146,19 +143,6 @@ static void want_layer(want_list *list, const rmlp_model_config *c, const char *
     l->o_proj.out[0] = (uint32_t)h;
     l->gate_up.out[0] = (uint32_t)(2 * inter);
     l->down.out[0] = (uint32_t)h;
-}
-
-static rmlp_status find(const char *fn, const checkpoint *ckpt, tensor_want *t) {
-    t->tensor = checkpoint_find(ckpt, t->name);
-    uint64_t shape[2] = {t->rows, t->cols};
-    uint32_t ndim = t->cols ? 2 : 1;
-    char want_buf[64], got_buf[200];
-    if (t->tensor == NULL) return rmlp_fail(RMLP_ERR_MODEL, fn, "missing tensor '%s'", t->name);
-    if (t->tensor->ndim != ndim || memcmp(t->tensor->shape, shape, ndim * sizeof shape[0]) != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "tensor '%s' has shape %s, config.json calls for %s", t->name,
-                         st_shape_str(t->tensor->ndim, t->tensor->shape, got_buf, sizeof got_buf),
-                         st_shape_str(ndim, shape, want_buf, sizeof want_buf));
-    return RMLP_OK;
 }
 
 /* ---- the upload ----------------------------------------------------------------------------- */
@@ -242,10 +226,7 @@ extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rm
     m->device = device;
     m->dtype = dtype;
 
-    const char *prefix =
-        checkpoint_find(ckpt, "model.embed_tokens.weight") == NULL && checkpoint_find(ckpt, "embed_tokens.weight")
-            ? ""
-            : "model.";
+    const char *prefix = weights_prefix(ckpt);
     uint64_t vocab = config->vocab_size, hidden = config->hidden_size;
     want(&list, prefix, -1, "embed_tokens.weight", &m->embed, vocab, hidden, false);
     want(&list, prefix, -1, "norm.weight", &m->final_norm, hidden, 0, false);
@@ -258,7 +239,7 @@ extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rm
     size_t total = 0;
     for (size_t i = 0; i < list.n && status == RMLP_OK; i++) {
         tensor_want *t = &list.w[i];
-        status = find(fn, ckpt, t);
+        status = weights_find(ckpt, t->name, t->rows, t->cols, &t->tensor);
         if (!t->stacked) total = (total + 255) / 256 * 256;
         t->offset = total;
         total += (size_t)(t->rows * (t->cols ? t->cols : 1)) * es;

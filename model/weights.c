@@ -37,14 +37,18 @@ typedef struct parts {
     size_t n;
 } parts;
 
+void weights_name(char *name, size_t len, const char *prefix, long layer, const char *suffix) {
+    if (layer < 0)
+        snprintf(name, len, "%s%s", prefix, suffix);
+    else
+        snprintf(name, len, "%slayers.%ld.%s", prefix, layer, suffix);
+}
+
 /* Adds "<prefix>[layers.<layer>.]<suffix>" (layer < 0: no layer). */
 static void add(parts *ps, const char *prefix, long layer, const char *suffix, float **dst, uint64_t rows,
                 uint64_t cols) {
     part *p = &ps->p[ps->n++];
-    if (layer < 0)
-        snprintf(p->name, sizeof p->name, "%s%s", prefix, suffix);
-    else
-        snprintf(p->name, sizeof p->name, "%slayers.%ld.%s", prefix, layer, suffix);
+    weights_name(p->name, sizeof p->name, prefix, layer, suffix);
     p->dst = dst;
     p->rows = rows;
     p->cols = cols;
@@ -80,15 +84,22 @@ static void convert(const st_tensor *t, float *dst) {
         for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32((uint16_t)(src[2 * i] | src[2 * i + 1] << 8));
 }
 
-static rmlp_status find(const checkpoint *ckpt, part *p) {
-    p->tensor = checkpoint_find(ckpt, p->name);
-    uint64_t want[2] = {p->rows, p->cols};
-    uint32_t ndim = p->cols ? 2 : 1;
+const char *weights_prefix(const checkpoint *ckpt) {
+    return checkpoint_find(ckpt, "model.embed_tokens.weight") == NULL && checkpoint_find(ckpt, "embed_tokens.weight")
+               ? ""
+               : "model.";
+}
+
+rmlp_status weights_find(const checkpoint *ckpt, const char *name, uint64_t rows, uint64_t cols,
+                         const st_tensor **out) {
+    const st_tensor *t = *out = checkpoint_find(ckpt, name);
+    uint64_t want[2] = {rows, cols};
+    uint32_t ndim = cols ? 2 : 1;
     char want_buf[64], got_buf[200];
-    if (p->tensor == NULL) return rmlp_fail(RMLP_ERR_MODEL, fn, "missing tensor '%s'", p->name);
-    if (p->tensor->ndim != ndim || memcmp(p->tensor->shape, want, ndim * sizeof want[0]) != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "tensor '%s' has shape %s, config.json calls for %s", p->name,
-                         st_shape_str(p->tensor->ndim, p->tensor->shape, got_buf, sizeof got_buf),
+    if (t == NULL) return rmlp_fail(RMLP_ERR_MODEL, fn, "missing tensor '%s'", name);
+    if (t->ndim != ndim || memcmp(t->shape, want, ndim * sizeof want[0]) != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "tensor '%s' has shape %s, config.json calls for %s", name,
+                         st_shape_str(t->ndim, t->shape, got_buf, sizeof got_buf),
                          st_shape_str(ndim, want, want_buf, sizeof want_buf));
     return RMLP_OK;
 }
@@ -99,7 +110,8 @@ static uint64_t part_size(const part *p) { return p->rows * (p->cols ? p->cols :
 /* Finds and checks every part, then allocates each destination and converts into it. */
 static rmlp_status load(const checkpoint *ckpt, parts *ps) {
     for (size_t i = 0; i < ps->n; i++) {
-        rmlp_status status = find(ckpt, &ps->p[i]);
+        part *p = &ps->p[i];
+        rmlp_status status = weights_find(ckpt, p->name, p->rows, p->cols, &p->tensor);
         if (status != RMLP_OK) return status;
     }
     for (size_t i = 0, end; i < ps->n; i = end) {
@@ -147,10 +159,7 @@ static rmlp_status load_layer(const checkpoint *ckpt, const rmlp_model_config *c
 rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, model_weights *out) {
     memset(out, 0, sizeof *out);
     config->has_lm_head = false;
-    const char *prefix =
-        checkpoint_find(ckpt, "model.embed_tokens.weight") == NULL && checkpoint_find(ckpt, "embed_tokens.weight")
-            ? ""
-            : "model.";
+    const char *prefix = weights_prefix(ckpt);
     uint64_t vocab = config->vocab_size, hidden = config->hidden_size;
     parts ps = {.n = 0};
     add(&ps, prefix, -1, "embed_tokens.weight", &out->embed, vocab, hidden);

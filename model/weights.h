@@ -34,4 +34,14 @@ typedef struct model_weights {
 rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, model_weights *out);
 void weights_free(model_weights *weights, const rmlp_model_config *config);
 
+/* What the CUDA loader (gpu/weights.cu) shares with this one. The prefix of the checkpoint's
+ * tensor names, decided once from the embedding: "model." or "" (Qwen3-Embedding). */
+const char *weights_prefix(const checkpoint *ckpt);
+/* name (len) = "<prefix>[layers.<layer>.]<suffix>" (layer < 0: a tensor outside the layers). */
+void weights_name(char *name, size_t len, const char *prefix, long layer, const char *suffix);
+/* *out = the tensor `name`, shaped (rows, cols) as config.json calls for ((rows) when cols is 0).
+ * Errors: RMLP_ERR_MODEL naming the tensor (missing, or both shapes), reported as rmlp_model_load. */
+rmlp_status weights_find(const checkpoint *ckpt, const char *name, uint64_t rows, uint64_t cols,
+                         const st_tensor **out);
+
 #endif

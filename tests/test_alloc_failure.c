@@ -234,22 +234,10 @@ static const char *at(const char *dir, const char *name) {
 }
 
 static rmlp_model_config tiny_config(rmlp_arch arch, int bias, int tied) {
-    rmlp_model_config c;
-    memset(&c, 0, sizeof c);
-    c.architecture = arch;
-    c.vocab_size = 40;
-    c.hidden_size = 16;
-    c.intermediate_size = 24;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 8;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = 1e-6;
-    c.rope_theta = 10000.0;
-    c.attention_bias = bias;
-    c.tie_word_embeddings = tied;
-    c.qk_norm = arch == RMLP_ARCH_QWEN3;
+    rmlp_model_config c = {.architecture = arch, .vocab_size = 40, .hidden_size = 16, .intermediate_size = 24,
+                           .num_hidden_layers = 2, .num_attention_heads = 4, .num_key_value_heads = 2, .head_dim = 8,
+                           .max_position_embeddings = 64, .rms_norm_eps = 1e-6, .rope_theta = 10000.0,
+                           .attention_bias = bias, .tie_word_embeddings = tied, .qk_norm = arch == RMLP_ARCH_QWEN3};
     return c;
 }
 

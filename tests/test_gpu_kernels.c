@@ -5,7 +5,8 @@
  * and pointers). Inputs are drawn in fp32 and rounded to the dtype; the GPU gets them in the
  * dtype and the CPU reference the same rounded values in fp32. Outputs are poisoned (0xFF
  * bytes: NaN in every dtype) before each launch, so an unwritten element fails; NaN always
- * fails. Tolerances per dtype are in TOLS. Without a CUDA device it prints SKIP and exits 77.
+ * fails. Tolerances per dtype are in TOLS. First, and on any machine, cuBLAS's loading (gpu/blas.cu,
+ * no device needed); then without a CUDA device it prints SKIP and exits 77.
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,9 +14,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "blas.h"
 #include "cpu_ops.h"
 #include "kernels.h"
 #include "test_util.h"
+#include "gpu_test_util.h"
 
 #define SKIP_CODE 77
 
@@ -35,50 +38,6 @@ static const tol EXACT = {0, 0, 0};
 
 static cudaStream_t stream;
 
-/* ---- dtypes on the host ------------------------------------------------------------------- */
-
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static uint16_t f32_to_f16(float f) { /* round to nearest even */
-    uint32_t x = bits_of(f), sign = (x >> 16) & 0x8000u, a = x & 0x7FFFFFFFu;
-    if (a >= 0x7F800000u) return (uint16_t)(sign | 0x7C00u | (a > 0x7F800000u ? 0x200u : 0));
-    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);                                     /* >= 65520: inf */
-    if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)nearbyintf(fabsf(f) * 16777216.0f)); /* subnormal */
-    a += 0xFFFu + ((a >> 13) & 1u);
-    return (uint16_t)(sign | ((a - 0x38000000u) >> 13));
-}
-
-static float f16_to_f32(uint16_t h) {
-    uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    float v = e == 0    ? ldexpf((float)m, -24)
-              : e == 31 ? (m ? NAN : INFINITY)
-                        : ldexpf((float)(m | 0x400u), (int)e - 25);
-    return (h & 0x8000u) ? -v : v;
-}
-
-static uint16_t f32_to_bf16(float f) { /* round to nearest even */
-    uint32_t x = bits_of(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-
-static float bf16_to_f32(uint16_t b) {
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static size_t elem_size(rmlp_dtype dt) { return dt == RMLP_DTYPE_F32 ? 4 : 2; }
-
-static float round_to(rmlp_dtype dt, float f) {
-    return dt == RMLP_DTYPE_F16 ? f16_to_f32(f32_to_f16(f)) : dt == RMLP_DTYPE_BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
-}
-
 /* n uniform values in [lo, hi], rounded to dt. */
 static float *random_values(uint64_t *rng, size_t n, float lo, float hi, rmlp_dtype dt) {
     float *x = tu_xmalloc(n * sizeof(float));
@@ -88,41 +47,9 @@ static float *random_values(uint64_t *rng, size_t n, float lo, float hi, rmlp_dt
 
 /* ---- device buffers ------------------------------------------------------------------------- */
 
-/* A CUDA call that must succeed: on failure the test cannot go on. */
-#define CUDA_MUST(call)                                                                                                \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (!CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_))) {                                      \
-            tu_summary();                                                                                              \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-static void *dev_alloc(size_t bytes) {
-    void *p = NULL;
-    CUDA_MUST(cudaMalloc(&p, bytes ? bytes : 1));
-    return p;
-}
-
-/* n values of x in dtype dt at device address dst. */
-static void upload_to(void *dst, const float *x, size_t n, rmlp_dtype dt) {
-    size_t es = elem_size(dt);
-    unsigned char *h = tu_xmalloc(n * es);
-    for (size_t i = 0; i < n; i++) {
-        if (dt == RMLP_DTYPE_F32) {
-            memcpy(h + 4 * i, &x[i], 4);
-        } else {
-            uint16_t v = dt == RMLP_DTYPE_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-            memcpy(h + 2 * i, &v, 2);
-        }
-    }
-    CUDA_MUST(cudaMemcpy(dst, h, n * es, cudaMemcpyHostToDevice));
-    free(h);
-}
-
 static void *upload(const float *x, size_t n, rmlp_dtype dt) {
     void *d = dev_alloc(n * elem_size(dt));
-    upload_to(d, x, n, dt);
+    upload_as(d, x, n, dt);
     return d;
 }
 
@@ -137,24 +64,6 @@ static void *poisoned(size_t n, rmlp_dtype dt) {
     void *d = dev_alloc(n * elem_size(dt));
     CUDA_MUST(cudaMemset(d, 0xFF, n * elem_size(dt)));
     return d;
-}
-
-static float *download(const void *d, size_t n, rmlp_dtype dt) {
-    size_t es = elem_size(dt);
-    unsigned char *h = tu_xmalloc(n * es);
-    float *x = tu_xmalloc(n * sizeof(float));
-    CUDA_MUST(cudaMemcpy(h, d, n * es, cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; i++) {
-        uint16_t v;
-        if (dt == RMLP_DTYPE_F32) {
-            memcpy(&x[i], h + 4 * i, 4);
-            continue;
-        }
-        memcpy(&v, h + 2 * i, 2);
-        x[i] = dt == RMLP_DTYPE_F16 ? f16_to_f32(v) : bf16_to_f32(v);
-    }
-    free(h);
-    return x;
 }
 
 /* The launcher's return value, then the stream: a fault inside the kernel shows here. */
@@ -211,7 +120,7 @@ static void test_gather_rows(uint64_t *rng, int di) {
                 if (launched(
                         gpu_gather_rows(d_dst + off * es, d_src + off * es, stride, d_index, rows, dim, dt, stream),
                         what)) {
-                    float *got = download(d_dst + off * es, rows * dim, dt);
+                    float *got = download_as(d_dst + off * es, rows * dim, dt);
                     compare(what, got, ref, rows * dim, EXACT);
                     free(got);
                 }
@@ -243,7 +152,7 @@ static void test_add_rmsnorm(uint64_t *rng, int di) {
                          with_add);
                 if (launched(gpu_add_rmsnorm(d_res, with_add ? d_add : NULL, d_w, rows, dim, eps, d_out, dt, stream),
                              what)) {
-                    float *got = download(d_out, n, dt), *got_res = download(d_res, n, dt);
+                    float *got = download_as(d_out, n, dt), *got_res = download_as(d_res, n, dt);
                     compare(what, got, ref, n, TOLS[di]);
                     strcat(what, " (residual)");
                     compare(what, got_res, ref_res, n, with_add ? TOLS[di] : EXACT);
@@ -289,7 +198,7 @@ static void test_qk_norm_rope(uint64_t *rng, int di) {
                     if (launched(gpu_qk_norm_rope(d_qkv, rows, stride, nq, nkv, hd, norm ? d_qn : NULL,
                                                   norm ? d_kn : NULL, d_pos, theta, eps, dt, stream),
                                  what)) {
-                        float *got = download(d_qkv, n, dt);
+                        float *got = download_as(d_qkv, n, dt);
                         compare(what, got, ref, n, TOLS[di]);
                         size_t changed = 0; /* v and padding: bit for bit */
                         for (size_t r = 0; r < rows; r++)
@@ -316,7 +225,7 @@ static void test_silu_mul(uint64_t *rng, int di) {
             char what[128];
             snprintf(what, sizeof what, "silu_mul %s rows=%zu inter=%zu", DTYPE_NAMES[di], rows, inter);
             if (launched(gpu_silu_mul(d_gu, rows, inter, d_out, dt, stream), what)) {
-                float *got = download(d_out, rows * inter, dt);
+                float *got = download_as(d_out, rows * inter, dt);
                 compare(what, got, ref, rows * inter, TOLS[di]);
                 free(got);
             }
@@ -328,7 +237,7 @@ static void test_silu_mul(uint64_t *rng, int di) {
 /* Causal varlen attention over batches of uneven sequences (one empty), GQA 4:1 and 1:1. */
 static void test_attention(uint64_t *rng, int di) {
     static const uint32_t batches[][4] = {{1, 5, 67, 130}, {17, 0, 64, 33}};
-    static const size_t head_dims[] = {16, 24, 128, 256};
+    static const size_t head_dims[] = {16, 20, 24, 128, 256};
     static const size_t heads[][2] = {{8, 2}, {4, 4}};
     rmlp_dtype dt = DTYPES[di];
     for (size_t bi = 0; bi < COUNT(batches); bi++)
@@ -356,7 +265,7 @@ static void test_attention(uint64_t *rng, int di) {
                 if (launched(
                         gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, max_len, nt, nh, nkv, hd, scale, dt, stream),
                         what)) {
-                    float *got = download(d_out, nq, dt);
+                    float *got = download_as(d_out, nq, dt);
                     compare(what, got, ref, nq, TOLS[di]);
                     free(got);
                 }
@@ -410,7 +319,7 @@ static void test_graph_capture(uint64_t *rng) {
         CUDA_MUST(cudaGraphInstantiate(&exec, graph, 0));
         CUDA_MUST(cudaGraphLaunch(exec, stream));
         CUDA_MUST(cudaStreamSynchronize(stream));
-        float *got_qkv = download(d_qkv, rows * stride, dt), *got_attn = download(d_out, an, dt);
+        float *got_qkv = download_as(d_qkv, rows * stride, dt), *got_attn = download_as(d_out, an, dt);
         compare("graph: qk_norm_rope bf16 rows=19 heads=4/1 head_dim=128", got_qkv, qkv_ref, rows * stride, TOLS[di]);
         compare("graph: attention bf16 lengths=67,130 heads=8/2 head_dim=256", got_attn, attn_ref, an, TOLS[di]);
         free(got_qkv), free(got_attn);
@@ -453,13 +362,27 @@ static void test_arguments(void) {
     CHECK(cudaGetLastError() == cudaSuccess, "no error left behind");
 }
 
+/* cuBLAS's loading (dlopen and the symbols of gpu/blas.cu) needs no device: checked on every
+ * machine where the library is on the loader path (elsewhere a CUDA model load says so). */
+static void test_blas_load(void) {
+    rmlp_status status = gpu_blas_load("test_gpu_kernels");
+    const char *msg = rmlp_last_error();
+    if (status != RMLP_OK && strstr(msg, "dlopen") != NULL) {
+        printf("cuBLAS not checked: %s\n", msg);
+        return;
+    }
+    if (CHECK(status == RMLP_OK, "gpu_blas_load: status %d: %s", status, msg))
+        printf("cuBLAS loaded: every entry point of gpu/blas.cu found\n");
+}
+
 int main(void) {
+    test_blas_load();
     int count = 0;
     cudaError_t error = cudaGetDeviceCount(&count);
     if (error != cudaSuccess || count == 0) {
         printf("SKIP: no CUDA device (%s)\n",
                error != cudaSuccess ? cudaGetErrorString(error) : "cudaGetDeviceCount reports 0 devices");
-        return SKIP_CODE;
+        return tu_failed > 0 ? tu_summary() : SKIP_CODE; /* what ran without a device must not fail silently */
     }
     struct cudaDeviceProp prop;
     CUDA_MUST(cudaGetDeviceProperties(&prop, 0));

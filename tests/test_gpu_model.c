@@ -28,7 +28,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <cuda_runtime_api.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +36,9 @@
 #include "../model/checkpoint.h"
 #include "../model/safetensors.h"
 #include "../tools/tiny_model.h"
+#include "fixtures.h"
 #include "test_util.h"
+#include "gpu_test_util.h"
 
 #define SKIP_CODE 77
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -54,108 +55,15 @@ static const double TOLS[] = {1e-4, 5e-3, 2e-2};
 
 static cudaStream_t stream; /* non-blocking: the library must order everything on the stream it is given */
 
-/* ---- host dtypes ---------------------------------------------------------------------------- */
-
-static uint32_t bits_of(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t f32_to_f16(float f) { /* round to nearest even */
-    uint32_t x = bits_of(f), sign = (x >> 16) & 0x8000u, a = x & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);
-    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);
-    if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)nearbyintf(fabsf(f) * 16777216.0f));
-    a += 0xFFFu + ((a >> 13) & 1u);
-    return (uint16_t)(sign | ((a - 0x38000000u) >> 13));
-}
-
-static float f16_to_f32(uint16_t h) {
-    uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400u), (int)e - 25);
-    return (h & 0x8000u) ? -v : v;
-}
-
-static uint16_t f32_to_bf16(float f) {
-    uint32_t x = bits_of(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
-}
-
-static size_t elem_size(rmlp_dtype dt) { return dt == RMLP_DTYPE_F32 ? 4 : 2; }
-
-/* A safetensors tensor's n elements (F32/F16/BF16, possibly unaligned) as f32. */
-static void tensor_to_f32(const st_tensor *t, float *out, size_t n) {
-    const unsigned char *p = t->data;
-    for (size_t i = 0; i < n; i++) {
-        if (t->dtype == RMLP_DTYPE_F32) {
-            memcpy(&out[i], p + 4 * i, 4);
-        } else {
-            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-            out[i] = t->dtype == RMLP_DTYPE_BF16 ? from_bits((uint32_t)h << 16) : f16_to_f32(h);
-        }
-    }
-}
-
 /* ---- device buffers ------------------------------------------------------------------------- */
-
-#define CUDA_MUST(call)                                                                                                \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (!CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_))) {                                      \
-            tu_summary();                                                                                              \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-
-static void *dev_alloc(size_t bytes) {
-    void *p = NULL;
-    CUDA_MUST(cudaMalloc(&p, bytes ? bytes : 1));
-    return p;
-}
 
 /* Every byte 0xFF: NaN in F32, F16 and BF16. */
 static void poison(void *d, size_t bytes) { CUDA_MUST(cudaMemsetAsync(d, 0xFF, bytes, stream)); }
 
 /* n values of dtype dt at device address d, as f32, after the stream has drained. */
 static float *download(const void *d, size_t n, rmlp_dtype dt) {
-    unsigned char *h = tu_xmalloc(n * elem_size(dt));
-    float *x = tu_xmalloc(n * sizeof(float));
     CUDA_MUST(cudaStreamSynchronize(stream));
-    CUDA_MUST(cudaMemcpy(h, d, n * elem_size(dt), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; i++) {
-        if (dt == RMLP_DTYPE_F32) {
-            memcpy(&x[i], h + 4 * i, 4);
-        } else {
-            uint16_t v;
-            memcpy(&v, h + 2 * i, 2);
-            x[i] = dt == RMLP_DTYPE_F16 ? f16_to_f32(v) : from_bits((uint32_t)v << 16);
-        }
-    }
-    free(h);
-    return x;
-}
-
-/* n f32 values stored as dtype dt into device memory at d (synchronous). */
-static void upload_as(void *d, const float *x, size_t n, rmlp_dtype dt) {
-    unsigned char *h = tu_xmalloc(n * elem_size(dt));
-    for (size_t i = 0; i < n; i++) {
-        if (dt == RMLP_DTYPE_F32) {
-            memcpy(h + 4 * i, &x[i], 4);
-        } else {
-            uint16_t v = dt == RMLP_DTYPE_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-            memcpy(h + 2 * i, &v, 2);
-        }
-    }
-    CUDA_MUST(cudaMemcpy(d, h, n * elem_size(dt), cudaMemcpyHostToDevice));
-    free(h);
+    return download_as(d, n, dt);
 }
 
 /* ---- comparisons ---------------------------------------------------------------------------- */
@@ -213,43 +121,8 @@ static void expect_status(rmlp_status got, rmlp_status want, const char *substri
 
 /* ---- batches and plans ---------------------------------------------------------------------- */
 
-typedef struct batch {
-    uint32_t *ids, *pos, *cu;
-    size_t n_tokens, n_seqs;
-} batch;
-
-static int read_batch(const char *path, batch *b) {
-    json_error_t error;
-    json_t *root = json_load_file(path, 0, &error);
-    json_t *seqs = root ? json_object_get(root, "input_ids") : NULL;
-    if (!CHECK(json_is_array(seqs), "%s: input_ids (%s)", path, error.text)) {
-        json_decref(root);
-        return -1;
-    }
-    b->n_seqs = json_array_size(seqs);
-    b->n_tokens = 0;
-    for (size_t s = 0; s < b->n_seqs; s++) b->n_tokens += json_array_size(json_array_get(seqs, s));
-    b->ids = tu_xmalloc(b->n_tokens * sizeof(uint32_t) + 4);
-    b->pos = tu_xmalloc(b->n_tokens * sizeof(uint32_t) + 4);
-    b->cu = tu_xmalloc((b->n_seqs + 1) * sizeof(uint32_t));
-    size_t row = 0;
-    b->cu[0] = 0;
-    for (size_t s = 0; s < b->n_seqs; s++) {
-        json_t *seq = json_array_get(seqs, s);
-        for (size_t t = 0; t < json_array_size(seq); t++, row++) {
-            b->ids[row] = (uint32_t)json_integer_value(json_array_get(seq, t));
-            b->pos[row] = (uint32_t)t;
-        }
-        b->cu[s + 1] = (uint32_t)row;
-    }
-    json_decref(root);
-    return 0;
-}
-
-static void batch_free(batch *b) { free(b->ids), free(b->pos), free(b->cu); }
-
 /* Radix off (identity) or on (always, padded to 8), as a plan the test owns. */
-static rmlp_plan make_plan(rmlp_planner *planner, const batch *b, int radix) {
+static rmlp_plan make_plan(rmlp_planner *planner, const fixture_batch *b, int radix) {
     rmlp_plan_params params = tu_params(radix ? 1.0 : 0.0, radix ? 8 : 0);
     rmlp_plan plan;
     memset(&plan, 0, sizeof plan);
@@ -262,31 +135,35 @@ static rmlp_plan make_plan(rmlp_planner *planner, const batch *b, int radix) {
 
 typedef struct reference {
     rmlp_model_config cfg;
-    batch b;
+    fixture_batch b;
     float *cpu_out[2];  /* (n_tokens, hidden) CPU rmlp_forward, radix off / on */
     float *cpu_logits;  /* (n_seqs, 2) CPU rmlp_score_pair on cpu_out[1], when the model has an LM head */
     st_file *expected;  /* transformers' outputs, NULL for the random model */
     rmlp_plan plans[2]; /* radix off / on */
 } reference;
 
-static rmlp_model *load_cuda(const char *path, rmlp_dtype dt) {
-    rmlp_model_params params = rmlp_model_default_params();
-    params.device = RMLP_DEVICE_CUDA;
-    params.dtype = dt;
-    rmlp_model *model = NULL;
-    rmlp_status status = rmlp_model_load(path, &params, &model);
-    CHECK(status == RMLP_OK && model != NULL, "load %s on CUDA in dtype %d: status %d: %s", path, dt, status,
-          rmlp_last_error());
-    return model;
-}
-
 /* A context on the test's stream. */
 static rmlp_context *cuda_context(rmlp_model *model, size_t max_tokens) {
     rmlp_context *ctx = NULL;
     rmlp_status status = rmlp_context_create(model, max_tokens, &ctx);
     if (status == RMLP_OK) status = rmlp_context_set_stream(ctx, stream);
-    CHECK(status == RMLP_OK, "context: %s", rmlp_last_error());
-    return status == RMLP_OK ? ctx : NULL;
+    if (CHECK(status == RMLP_OK, "context: %s", rmlp_last_error())) return ctx;
+    rmlp_context_free(ctx);
+    return NULL;
+}
+
+/* *model = the checkpoint at path loaded on the device in dt (NULL if that failed); returns a
+ * context for max_tokens on the test's stream, NULL on failure. */
+static rmlp_context *load_cuda(const char *path, rmlp_dtype dt, size_t max_tokens, rmlp_model **model) {
+    rmlp_model_params params = rmlp_model_default_params();
+    params.device = RMLP_DEVICE_CUDA;
+    params.dtype = dt;
+    *model = NULL;
+    rmlp_status status = rmlp_model_load(path, &params, model);
+    if (!CHECK(status == RMLP_OK && *model != NULL, "load %s on CUDA in dtype %d: status %d: %s", path, dt, status,
+               rmlp_last_error()))
+        return NULL;
+    return cuda_context(*model, max_tokens);
 }
 
 /* set_plan + rmlp_forward into a poisoned device buffer; returns the download (NULL on failure). */
@@ -359,16 +236,9 @@ static float *per_layer(rmlp_context *ctx, const reference *r, const rmlp_plan *
     rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs, .n_heads = c->num_attention_heads,
                                 .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
                                 .scale = 1.0f / sqrtf((float)c->head_dim), .dtype = dt, .cu_seqlens = plan->cu_seqlens,
-                                .q = q, .k = k, .v = v, .out = attn, .cu_seqlens_device = NULL};
+                                .out = attn, .cu_seqlens_device = NULL};
     rmlp_status status = rmlp_context_set_plan(ctx, plan);
-    if (status == RMLP_OK) status = rmlp_embed(ctx, plan, hidden);
-    for (uint32_t layer = 0; status == RMLP_OK && layer < c->num_hidden_layers; layer++) {
-        args.layer = layer;
-        status = rmlp_layer_pre_attention(ctx, layer, plan, hidden, q, k, v);
-        if (status == RMLP_OK) status = rmlp_attention(ctx, &args);
-        if (status == RMLP_OK) status = rmlp_layer_post_attention(ctx, layer, plan, attn, hidden);
-    }
-    if (status == RMLP_OK) status = rmlp_final_norm(ctx, plan, hidden, out);
+    if (status == RMLP_OK) status = fixture_run_per_layer(ctx, plan, c->num_hidden_layers, &args, hidden, q, k, v, out);
     float *got = NULL;
     if (CHECK(status == RMLP_OK, "per-layer entry points: %s", rmlp_last_error())) got = download(out, nt * h, dt);
     cudaFree(hidden), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(attn), cudaFree(out);
@@ -377,7 +247,7 @@ static float *per_layer(rmlp_context *ctx, const reference *r, const rmlp_plan *
 
 /* Pooling and scores of the device output d_out (radix on) against the CPU path's. */
 static void check_readouts(rmlp_context *ctx, const reference *r, const void *d_out, int di, const char *name) {
-    const batch *b = &r->b;
+    const fixture_batch *b = &r->b;
     size_t h = r->cfg.hidden_size, ns = b->n_seqs;
     float *pooled = tu_xmalloc(ns * h * sizeof(float)), *want = tu_xmalloc(ns * h * sizeof(float));
     static const rmlp_pooling poolings[] = {RMLP_POOLING_LAST, RMLP_POOLING_MEAN, RMLP_POOLING_FIRST};
@@ -413,7 +283,7 @@ static void check_readouts(rmlp_context *ctx, const reference *r, const void *d_
 }
 
 /* The CPU path's outputs (radix off and on), the plans, and transformers' when there are some. */
-static int reference_setup(const char *path, const char *expected_path, batch b, reference *r) {
+static int reference_setup(const char *path, const char *expected_path, fixture_batch b, reference *r) {
     memset(r, 0, sizeof *r);
     r->b = b;
     rmlp_model *model = NULL;
@@ -455,14 +325,30 @@ static void reference_free(reference *r) {
     }
     free(r->cpu_logits);
     st_close(r->expected);
-    batch_free(&r->b);
+    fixture_batch_free(&r->b);
+}
+
+#define PATH_LEN 1024
+
+/* reference_setup on fixture `name` in `dir` (with transformers' outputs when with_expected);
+ * path (PATH_LEN) receives the fixture's folder. Returns 1, or 0 with nothing left to free. */
+static int fixture_reference(const char *dir, const char *name, int with_expected, char *path, reference *r) {
+    char file[PATH_LEN + 64], why[PATH_LEN + 200];
+    fixture_batch b;
+    snprintf(path, PATH_LEN, "%s/%s", dir, name);
+    snprintf(file, sizeof file, "%s/batch.json", path);
+    if (!CHECK(fixture_read_batch(file, &b, why, sizeof why) == 0, "%s", why)) return 0;
+    snprintf(file, sizeof file, "%s/expected.safetensors", path);
+    if (reference_setup(path, with_expected ? file : NULL, b, r)) return 1;
+    reference_free(r);
+    return 0;
 }
 
 /* Everything a loaded CUDA model must do, in one dtype. */
 static void test_model_dtype(const char *path, const char *name, const reference *r, int di) {
     rmlp_dtype dt = DTYPES[di];
-    rmlp_model *model = load_cuda(path, dt);
-    rmlp_context *ctx = model ? cuda_context(model, r->b.n_tokens) : NULL;
+    rmlp_model *model = NULL;
+    rmlp_context *ctx = load_cuda(path, dt, r->b.n_tokens, &model);
     if (ctx == NULL) {
         rmlp_model_free(model);
         return;
@@ -520,17 +406,11 @@ static void test_model_dtype(const char *path, const char *name, const reference
 }
 
 static void test_fixture(const char *dir, const char *name) {
-    char path[1024], expected[1100];
-    batch b;
-    snprintf(path, sizeof path, "%s/%s/batch.json", dir, name);
-    if (read_batch(path, &b) != 0) return;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(expected, sizeof expected, "%s/expected.safetensors", path);
+    char path[PATH_LEN];
     reference r;
-    if (reference_setup(path, expected, b, &r)) {
-        printf("%s: N=%zu N'=%u\n", name, r.b.n_tokens, r.plans[1].n_compact);
-        for (int di = 0; di < (int)COUNT(DTYPES); di++) test_model_dtype(path, name, &r, di);
-    }
+    if (!fixture_reference(dir, name, 1, path, &r)) return;
+    printf("%s: N=%zu N'=%u\n", name, r.b.n_tokens, r.plans[1].n_compact);
+    for (int di = 0; di < (int)COUNT(DTYPES); di++) test_model_dtype(path, name, &r, di);
     reference_free(&r);
 }
 
@@ -546,7 +426,7 @@ static void test_odd_model(void) {
     if (!CHECK(mkdtemp(dir) != NULL && tiny_model_write(dir, &cfg, 11) == 0, "writing the odd-sized model")) return;
     /* 19 sequences of 20-56 tokens (the last fills up to 733), all starting with the same 16. */
     uint64_t rng = 0x0DDu;
-    batch b = {tu_xmalloc(733 * 4), tu_xmalloc(733 * 4), tu_xmalloc(20 * 4), 733, 19};
+    fixture_batch b = {tu_xmalloc(733 * 4), tu_xmalloc(733 * 4), tu_xmalloc(20 * 4), 733, 19};
     uint32_t prefix[16];
     for (int i = 0; i < 16; i++) prefix[i] = tu_rand_range(&rng, 1, 100);
     b.cu[0] = 0;
@@ -584,7 +464,7 @@ static float *read_tensor(const checkpoint *ck, const char *name, size_t *count)
     if (t == NULL) return NULL;
     size_t n = (size_t)(t->nbytes / (t->dtype == RMLP_DTYPE_F32 ? 4 : 2));
     float *x = tu_xmalloc(n * sizeof(float));
-    tensor_to_f32(t, x, n);
+    dtype_to_f32(t->data, t->dtype, n, x);
     *count = n;
     return x;
 }
@@ -754,24 +634,15 @@ static void test_bind_errors(const char *path, const rmlp_model_config *c) {
 }
 
 static void test_bind(const char *dir, const char *name) {
-    char path[1024];
-    batch b;
-    snprintf(path, sizeof path, "%s/%s/batch.json", dir, name);
-    if (read_batch(path, &b) != 0) return;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[PATH_LEN];
     reference r;
-    if (!reference_setup(path, NULL, b, &r)) {
-        reference_free(&r);
-        return;
-    }
-    static const int dis[] = {0, 2}; /* F32 and BF16 */
+    if (!fixture_reference(dir, name, 0, path, &r)) return;
     static const char *const modes[] = {"separate tensors", "stacked qkv_proj/gate_up_proj", "back-to-back tensors"};
     size_t n = r.b.n_tokens * (size_t)r.cfg.hidden_size;
-    for (size_t d = 0; d < COUNT(dis); d++) {
-        int di = dis[d];
+    for (int di = 0; di < (int)COUNT(DTYPES); di += 2) { /* F32 and BF16 */
         rmlp_dtype dt = DTYPES[di];
-        rmlp_model *loaded = load_cuda(path, dt);
-        rmlp_context *lctx = loaded ? cuda_context(loaded, r.b.n_tokens) : NULL;
+        rmlp_model *loaded = NULL;
+        rmlp_context *lctx = load_cuda(path, dt, r.b.n_tokens, &loaded);
         void *d_out = dev_alloc(n * elem_size(dt));
         float *want = lctx ? device_forward(lctx, &r, &r.plans[1], dt, d_out, NULL, NULL, "loaded") : NULL;
         for (int mode = 0; want != NULL && mode < 3; mode++) {
@@ -808,16 +679,9 @@ static void test_bind(const char *dir, const char *name) {
 /* ---- errors on the device ------------------------------------------------------------------- */
 
 static void test_errors(const char *dir) {
-    char path[1024];
-    batch b;
-    snprintf(path, sizeof path, "%s/qwen3_tiny/batch.json", dir);
-    if (read_batch(path, &b) != 0) return;
-    snprintf(path, sizeof path, "%s/qwen3_tiny", dir);
+    char path[PATH_LEN];
     reference r;
-    if (!reference_setup(path, NULL, b, &r)) {
-        reference_free(&r);
-        return;
-    }
+    if (!fixture_reference(dir, "qwen3_tiny", 0, path, &r)) return;
     rmlp_model_params params = rmlp_model_default_params();
     rmlp_model *model = (rmlp_model *)1;
     params.device = RMLP_DEVICE_CUDA;
@@ -829,8 +693,7 @@ static void test_errors(const char *dir) {
     expect_status(rmlp_model_load(path, &params, &model), RMLP_ERR_INVALID_ARGUMENT, "params->dtype=7", "dtype 7");
 
     const rmlp_dtype dt = RMLP_DTYPE_F32;
-    model = load_cuda(path, dt);
-    rmlp_context *ctx = model ? cuda_context(model, r.b.n_tokens) : NULL;
+    rmlp_context *ctx = load_cuda(path, dt, r.b.n_tokens, &model);
     rmlp_planner *planner = NULL;
     if (ctx == NULL || !CHECK(rmlp_planner_create(&planner) == RMLP_OK, "planner")) goto done;
     size_t n = r.b.n_tokens * (size_t)r.cfg.hidden_size;
@@ -934,18 +797,11 @@ static float *replay(cudaGraphExec_t exec, void *d_out, size_t n, rmlp_dtype dt)
 }
 
 static void test_graph(const char *dir) {
-    char path[1024];
-    batch b;
-    snprintf(path, sizeof path, "%s/qwen3_tiny/batch.json", dir);
-    if (read_batch(path, &b) != 0) return;
-    snprintf(path, sizeof path, "%s/qwen3_tiny", dir);
+    char path[PATH_LEN];
     reference r;
-    if (!reference_setup(path, NULL, b, &r)) {
-        reference_free(&r);
-        return;
-    }
+    if (!fixture_reference(dir, "qwen3_tiny", 0, path, &r)) return;
     /* Batch B: batch A's shape with other token ids, so its identity plan has A's shapes. */
-    batch other = {tu_xmalloc(r.b.n_tokens * 4), tu_xmalloc(r.b.n_tokens * 4),
+    fixture_batch other = {tu_xmalloc(r.b.n_tokens * 4), tu_xmalloc(r.b.n_tokens * 4),
                    tu_xmalloc((r.b.n_seqs + 1) * 4), r.b.n_tokens, r.b.n_seqs};
     for (size_t i = 0; i < r.b.n_tokens; i++) other.ids[i] = (r.b.ids[i] * 7 + 3) % r.cfg.vocab_size;
     memcpy(other.pos, r.b.pos, r.b.n_tokens * 4);
@@ -953,13 +809,11 @@ static void test_graph(const char *dir) {
     rmlp_planner *planner = NULL;
     CHECK(rmlp_planner_create(&planner) == RMLP_OK, "planner");
     rmlp_plan plan_b = make_plan(planner, &other, 0);
-    static const int dis[] = {0, 2};
     size_t n = r.b.n_tokens * (size_t)r.cfg.hidden_size;
-    for (size_t d = 0; d < COUNT(dis); d++) {
-        int di = dis[d];
+    for (int di = 0; di < (int)COUNT(DTYPES); di += 2) { /* F32 and BF16 */
         rmlp_dtype dt = DTYPES[di];
-        rmlp_model *model = load_cuda(path, dt);
-        rmlp_context *ctx = model ? cuda_context(model, r.b.n_tokens) : NULL;
+        rmlp_model *model = NULL;
+        rmlp_context *ctx = load_cuda(path, dt, r.b.n_tokens, &model);
         void *d_out = dev_alloc(n * elem_size(dt));
         for (int which = 0; ctx != NULL && which < 2; which++) {
             /* which 0: radix on, replayed; 1: identity plan of A captured, replayed after setting B's */
@@ -992,7 +846,7 @@ static void test_graph(const char *dir) {
     }
     tu_plan_copy_free(&plan_b);
     rmlp_planner_free(planner);
-    batch_free(&other);
+    fixture_batch_free(&other);
     reference_free(&r);
 }
 

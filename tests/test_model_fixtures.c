@@ -10,10 +10,10 @@
  *     bit for bit.
  * Usage: test_model_fixtures FIXTURES_DIR
  */
-#include <jansson.h>
 #include <math.h>
 
 #include "../model/safetensors.h"
+#include "fixtures.h"
 #include "test_util.h"
 
 #define TOLERANCE 1e-4
@@ -22,39 +22,6 @@
 
 static const char *const fixtures[] = {"qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny",
                                        "qwen3_embedding_noprefix"};
-
-typedef struct batch {
-    uint32_t *ids, *pos, *cu;
-    size_t n_tokens, n_seqs;
-} batch;
-
-static int read_batch(const char *path, batch *b) {
-    json_error_t error;
-    json_t *root = json_load_file(path, 0, &error);
-    json_t *seqs = root ? json_object_get(root, "input_ids") : NULL;
-    if (!CHECK(json_is_array(seqs), "%s: input_ids (%s)", path, error.text)) {
-        json_decref(root);
-        return -1;
-    }
-    b->n_seqs = json_array_size(seqs);
-    b->n_tokens = 0;
-    for (size_t s = 0; s < b->n_seqs; s++) b->n_tokens += json_array_size(json_array_get(seqs, s));
-    b->ids = tu_xmalloc(b->n_tokens * sizeof(uint32_t) + 4);
-    b->pos = tu_xmalloc(b->n_tokens * sizeof(uint32_t) + 4);
-    b->cu = tu_xmalloc((b->n_seqs + 1) * sizeof(uint32_t));
-    size_t row = 0;
-    b->cu[0] = 0;
-    for (size_t s = 0; s < b->n_seqs; s++) {
-        json_t *seq = json_array_get(seqs, s);
-        for (size_t t = 0; t < json_array_size(seq); t++, row++) {
-            b->ids[row] = (uint32_t)json_integer_value(json_array_get(seq, t));
-            b->pos[row] = (uint32_t)t;
-        }
-        b->cu[s + 1] = (uint32_t)row;
-    }
-    json_decref(root);
-    return 0;
-}
 
 /* Max |a - b| and max |b| over n floats; NaN anywhere gives +inf. */
 static double max_abs_diff(const float *a, const float *b, size_t n, double *max_ref) {
@@ -84,7 +51,7 @@ static rmlp_status host_attention(void *user_data, const rmlp_attention_args *ar
 
 /* Embed, layers with rmlp_attention between the halves, final norm: as a host keeping attention does. */
 static rmlp_status run_per_layer(rmlp_context *ctx, const rmlp_model_config *cfg, const rmlp_plan *plan,
-                                 const batch *b, float *out) {
+                                 const fixture_batch *b, float *out) {
     size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
     float *hidden = tu_xmalloc((size_t)plan->n_compact_padded * cfg->hidden_size * sizeof(float));
     float *q = tu_xmalloc(b->n_tokens * qd * sizeof(float)), *attn = tu_xmalloc(b->n_tokens * qd * sizeof(float));
@@ -92,24 +59,18 @@ static rmlp_status run_per_layer(rmlp_context *ctx, const rmlp_model_config *cfg
     rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
                                 .n_heads = cfg->num_attention_heads, .n_kv_heads = cfg->num_key_value_heads,
                                 .head_dim = cfg->head_dim, .scale = 1.0f / sqrtf((float)cfg->head_dim),
-                                .dtype = RMLP_DTYPE_F32, .cu_seqlens = b->cu, .q = q, .k = k, .v = v, .out = attn};
-    rmlp_status status = rmlp_embed(ctx, plan, hidden);
-    for (uint32_t layer = 0; status == RMLP_OK && layer < cfg->num_hidden_layers; layer++) {
-        args.layer = layer;
-        status = rmlp_layer_pre_attention(ctx, layer, plan, hidden, q, k, v);
-        if (status == RMLP_OK) status = rmlp_attention(ctx, &args);
-        if (status == RMLP_OK) status = rmlp_layer_post_attention(ctx, layer, plan, attn, hidden);
-    }
-    if (status == RMLP_OK) status = rmlp_final_norm(ctx, plan, hidden, out);
+                                .dtype = RMLP_DTYPE_F32, .cu_seqlens = b->cu, .out = attn};
+    rmlp_status status = fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, out);
     free(hidden), free(q), free(k), free(v), free(attn);
     return status;
 }
 
 static void test_fixture(const char *dir, const char *name) {
     char path[1024];
-    batch b;
+    char why[1200];
+    fixture_batch b;
     snprintf(path, sizeof path, "%s/%s/batch.json", dir, name);
-    if (read_batch(path, &b) != 0) return;
+    if (!CHECK(fixture_read_batch(path, &b, why, sizeof why) == 0, "%s", why)) return;
     snprintf(path, sizeof path, "%s/%s/expected.safetensors", dir, name);
     st_file *expected = NULL;
     rmlp_model *model = NULL;
@@ -184,7 +145,7 @@ done:
     rmlp_context_free(ctx);
     rmlp_model_free(model);
     st_close(expected);
-    free(b.ids), free(b.pos), free(b.cu);
+    fixture_batch_free(&b);
 }
 
 int main(int argc, char **argv) {

@@ -250,20 +250,10 @@ static void test_last_error_per_thread(void) {
 
 int main(void) {
     char *root = stw_mkdtemp();
-    rmlp_model_config tiny;
-    memset(&tiny, 0, sizeof tiny);
-    tiny.architecture = RMLP_ARCH_QWEN3;
-    tiny.vocab_size = 50;
-    tiny.hidden_size = 32;
-    tiny.intermediate_size = 48;
-    tiny.num_hidden_layers = 2;
-    tiny.num_attention_heads = 4;
-    tiny.num_key_value_heads = 2;
-    tiny.head_dim = 8;
-    tiny.max_position_embeddings = 128;
-    tiny.rms_norm_eps = 1e-6;
-    tiny.rope_theta = 1e6;
-    tiny.qk_norm = true;
+    rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 50, .hidden_size = 32,
+                              .intermediate_size = 48, .num_hidden_layers = 2, .num_attention_heads = 4,
+                              .num_key_value_heads = 2, .head_dim = 8, .max_position_embeddings = 128,
+                              .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true};
     if (tiny_model_write(root, &tiny, 7) != 0 || rmlp_model_load(root, NULL, &model) != RMLP_OK) {
         printf("FAIL: writing or loading the tiny model under %s: %s\n", root, rmlp_last_error());
         stw_rmtree(root);

@@ -63,44 +63,7 @@ static inline int tu_summary(void) {
     return tu_failed == 0 ? 0 : 1;
 }
 
-/* ---- the README's bad-input table -------------------------------------------------------- */
-
-/* With RMLP_BAD_INPUT_TABLE=FILE in the environment, tests append one markdown row per bad input
- * they try: | call | input | status | message |, the call and message as the library gave them, with
- * tu_scrub_dir (a temporary or fixture folder, set by the test) shown as DIR.
- * scripts/bad_input_table.py gathers the rows into README.md and checks they stay in sync. */
-static const char *tu_scrub_dir;
-
-static inline void tu_md_cell(FILE *f, const char *text) {
-    size_t scrub_len = tu_scrub_dir ? strlen(tu_scrub_dir) : 0;
-    for (const char *c = text; *c; c++) {
-        if (scrub_len > 0 && strncmp(c, tu_scrub_dir, scrub_len) == 0) {
-            fputs("DIR", f);
-            c += scrub_len - 1;
-        } else if (*c == '|') {
-            fputs("\\|", f);
-        } else if (*c == '\n') {
-            fputc(' ', f);
-        } else {
-            fputc(*c, f);
-        }
-    }
-}
-
-static inline void tu_record_bad_input(const char *input, rmlp_status status, const char *message) {
-    const char *path = getenv("RMLP_BAD_INPUT_TABLE");
-    if (path == NULL || path[0] == '\0' || status == RMLP_OK) return;
-    FILE *f = fopen(path, "a");
-    if (f == NULL) return;
-    const char *rest = strstr(message, ": "); /* messages begin with the function's name */
-    int call_len = rest ? (int)(rest - message) : 0;
-    fprintf(f, "| `%.*s` | ", call_len, message);
-    tu_md_cell(f, input);
-    fprintf(f, " | %d (%s) | ", (int)status, rmlp_status_string(status));
-    tu_md_cell(f, rest ? rest + 2 : message);
-    fputs(" |\n", f);
-    fclose(f);
-}
+#include "bad_input_row.h"
 
 /* ---- deterministic randomness ------------------------------------------------------------ */
 

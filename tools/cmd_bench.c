@@ -1,24 +1,34 @@
 /*
- * cmd_bench.c: `radixmlp bench [--json] [--layers L] [--repeat R] [--quick]`: RadixMLP off vs on, in one
- * run, on a built-in random model shaped like Qwen3-0.6B layers (hidden 1024, intermediate
- * 3072, 16 query / 8 KV heads of 128; written to a temporary folder and loaded like any
- * checkpoint). Cases: the synthetic grid (32 sequences, shared prefix 128/448/2048, suffix
- * 32/64/256), a reranking batch shaped like MS MARCO (template + query of 40-80 tokens, 32
+ * cmd_bench.c: `radixmlp bench`: RadixMLP off vs on, in one run, on a built-in random model shaped
+ * like Qwen3-0.6B (hidden 1024, intermediate 3072, 16 query / 8 KV heads of 128; written to a
+ * temporary folder, or to --keep-model DIR, and loaded like any checkpoint; --model DIR loads
+ * another one instead). Cases: the synthetic grid (32 sequences, shared prefix 128/448/2048,
+ * suffix 32/64/256), a reranking batch shaped like MS MARCO (template + query of 40-80 tokens, 32
  * passages of 40-120), and a batch with nothing shared (where the default gate picks the
- * identity). Per case: N, N', ratio, ms off, ms on, measured speedup, the model-predicted
- * speedup 1/((1-f)+f/r) with f the position-wise share of the off run's time and r = N/N', and
- * the max |off - on| of the last hidden states. --quick: the three smallest grid cases;
- * --repeat R: R alternating off/on runs per case, the fastest of each kept; --case NAME: only the
- * cases whose name contains NAME (may be given several times).
+ * identity). Per case: N, N', ratio, ms off, ms on, measured speedup, the model-predicted speedup
+ * 1/((1-f)+f/r) with f the position-wise share of the off run's time and r = N/N', and the max
+ * |off - on| of the last hidden states. --quick: the three smallest grid cases; --case NAME: only
+ * the cases whose name contains NAME (may be given several times); --dump-batches FILE: each
+ * case's batch and pooled outputs as a JSON line (bench_dump.h), for bench/peer_transformers.py.
+ *
+ * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on runs and keeps
+ * the fastest of each, timed with the wall clock; attention timed through the callback.
+ * --device cuda: the model on CUDA device 0 in --dtype (bf16 by default), all 28 layers by
+ * default (the published figures are whole-model), timed on the device (bench_cuda.c): a warm-up
+ * pair, then R alternating pairs (default 5), median and min; also the rel-norm of off - on.
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench_cuda.h"
+#include "bench_dump.h"
 #include "cli.h"
 #include "radix_mlp.h"
 #include "tiny_model.h"
@@ -36,6 +46,19 @@ static const bench_case cases[] = {
     {"b32_p2048_s32", 32, 2048, 32, 1.0},  {"b32_p2048_s64", 32, 2048, 64, 1.0}, {"b32_p2048_s256", 32, 2048, 256, 1.0},
     {"rerank_msmarco_32", 32, 0, 0, 1.0},  {"no_sharing_b32_s512", 32, 0, 512, RMLP_DEFAULT_THRESHOLD},
 };
+
+typedef struct bench_args {
+    int json, quick, cuda;
+    rmlp_dtype dtype;
+    unsigned long layers, repeat; /* 0: the device's default */
+    const char *only[16];
+    size_t n_only;
+    const char *keep_model, *model_dir, *dump_path;
+} bench_args;
+
+static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"}; /* indexed by rmlp_dtype */
+
+/* ---- the CPU path -------------------------------------------------------------------------- */
 
 typedef struct timing_state {
     rmlp_context *ctx;
@@ -75,6 +98,229 @@ static int run_once(rmlp_planner *planner, timing_state *t, const workload *w, d
     return 0;
 }
 
+/* Pools the on run's output for the dump (host f32). */
+static int pool_for_dump(const float *out, const workload *w, uint32_t hidden, float *last, float *mean) {
+    return rmlp_pool(out, w->n_tokens, hidden, w->cu_seqlens, w->n_seqs, RMLP_POOLING_LAST, false, last) == RMLP_OK &&
+                   rmlp_pool(out, w->n_tokens, hidden, w->cu_seqlens, w->n_seqs, RMLP_POOLING_MEAN, false, mean) ==
+                       RMLP_OK
+               ? 0
+               : -1;
+}
+
+static int cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_config *cfg, const bench_case *c,
+                    const workload *w, FILE *dump) {
+    timing_state t = {0};
+    rmlp_planner *planner = NULL;
+    size_t pooled = dump ? w->n_seqs * cfg->hidden_size : 0;
+    float *out_off = malloc(w->n_tokens * cfg->hidden_size * sizeof(float));
+    float *out_on = malloc(w->n_tokens * cfg->hidden_size * sizeof(float));
+    float *last = dump ? malloc(2 * pooled * sizeof(float)) : NULL;
+    run_result off = {0}, on = {0};
+    int rc = out_off && out_on && (!dump || last) && rmlp_context_create(model, w->n_tokens, &t.ctx) == RMLP_OK &&
+                     rmlp_planner_create(&planner) == RMLP_OK
+                 ? 0
+                 : 1;
+    /* Off and on alternate, so a slow spell of a shared machine hits both alike. */
+    for (unsigned long rep = 0; rc == 0 && rep < a->repeat; rep++)
+        rc = run_once(planner, &t, w, 0.0, out_off, &off) == 0 &&
+                     run_once(planner, &t, w, c->threshold, out_on, &on) == 0
+                 ? 0
+                 : 1;
+    if (rc == 0 && dump) rc = pool_for_dump(out_on, w, cfg->hidden_size, last, last + pooled) == 0 ? 0 : 1;
+    if (rc != 0) {
+        fprintf(stderr, "radixmlp: %s: %s\n", c->name, rmlp_last_error());
+    } else {
+        double diff = 0.0;
+        for (size_t i = 0; i < w->n_tokens * cfg->hidden_size; i++) {
+            double d = fabs((double)out_off[i] - out_on[i]);
+            diff = isnan(d) ? INFINITY : (d > diff ? d : diff);
+        }
+        double f = 1.0 - off.attention_ms / off.ms, r = (double)w->n_tokens / on.plan.n_compact;
+        double predicted = 1.0 / ((1.0 - f) + f / r), speedup = off.ms / on.ms;
+        if (a->json)
+            printf("{\"case\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, \"use_radix\": %s, "
+                   "\"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"plan_us\": %.1f, \"speedup\": %.3f, "
+                   "\"f_position_wise\": %.4f, \"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g}\n",
+                   c->name, w->n_seqs, w->n_tokens, on.plan.n_compact, on.plan.use_radix ? "true" : "false", a->layers,
+                   off.ms, on.ms, on.plan_us, speedup, f, predicted, diff);
+        else
+            printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %7.2fx %8.2fx %11.3g\n", c->name, w->n_tokens,
+                   on.plan.n_compact, (double)on.plan.n_compact / w->n_tokens, off.ms, on.ms, speedup, predicted, diff);
+        fflush(stdout);
+        if (dump) {
+            bench_dump_row row = {c->name, "cpu", "f32", "min", a->layers, cfg->hidden_size, on.plan.n_compact,
+                                  off.ms, on.ms, last, last + pooled};
+            rc = bench_dump_write(dump, w, &row) == 0 ? 0 : 1;
+        }
+    }
+    free(out_off), free(out_on), free(last);
+    rmlp_planner_free(planner);
+    rmlp_context_free(t.ctx);
+    return rc;
+}
+
+/* ---- the CUDA path ------------------------------------------------------------------------- */
+
+/* A JSON number, or null where it is not finite. */
+static const char *jnum(char *buf, size_t cap, const char *format, double v) {
+    if (isfinite(v)) snprintf(buf, cap, format, v);
+    else snprintf(buf, cap, "null");
+    return buf;
+}
+
+static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *model, const rmlp_model_config *cfg,
+                     const bench_case *c, const workload *w, FILE *dump) {
+    size_t pooled = w->n_seqs * cfg->hidden_size;
+    float *last = dump ? malloc(2 * pooled * sizeof(float)) : NULL;
+    bench_cuda_result r;
+    if ((dump && last == NULL) ||
+        bench_cuda_case(model, a->dtype, w, c->threshold, a->repeat, last, last ? last + pooled : NULL, &r) != 0) {
+        fprintf(stderr, "radixmlp bench: %s failed\n", c->name);
+        free(last);
+        return 1;
+    }
+    double f = 1.0 - r.attn_ms_off / r.fwd_ms_off, ratio = (double)r.n_compact / w->n_tokens;
+    double predicted = 1.0 / ((1.0 - f) + f * ratio);
+    double speedup = r.ms_off / r.ms_on, speedup_min = r.ms_off_min / r.ms_on_min;
+    /* The position-wise part alone (forward minus attention, from the instrumented runs): what
+     * RadixMLP compacts, whatever attention the host brings. */
+    double pw_off = r.fwd_ms_off - r.attn_ms_off, pw_on = r.fwd_ms_on - r.attn_ms_on, pw_speedup = pw_off / pw_on;
+    if (a->json) {
+        char b[6][32];
+        printf("{\"case\": \"%s\", \"device\": \"cuda\", \"device_name\": \"%s\", \"dtype\": \"%s\", \"n_seqs\": %zu, "
+               "\"n_tokens\": %zu, \"n_compact\": %u, \"use_radix\": %s, \"layers\": %lu, \"repeat\": %lu, "
+               "\"ms_off\": %.3f, \"ms_on\": %.3f, \"ms_off_min\": %.3f, \"ms_on_min\": %.3f, \"speedup\": %.3f, "
+               "\"speedup_min\": %.3f, \"plan_us_off\": %.1f, \"plan_us\": %.1f, \"set_plan_us_off\": %.1f, "
+               "\"set_plan_us_on\": %.1f, \"attention_ms_off\": %.3f, \"forward_ms_off_timed_attention\": %.3f, "
+               "\"attention_ms_on\": %.3f, \"forward_ms_on_timed_attention\": %.3f, \"f_position_wise\": %s, "
+               "\"predicted_speedup\": %s, \"position_wise_ms_off\": %.3f, \"position_wise_ms_on\": %.3f, "
+               "\"position_wise_speedup\": %s, \"max_abs_diff\": %s, \"rel_norm_diff\": %s}\n",
+               c->name, device_name, DTYPE_NAMES[a->dtype], w->n_seqs, w->n_tokens, r.n_compact,
+               r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms_off, r.ms_on, r.ms_off_min, r.ms_on_min,
+               speedup, speedup_min, r.plan_us_off, r.plan_us_on, r.set_plan_us_off, r.set_plan_us_on, r.attn_ms_off,
+               r.fwd_ms_off, r.attn_ms_on, r.fwd_ms_on, jnum(b[0], 32, "%.4f", f), jnum(b[1], 32, "%.3f", predicted),
+               pw_off, pw_on, jnum(b[4], 32, "%.3f", pw_speedup), jnum(b[2], 32, "%.3g", r.max_abs_diff),
+               jnum(b[3], 32, "%.3g", r.rel_norm_diff));
+    } else {
+        printf("%-20s %6zu %6u %6.3f %9.2f %9.2f %7.2fx %9.2f %9.2f %7.2fx %6.3f %8.2fx %8.2fx %11.3g %9.2g %8.1f "
+               "%8.1f\n",
+               c->name, w->n_tokens, r.n_compact, ratio, r.ms_off, r.ms_on, speedup, r.ms_off_min, r.ms_on_min,
+               speedup_min, f, predicted, pw_speedup, r.max_abs_diff, r.rel_norm_diff, r.plan_us_on, r.set_plan_us_on);
+    }
+    fflush(stdout);
+    int rc = 0;
+    if (dump) {
+        bench_dump_row row = {c->name, "cuda", DTYPE_NAMES[a->dtype], "median", a->layers, cfg->hidden_size,
+                              r.n_compact, r.ms_off, r.ms_on, last, last + pooled};
+        rc = bench_dump_write(dump, w, &row) == 0 ? 0 : 1;
+    }
+    free(last);
+    return rc;
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
+
+static int usage(FILE *to) {
+    fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
+                "                      [--case NAME]... [--quick] [--keep-model DIR | --model DIR]\n"
+                "                      [--dump-batches FILE]\n"
+                "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
+                "  --device cuda: device 0, --dtype bf16, all 28 layers, --repeat 5 (median and min of R alternating\n"
+                "                 pairs after a warm-up pair, timed with CUDA events)\n");
+    return to == stdout ? 0 : 2;
+}
+
+static int parse_args(int argc, char **argv, bench_args *a) {
+    *a = (bench_args){.dtype = -1};
+    for (int i = 0; i < argc; i++) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "--json") == 0) a->json = 1;
+        else if (strcmp(flag, "--quick") == 0) a->quick = 1;
+        else if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout) - 1;
+        else if (i + 1 >= argc) return usage(stderr);
+        else if (strcmp(flag, "--layers") == 0) {
+            if (cli_parse_ulong(flag, argv[++i], 64, &a->layers) != 0 || a->layers == 0) return 2;
+        } else if (strcmp(flag, "--repeat") == 0) {
+            if (cli_parse_ulong(flag, argv[++i], 100, &a->repeat) != 0 || a->repeat == 0) return 2;
+        } else if (strcmp(flag, "--case") == 0 && a->n_only < 16) a->only[a->n_only++] = argv[++i];
+        else if (strcmp(flag, "--keep-model") == 0) a->keep_model = argv[++i];
+        else if (strcmp(flag, "--model") == 0) a->model_dir = argv[++i];
+        else if (strcmp(flag, "--dump-batches") == 0) a->dump_path = argv[++i];
+        else if (strcmp(flag, "--device") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+                fprintf(stderr, "radixmlp: --device expects cpu or cuda, got '%s'\n", v);
+                return 2;
+            }
+            a->cuda = strcmp(v, "cuda") == 0;
+        } else if (strcmp(flag, "--dtype") == 0) {
+            const char *v = argv[++i];
+            for (int d = 0; d < 3; d++)
+                if (strcmp(v, DTYPE_NAMES[d]) == 0) a->dtype = d;
+            if (a->dtype < 0) {
+                fprintf(stderr, "radixmlp: --dtype expects f32, f16 or bf16, got '%s'\n", v);
+                return 2;
+            }
+        } else return usage(stderr);
+    }
+    if (a->keep_model && a->model_dir) {
+        fprintf(stderr, "radixmlp: --keep-model writes the built-in model, --model loads another: give one\n");
+        return 2;
+    }
+    if (a->model_dir && a->layers) {
+        fprintf(stderr, "radixmlp: --layers shapes the built-in model; --model %s has its own\n", a->model_dir);
+        return 2;
+    }
+    if (!a->cuda && a->dtype > RMLP_DTYPE_F32) {
+        fprintf(stderr, "radixmlp: --dtype %s needs --device cuda (the CPU path is f32)\n", DTYPE_NAMES[a->dtype]);
+        return 2;
+    }
+    if (a->dtype < 0) a->dtype = a->cuda ? RMLP_DTYPE_BF16 : RMLP_DTYPE_F32;
+    if (a->layers == 0) a->layers = a->cuda ? 28 : 2;
+    if (a->repeat == 0) a->repeat = a->cuda ? 5 : 1;
+    return 0;
+}
+
+/* The built-in model (written to a temporary folder, removed after loading, or to --keep-model
+ * DIR, kept), or --model DIR; loaded on the bench's device in its dtype. */
+static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **model) {
+    rmlp_model_params params = rmlp_model_default_params();
+    params.device = a->cuda ? RMLP_DEVICE_CUDA : RMLP_DEVICE_CPU;
+    params.dtype = a->dtype;
+    char tmp[] = "/tmp/radixmlp-bench-XXXXXX";
+    const char *dir = a->model_dir ? a->model_dir : a->keep_model ? a->keep_model : tmp;
+    double start = cli_now_ms();
+    if (a->model_dir == NULL) {
+        *cfg = (rmlp_model_config){.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8192, .hidden_size = 1024,
+                                   .intermediate_size = 3072, .num_hidden_layers = (uint32_t)a->layers,
+                                   .num_attention_heads = 16, .num_key_value_heads = 8, .head_dim = 128,
+                                   .max_position_embeddings = 40960, .rms_norm_eps = 1e-6, .rope_theta = 1e6,
+                                   .tie_word_embeddings = true, .qk_norm = true};
+        if (a->keep_model && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "radixmlp: --keep-model %s: %s\n", dir, strerror(errno));
+            return 1;
+        }
+        if ((!a->keep_model && mkdtemp(tmp) == NULL) || tiny_model_write(dir, cfg, 1) != 0) return 1;
+    }
+    rmlp_status status = rmlp_model_load(dir, &params, model);
+    if (a->model_dir == NULL && a->keep_model == NULL) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/model.safetensors", tmp), unlink(path);
+        snprintf(path, sizeof path, "%s/config.json", tmp), unlink(path);
+        rmdir(tmp);
+    }
+    if (status == RMLP_OK) status = rmlp_model_get_config(*model, cfg);
+    if (status != RMLP_OK) {
+        fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
+        return 1;
+    }
+    if (a->cuda || a->model_dir || a->keep_model)
+        fprintf(stderr, "radixmlp bench: model %s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
+                a->model_dir ? dir : a->keep_model ? dir : "built-in", cfg->num_hidden_layers, cfg->hidden_size,
+                a->cuda ? "cuda" : "cpu", DTYPE_NAMES[a->dtype], (cli_now_ms() - start) / 1e3);
+    return 0;
+}
+
 static int make_workload(const bench_case *c, workload *w) {
     if (c->suffix == 0) return workload_rerank(w, c->n_seqs, 7);
     return workload_shared_prefix(w, c->n_seqs, c->prefix + c->suffix, c->prefix, 7);
@@ -85,98 +331,61 @@ static void clamp_ids(workload *w, uint32_t vocab) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    int json = 0, quick = 0;
-    unsigned long layers = 2, repeat = 1;
-    const char *only[16];
-    size_t n_only = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) json = 1;
-        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
-        else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc) {
-            if (cli_parse_ulong("--layers", argv[++i], 64, &layers) != 0 || layers == 0) return 2;
-        } else if (strcmp(argv[i], "--case") == 0 && i + 1 < argc && n_only < 16) {
-            only[n_only++] = argv[++i];
-        } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc) {
-            if (cli_parse_ulong("--repeat", argv[++i], 100, &repeat) != 0 || repeat == 0) return 2;
-        } else {
-            fprintf(stderr, "usage: radixmlp bench [--json] [--layers L (default 2)] [--repeat R (default 1)] "
-                            "[--case NAME]... [--quick]\n");
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
-        }
-    }
-    rmlp_model_config cfg = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8192, .hidden_size = 1024,
-                             .intermediate_size = 3072, .num_hidden_layers = (uint32_t)layers,
-                             .num_attention_heads = 16, .num_key_value_heads = 8, .head_dim = 128,
-                             .max_position_embeddings = 40960, .rms_norm_eps = 1e-6, .rope_theta = 1e6,
-                             .tie_word_embeddings = true, .qk_norm = true};
-    char dir[] = "/tmp/radixmlp-bench-XXXXXX";
-    if (mkdtemp(dir) == NULL || tiny_model_write(dir, &cfg, 1) != 0) return 1;
-    rmlp_model *model = NULL;
-    rmlp_status status = rmlp_model_load(dir, NULL, &model);
-    char path[128];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir), unlink(path);
-    snprintf(path, sizeof path, "%s/config.json", dir), unlink(path);
-    rmdir(dir);
-    if (status != RMLP_OK) {
-        fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc != 0) return rc < 0 ? 0 : rc; /* --help: -1 */
+    char device_name[256] = "cpu";
+    /* Before writing a model of 1.8 GB: is there a device to run it on? */
+    if (a.cuda && bench_cuda_available(device_name, sizeof device_name) != 0) return 1;
+    if (a.cuda) fprintf(stderr, "radixmlp bench: cuda device 0: %s\n", device_name);
+    FILE *dump = NULL;
+    if (a.dump_path && (dump = fopen(a.dump_path, "w")) == NULL) {
+        fprintf(stderr, "radixmlp: --dump-batches %s: %s\n", a.dump_path, strerror(errno));
         return 1;
     }
-    size_t n_cases = quick ? 3 : sizeof cases / sizeof cases[0];
-    int rc = 0;
-    if (!json)
+    rmlp_model_config cfg;
+    rmlp_model *model = NULL;
+    if (load_model(&a, &cfg, &model) != 0) {
+        if (dump) fclose(dump);
+        return 1;
+    }
+    if (a.model_dir) a.layers = cfg.num_hidden_layers;
+    size_t n_cases = a.quick ? 3 : sizeof cases / sizeof cases[0];
+    if (!a.json && !a.cuda)
         printf("%-22s %7s %7s %6s %10s %10s %8s %9s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on", "speedup",
                "predicted", "max|off-on|");
+    if (!a.json && a.cuda) {
+        printf("# %s, %s, %lu layers; ms: CUDA events around rmlp_forward, median and min of %lu alternating off/on "
+               "pairs after a warm-up pair; f: position-wise share of the off run (built-in attention timed apart); "
+               "pw spd: speedup of the position-wise part alone; plan/set us: host, on run\n",
+               device_name, DTYPE_NAMES[a.dtype], a.layers, a.repeat);
+        printf("%-20s %6s %6s %6s %9s %9s %8s %9s %9s %8s %6s %9s %9s %11s %9s %8s %8s\n", "case", "N", "N'",
+               "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "f", "predicted", "pw spd",
+               "max|off-on|", "rel-norm", "plan us", "set us");
+    }
+    size_t n_run = 0;
     for (size_t k = 0; rc == 0 && k < n_cases; k++) {
         const bench_case *c = &cases[k];
-        int wanted = n_only == 0;
-        for (size_t o = 0; o < n_only; o++) wanted |= strstr(c->name, only[o]) != NULL;
+        int wanted = a.n_only == 0;
+        for (size_t o = 0; o < a.n_only; o++) wanted |= strstr(c->name, a.only[o]) != NULL;
         if (!wanted) continue;
+        n_run++;
         workload w;
-        if (make_workload(c, &w) != 0) return 1;
-        clamp_ids(&w, cfg.vocab_size);
-        fprintf(stderr, "radixmlp bench: %s (%zu tokens, %lu layers)...\n", c->name, w.n_tokens, layers);
-        timing_state t = {0};
-        rmlp_planner *planner = NULL;
-        float *out_off = malloc(w.n_tokens * cfg.hidden_size * sizeof(float));
-        float *out_on = malloc(w.n_tokens * cfg.hidden_size * sizeof(float));
-        run_result off = {0}, on = {0};
-        rc = out_off && out_on && rmlp_context_create(model, w.n_tokens, &t.ctx) == RMLP_OK &&
-                     rmlp_planner_create(&planner) == RMLP_OK
-                 ? 0
-                 : 1;
-        /* Off and on alternate, so a slow spell of a shared machine hits both alike. */
-        for (unsigned long rep = 0; rc == 0 && rep < repeat; rep++)
-            rc = run_once(planner, &t, &w, 0.0, out_off, &off) == 0 &&
-                         run_once(planner, &t, &w, c->threshold, out_on, &on) == 0
-                     ? 0
-                     : 1;
-        if (rc != 0) {
-            fprintf(stderr, "radixmlp: %s: %s\n", c->name, rmlp_last_error());
-        } else {
-            double diff = 0.0;
-            for (size_t i = 0; i < w.n_tokens * cfg.hidden_size; i++) {
-                double d = fabs((double)out_off[i] - out_on[i]);
-                diff = isnan(d) ? INFINITY : (d > diff ? d : diff);
-            }
-            double f = 1.0 - off.attention_ms / off.ms, r = (double)w.n_tokens / on.plan.n_compact;
-            double predicted = 1.0 / ((1.0 - f) + f / r), speedup = off.ms / on.ms;
-            if (json)
-                printf("{\"case\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, \"use_radix\": %s, "
-                       "\"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"plan_us\": %.1f, \"speedup\": %.3f, "
-                       "\"f_position_wise\": %.4f, \"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g}\n",
-                       c->name, w.n_seqs, w.n_tokens, on.plan.n_compact, on.plan.use_radix ? "true" : "false", layers,
-                       off.ms, on.ms, on.plan_us, speedup, f, predicted, diff);
-            else
-                printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %7.2fx %8.2fx %11.3g\n", c->name, w.n_tokens,
-                       on.plan.n_compact, (double)on.plan.n_compact / w.n_tokens, off.ms, on.ms, speedup, predicted,
-                       diff);
-            fflush(stdout);
+        if (make_workload(c, &w) != 0) {
+            rc = 1;
+            break;
         }
-        free(out_off), free(out_on);
-        rmlp_planner_free(planner);
-        rmlp_context_free(t.ctx);
+        clamp_ids(&w, cfg.vocab_size);
+        fprintf(stderr, "radixmlp bench: %s (%zu tokens, %lu layers)...\n", c->name, w.n_tokens, a.layers);
+        rc = a.cuda ? cuda_case(&a, device_name, model, &cfg, c, &w, dump) : cpu_case(&a, model, &cfg, c, &w, dump);
         workload_free(&w);
     }
+    if (n_run == 0)
+        fprintf(stderr, "radixmlp bench: no case%s matches the --case names given\n", a.quick ? " of --quick" : "");
     rmlp_model_free(model);
+    if (dump && fclose(dump) != 0 && rc == 0) {
+        fprintf(stderr, "radixmlp: --dump-batches %s: %s\n", a.dump_path, strerror(errno));
+        rc = 1;
+    }
     return rc;
 }

@@ -22,4 +22,10 @@ rmlp_status rmlp_fail(rmlp_status status, const char *function, const char *fmt,
 /* Clears the calling thread's last error; every entry point that returns a status calls it first. */
 void rmlp_clear_error(void);
 
+/* Runs the host's attention callback of a forward (CPU and CUDA alike) at args->layer and makes
+ * what it returns a status: RMLP_OK, its own error with a message naming the layer, or
+ * RMLP_ERR_INVALID_ARGUMENT for a positive value (not a status). */
+rmlp_status rmlp_call_attention(const char *function, rmlp_attention_fn attention, void *user_data,
+                                const rmlp_attention_args *args);
+
 #endif

@@ -332,14 +332,8 @@ RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *pla
         cpu_pre_attention(cfg, lw, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
         args.layer = layer;
         if (attention != NULL) {
-            status = attention(user_data, &args);
-            if (status > 0)
-                return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                                 "the host attention returned %d at layer %u, which is not a status (errors are "
-                                 "negative)", status, layer);
-            if (status != RMLP_OK)
-                return rmlp_fail(status, fn, "the host attention failed at layer %u with status %d (%s)", layer,
-                                 status, rmlp_status_string(status));
+            status = rmlp_call_attention(fn, attention, user_data, &args);
+            if (status != RMLP_OK) return status;
         } else {
             cpu_attention(ws->q, ws->k, ws->v, cu_seqlens, plan->n_seqs, args.n_heads, args.n_kv_heads,
                           args.head_dim, args.scale, ws->scores, ws->attn);

@@ -1,5 +1,6 @@
 /*
- * status.c: status strings and the thread-local last-error message.
+ * status.c: status strings and the thread-local last-error message (and the status of a host
+ * attention callback, which both forwards turn into one).
  * Messages are formatted into a fixed per-thread buffer (truncated, never allocated), so
  * reporting an error can itself never fail.
  */
@@ -22,6 +23,19 @@ rmlp_status rmlp_fail(rmlp_status status, const char *function, const char *fmt,
     vsnprintf(last_error + used, sizeof last_error - (size_t)used, fmt, args);
     va_end(args);
     return status;
+}
+
+rmlp_status rmlp_call_attention(const char *function, rmlp_attention_fn attention, void *user_data,
+                                const rmlp_attention_args *args) {
+    rmlp_status status = attention(user_data, args);
+    if (status > 0)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, function,
+                         "the host attention returned %d at layer %u, which is not a status (errors are negative)",
+                         status, args->layer);
+    if (status != RMLP_OK)
+        return rmlp_fail(status, function, "the host attention failed at layer %u with status %d (%s)", args->layer,
+                         status, rmlp_status_string(status));
+    return RMLP_OK;
 }
 
 RMLP_EXPORT const char *rmlp_last_error(void) { return last_error; }

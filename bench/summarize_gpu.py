@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""One table from a GPU benchmark session (bench/gpu_session.sh): per case, `radixmlp bench
+--device cuda --json` (radix off vs on, predicted speedup, off-vs-on error) beside the
+transformers peer (bench/peer_transformers.py --json: its time on the padded batch, how far its
+outputs are from ours and from float32). Standard library only.
+
+    bench/summarize_gpu.py BENCH.jsonl [PEER.jsonl]
+
+Lines that are not JSON objects (a run cut off by its time limit) are skipped; a case measured
+twice keeps its last line.
+"""
+import json
+import math
+import sys
+
+ORDER = ["b32_p128_s32", "b32_p128_s64", "b32_p448_s32", "b32_p448_s64", "b32_p128_s256", "b32_p448_s256",
+         "b32_p2048_s32", "b32_p2048_s64", "b32_p2048_s256", "rerank_msmarco_32", "no_sharing_b32_s512"]
+
+
+def read_jsonl(path):
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+    except OSError as e:
+        print(f"# {path}: {e.strerror}")
+    return rows
+
+
+def fmt(x, spec):
+    if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))):
+        return "-"
+    return format(x, spec)
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    ours = {r["case"]: r for r in read_jsonl(argv[1]) if "case" in r and r.get("device") == "cuda"}
+    peer = {}
+    for r in read_jsonl(argv[2]) if len(argv) > 2 else []:
+        peer.setdefault(r.get("case"), {})[r.get("attn")] = r
+    impls = sorted({impl for per_case in peer.values() for impl in per_case})
+    if not ours and not peer:
+        print("# no results to summarize")
+        return 1
+    any_row = next(iter(ours.values()), None)
+    if any_row:
+        print(f"# ours: {any_row.get('device_name')}, {any_row.get('dtype')}, {any_row.get('layers')} layers, "
+              f"median of {any_row.get('repeat')} (CUDA events), built-in attention")
+    print("# published (H100, FP16, FlashAttention-2): Qwen3-0.6B b32_p2048_s256 394 -> 144 ms (2.74x)")
+    ratio_head = "N'/N"
+    head = (f"{'case':<20} {'N':>6} {ratio_head:>5} {'off ms':>8} {'on ms':>8} {'speedup':>7} {'pred':>6} {'f':>5} "
+            f"{'pw spd':>7} {'off~on':>8}")
+    for impl in impls:
+        tag = impl.replace("flash_attention_2", "fa2")[:5]
+        head += f" {tag + ' ms':>9} {'pad%':>5} {'/on':>6} {'~peer':>8} {'~f32':>8} {'p~f32':>8}"
+    print(head)
+    names = [n for n in ORDER if n in ours or n in peer] + sorted((set(ours) | set(peer)) - set(ORDER) - {None})
+    for name in names:
+        o = ours.get(name, {})
+        ratio = o["n_compact"] / o["n_tokens"] if o.get("n_tokens") else None
+        line = (f"{name:<20} {fmt(o.get('n_tokens'), '6d'):>6} {fmt(ratio, '5.3f'):>5} {fmt(o.get('ms_off'), '8.2f'):>8} "
+                f"{fmt(o.get('ms_on'), '8.2f'):>8} {fmt(o.get('speedup'), '6.2f'):>6}x "
+                f"{fmt(o.get('predicted_speedup'), '5.2f'):>5}x {fmt(o.get('f_position_wise'), '5.2f'):>5} "
+                f"{fmt(o.get('position_wise_speedup'), '6.2f'):>6}x {fmt(o.get('rel_norm_diff'), '8.1e'):>8}")
+        for impl in impls:
+            p = peer.get(name, {}).get(impl, {})
+            ms = p.get("ms")
+            over_on = ms / o["ms_on"] if ms and o.get("ms_on") else None
+            rel = (p.get("vs_ours_last") or {}).get("rel_norm")
+            o32 = (p.get("ours_vs_fp32_last") or {}).get("rel_norm")
+            p32 = (p.get("peer_vs_fp32_last") or {}).get("rel_norm")
+            pad = 100 * p["pad_fraction"] if "pad_fraction" in p else None
+            line += (f" {fmt(ms, '9.2f'):>9} {fmt(pad, '5.1f'):>5} {fmt(over_on, '5.2f'):>5}x {fmt(rel, '8.1e'):>8}"
+                     f" {fmt(o32, '8.1e'):>8} {fmt(p32, '8.1e'):>8}")
+        print(line)
+    print("# pred: 1/((1-f)+f*N'/N), f the position-wise share of the off run; pw spd: "
+          "the position-wise part alone, off over on; off~on: ||off-on||/||off|| "
+          "(all rows); <impl> ms: transformers on the padded batch; /on: its time over ours with radix on; "
+          "~peer: ||ours-peer||/||peer||, ~f32 / p~f32: ours / peer against transformers float32 (last-token rows)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""`radixmlp bench --device cuda` as this build and machine allow it (standard library only):
+- a build without CUDA: exit status 1 and a message saying the build has no CUDA;
+- a CUDA build on a machine without a device: exit status 1 and a message naming the missing device;
+- a CUDA build with a device (nvidia-smi lists one): one small case (1 layer, b32_p128_s32) runs,
+  its JSON line has the plan's N and N', positive times, finite off-vs-on errors within the bf16
+  bound, and the --dump-batches line holds the batch and finite pooled rows.
+In the two failing cases the bench must fail before writing a checkpoint (--keep-model stays
+empty), and quickly. Also the CPU side's argument checks that came with --device.
+Usage: cli_bench_device.py RADIXMLP
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL: {what}")
+
+
+def device_present():
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and "GPU " in done.stdout
+
+
+def main(radixmlp):
+    version = subprocess.run([radixmlp, "version"], capture_output=True, text=True, check=True).stdout
+    cuda_build = ", CUDA" in version
+    device = device_present()
+    with tempfile.TemporaryDirectory() as tmp:
+        keep, dump = os.path.join(tmp, "model"), os.path.join(tmp, "batches.jsonl")
+        cmd = [radixmlp, "bench", "--device", "cuda", "--layers", "1", "--case", "b32_p128_s32", "--repeat", "2",
+               "--json", "--keep-model", keep, "--dump-batches", dump]
+        t0 = time.monotonic()
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+        seconds = time.monotonic() - t0
+        err = done.stderr.strip()
+        if not cuda_build or not device:
+            want = "built without CUDA" if not cuda_build else "no CUDA device"
+            print(f"{'CPU-only build' if not cuda_build else 'CUDA build, no device'}: rc={done.returncode}: {err}")
+            check(done.returncode == 1, f"exit status {done.returncode}, want 1")
+            check(want in err, f"stderr {err!r} does not say {want!r}")
+            check(done.stdout == "", f"stdout not empty: {done.stdout!r}")
+            check(not os.path.exists(os.path.join(keep, "model.safetensors")), "a checkpoint was written")
+            check(seconds < 30, f"took {seconds:.1f} s to fail")
+        else:
+            print(f"CUDA device present: rc={done.returncode}, {seconds:.1f} s\n{done.stdout}{err}")
+            check(done.returncode == 0, f"exit status {done.returncode}: {err}")
+            rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+            check(len(rows) == 1, f"{len(rows)} JSON lines, want 1")
+            for r in rows:
+                check(r["device"] == "cuda" and r["dtype"] == "bf16" and r["layers"] == 1, f"row {r}")
+                check(r["n_tokens"] == 5120 and r["n_compact"] == 1152 and r["use_radix"], f"plan in {r}")
+                check(r["ms_off"] > 0 and r["ms_on"] > 0 and r["ms_off_min"] <= r["ms_off"], f"times in {r}")
+                check(0 < r["attention_ms_off"] < r["forward_ms_off_timed_attention"], f"attention time in {r}")
+                rel = r["rel_norm_diff"]
+                check(rel is not None and math.isfinite(rel) and rel <= 2e-2, f"off vs on rel norm {rel}")
+            lines = open(dump).read().splitlines() if os.path.exists(dump) else []
+            check(len(lines) == 1, f"{len(lines)} dumped lines, want 1")
+            for line in lines:
+                d = json.loads(line)
+                check(len(d["input_ids"]) == 5120 and len(d["cu_seqlens"]) == 33, "dumped batch shape")
+                last = d.get("last_on") or []
+                check(len(last) == 32 and all(len(x) == 1024 for x in last), "dumped last_on shape")
+                check(all(v is not None and math.isfinite(v) for x in last for v in x), "dumped last_on finite")
+            check(os.path.exists(os.path.join(keep, "model.safetensors")), "--keep-model wrote no checkpoint")
+
+    # The CPU path's argument checks (no model is written for any of them).
+    for args, rc, text in [(["--dtype", "bf16"], 2, "needs --device cuda"),
+                           (["--device", "gpu"], 2, "expects cpu or cuda"),
+                           (["--model", "x", "--keep-model", "y"], 2, "give one"),
+                           (["--model", "x", "--layers", "2"], 2, "has its own")]:
+        done = subprocess.run([radixmlp, "bench", *args], capture_output=True, text=True, timeout=30)
+        check(done.returncode == rc and text in done.stderr,
+              f"bench {' '.join(args)}: rc={done.returncode}, stderr {done.stderr.strip()!r}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,32 @@
+/*
+ * fixtures.h: the batches of the transformers fixtures (integration_tests/fixtures/<name>/
+ * batch.json: {"input_ids": [[...], ...]}, one list of token ids per sequence), read into the
+ * varlen form the planner takes, and the model run as a host that keeps attention runs it: what
+ * test_model_fixtures (CPU) and test_gpu_model (CUDA) both do.
+ */
+#ifndef RMLP_TEST_FIXTURES_H
+#define RMLP_TEST_FIXTURES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radix_mlp.h"
+
+typedef struct fixture_batch {
+    uint32_t *ids, *pos; /* (n_tokens): token ids, positions 0.. within each sequence */
+    uint32_t *cu;        /* (n_seqs + 1): sequence offsets */
+    size_t n_tokens, n_seqs;
+} fixture_batch;
+
+/* Reads the batch at `path`. Returns 0, or -1 with why (nothing allocated). */
+int fixture_read_batch(const char *path, fixture_batch *b, char *why, size_t why_len);
+void fixture_batch_free(fixture_batch *b);
+
+/* rmlp_embed into hidden; per layer rmlp_layer_pre_attention into q, k, v, rmlp_attention(args) on
+ * them into args->out, rmlp_layer_post_attention; rmlp_final_norm into out. args is filled in but
+ * for its layer and q, k, v (set here); buffers are the context's kind of memory (a CUDA context:
+ * its plan set before). Returns RMLP_OK or the first failure (rmlp_last_error says which). */
+rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_plan *plan, uint32_t n_layers,
+                                  rmlp_attention_args *args, void *hidden, void *q, void *k, void *v, void *out);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * gpu_test_util.h: what the tests of the CUDA path (test_gpu_kernels.c, test_gpu_model.c) share:
+ * F16 and BF16 on the host (round to nearest even, as the device's __float2half_rn and
+ * __float2bfloat16_rn and the library's upload do), conversions of little-endian storage to and
+ * from fp32, and device buffers that must be had: a failed CUDA call there ends the test with its
+ * summary line (nothing after it would mean anything). Include after test_util.h (it CHECKs), in
+ * the one translation unit of a test.
+ */
+#ifndef RMLP_GPU_TEST_UTIL_H
+#define RMLP_GPU_TEST_UTIL_H
+
+#include <math.h>
+
+#include <cuda_runtime_api.h>
+
+/* ---- dtypes on the host ------------------------------------------------------------------- */
+
+static inline uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f32_to_f16(float f) { /* round to nearest even; overflow to inf, NaN stays NaN */
+    uint32_t x = bits_of(f), sign = (x >> 16) & 0x8000u, a = x & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u);
+    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);                                     /* >= 65520: inf */
+    if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)nearbyintf(fabsf(f) * 16777216.0f)); /* subnormal */
+    a += 0xFFFu + ((a >> 13) & 1u);
+    return (uint16_t)(sign | ((a - 0x38000000u) >> 13));
+}
+
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400u), (int)e - 25);
+    return (h & 0x8000u) ? -v : v;
+}
+
+static inline uint16_t f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN */
+    uint32_t x = bits_of(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t b) { return from_bits((uint32_t)b << 16); }
+
+static inline size_t elem_size(rmlp_dtype dt) { return dt == RMLP_DTYPE_F32 ? 4 : 2; }
+
+/* f as the dtype stores it, back in fp32. */
+static inline float round_to(rmlp_dtype dt, float f) {
+    return dt == RMLP_DTYPE_F16 ? f16_to_f32(f32_to_f16(f)) : dt == RMLP_DTYPE_BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
+}
+
+/* out (n) fp32 = the n elements of dtype dt at p (little-endian, possibly unaligned). */
+static inline void dtype_to_f32(const unsigned char *p, rmlp_dtype dt, size_t n, float *out) {
+    for (size_t i = 0; i < n; i++) {
+        if (dt == RMLP_DTYPE_F32) {
+            memcpy(&out[i], p + 4 * i, 4);
+        } else {
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            out[i] = dt == RMLP_DTYPE_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+        }
+    }
+}
+
+/* out (n elements of dtype dt) = x (n) rounded to the dtype. */
+static inline void f32_to_dtype(const float *x, size_t n, rmlp_dtype dt, unsigned char *out) {
+    for (size_t i = 0; i < n; i++) {
+        if (dt == RMLP_DTYPE_F32) {
+            memcpy(out + 4 * i, &x[i], 4);
+        } else {
+            uint16_t v = dt == RMLP_DTYPE_F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+            memcpy(out + 2 * i, &v, 2);
+        }
+    }
+}
+
+/* ---- device buffers ------------------------------------------------------------------------- */
+
+/* A CUDA call that must succeed: on failure the test cannot go on. */
+#define CUDA_MUST(call)                                                                                                \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (!CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_))) {                                      \
+            tu_summary();                                                                                              \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static inline void *dev_alloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_MUST(cudaMalloc(&p, bytes ? bytes : 1));
+    return p;
+}
+
+/* n fp32 values stored as dtype dt at device address d (cudaMemcpy: synchronous for the host,
+ * ordered on the legacy default stream only). */
+static inline void upload_as(void *d, const float *x, size_t n, rmlp_dtype dt) {
+    unsigned char *h = tu_xmalloc(n * elem_size(dt));
+    f32_to_dtype(x, n, dt, h);
+    CUDA_MUST(cudaMemcpy(d, h, n * elem_size(dt), cudaMemcpyHostToDevice));
+    free(h);
+}
+
+/* The n values of dtype dt at device address d, as fp32 (cudaMemcpy: the caller has synchronised
+ * the stream that wrote them). */
+static inline float *download_as(const void *d, size_t n, rmlp_dtype dt) {
+    unsigned char *h = tu_xmalloc(n * elem_size(dt));
+    float *x = tu_xmalloc(n * sizeof(float));
+    CUDA_MUST(cudaMemcpy(h, d, n * elem_size(dt), cudaMemcpyDeviceToHost));
+    dtype_to_f32(h, dt, n, x);
+    free(h);
+    return x;
+}
+
+#endif
