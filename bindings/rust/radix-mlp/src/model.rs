@@ -210,6 +210,16 @@ pub enum Pooling {
     First,
 }
 
+impl Pooling {
+    fn raw(self) -> sys::rmlp_pooling {
+        match self {
+            Pooling::Last => sys::RMLP_POOLING_LAST,
+            Pooling::Mean => sys::RMLP_POOLING_MEAN,
+            Pooling::First => sys::RMLP_POOLING_FIRST,
+        }
+    }
+}
+
 /// One sequence's reranker score from [`Context::score_pair`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PairScore {
@@ -361,11 +371,6 @@ impl Model {
         let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
         let n_seqs = cu_seqlens.len().saturating_sub(1);
         check_len(FN, "hidden", hidden.len(), n_tokens, h)?;
-        let pooling = match pooling {
-            Pooling::Last => sys::RMLP_POOLING_LAST,
-            Pooling::Mean => sys::RMLP_POOLING_MEAN,
-            Pooling::First => sys::RMLP_POOLING_FIRST,
-        };
         let mut out = vec![0.0; n_seqs * h];
         // SAFETY: `hidden` has n_tokens rows and `out` n_seqs rows of hidden_size floats;
         // `cu_seqlens` has n_seqs + 1 entries (read only when n_seqs >= 1).
@@ -376,7 +381,7 @@ impl Model {
                 h as u32,
                 cu_seqlens.as_ptr(),
                 n_seqs,
-                pooling,
+                pooling.raw(),
                 normalize,
                 out.as_mut_ptr(),
             )
@@ -632,11 +637,6 @@ impl<'m> Context<'m> {
         let h = self.model.config.hidden_size;
         let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
         let n_seqs = cu_seqlens.len().saturating_sub(1);
-        let pooling = match pooling {
-            Pooling::Last => sys::RMLP_POOLING_LAST,
-            Pooling::Mean => sys::RMLP_POOLING_MEAN,
-            Pooling::First => sys::RMLP_POOLING_FIRST,
-        };
         let mut out = vec![0.0f32; n_seqs * h];
         // SAFETY: `out` has n_seqs rows of hidden_size floats; the caller vouches for `hidden`.
         Error::check(unsafe {
@@ -646,7 +646,7 @@ impl<'m> Context<'m> {
                 n_tokens,
                 cu_seqlens.as_ptr(),
                 n_seqs,
-                pooling,
+                pooling.raw(),
                 normalize,
                 out.as_mut_ptr(),
             )
@@ -885,27 +885,9 @@ impl<'m> Context<'m> {
         const FN: &str = "radix_mlp::Context::score_pair";
         self.host_memory(FN)?;
         let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
-        let n_seqs = cu_seqlens.len().saturating_sub(1);
         check_len(FN, "hidden", hidden.len(), n_tokens, self.model.config.hidden_size)?;
-        let (mut logits, mut prob_a) = (vec![0.0f32; 2 * n_seqs], vec![0.0f32; n_seqs]);
-        // SAFETY: `hidden` has n_tokens rows; `cu_seqlens` n_seqs + 1 entries (read only when
-        // n_seqs >= 1); `logits` and `prob_a` 2 * n_seqs and n_seqs floats.
-        Error::check(unsafe {
-            sys::rmlp_score_pair(
-                self.raw.as_ptr(),
-                hidden.as_ptr().cast(),
-                n_tokens,
-                cu_seqlens.as_ptr(),
-                n_seqs,
-                token_a,
-                token_b,
-                logits.as_mut_ptr(),
-                prob_a.as_mut_ptr(),
-            )
-        })?;
-        Ok((0..n_seqs)
-            .map(|s| PairScore { logit_a: logits[2 * s], logit_b: logits[2 * s + 1], prob_a: prob_a[s] })
-            .collect())
+        // SAFETY: host memory (checked above) holding n_tokens rows of hidden_size f32.
+        unsafe { self.score_pair_device(hidden.as_ptr().cast(), cu_seqlens, token_a, token_b) }
     }
 }
 
