@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# gpu_session.sh: the GPU benchmark session in ONE device call (at most 10 minutes of wall time):
-#   1. build in a fresh folder with the device's own cmake/nvcc (OpenBLAS/jansson from .debs/ via
-#      gpu/device_deps.sh when the machine lacks them), warnings as errors as everywhere;
-#   2. ctest -L gpu (test_gpu_probe, test_gpu_kernels, test_gpu_model, bench_cuda_device);
+# gpu_session.sh: the GPU benchmark session in ONE device call (at most 10 minutes of wall time),
+# meant to run right after gpu/first_run.sh while the machine is still warm (it reuses its build):
+#   1. build radixmlp in build-gpu/ (first_run.sh's folder: an incremental no-op when it is there;
+#      else configured as first_run does it, gpu/device_env.sh: OpenBLAS/jansson from the carried
+#      .debs, the one cuBLAS search, warnings kept in the log);
+#   2. ctest -L gpu, unless first_run.sh passed them in this folder (build-gpu/.first_run_passed);
 #   3. radixmlp bench --device cuda (bf16, 28 layers, the Qwen3-0.6B-shaped random model): --quick
 #      first (writing the checkpoint to keep and the batches to dump), then the headline cases
 #      (b32_p2048_s256, the reranking batch, no sharing, b32_p448_s64), then the rest of the grid,
@@ -12,10 +14,10 @@
 #   5. bench/summarize_gpu.py: one table, printed last.
 # Run from the repository root on the device machine, carrying .debs (gpu/CHECKLIST.md, step 4):
 #   bash bench/gpu_session.sh
-# Environment: RMLP_GS_BUDGET (seconds for the whole script, default 570), RMLP_GS_CTEST=0 (skip the
-# GPU tests, e.g. when checklist step 1 already ran them), RMLP_GS_REPEAT (5), RMLP_GS_DTYPE (bf16),
-# RMLP_GS_BUILD (build folder, default /tmp/rmlp-gs-build; an existing one is rebuilt incrementally),
-# RMLP_GS_JOBS (build parallelism, default 16), RMLP_GS_PEER_ARGS (more options for the peer).
+# Environment: RMLP_GS_BUDGET (seconds for the whole script, default 570), RMLP_GS_CTEST=0/1 (skip or
+# run the GPU tests; default: run them unless first_run.sh passed them), RMLP_GS_REPEAT (5),
+# RMLP_GS_DTYPE (bf16), RMLP_GS_BUILD (build folder, default build-gpu), RMLP_GS_JOBS (build
+# parallelism, default the core count), RMLP_GS_PEER_ARGS (more options for the peer).
 # Files under $OUT (8, the most that come back): session.log, build.log, ctest_gpu.log, bench.jsonl,
 # bench.err, peer.txt, peer.jsonl, summary.txt. Every step is bounded by `timeout`; a bench or peer
 # cut off keeps the cases it finished (one line each, flushed).
@@ -26,60 +28,36 @@ mkdir -p "$OUT"
 budget=${RMLP_GS_BUDGET:-570}
 repeat=${RMLP_GS_REPEAT:-5}
 dtype=${RMLP_GS_DTYPE:-bf16}
-build=${RMLP_GS_BUILD:-/tmp/rmlp-gs-build}
+build=${RMLP_GS_BUILD:-build-gpu}
+. gpu/device_env.sh
 model=/tmp/rmlp-gs-model  # the random checkpoint, written once by the quick run (~1.8 GB, F32)
 dumps=/tmp/rmlp-gs-dumps
 mkdir -p "$dumps"
 : >"$OUT/bench.jsonl"
 : >"$OUT/bench.err"
 log() { echo "[$(printf '%3d' "$SECONDS") s] $*" | tee -a "$OUT/session.log"; }
-left() { echo $((budget - SECONDS)); }
-# Seconds for a step: at most $1, leaving $2 for the steps after it (0 when nothing is left).
-slot() {
-  local s=$(($(left) - $2))
-  ((s > $1)) && s=$1
-  ((s < 0)) && s=0
-  echo "$s"
-}
 status=0
 
 log "gpu_session: budget ${budget} s, repeat ${repeat}, dtype ${dtype}, build ${build}"
-{
-  nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv
-  nvcc --version | tail -2
-  cmake --version | head -1
-  python3 -c 'import torch, transformers, importlib.util as u; print("torch", torch.__version__, "transformers",
-transformers.__version__, "flash_attn", u.find_spec("flash_attn") is not None)'
-} 2>&1 | tee -a "$OUT/session.log"
+rmlp_environment 2>&1 | tee -a "$OUT/session.log"
 
 # --- 1. build --------------------------------------------------------------------------------
-if ! pkg-config --exists openblas jansson 2>/dev/null; then
-  if [ -d .debs ]; then
-    . gpu/device_deps.sh install .debs /tmp/rmlp-deps >>"$OUT/session.log" 2>&1 || log "device_deps.sh failed"
-  else
-    log "no OpenBLAS/jansson here and no .debs carried: the configure will fail (carry [\".debs\"])"
-  fi
+rmlp_device_deps .debs >>"$OUT/session.log" 2>&1 || log "no OpenBLAS/jansson: the configure will fail (carry [\".debs\"])"
+rmlp_find_cublas >"$OUT/cublas.txt" 2>&1
+tee -a "$OUT/session.log" <"$OUT/cublas.txt"
+rm -f "$OUT/cublas.txt"
+run_ctest=${RMLP_GS_CTEST:-}
+if [ -z "$run_ctest" ]; then
+  run_ctest=1
+  [ -f "$build/.first_run_passed" ] && run_ctest=0 && log "first_run.sh passed the GPU tests in $build: ctest skipped"
 fi
-# cuBLAS is dlopened (libcublas.so.13): make sure the loader finds it.
-if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.13'; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-    "$(python3 -c 'import nvidia.cublas, os; print(os.path.dirname(nvidia.cublas.__file__) + "/lib")' 2>/dev/null)"; do
-    if [ -n "$d" ] && ls "$d"/libcublas.so.13* >/dev/null 2>&1; then
-      export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-      log "libcublas.so.13 from $d"
-      break
-    fi
-  done
-fi
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-[ -f "$build/CMakeCache.txt" ] && generator=()  # keep the generator it was configured with
-log "configure + build"
-if timeout "$(slot 300 200)" bash -c "cmake -S . -B '$build' ${generator[*]} -DRMLP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCMAKE_BUILD_TYPE=Release && cmake --build '$build' -j${RMLP_GS_JOBS:-16}" >"$OUT/build.log" 2>&1; then
+targets=(radixmlp)
+[ "$run_ctest" != 0 ] && targets+=(test_gpu_probe test_gpu_kernels test_gpu_model)
+log "configure + build ${targets[*]}"
+if timeout "$(rmlp_slot 300 200)" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' \
+    -j${RMLP_GS_JOBS:-$(nproc)} --target ${targets[*]}" >"$OUT/build.log" 2>&1; then
   grep -m1 'radix_mlp .*CUDA' "$OUT/build.log" | tee -a "$OUT/session.log"
-  log "build ok ($(grep -ci 'warning' "$OUT/build.log") lines mention a warning)"
+  log "build ok ($(grep -Ec 'warning( #[0-9]+-D)?:' "$OUT/build.log") lines mention a warning)"
 else
   log "BUILD FAILED (rc=$?): tail of build.log:"
   tail -n 30 "$OUT/build.log" | tee -a "$OUT/session.log"
@@ -89,10 +67,10 @@ radixmlp=$build/radixmlp
 "$radixmlp" version | tee -a "$OUT/session.log"
 
 # --- 2. the GPU tests ------------------------------------------------------------------------
-if [ "${RMLP_GS_CTEST:-1}" != 0 ]; then
-  t=$(slot 180 300)
+if [ "$run_ctest" != 0 ]; then
+  t=$(rmlp_slot 180 300)
   if ((t < 60)); then
-    log "ctest -L gpu skipped: only $(left) s left"
+    log "ctest -L gpu skipped: only $(rmlp_left) s left"
   else
     log "ctest -L gpu (at most $t s)"
     timeout "$t" ctest --test-dir "$build" -L gpu --output-on-failure -V --timeout "$t" >"$OUT/ctest_gpu.log" 2>&1
@@ -103,7 +81,7 @@ if [ "${RMLP_GS_CTEST:-1}" != 0 ]; then
     ((rc != 0)) && status=1 && log "ctest -L gpu: rc=$rc (124: the time limit)"
   fi
 else
-  log "ctest -L gpu skipped (RMLP_GS_CTEST=0)"
+  log "ctest -L gpu skipped"
 fi
 
 # --- 3. our bench ----------------------------------------------------------------------------
@@ -111,7 +89,7 @@ bench() { # bench NAME SECONDS ARGS...: one radixmlp bench run, JSON to bench.js
   local name=$1 t=$2
   shift 2
   if ((t < 20)); then
-    log "bench $name skipped: only $(left) s left"
+    log "bench $name skipped: only $(rmlp_left) s left"
     return 1
   fi
   log "bench $name (at most $t s)"
@@ -123,20 +101,20 @@ bench() { # bench NAME SECONDS ARGS...: one radixmlp bench run, JSON to bench.js
   return $rc
 }
 rm -rf "$model" "$dumps"/*.jsonl
-bench quick "$(slot 120 150)" --quick --keep-model "$model" --dump-batches "$dumps/quick.jsonl" || status=1
+bench quick "$(rmlp_slot 120 150)" --quick --keep-model "$model" --dump-batches "$dumps/quick.jsonl" || status=1
 if [ -f "$model/model.safetensors" ]; then
-  bench headline "$(slot 150 100)" --model "$model" --dump-batches "$dumps/headline.jsonl" \
+  bench headline "$(rmlp_slot 150 100)" --model "$model" --dump-batches "$dumps/headline.jsonl" \
     --case b32_p2048_s256 --case rerank --case no_sharing --case b32_p448_s64 || status=1
-  bench rest "$(slot 150 100)" --model "$model" --dump-batches "$dumps/rest.jsonl" \
+  bench rest "$(rmlp_slot 150 100)" --model "$model" --dump-batches "$dumps/rest.jsonl" \
     --case b32_p128_s256 --case b32_p448_s256 --case b32_p2048_s32 --case b32_p2048_s64 || status=1
 fi
 tail -n +1 "$OUT/bench.jsonl" | cut -c1-200 >>"$OUT/session.log"
 
 # --- 4. the transformers peer on the same checkpoint and batches -------------------------------
 cat "$dumps/headline.jsonl" "$dumps/quick.jsonl" "$dumps/rest.jsonl" >"$dumps/all.jsonl" 2>/dev/null
-t=$(slot 240 10)
+t=$(rmlp_slot 240 10)
 if [ ! -s "$dumps/all.jsonl" ] || ((t < 40)); then
-  log "peer skipped: $( [ -s "$dumps/all.jsonl" ] && echo "only $(left) s left" || echo "no batches dumped")"
+  log "peer skipped: $( [ -s "$dumps/all.jsonl" ] && echo "only $(rmlp_left) s left" || echo "no batches dumped")"
 else
   log "peer (at most $t s)"
   read -r -a peer_args <<<"${RMLP_GS_PEER_ARGS:-}"

@@ -38,4 +38,22 @@ size_t cpu_attention_scratch_floats(size_t max_seq_len);
 void cpu_attention(const float *q, const float *k, const float *v, const uint32_t *cu_seqlens, size_t n_seqs,
                    size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *scratch, float *out);
 
+/* Where attention reads and writes: rows of q, k, v and out, each at its own row stride in floats
+ * (the heads of a row are contiguous: (n_heads or n_kv_heads, head_dim)), so the q/k/v columns
+ * of a fused qkv buffer are read in place. */
+typedef struct cpu_attention_rows {
+    const float *q, *k, *v; /* (rows, n_heads, head_dim), (rows, n_kv_heads, head_dim) x2 */
+    float *out;             /* (rows, n_heads, head_dim) */
+    size_t q_stride, k_stride, v_stride, out_stride;
+} cpu_attention_rows;
+
+/* Causal attention in compact space: the owned queries of sequence s, compact rows
+ * qo_indptr[s] .. qo_indptr[s+1] (the last rows of its path), over its path, the compact rows
+ * kv_indices[kv_indptr[s] .. kv_indptr[s+1]) (bottom-right aligned). Rows of `rows` are compact
+ * rows; only owned rows of out are written. qo_indptr, kv_indptr (n_seqs + 1); kv_indices
+ * (kv_indptr[n_seqs]). scratch: cpu_attention_scratch_floats(longest path) floats. */
+void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_indptr, const uint32_t *kv_indptr,
+                           const uint32_t *kv_indices, size_t n_seqs, size_t n_heads, size_t n_kv_heads,
+                           size_t head_dim, float scale, float *scratch);
+
 #endif

@@ -55,8 +55,8 @@ void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_
                     hidden);
 }
 
-void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
-                       const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v) {
+void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws, const rmlp_plan *plan,
+                     const float *hidden) {
     size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, hd = cfg->head_dim;
     size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
     cpu_rmsnorm(hidden, rows, hsz, hsz, lw->input_norm, cfg->rms_norm_eps, ws->normed);
@@ -72,25 +72,49 @@ void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cp
     }
     cpu_rope(qc, rows, width, cfg->num_attention_heads, hd, plan->compact_position_ids, cfg->rope_theta);
     cpu_rope(kc, rows, width, cfg->num_key_value_heads, hd, plan->compact_position_ids, cfg->rope_theta);
-    for (size_t i = 0; i < plan->n_tokens; i++) { /* scatter to the batch rows */
-        const float *src = ws->qkv + (size_t)plan->scatter[i] * width;
+}
+
+/* q, k, v (rows, q_dim / kv_dim) = the columns of ws->qkv rows index[r] (NULL: row r). */
+static void split_qkv(const rmlp_model_config *cfg, const cpu_workspace *ws, const uint32_t *index, size_t rows,
+                      float *q, float *k, float *v) {
+    size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
+    for (size_t i = 0; i < rows; i++) {
+        const float *src = ws->qkv + (index != NULL ? (size_t)index[i] : i) * width;
         memcpy(q + i * qd, src, qd * sizeof(float));
         memcpy(k + i * kvd, src + qd, kvd * sizeof(float));
         memcpy(v + i * kvd, src + qd + kvd, kvd * sizeof(float));
     }
 }
 
-void cpu_post_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
-                        const rmlp_plan *plan, const float *attn, float *hidden) {
+void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                       const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v) {
+    cpu_project_qkv(cfg, lw, ws, plan, hidden);
+    split_qkv(cfg, ws, plan->scatter, plan->n_tokens, q, k, v); /* scatter to the batch rows */
+}
+
+void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                               const rmlp_plan *plan, const float *hidden, size_t rows, float *q, float *k, float *v) {
+    cpu_project_qkv(cfg, lw, ws, plan, hidden);
+    split_qkv(cfg, ws, NULL, rows, q, k, v);
+}
+
+void cpu_post_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                                const rmlp_plan *plan, const float *attn_c, float *hidden) {
     size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg);
-    cpu_gather_rows(attn, qd, plan->fold_gather, rows, qd, ws->attn_c);
-    cpu_linear(ws->attn_c, rows, qd, lw->o_proj, NULL, hsz, ws->proj);
+    cpu_linear(attn_c, rows, qd, lw->o_proj, lw->o_bias, hsz, ws->proj);
     cpu_add(hidden, ws->proj, rows, hsz);
     cpu_rmsnorm(hidden, rows, hsz, hsz, lw->post_norm, cfg->rms_norm_eps, ws->normed);
-    cpu_linear(ws->normed, rows, hsz, lw->gate_up, NULL, 2 * inter, ws->gu);
+    cpu_linear(ws->normed, rows, hsz, lw->gate_up, lw->gate_up_bias, 2 * inter, ws->gu);
     cpu_silu_mul(ws->gu, rows, inter, ws->act);
-    cpu_linear(ws->act, rows, inter, lw->down, NULL, hsz, ws->proj);
+    cpu_linear(ws->act, rows, inter, lw->down, lw->down_bias, hsz, ws->proj);
     cpu_add(hidden, ws->proj, rows, hsz);
+}
+
+void cpu_post_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
+                        const rmlp_plan *plan, const float *attn, float *hidden) {
+    size_t qd = q_dim(cfg);
+    cpu_gather_rows(attn, qd, plan->fold_gather, plan->n_compact_padded, qd, ws->attn_c);
+    cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, hidden);
 }
 
 void cpu_final_norm(const rmlp_model_config *cfg, const model_weights *w, cpu_workspace *ws, const rmlp_plan *plan,
@@ -98,4 +122,10 @@ void cpu_final_norm(const rmlp_model_config *cfg, const model_weights *w, cpu_wo
     size_t hsz = cfg->hidden_size;
     cpu_rmsnorm(hidden, plan->n_compact, hsz, hsz, w->final_norm, cfg->rms_norm_eps, ws->normed);
     cpu_gather_rows(ws->normed, hsz, plan->scatter, plan->n_tokens, hsz, out);
+}
+
+void cpu_final_norm_compact(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan,
+                            const float *hidden, float *out) {
+    size_t hsz = cfg->hidden_size;
+    cpu_rmsnorm(hidden, plan->n_compact_padded, hsz, hsz, w->final_norm, cfg->rms_norm_eps, out);
 }

@@ -7,19 +7,26 @@
 
 #include "pool.h"
 
-void cpu_pool(const float *hidden, size_t dim, const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling,
-              bool normalize, float *out) {
+/* Batch row r of hidden. */
+static const float *row_of(const float *hidden, size_t dim, const uint32_t *rows, size_t r) {
+    return hidden + (rows != NULL ? (size_t)rows[r] : r) * dim;
+}
+
+void cpu_pool(const float *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens, size_t n_seqs,
+              rmlp_pooling pooling, bool normalize, float *out) {
     for (size_t s = 0; s < n_seqs; s++) {
         size_t start = cu_seqlens[s], end = cu_seqlens[s + 1];
         float *dst = out + s * dim;
         if (pooling == RMLP_POOLING_MEAN) {
             memset(dst, 0, dim * sizeof(float));
-            for (size_t r = start; r < end; r++)
-                for (size_t i = 0; i < dim; i++) dst[i] += hidden[r * dim + i];
+            for (size_t r = start; r < end; r++) {
+                const float *src = row_of(hidden, dim, rows, r);
+                for (size_t i = 0; i < dim; i++) dst[i] += src[i];
+            }
             for (size_t i = 0; i < dim; i++) dst[i] /= (float)(end - start);
         } else {
             size_t row = pooling == RMLP_POOLING_FIRST ? start : end - 1;
-            memcpy(dst, hidden + row * dim, dim * sizeof(float));
+            memcpy(dst, row_of(hidden, dim, rows, row), dim * sizeof(float));
         }
         if (normalize) {
             double sum = 0.0;
@@ -37,10 +44,10 @@ static float dot(const float *a, const float *b, size_t n) {
     return sum;
 }
 
-void cpu_score_pair(const float *hidden, size_t dim, const uint32_t *cu_seqlens, size_t n_seqs, const float *lm_head,
-                    uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
+void cpu_score_pair(const float *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens, size_t n_seqs,
+                    const float *lm_head, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
     for (size_t s = 0; s < n_seqs; s++) {
-        const float *last = hidden + (size_t)(cu_seqlens[s + 1] - 1) * dim;
+        const float *last = row_of(hidden, dim, rows, cu_seqlens[s + 1] - 1);
         float a = dot(lm_head + (size_t)token_a * dim, last, dim);
         float b = dot(lm_head + (size_t)token_b * dim, last, dim);
         logits[2 * s] = a;

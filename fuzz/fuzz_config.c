@@ -7,7 +7,12 @@
  *  - config_read succeeds exactly when the oracle accepts, and then every field is the one the
  *    JSON gives (or its documented default): sizes >= 1, num_key_value_heads dividing
  *    num_attention_heads, head_dim given or hidden_size / num_attention_heads (which must then
- *    divide), rms_norm_eps and rope_theta > 0, qk_norm exactly for Qwen3, QKV bias for Qwen2,
+ *    divide), rms_norm_eps and rope_theta > 0, qk_norm exactly for Qwen3, the biases
+ *    transformers builds (q/k/v always for Qwen2; q/k/v and o_proj from attention_bias for Llama
+ *    and Qwen3; gate/up/down from mlp_bias for Llama; none for Mistral), every layer full
+ *    attention (layer_types of one entry per layer, all "full_attention"; without it, Qwen2 and
+ *    Qwen3 slide at layers >= max_window_layers (default 28) when use_sliding_window is true and
+ *    sliding_window is not null; Llama and Mistral refuse use_sliding_window true),
  *    sliding_window only for Mistral;
  *  - a failure returns FORMAT (not JSON, not an object, a wrong type or range) or MODEL (a
  *    missing or unsupported key; only for a JSON object), never IO or OUT_OF_MEMORY (the file
@@ -96,29 +101,41 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     if (want->num_attention_heads % want->num_key_value_heads != 0) return 0;
     if (given(root, "head_dim") == NULL && want->hidden_size % want->num_attention_heads != 0) return 0;
     if (!size_ok(root, "head_dim", 0, want->hidden_size / want->num_attention_heads, &want->head_dim)) return 0;
+    bool attention_bias, mlp_bias;
     if (!positive_ok(root, "rms_norm_eps", 1, 0, &want->rms_norm_eps) ||
         !positive_ok(root, "rope_theta", 0, 10000.0, &want->rope_theta) ||
         !bool_ok(root, "tie_word_embeddings", &want->tie_word_embeddings) ||
-        !bool_ok(root, "attention_bias", &want->attention_bias))
+        !bool_ok(root, "attention_bias", &attention_bias) || !bool_ok(root, "mlp_bias", &mlp_bias))
         return 0;
-    want->attention_bias |= want->architecture == RMLP_ARCH_QWEN2;
-    want->qk_norm = want->architecture == RMLP_ARCH_QWEN3;
+    bool llama = want->architecture == RMLP_ARCH_LLAMA, qwen3 = want->architecture == RMLP_ARCH_QWEN3;
+    bool qwen2 = want->architecture == RMLP_ARCH_QWEN2;
+    want->attention_bias = qwen2 || ((llama || qwen3) && attention_bias);
+    want->o_proj_bias = (llama || qwen3) && attention_bias;
+    want->mlp_bias = llama && mlp_bias;
+    want->qk_norm = qwen3;
     json_t *rope = given(root, "rope_parameters");
     if (rope != NULL && (!json_is_object(rope) || !string_is(rope, "rope_type", "default") ||
                          !positive_ok(rope, "rope_theta", 0, want->rope_theta, &want->rope_theta)))
         return 0;
     json_t *layers = given(root, "layer_types");
+    bool use_sliding;
+    if (!bool_ok(root, "use_sliding_window", &use_sliding)) return 0;
     if (layers != NULL) {
-        if (!json_is_array(layers)) return 0;
+        if (!json_is_array(layers) || json_array_size(layers) != want->num_hidden_layers) return 0;
         for (size_t i = 0; i < json_array_size(layers); i++)
             if (!json_is_string(json_array_get(layers, i)) ||
                 strcmp(json_string_value(json_array_get(layers, i)), "full_attention") != 0)
                 return 0;
     }
-    bool sliding;
-    if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu") ||
-        !bool_ok(root, "use_sliding_window", &sliding) || sliding)
-        return 0;
+    if (use_sliding && (layers == NULL || !(qwen2 || qwen3))) {
+        uint32_t window, max_window_layers;
+        if (!(qwen2 || qwen3) || !size_ok(root, "sliding_window", 0, 4096, &window) ||
+            !size_ok(root, "max_window_layers", 0, 28, &max_window_layers))
+            return 0;
+        json_t *w = json_object_get(root, "sliding_window");
+        if (!json_is_null(w) && max_window_layers < want->num_hidden_layers) return 0;
+    }
+    if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu")) return 0;
     if (want->architecture == RMLP_ARCH_MISTRAL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))
         return 0;
     return 1;
@@ -127,11 +144,11 @@ static int oracle(json_t *root, rmlp_model_config *want) {
 static void describe(char *buf, size_t len, const rmlp_model_config *c) {
     snprintf(buf, len,
              "arch %d vocab %u hidden %u inter %u layers %u heads %u kv %u head_dim %u max_pos %u window %u "
-             "eps %.17g theta %.17g tie %d bias %d qk_norm %d lm_head %d",
+             "eps %.17g theta %.17g tie %d bias %d qk_norm %d lm_head %d o_bias %d mlp_bias %d",
              (int)c->architecture, c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
              c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings,
              c->sliding_window, c->rms_norm_eps, c->rope_theta, (int)c->tie_word_embeddings, (int)c->attention_bias,
-             (int)c->qk_norm, (int)c->has_lm_head);
+             (int)c->qk_norm, (int)c->has_lm_head, (int)c->o_proj_bias, (int)c->mlp_bias);
 }
 
 static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
@@ -141,7 +158,8 @@ static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
            a->head_dim == b->head_dim && a->max_position_embeddings == b->max_position_embeddings &&
            a->sliding_window == b->sliding_window && a->rms_norm_eps == b->rms_norm_eps &&
            a->rope_theta == b->rope_theta && a->tie_word_embeddings == b->tie_word_embeddings &&
-           a->attention_bias == b->attention_bias && a->qk_norm == b->qk_norm && a->has_lm_head == b->has_lm_head;
+           a->attention_bias == b->attention_bias && a->qk_norm == b->qk_norm && a->has_lm_head == b->has_lm_head &&
+           a->o_proj_bias == b->o_proj_bias && a->mlp_bias == b->mlp_bias;
 }
 
 /* What config.c guarantees of every config it returns, whatever the JSON said. */
@@ -158,6 +176,11 @@ static void check_guarantees(const rmlp_model_config *c) {
         violation("rms_norm_eps or rope_theta not a positive finite number", detail);
     if (c->qk_norm != (c->architecture == RMLP_ARCH_QWEN3)) violation("qk_norm not exactly for Qwen3", detail);
     if (c->architecture == RMLP_ARCH_QWEN2 && !c->attention_bias) violation("Qwen2 without QKV bias", detail);
+    if (c->architecture == RMLP_ARCH_MISTRAL && (c->attention_bias || c->o_proj_bias || c->mlp_bias))
+        violation("Mistral with a bias (transformers' has none)", detail);
+    if (c->o_proj_bias != (c->attention_bias && c->architecture != RMLP_ARCH_QWEN2))
+        violation("o_proj bias not exactly with attention_bias, Qwen2 aside", detail);
+    if (c->mlp_bias && c->architecture != RMLP_ARCH_LLAMA) violation("MLP biases outside Llama", detail);
     if (c->architecture != RMLP_ARCH_MISTRAL && c->sliding_window != 0) violation("sliding_window not Mistral", detail);
     if (c->has_lm_head) violation("has_lm_head set from config.json alone", detail);
 }

@@ -8,7 +8,9 @@
  * with prefixes copied from earlier sequences (so paths are shared), token ids that may be
  * the extremes of uint32, positions counting up from 0 or from a base, or raw; or raw
  * cu_seqlens (mostly invalid); or a valid batch with one entry of cu_seqlens or n_tokens
- * corrupted; rarely NULL arrays or a wrong struct_size, or an rmlp_planner_reserve first.
+ * corrupted; rarely NULL arrays or a wrong struct_size, or an rmlp_planner_reserve first; or the
+ * other gate rule (RMLP_GATE_TEI), a struct from 0.1.0 (without `gate`), one from a newer header
+ * (extra bytes zero or not), or a gate that is no rule.
  * fuzz/make_plan_seeds.py writes the seeds in this layout; RMLP_FUZZ_DUMP=1 prints what an
  * input decodes to (a failure prints it too, ready to become a case in tests/test_bad_input.c).
  *
@@ -18,10 +20,15 @@
  * identity without the trie; else radix iff threshold >= 1 or n_distinct/n_tokens <
  * threshold), report the true number of distinct paths, and for small batches equal
  * tests/naive_plan.c element by element. Some: the status must be one a broken precondition
- * explains, with a "rmlp_plan_build: ..." message, and *out zeroed. Any violation prints the
+ * explains, with a "rmlp_plan_build: ..." message, and *out zeroed. A plan names the planner and
+ * a generation above every earlier plan's. The struct_size rule (an earlier release's size or
+ * this header's, or larger with zero extra bytes) and both gate rules are stated here again,
+ * independently of the library. Any violation prints the
  * reason and aborts, which libFuzzer reports as a crash with the input saved.
  */
+#include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,16 +77,25 @@ typedef struct batch {
     size_t n_tokens, n_seqs;                        /* as passed */
     int null_ids, null_pos, null_cu, null_params;
     size_t reserve_extra; /* > 0: rmlp_planner_reserve(n_tokens + reserve_extra, ...) first */
-    rmlp_plan_params params;
+    struct {
+        rmlp_plan_params params;  /* as passed, struct_size included */
+        unsigned char newer[16];  /* the fields of a newer header, when struct_size says so */
+    } caller;
+    rmlp_plan_params params; /* what the library must read from caller: the gate's default from a 0.1.0 struct */
 } batch;
 
 static batch current; /* the input being run (large, hence static; one input at a time) */
 
 /* The decoded call, so a finding can be turned into a test case without decoding it by hand. */
 static void dump(FILE *to, const batch *b) {
-    fprintf(to, "call: n_tokens=%zu n_seqs=%zu params=%s struct_size=%u pad=%d pad_multiple_of=%u threshold=%.17g\n",
-            b->n_tokens, b->n_seqs, b->null_params ? "NULL" : "set", b->params.struct_size, (int)b->params.pad,
-            b->params.pad_multiple_of, b->params.threshold);
+    const rmlp_plan_params *p = &b->caller.params;
+    fprintf(to,
+            "call: n_tokens=%zu n_seqs=%zu params=%s struct_size=%u pad=%d pad_multiple_of=%u threshold=%.17g "
+            "gate=%d newer bytes:",
+            b->n_tokens, b->n_seqs, b->null_params ? "NULL" : "set", p->struct_size, (int)p->pad, p->pad_multiple_of,
+            p->threshold, p->gate);
+    for (size_t i = 0; i < sizeof b->caller.newer; i++) fprintf(to, " %u", b->caller.newer[i]);
+    fprintf(to, "\n");
     fprintf(to, "cu_seqlens%s:", b->null_cu ? " (passed NULL)" : "");
     for (size_t s = 0; s <= b->n_seqs; s++) fprintf(to, " %u", b->cu[s]);
     fprintf(to, "\ninput_ids%s:", b->null_ids ? " (passed NULL)" : "");
@@ -200,6 +216,38 @@ static void decode(const uint8_t *data, size_t size, batch *b) {
         b->null_cu = abuse >> 2 & 1;
         if (abuse & 8) b->params.struct_size += (abuse & 1) ? 8 : (uint32_t)-4;
     }
+    b->caller.params = b->params;
+    if ((abuse & 0xF0) == 0xD0) { /* the gate's rule and the struct's version */
+        unsigned arg = abuse >> 2 & 3;
+        b->caller.params.gate = RMLP_GATE_TEI;
+        switch (abuse & 3) {
+        case 0: break;
+        case 1: b->caller.params.struct_size = offsetof(rmlp_plan_params, gate); break; /* 0.1.0's struct */
+        case 2: /* a newer header's, its extra bytes zero (arg 0) or one set */
+            b->caller.params.struct_size += sizeof b->caller.newer;
+            if (arg > 0) b->caller.newer[arg * 5] = (unsigned char)arg;
+            break;
+        default: b->caller.params.gate = arg == 0 ? -1 : 1 + (rmlp_gate)arg; break; /* no rule */
+        }
+    }
+    /* What the library reads: a 0.1.0 struct has no gate. */
+    b->params = b->caller.params;
+    if (b->params.struct_size < offsetof(rmlp_plan_params, gate) + sizeof(rmlp_gate))
+        b->params.gate = RMLP_GATE_DISTINCT;
+}
+
+/* The struct_size rule of versioned params: an earlier release's size (0.1.0's ended before
+ * `gate`) or this header's, or larger (at most 1024) with every byte past this header's zero. */
+static int struct_size_valid(const batch *b) {
+    uint32_t size = b->caller.params.struct_size;
+    if (size == sizeof(rmlp_plan_params) || size == offsetof(rmlp_plan_params, gate)) return 1;
+    if (size < sizeof(rmlp_plan_params) || size > 1024) return 0;
+    for (size_t i = sizeof(rmlp_plan_params); i < size; i++) {
+        size_t k = i - sizeof(rmlp_plan_params);
+        if (k >= sizeof b->caller.newer) return 0; /* the harness never makes such a size valid */
+        if (b->caller.newer[k] != 0) return 0;
+    }
+    return 1;
 }
 
 /* Bit set of the statuses the broken preconditions of this call explain (0: none broken). */
@@ -208,8 +256,9 @@ static unsigned explained_errors(const batch *b) {
     unsigned want = 0;
     const rmlp_plan_params *p = &b->params;
     if (!b->null_params) {
-        if (p->struct_size != sizeof(rmlp_plan_params) || isnan(p->threshold) || p->threshold < 0.0 ||
-            (p->pad && (p->pad_multiple_of == 0 || p->pad_multiple_of > RMLP_MAX_PAD_MULTIPLE)))
+        if (!struct_size_valid(b) || isnan(p->threshold) || p->threshold < 0.0 ||
+            (p->pad && (p->pad_multiple_of == 0 || p->pad_multiple_of > RMLP_MAX_PAD_MULTIPLE)) ||
+            (p->gate != RMLP_GATE_DISTINCT && p->gate != RMLP_GATE_TEI))
             want |= WANT(RMLP_ERR_INVALID_ARGUMENT);
     }
     if (b->n_tokens > 0 && (b->null_ids || b->null_pos)) want |= WANT(RMLP_ERR_INVALID_ARGUMENT);
@@ -237,6 +286,16 @@ static void reserve(const batch *b) {
     if (status != want) die("rmlp_planner_reserve returned an unexpected status: %s", rmlp_last_error());
     if (status != RMLP_OK && strncmp(rmlp_last_error(), "rmlp_planner_reserve: ", 22) != 0)
         die("rmlp_planner_reserve error without a message naming it: '%s'", rmlp_last_error());
+}
+
+/* Every plan names the shared planner and a generation above every earlier plan's. */
+static void check_generation(const rmlp_plan *plan) {
+    static uint64_t last;
+    char detail[120];
+    snprintf(detail, sizeof detail, "planner %p (shared %p), generation %llu after %llu", (const void *)plan->planner,
+             (const void *)shared_planner(), (unsigned long long)plan->generation, (unsigned long long)last);
+    if (plan->planner != shared_planner() || plan->generation <= last) die("plan origin: %s", detail);
+    last = plan->generation;
 }
 
 static rmlp_status build(const batch *b, const rmlp_plan_params *params, rmlp_plan *plan) {
@@ -282,14 +341,26 @@ static void check_plan(const batch *b, const rmlp_plan_params *params, const rml
     if (plan_verify(b->ids, b->pos, b->n_tokens, b->cu, b->n_seqs, pad, plan, why, sizeof why) != 0)
         die("plan_verify: %s", why);
     double threshold = params->threshold;
-    snprintf(why, sizeof why, "threshold %.17g, n_tokens %zu, n_distinct %u, use_radix %d", threshold, b->n_tokens,
-             plan->n_distinct, (int)plan->use_radix);
-    if (threshold == 0.0) {
-        if (plan->use_radix || plan->n_distinct != b->n_tokens) die("threshold 0 must skip the trie: %s", why);
+    snprintf(why, sizeof why, "threshold %.17g, gate %d, n_tokens %zu, n_distinct %u, use_radix %d", threshold,
+             params->gate, b->n_tokens, plan->n_distinct, (int)plan->use_radix);
+    check_generation(plan);
+    /* TEI's rule: its threshold is an f32 (+inf past its range), radix off at <= 1e-6 and on empty
+     * batches; else on iff threshold >= 1 or padded N' / N < threshold, in f32. */
+    float tei_threshold = threshold > FLT_MAX ? INFINITY : (float)threshold;
+    int tei = params->gate == RMLP_GATE_TEI;
+    if (tei ? !(tei_threshold > 1e-6f) || b->n_tokens == 0 : threshold == 0.0) {
+        if (plan->use_radix || plan->n_distinct != b->n_tokens) die("the gate must skip the trie: %s", why);
         return;
     }
-    double ratio = b->n_tokens > 0 ? (double)plan->n_distinct / (double)b->n_tokens : 1.0;
-    if ((bool)plan->use_radix != (threshold >= 1.0 || ratio < threshold)) die("gate decided wrongly: %s", why);
+    int want_radix;
+    if (tei) {
+        size_t padded = pad > 1 ? (plan->n_distinct + pad - 1) / pad * pad : plan->n_distinct;
+        want_radix = tei_threshold >= 1.0f || (float)padded / (float)b->n_tokens < tei_threshold;
+    } else {
+        double ratio = b->n_tokens > 0 ? (double)plan->n_distinct / (double)b->n_tokens : 1.0;
+        want_radix = threshold >= 1.0 || ratio < threshold;
+    }
+    if ((int)plan->use_radix != want_radix) die("gate decided wrongly: %s", why);
     if (b->n_tokens <= NAIVE_MAX) {
         check_naive(b, plan);
     } else if (!plan->use_radix) {
@@ -314,7 +385,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (getenv("RMLP_FUZZ_DUMP") != NULL) dump(stdout, b); /* to see what a seed decodes to */
     unsigned explained = explained_errors(b);
     rmlp_plan_params defaults = rmlp_plan_default_params();
-    const rmlp_plan_params *params = b->null_params ? NULL : &b->params;
+    const rmlp_plan_params *params = b->null_params ? NULL : &b->caller.params;
     rmlp_plan plan;
     if (b->reserve_extra > 0) reserve(b);
     rmlp_status status = build(b, params, &plan);
@@ -324,6 +395,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (status != RMLP_OK)
         die("a valid call failed: %s", rmlp_last_error());
     else
-        check_plan(b, params != NULL ? params : &defaults, &plan);
+        check_plan(b, params != NULL ? &b->params : &defaults, &plan);
     return 0;
 }

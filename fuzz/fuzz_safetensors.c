@@ -11,8 +11,10 @@
  * An open that succeeds must hand out tensors that keep the header's promises, checked here
  * against the header as jansson reads it independently: one tensor per header key but
  * "__metadata__", each at its data_offsets inside the data section, nbytes == product(shape) x
- * the dtype's size, no two overlapping, names NUL-terminated, unique, sorted and found by
- * st_find. A violation prints what broke and aborts, which libFuzzer saves as a crash.
+ * the dtype's size, the tensors tiling the data section in offset order (each begins where the
+ * one before it ends, the first at its start, the last at the file's end: no overlap, gap or
+ * trailing byte), names NUL-terminated, unique, sorted and found by st_find. A violation
+ * prints what broke and aborts, which libFuzzer saves as a crash.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -38,10 +40,12 @@ static uint64_t dtype_bytes(rmlp_dtype dtype) {
     }
 }
 
+/* By position, an empty tensor before a non-empty one at the same place. */
 static int by_data(const void *a, const void *b) {
     const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
     uintptr_t px = (uintptr_t)x->data, py = (uintptr_t)y->data;
-    return px < py ? -1 : px > py;
+    if (px != py) return px < py ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
 /* The tensor table of an open file against the bytes it was read from. */
@@ -81,13 +85,14 @@ static void check_tensors(const st_file *file, const uint8_t *data, size_t size)
         by_pos[i] = t;
     }
     qsort(by_pos, n, sizeof *by_pos, by_data);
-    const uint8_t *furthest = section;
+    const uint8_t *next = section; /* where the next tensor must begin */
     for (size_t i = 0; i < n; i++) {
         const uint8_t *p = by_pos[i]->data;
-        if (by_pos[i]->nbytes == 0) continue;
-        if (p < furthest) violation("tensors overlap", by_pos[i]->name);
-        furthest = p + by_pos[i]->nbytes;
+        if (p < next) violation("tensors overlap", by_pos[i]->name);
+        if (p > next) violation("bytes of the data section before a tensor belong to no tensor", by_pos[i]->name);
+        next = p + by_pos[i]->nbytes;
     }
+    if (next != end) violation("trailing bytes after the last tensor", NULL);
     free(by_pos);
 
     /* The header read independently: every entry is in the table, at its data_offsets. */

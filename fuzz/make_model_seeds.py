@@ -7,9 +7,11 @@ real headers and real config.json files, small, and reproducible. Run from anywh
 fuzz_safetensors: every fixture header with its tensors shrunk to at most 2 elements per
 dimension (names, dtypes and ranks kept; a valid file of a few KB), the same headers cut after a
 few data bytes (near-valid: tensors run past the end), and small hand-made files, valid (empty
-tensor, scalar, metadata only, misaligned data, 8 dimensions) and one broken rule each.
+tensor, scalar, metadata only, misaligned data, 8 dimensions, header order unlike data order)
+and one broken rule each (a gap, trailing bytes, overlaps, ...).
 fuzz_config: every fixture config.json as it is, and variants (transformers 4 style, Mistral's
-sliding window, nulls, one broken rule each).
+sliding window, nulls, bias flags per architecture, use_sliding_window with and without sliding
+layers, one broken rule each).
 """
 import json
 import os
@@ -82,8 +84,13 @@ def safetensors_seeds():
         "dtype_i64": st_file([("ids", "I64", [4])]),
         "overlap": st_bytes('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
                             '"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}', bytes(12)),
-        "gap_and_unordered": st_bytes('{"b":{"dtype":"F16","shape":[2],"data_offsets":[12,16]},'
-                                      '"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(16)),
+        "unordered": st_bytes('{"b":{"dtype":"F16","shape":[2],"data_offsets":[4,8]},'
+                              '"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(8)),
+        "gap": st_bytes('{"b":{"dtype":"F16","shape":[2],"data_offsets":[12,16]},'
+                        '"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', bytes(16)),
+        "trailing_bytes": st_file([("a.weight", "F32", [2, 3])]) + b"\0",
+        "empty_inside": st_bytes('{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+                                 '"e":{"dtype":"F16","shape":[0],"data_offsets":[4,4]}}', bytes(8)),
         "offsets_mismatch": st_bytes('{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}', bytes(8)),
         "offsets_reversed": st_bytes('{"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}}', bytes(8)),
         "offsets_past_end": st_bytes('{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}', bytes(8)),
@@ -135,8 +142,16 @@ def config_seeds():
     variant("bad_rope_scaling", rope_scaling={"type": "linear", "factor": 2.0})
     variant("bad_rope_type", rope_parameters={"rope_type": "yarn", "rope_theta": 1e6})
     variant("bad_act", hidden_act="gelu")
-    variant("bad_sliding", use_sliding_window=True)
-    variant("bad_layer_types", layer_types=["full_attention", "sliding_attention"])
+    variant("bad_sliding", use_sliding_window=True, layer_types=..., sliding_window=..., max_window_layers=1)
+    variant("qwen2_sliding_all_full", model_type="qwen2", use_sliding_window=True, sliding_window=8,
+            max_window_layers=3, layer_types=...)
+    variant("qwen3_sliding_layer_types", use_sliding_window=True, sliding_window=8)
+    variant("bad_layer_types_short", layer_types=["full_attention"])
+    variant("llama_biases", model_type="llama", attention_bias=True, mlp_bias=True)
+    variant("mistral_bias_flags", model_type="mistral", attention_bias=True, mlp_bias=True, head_dim=...,
+            rope_parameters=...)
+    variant("bad_mlp_bias", mlp_bias="yes")
+    variant("bad_layer_types", layer_types=["full_attention", "sliding_attention", "full_attention"])
     variant("bad_eps", rms_norm_eps=0)
     variant("bad_size_float", hidden_size=64.0)
     variant("bad_size_huge", vocab_size=4294967296)

@@ -4,7 +4,9 @@ in the byte layout fuzz_plan.c decodes, one small input per case the harness can
 prefixes under the default, always-on and off gates, thresholds above 1, infinite, NaN, negative
 and -0, padding multiples at and past RMLP_MAX_PAD_MULTIPLE and 0, raw and corrupted cu_seqlens,
 NULL arrays, a wrong struct_size, rmlp_planner_reserve first, extreme token ids, raw and offset
-positions, a 752-row batch and the empty batch. Run from anywhere (replaces the folder's files):
+positions, a 752-row batch and the empty batch; TEI's gate rule (padded length, f32, off at <= 1e-6),
+a 0.1.0 struct (without `gate`), a newer header's struct with its extra bytes zero or not, and a
+gate that is no rule. Run from anywhere (replaces the folder's files):
     python3 fuzz/make_plan_seeds.py
 To see what a seed decodes to: RMLP_FUZZ_DUMP=1 build-fuzz/fuzz/fuzz_plan fuzz/corpus/fuzz_plan/<seed>
 """
@@ -46,7 +48,8 @@ def structured(alpha, pos_kind, seqs):
 
 
 def hdr(pad, pad_kind, thr_kind, batch_kind, abuse=0, pad_arg=None, t=0, f64=None):
-    """Mode byte, abuse byte (0xF_: NULL arrays / struct_size, 0xE_: reserve first), the padding
+    """Mode byte, abuse byte (0xF_: NULL arrays / struct_size, 0xE_: reserve first, 0xD_: gate rule
+    and struct version: low 2 bits 0 TEI's rule, 1 a 0.1.0 struct, 2 a newer one, 3 no rule), the padding
     argument its kind reads, the threshold byte, and the raw double of threshold kind 4."""
     b = mode(pad, pad_kind, thr_kind, batch_kind) + bytes([abuse])
     if pad_kind == 0 or pad_kind == 3:
@@ -113,6 +116,17 @@ for s in range(1, 16):
     big.append((47, 1, s % 2, bytes((s + i) % 16 for i in range(24 if s % 2 else 0))))
 seeds["big_shared"] = hdr(1, 0, 2, 0, pad_arg=7) + structured(16, 0, big)
 seeds["big_shared_gate"] = hdr(0, 0, 3, 0, t=100) + structured(16, 0, big)
+# TEI's gate rule (abuse 0xD0): threshold 0.85 on the shared-prefix batch, padded to 64 (the padded
+# length decides), and at a threshold of 1e-7 (radix off, no trie); a 0.1.0 struct that holds TEI's
+# rule where `gate` would be (0xD1: read as the default rule); a newer header's struct, its extra
+# bytes zero (0xD2) or one set (0xD6, refused); a gate that is no rule (0xD3: -1, 0xD7: 2).
+seeds["gate_tei_pad64"] = hdr(1, 1, 3, 0, abuse=0xD0, pad_arg=64, t=170) + body
+seeds["gate_tei_tiny_threshold"] = hdr(0, 0, 4, 0, abuse=0xD0, f64=1e-7) + body
+seeds["struct_size_0_1"] = hdr(1, 1, 3, 0, abuse=0xD1, pad_arg=64, t=170) + body
+seeds["struct_size_newer_zero"] = hdr(1, 1, 3, 0, abuse=0xD2, pad_arg=64, t=170) + body
+seeds["struct_size_newer_set"] = hdr(1, 1, 3, 0, abuse=0xD6, pad_arg=64, t=170) + body
+seeds["gate_negative"] = hdr(0, 0, 1, 0, abuse=0xD3) + body
+seeds["gate_two"] = hdr(0, 0, 1, 0, abuse=0xD7) + body
 # the empty batch: one sequence of length 0.
 seeds["empty"] = hdr(0, 0, 1, 0) + structured(1, 0, [(0, 0, None, b"")])
 os.makedirs(OUT, exist_ok=True)

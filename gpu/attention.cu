@@ -1,22 +1,27 @@
 /*
- * attention.cu: the built-in causal varlen attention with grouped KV heads, for standalone use
- * and tests (hosts that keep attention bring their own flash-attention). Correctness first: a
- * tiled online-softmax kernel with fp32 accumulation, one block per (query tile, head,
- * sequence). A block holds ATT_BQ query rows in shared memory, four per warp, and walks the
- * keys the tile can see in tiles of 32, staged in shared memory in fp32: lane j scores key j
- * against the warp's rows, the warp updates each row's running max and sum, then every lane
- * accumulates its slice of head_dim (dims lane, lane + 32, ...) of P V. Keys beyond a row are
- * masked with -inf; the first key tile always holds key 0, so every row's max is finite after it.
- * Tiles are loaded element by element (coalesced, no 16-byte vectors): a fallback, not a fast path.
+ * attention.cu: the built-in causal attention with grouped KV heads, for standalone use and tests
+ * (hosts that keep attention bring their own flash-attention), in both layouts: full space (each
+ * sequence's rows attend over its own rows) and compact space (each sequence's owned compact rows
+ * attend over its path, read through the plan's scatter: shared/DESIGN.md). Correctness first: a
+ * tiled online-softmax kernel with fp32 accumulation, one block per (query tile, head) on a grid
+ * over the batch's query tiles sized from its counts (attention_tiles.h, so a captured graph
+ * replays over other lengths). A block holds ATT_BQ query rows in shared memory, four per warp,
+ * and walks the keys the tile can see in tiles of 32, staged in shared memory in fp32 (compact
+ * space: each key row loaded through the path's index list): lane j scores key j against the
+ * warp's rows, the warp updates each row's running max and sum, then every lane accumulates its
+ * slice of head_dim (dims lane, lane + 32, ...) of P V. Keys beyond a row are masked with -inf;
+ * the first key tile always holds key 0, so every row's max is finite after it. Tiles are loaded
+ * element by element (coalesced, no 16-byte vectors): a reference, not a fast path.
  */
 #include <math.h>
 
+#include "attention_tiles.h"
 #include "common.cuh"
 #include "kernels.h"
 
 #define ATT_WARPS 4
-#define ATT_ROWS 4                    /* query rows per warp */
-#define ATT_BQ (ATT_WARPS * ATT_ROWS) /* query rows per block */
+#define ATT_ROWS 4 /* query rows per warp: ATT_WARPS * ATT_ROWS = ATT_BQ rows per block */
+static_assert(ATT_WARPS * ATT_ROWS == ATT_BQ, "a block holds one query tile");
 #define ATT_BK 32                     /* keys per tile: one per lane */
 #define ATT_MAX_HEAD_DIM 256
 
@@ -26,37 +31,50 @@ static size_t attention_smem_bytes(int head_dim) {
     return sizeof(float) * ((size_t)ATT_BQ * head_dim + (size_t)ATT_BK * (head_dim | 1) + (size_t)ATT_BK * head_dim);
 }
 
-/* q, out (n_tokens, n_heads, head_dim); k, v (n_tokens, n_kv_heads, head_dim); cu_seqlens (n_seqs + 1).
- * Grid (query tiles, n_heads, n_seqs); T = ceil(head_dim / 32) output dims per lane. */
+/* Where a launch reads and writes: q, out rows of (n_heads, head_dim) at q_stride / out_stride
+ * elements; k, v rows of (n_kv_heads, head_dim) at kv_stride. Sequence s has the queries
+ * qo_indptr[s] .. qo_indptr[s+1] (rows of q and out) and the keys kv_indptr[s] .. kv_indptr[s+1]:
+ * rows of k and v themselves (kv_indices NULL: full space, where qo_indptr == kv_indptr ==
+ * cu_seqlens) or the rows kv_indices[i] (compact space: kv_indices is the plan's scatter, a path
+ * per sequence). Its q_s queries are the last of its L_s keys: query t sees keys 0 .. L_s - q_s + t. */
+struct AttentionLayout {
+    const uint32_t *qo_indptr, *kv_indptr, *kv_indices;
+    uint32_t n_seqs;
+    size_t q_stride, kv_stride, out_stride;
+};
+
+/* Grid (att_grid_tiles(qo_indptr[n_seqs] as a count, n_seqs), n_heads); T = ceil(head_dim / 32)
+ * output dims per lane. */
 template <class D, int T>
 static __global__ void __launch_bounds__(ATT_WARPS * 32)
     attention_kernel(const typename D::S *__restrict__ q, const typename D::S *__restrict__ k,
                      const typename D::S *__restrict__ v, typename D::S *__restrict__ out,
-                     const uint32_t *__restrict__ cu_seqlens, int n_heads, int n_kv_heads, int head_dim, float scale) {
+                     const AttentionLayout lay, int n_heads, int n_kv_heads, int head_dim, float scale) {
     extern __shared__ float smem[];
     const int kstride = head_dim | 1;
     float *qs = smem;                   /* (ATT_BQ, head_dim) */
     float *ks = qs + ATT_BQ * head_dim; /* (ATT_BK, kstride) */
     float *vs = ks + ATT_BK * kstride;  /* (ATT_BK, head_dim) */
 
-    const int t0 = blockIdx.x * ATT_BQ, head = blockIdx.y, seq = blockIdx.z;
-    const size_t start = cu_seqlens[seq];
-    const int len = (int)(cu_seqlens[seq + 1] - cu_seqlens[seq]);
-    if (t0 >= len) return; /* the whole block: before any barrier */
+    const uint32_t seq = att_tile_seq(lay.qo_indptr, lay.n_seqs, blockIdx.x);
+    const int t0 = (int)(blockIdx.x - att_first_tile(lay.qo_indptr[seq], seq)) * ATT_BQ, head = blockIdx.y;
+    const size_t q_start = lay.qo_indptr[seq], kv_start = lay.kv_indptr[seq];
+    const int n_q = (int)(lay.qo_indptr[seq + 1] - q_start);
+    const int before = (int)(lay.kv_indptr[seq + 1] - kv_start) - n_q; /* keys before the first query */
+    if (t0 >= n_q) return; /* the whole block: before any barrier */
     const int kv_head = head / (n_heads / n_kv_heads);
-    const size_t q_stride = (size_t)n_heads * head_dim, kv_stride = (size_t)n_kv_heads * head_dim;
-    const typename D::S *qh = q + start * q_stride + (size_t)head * head_dim;
-    const typename D::S *kh = k + start * kv_stride + (size_t)kv_head * head_dim;
-    const typename D::S *vh = v + start * kv_stride + (size_t)kv_head * head_dim;
-    typename D::S *oh = out + start * q_stride + (size_t)head * head_dim;
+    const typename D::S *qh = q + q_start * lay.q_stride + (size_t)head * head_dim;
+    const typename D::S *kh = k + (size_t)kv_head * head_dim, *vh = v + (size_t)kv_head * head_dim;
+    const uint32_t *path = lay.kv_indices != nullptr ? lay.kv_indices + kv_start : nullptr;
+    typename D::S *oh = out + q_start * lay.out_stride + (size_t)head * head_dim;
 
     for (int i = threadIdx.x; i < ATT_BQ * head_dim; i += blockDim.x) {
         int r = i / head_dim, d = i % head_dim;
-        qs[i] = t0 + r < len ? D::load(qh[(size_t)(t0 + r) * q_stride + d]) : 0.0f;
+        qs[i] = t0 + r < n_q ? D::load(qh[(size_t)(t0 + r) * lay.q_stride + d]) : 0.0f;
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int row0 = t0 + warp * ATT_ROWS;  /* this warp's first row, in the sequence */
-    const int kend = min(t0 + ATT_BQ, len); /* keys [0, kend) are visible to some row of the tile */
+    const int row0 = before + t0 + warp * ATT_ROWS; /* this warp's first query, as a key position */
+    const int kend = before + min(t0 + ATT_BQ, n_q); /* keys [0, kend) are visible to some row of the tile */
 
     float m[ATT_ROWS], l[ATT_ROWS], o[ATT_ROWS][T];
 #pragma unroll
@@ -72,7 +90,8 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
         for (int i = threadIdx.x; i < ATT_BK * head_dim; i += blockDim.x) {
             int j = i / head_dim, d = i % head_dim;
             bool in = k0 + j < kend; /* zeros elsewhere: p = 0 must not meet a NaN in v */
-            size_t at = (size_t)(k0 + j) * kv_stride + d;
+            size_t row = in ? (path != nullptr ? path[k0 + j] : kv_start + k0 + j) : 0;
+            size_t at = row * lay.kv_stride + d;
             ks[j * kstride + d] = in ? D::load(kh[at]) : 0.0f;
             vs[j * head_dim + d] = in ? D::load(vh[at]) : 0.0f;
         }
@@ -121,21 +140,21 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 #pragma unroll
     for (int r = 0; r < ATT_ROWS; r++) {
-        const int row = row0 + r;
-        if (row >= len) continue;
+        const int query = t0 + warp * ATT_ROWS + r;
+        if (query >= n_q) continue;
         const float inv = 1.0f / l[r];
 #pragma unroll
         for (int t = 0; t < T; t++) {
             int d = lane + 32 * t;
-            if (d < head_dim) oh[(size_t)row * q_stride + d] = D::store(o[r][t] * inv);
+            if (d < head_dim) oh[(size_t)query * lay.out_stride + d] = D::store(o[r][t] * inv);
         }
     }
 }
 
 template <class D, int T>
-static cudaError_t launch_attention(const void *q, const void *k, const void *v, void *out, const uint32_t *cu_seqlens,
-                                    size_t n_seqs, size_t max_seqlen, int n_heads, int n_kv_heads, int head_dim,
-                                    float scale, cudaStream_t stream) {
+static cudaError_t launch_attention(const void *q, const void *k, const void *v, void *out, const AttentionLayout &lay,
+                                    size_t n_q_rows, int n_heads, int n_kv_heads, int head_dim, float scale,
+                                    cudaStream_t stream) {
     typedef typename D::S S;
     size_t smem = attention_smem_bytes(head_dim);
     if (smem > 48 * 1024) { /* above the default limit a kernel must opt in */
@@ -143,41 +162,57 @@ static cudaError_t launch_attention(const void *q, const void *k, const void *v,
             cudaFuncSetAttribute(attention_kernel<D, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (error != cudaSuccess) return error;
     }
-    dim3 grid((unsigned)((max_seqlen + ATT_BQ - 1) / ATT_BQ), (unsigned)n_heads, (unsigned)n_seqs);
+    dim3 grid((unsigned)att_grid_tiles(n_q_rows, lay.n_seqs), (unsigned)n_heads);
     attention_kernel<D, T><<<grid, ATT_WARPS * 32, smem, stream>>>((const S *)q, (const S *)k, (const S *)v, (S *)out,
-                                                                   cu_seqlens, n_heads, n_kv_heads, head_dim, scale);
+                                                                   lay, n_heads, n_kv_heads, head_dim, scale);
     return cudaGetLastError();
 }
 
 template <class D>
-static cudaError_t dispatch_head_dim(const void *q, const void *k, const void *v, void *out, const uint32_t *cu_seqlens,
-                                     size_t n_seqs, size_t max_seqlen, int n_heads, int n_kv_heads, int head_dim,
-                                     float scale, cudaStream_t stream) {
+static cudaError_t dispatch_head_dim(const void *q, const void *k, const void *v, void *out, const AttentionLayout &lay,
+                                     size_t n_q_rows, int n_heads, int n_kv_heads, int head_dim, float scale,
+                                     cudaStream_t stream) {
     if (head_dim <= 64)
-        return launch_attention<D, 2>(q, k, v, out, cu_seqlens, n_seqs, max_seqlen, n_heads, n_kv_heads, head_dim,
-                                      scale, stream);
+        return launch_attention<D, 2>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, scale, stream);
     if (head_dim <= 128)
-        return launch_attention<D, 4>(q, k, v, out, cu_seqlens, n_seqs, max_seqlen, n_heads, n_kv_heads, head_dim,
-                                      scale, stream);
-    return launch_attention<D, 8>(q, k, v, out, cu_seqlens, n_seqs, max_seqlen, n_heads, n_kv_heads, head_dim, scale,
-                                  stream);
+        return launch_attention<D, 4>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, scale, stream);
+    return launch_attention<D, 8>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, scale, stream);
+}
+
+/* Checks what both layouts share, then launches over n_q_rows query rows (a count). */
+static cudaError_t run_attention(const void *q, const void *k, const void *v, void *out, const AttentionLayout &lay,
+                                 size_t n_q_rows, size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale,
+                                 rmlp_dtype dtype, cudaStream_t stream) {
+    if (dtype_size(dtype) == 0 || head_dim == 0 || head_dim > ATT_MAX_HEAD_DIM || n_kv_heads == 0 ||
+        n_heads % n_kv_heads != 0 || n_heads > 65535 || n_q_rows > INT32_MAX || lay.n_seqs > INT32_MAX ||
+        att_grid_tiles(n_q_rows, lay.n_seqs) > INT32_MAX || lay.q_stride < n_heads * head_dim ||
+        lay.out_stride < n_heads * head_dim || lay.kv_stride < n_kv_heads * head_dim)
+        return cudaErrorInvalidValue;
+    if (lay.n_seqs == 0 || n_q_rows == 0 || n_heads == 0) return cudaSuccess;
+    int nh = (int)n_heads, nkv = (int)n_kv_heads, hd = (int)head_dim;
+    switch (dtype) {
+    case RMLP_DTYPE_F32: return dispatch_head_dim<F32>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, scale, stream);
+    case RMLP_DTYPE_F16: return dispatch_head_dim<F16>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, scale, stream);
+    default: return dispatch_head_dim<BF16>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, scale, stream);
+    }
 }
 
 extern "C" cudaError_t gpu_attention(const void *q, const void *k, const void *v, void *out, const uint32_t *cu_seqlens,
-                                     size_t n_seqs, size_t max_seqlen, size_t n_tokens, size_t n_heads,
-                                     size_t n_kv_heads, size_t head_dim, float scale, rmlp_dtype dtype,
-                                     cudaStream_t stream) {
-    if (dtype_size(dtype) == 0 || head_dim == 0 || head_dim > ATT_MAX_HEAD_DIM || n_kv_heads == 0 ||
-        n_heads % n_kv_heads != 0 || n_heads > 65535 || n_seqs > 65535 || max_seqlen > INT32_MAX ||
-        n_tokens > INT32_MAX)
-        return cudaErrorInvalidValue;
-    if (n_seqs == 0 || max_seqlen == 0 || n_tokens == 0 || n_heads == 0) return cudaSuccess;
-    int nh = (int)n_heads, nkv = (int)n_kv_heads, hd = (int)head_dim;
-    switch (dtype) {
-    case RMLP_DTYPE_F32:
-        return dispatch_head_dim<F32>(q, k, v, out, cu_seqlens, n_seqs, max_seqlen, nh, nkv, hd, scale, stream);
-    case RMLP_DTYPE_F16:
-        return dispatch_head_dim<F16>(q, k, v, out, cu_seqlens, n_seqs, max_seqlen, nh, nkv, hd, scale, stream);
-    default: return dispatch_head_dim<BF16>(q, k, v, out, cu_seqlens, n_seqs, max_seqlen, nh, nkv, hd, scale, stream);
-    }
+                                     size_t n_seqs, size_t n_tokens, size_t n_heads, size_t n_kv_heads,
+                                     size_t head_dim, float scale, rmlp_dtype dtype, cudaStream_t stream) {
+    AttentionLayout lay = {cu_seqlens, cu_seqlens, nullptr, (uint32_t)n_seqs, n_heads * head_dim,
+                           n_kv_heads * head_dim, n_heads * head_dim};
+    if (n_seqs > INT32_MAX) return cudaErrorInvalidValue;
+    return run_attention(q, k, v, out, lay, n_tokens, n_heads, n_kv_heads, head_dim, scale, dtype, stream);
+}
+
+extern "C" cudaError_t gpu_compact_attention(const gpu_compact_rows *rows, const uint32_t *qo_indptr,
+                                             const uint32_t *kv_indptr, const uint32_t *kv_indices, size_t n_seqs,
+                                             size_t n_compact, size_t n_heads, size_t n_kv_heads, size_t head_dim,
+                                             float scale, rmlp_dtype dtype, cudaStream_t stream) {
+    if (n_seqs > INT32_MAX || rows->k_stride != rows->v_stride) return cudaErrorInvalidValue;
+    AttentionLayout lay = {qo_indptr, kv_indptr, kv_indices, (uint32_t)n_seqs, rows->q_stride, rows->k_stride,
+                           rows->out_stride};
+    return run_attention(rows->q, rows->k, rows->v, rows->out, lay, n_compact, n_heads, n_kv_heads, head_dim, scale,
+                         dtype, stream);
 }

@@ -19,16 +19,17 @@
 
 /* The per-layer tensors a binding may name. */
 enum slot {
-    S_INPUT_NORM, S_Q, S_K, S_V, S_QKV, S_Q_BIAS, S_K_BIAS, S_V_BIAS, S_QKV_BIAS, S_Q_NORM, S_K_NORM, S_O,
-    S_POST_NORM, S_GATE, S_UP, S_GATE_UP, S_DOWN, S_COUNT
+    S_INPUT_NORM, S_Q, S_K, S_V, S_QKV, S_Q_BIAS, S_K_BIAS, S_V_BIAS, S_QKV_BIAS, S_Q_NORM, S_K_NORM, S_O, S_O_BIAS,
+    S_POST_NORM, S_GATE, S_UP, S_GATE_UP, S_GATE_BIAS, S_UP_BIAS, S_GATE_UP_BIAS, S_DOWN, S_DOWN_BIAS, S_COUNT
 };
 
 static const char *const SUFFIX[S_COUNT] = {
     "input_layernorm.weight",  "self_attn.q_proj.weight",   "self_attn.k_proj.weight",  "self_attn.v_proj.weight",
     "self_attn.qkv_proj.weight", "self_attn.q_proj.bias",   "self_attn.k_proj.bias",    "self_attn.v_proj.bias",
     "self_attn.qkv_proj.bias", "self_attn.q_norm.weight",   "self_attn.k_norm.weight",  "self_attn.o_proj.weight",
-    "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",    "mlp.gate_up_proj.weight",
-    "mlp.down_proj.weight"};
+    "self_attn.o_proj.bias",   "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+    "mlp.gate_up_proj.weight", "mlp.gate_proj.bias",        "mlp.up_proj.bias",         "mlp.gate_up_proj.bias",
+    "mlp.down_proj.weight",    "mlp.down_proj.bias"};
 
 enum global_slot { G_EMBED, G_NORM, G_LM_HEAD, G_COUNT };
 
@@ -41,9 +42,9 @@ typedef struct bound {
 static void slot_shape(const rmlp_model_config *c, int s, uint64_t *rows, uint64_t *cols) {
     uint64_t h = c->hidden_size, inter = c->intermediate_size, hd = c->head_dim;
     uint64_t q = (uint64_t)c->num_attention_heads * hd, kv = (uint64_t)c->num_key_value_heads * hd;
-    static const int matrix[S_COUNT] = {0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1};
-    const uint64_t out[S_COUNT] = {h, q, kv, kv, q + 2 * kv, q, kv, kv, q + 2 * kv, hd, hd, h, h, inter, inter,
-                                   2 * inter, h};
+    static const int matrix[S_COUNT] = {0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0};
+    const uint64_t out[S_COUNT] = {h,  q, kv, kv,    q + 2 * kv, q,     kv,        kv, q + 2 * kv, hd, hd,
+                                   h,  h, h,  inter, inter,      2 * inter, inter, inter, 2 * inter, h,  h};
     *rows = out[s];
     *cols = !matrix[s] ? 0 : s == S_O ? q : s == S_DOWN ? inter : h;
 }
@@ -166,10 +167,13 @@ static rmlp_status make_linear(const char *fn, const rmlp_model_config *c, uint3
     if (bias_stacked && bias_any)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "layer %u: both '%s' and separate biases are bound", layer,
                          l[stacked_bias]->name);
-    if (!bias_stacked && !bias_parts_all)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "missing the Q/K/V biases of layer %u ('layers.%u.%s' and the k, v ones, "
-                         "or the stacked 'layers.%u.%s')", layer, layer, SUFFIX[bias_parts[0]], layer,
-                         SUFFIX[stacked_bias]);
+    if (!bias_stacked && !bias_parts_all) {
+        int missing = bias_parts[0];
+        for (int i = n_parts - 1; i >= 0; i--)
+            if (l[bias_parts[i]] == NULL) missing = bias_parts[i];
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "missing tensor 'layers.%u.%s' (or the stacked 'layers.%u.%s')", layer,
+                         SUFFIX[missing], layer, SUFFIX[stacked_bias]);
+    }
     if (out->parts == 1 && bias_stacked) {
         out->bias[0] = l[stacked_bias]->data;
     } else if (out->parts == 1) {
@@ -256,38 +260,52 @@ extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config,
     for (uint32_t i = 0; i < layers && status == RMLP_OK; i++) {
         const rmlp_weight_binding **l = b.layer + (size_t)i * S_COUNT;
         for (int s = 0; s < S_COUNT && status == RMLP_OK; s++) {
-            bool bias = s == S_Q_BIAS || s == S_K_BIAS || s == S_V_BIAS || s == S_QKV_BIAS;
-            bool norm = s == S_Q_NORM || s == S_K_NORM;
-            if (l[s] != NULL && ((bias && !config->attention_bias) || (norm && !config->qk_norm)))
+            /* The config flag a slot needs, and whether the config has it. */
+            const char *flag = NULL;
+            bool has = true;
+            if (s == S_Q_BIAS || s == S_K_BIAS || s == S_V_BIAS || s == S_QKV_BIAS)
+                flag = "attention_bias", has = config->attention_bias;
+            else if (s == S_Q_NORM || s == S_K_NORM)
+                flag = "qk_norm", has = config->qk_norm;
+            else if (s == S_O_BIAS)
+                flag = "o_proj_bias", has = config->o_proj_bias;
+            else if (s == S_GATE_BIAS || s == S_UP_BIAS || s == S_GATE_UP_BIAS || s == S_DOWN_BIAS)
+                flag = "mlp_bias", has = config->mlp_bias;
+            if (l[s] != NULL && !has)
                 status = rmlp_fail(RMLP_ERR_MODEL, fn, "tensor '%s' is bound but the config has no %s", l[s]->name,
-                                   bias ? "attention_bias" : "qk_norm");
+                                   flag);
             else if (l[s] != NULL) {
                 uint64_t rows, cols;
                 slot_shape(config, s, &rows, &cols);
                 status = check_binding(fn, l[s], rows, cols, dtype, device);
             }
         }
-        static const int single[] = {S_INPUT_NORM, S_O, S_POST_NORM, S_DOWN, S_Q_NORM, S_K_NORM};
+        static const int single[] = {S_INPUT_NORM, S_O, S_POST_NORM, S_DOWN, S_Q_NORM, S_K_NORM, S_O_BIAS, S_DOWN_BIAS};
         for (size_t k = 0; k < sizeof single / sizeof single[0] && status == RMLP_OK; k++) {
             if ((single[k] == S_Q_NORM || single[k] == S_K_NORM) && !config->qk_norm) continue;
+            if ((single[k] == S_O_BIAS && !config->o_proj_bias) || (single[k] == S_DOWN_BIAS && !config->mlp_bias))
+                continue;
             if (l[single[k]] == NULL)
                 status = rmlp_fail(RMLP_ERR_MODEL, fn, "missing tensor 'model.layers.%u.%s'", i, SUFFIX[single[k]]);
         }
         if (status != RMLP_OK) break;
         gpu_layer *g = &m->layers[i];
         static const int qkv_parts[] = {S_Q, S_K, S_V}, qkv_bias_parts[] = {S_Q_BIAS, S_K_BIAS, S_V_BIAS};
-        static const int gate_up_parts[] = {S_GATE, S_UP};
+        static const int gate_up_parts[] = {S_GATE, S_UP}, gate_up_bias_parts[] = {S_GATE_BIAS, S_UP_BIAS};
         status = make_linear(fn, config, i, &b, S_QKV, qkv_parts, 3, S_QKV_BIAS, qkv_bias_parts,
                              config->attention_bias, dtype, &g->qkv);
         if (status == RMLP_OK)
-            status = make_linear(fn, config, i, &b, S_GATE_UP, gate_up_parts, 2, 0, NULL, false, dtype, &g->gate_up);
+            status = make_linear(fn, config, i, &b, S_GATE_UP, gate_up_parts, 2, S_GATE_UP_BIAS, gate_up_bias_parts,
+                                 config->mlp_bias, dtype, &g->gate_up);
         if (status != RMLP_OK) break;
         g->input_norm = l[S_INPUT_NORM]->data;
         g->post_norm = l[S_POST_NORM]->data;
         g->q_norm = config->qk_norm ? l[S_Q_NORM]->data : NULL;
         g->k_norm = config->qk_norm ? l[S_K_NORM]->data : NULL;
-        g->o_proj = gpu_linear{{l[S_O]->data, NULL, NULL}, {NULL, NULL, NULL}, {config->hidden_size, 0, 0}, 1};
-        g->down = gpu_linear{{l[S_DOWN]->data, NULL, NULL}, {NULL, NULL, NULL}, {config->hidden_size, 0, 0}, 1};
+        const void *o_bias = config->o_proj_bias ? l[S_O_BIAS]->data : NULL;
+        const void *down_bias = config->mlp_bias ? l[S_DOWN_BIAS]->data : NULL;
+        g->o_proj = gpu_linear{{l[S_O]->data, NULL, NULL}, {o_bias, NULL, NULL}, {config->hidden_size, 0, 0}, 1};
+        g->down = gpu_linear{{l[S_DOWN]->data, NULL, NULL}, {down_bias, NULL, NULL}, {config->hidden_size, 0, 0}, 1};
     }
     if (status == RMLP_OK) {
         m->embed = b.global[G_EMBED]->data;

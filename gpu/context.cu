@@ -42,7 +42,8 @@ extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model
     ctx->model = model;
     ctx->cap_tokens = max_tokens;
     ctx->cap_compact = max_compact;
-    ctx->maps_words = 3 * max_compact + 2 * max_tokens + 1;
+    ctx->maps_words = 3 * max_compact + 3 * max_tokens + 2;
+    size_t rows = max_compact > max_tokens ? max_compact : max_tokens; /* of q, k, v, attn */
     /* The read-outs' fp32 scratch lives in gu: pooled rows (n_seqs <= max_tokens) and 2 logits each. */
     size_t pooled_bytes = (max_tokens * h + 2 * max_tokens) * sizeof(float);
     ctx->gu_bytes = max_compact * 2 * inter * es > pooled_bytes ? max_compact * 2 * inter * es : pooled_bytes;
@@ -58,10 +59,11 @@ extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model
         {&ctx->gu, ctx->gu_bytes},
         {&ctx->act, max_compact * inter * es},
         {&ctx->hidden, max_compact * h * es},
-        {&ctx->q, max_tokens * qd * es},
-        {&ctx->attn, max_tokens * qd * es},
-        {&ctx->k, max_tokens * kvd * es},
-        {&ctx->v, max_tokens * kvd * es},
+        /* batch rows, or every compact row (padding included) in compact space */
+        {&ctx->q, rows * qd * es},
+        {&ctx->attn, rows * qd * es},
+        {&ctx->k, rows * kvd * es},
+        {&ctx->v, rows * kvd * es},
         {(void **)&ctx->maps, ctx->maps_words * sizeof(uint32_t)},
         {(void **)&ctx->pool_cu, (max_tokens + 1) * sizeof(uint32_t)},
     };
@@ -138,20 +140,31 @@ extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, co
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
                          "the context's stream is capturing a graph: set the plan before the capture (the copy waits "
                          "on the host for the staging buffer, which a capture cannot do)");
+    /* Every row its own compact row: the maps can only be the identity (fold_gather is strictly
+     * increasing), and the layer skips their copies; so whether it does is decided by the counts,
+     * like every other shape a captured graph holds. */
+    bool identity = plan->n_compact == plan->n_tokens && plan->n_compact_padded == plan->n_tokens;
+    for (uint32_t i = 0; identity && i < plan->n_tokens; i++)
+        if (plan->fold_gather[i] != i || plan->scatter[i] != i)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                             "plan->fold_gather[%u]=%u, scatter[%u]=%u, but n_compact == n_tokens == %u: with every "
+                             "row distinct both maps are the identity", i, plan->fold_gather[i], i, plan->scatter[i],
+                             plan->n_tokens);
     /* The previous plan's copy must have left the staging buffer before it is overwritten. */
     if (ctx->staged_pending) GPU_TRY(fn, cudaEventSynchronize(ctx->staged_free));
     ctx->staged_pending = false;
     ctx->plan.set = false;
     size_t nc = plan->n_compact_padded, nt = plan->n_tokens, ns = plan->n_seqs;
     uint32_t *s = ctx->staging;
-    /* Layout: fold (nc) | scatter (nt) | ids (nc) | pos (nc) | cu (ns + 1). */
+    /* Layout: fold (nc) | scatter (nt) | ids (nc) | pos (nc) | cu (ns + 1) | qo_indptr (ns + 1). */
     size_t at_fold = 0, at_scatter = nc, at_ids = nc + nt, at_pos = 2 * nc + nt, at_cu = 3 * nc + nt;
-    size_t words = at_cu + ns + 1;
+    size_t at_qo = at_cu + ns + 1, words = at_qo + (plan->qo_indptr != NULL ? ns + 1 : 0);
     if (nc) memcpy(s + at_fold, plan->fold_gather, nc * sizeof *s);
     if (nt) memcpy(s + at_scatter, plan->scatter, nt * sizeof *s);
     if (nc) memcpy(s + at_ids, plan->compact_input_ids, nc * sizeof *s);
     if (nc) memcpy(s + at_pos, plan->compact_position_ids, nc * sizeof *s);
     memcpy(s + at_cu, plan->cu_seqlens, (ns + 1) * sizeof *s);
+    if (plan->qo_indptr != NULL) memcpy(s + at_qo, plan->qo_indptr, (ns + 1) * sizeof *s);
     GPU_TRY(fn, cudaMemcpyAsync(ctx->maps, s, words * sizeof *s, cudaMemcpyHostToDevice, ctx->stream));
     GPU_TRY(fn, cudaEventRecord(ctx->staged_free, ctx->stream));
     ctx->staged_pending = true;
@@ -159,6 +172,7 @@ extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, co
     for (size_t i = 0; i < ns; i++)
         if (plan->cu_seqlens[i + 1] - plan->cu_seqlens[i] > longest) longest = plan->cu_seqlens[i + 1] - plan->cu_seqlens[i];
     gpu_plan_state *p = &ctx->plan;
+    p->identity = identity;
     p->plan = *plan;
     p->max_seqlen = longest;
     p->fold = ctx->maps + at_fold;
@@ -166,6 +180,7 @@ extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, co
     p->ids = ctx->maps + at_ids;
     p->pos = ctx->maps + at_pos;
     p->cu = ctx->maps + at_cu;
+    p->qo = plan->qo_indptr != NULL ? ctx->maps + at_qo : NULL;
     p->staged = s;
     p->staged_words = words;
     p->set = true;
@@ -184,7 +199,7 @@ extern "C" rmlp_status gpu_context_check_plan(const char *fn, const gpu_context 
         plan->n_compact_padded != s->n_compact_padded || plan->use_radix != s->use_radix ||
         plan->fold_gather != s->fold_gather || plan->scatter != s->scatter ||
         plan->compact_input_ids != s->compact_input_ids || plan->compact_position_ids != s->compact_position_ids ||
-        plan->cu_seqlens != s->cu_seqlens)
+        plan->cu_seqlens != s->cu_seqlens || plan->qo_indptr != s->qo_indptr)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
                          "the plan (%u tokens, %u compact rows, scatter %p) is not the one set on this CUDA context "
                          "(%u tokens, %u compact rows, scatter %p): call rmlp_context_set_plan with it first",
@@ -203,6 +218,7 @@ extern "C" rmlp_status gpu_context_check_plan(const char *fn, const gpu_context 
         {"compact_input_ids", plan->compact_input_ids, nc + nt, nc},
         {"compact_position_ids", plan->compact_position_ids, 2 * nc + nt, nc},
         {"cu_seqlens", plan->cu_seqlens, 3 * nc + nt, ns + 1},
+        {"qo_indptr", plan->qo_indptr, 3 * nc + nt + ns + 1, plan->qo_indptr != NULL ? ns + 1 : 0},
     };
     for (const auto &m : maps)
         if (m.n > 0 && memcmp(m.host, staged + m.offset, m.n * sizeof(uint32_t)) != 0)

@@ -39,20 +39,28 @@ cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_row_stride, c
 cudaError_t gpu_broadcast_row(void *dst, size_t dst_row_stride, const void *src, size_t rows, size_t dim,
                               rmlp_dtype dtype, cudaStream_t stream);
 
+/* dst[r, 0:dim] += src[0:dim] for r < rows, in fp32, rounded once: a bias added onto rows a GEMM
+ * then accumulates into (the residual stream, whose O and down projections have biases in some
+ * architectures). dst (rows, dst_row_stride >= dim); src (dim). */
+cudaError_t gpu_add_row(void *dst, size_t dst_row_stride, const void *src, size_t rows, size_t dim, rmlp_dtype dtype,
+                        cudaStream_t stream);
+
 /* residual += add (skipped when add is NULL), then normed = rmsnorm(residual) * weight, the
  * norm taken over the residual as stored (rounded to dtype).
  * residual, add, normed (rows, dim); weight (dim). */
 cudaError_t gpu_add_rmsnorm(void *residual, const void *add, const void *weight, size_t rows, size_t dim, double eps,
                             void *normed, rmlp_dtype dtype, cudaStream_t stream);
 
-/* In place on the q and k heads of fused qkv rows: per-head RMSNorm (when q_norm / k_norm is
- * non-NULL, Qwen3), then rotate-half RoPE at positions[row] with inverse frequencies
- * 1 / theta^(2i / head_dim) computed in fp32 on the host, as the CPU path does. v is untouched.
- * qkv (rows, row_stride): q (n_q_heads, head_dim) at 0, k (n_kv_heads, head_dim) right after;
+/* In place on q and k heads: per-head RMSNorm (when q_norm / k_norm is non-NULL, Qwen3), then
+ * rotate-half RoPE at positions[row] with inverse frequencies 1 / theta^(2i / head_dim) computed
+ * in fp32 on the host, as the CPU path does. q (rows, q_stride >= n_q_heads * head_dim) and
+ * k (rows, k_stride >= n_kv_heads * head_dim): the q and k parts of fused qkv rows (k = q +
+ * n_q_heads * head_dim, both strides the fused width; v untouched) or separate buffers.
  * q_norm, k_norm (head_dim) or NULL; positions (rows). head_dim even, at most 256. */
-cudaError_t gpu_qk_norm_rope(void *qkv, size_t rows, size_t row_stride, size_t n_q_heads, size_t n_kv_heads,
-                             size_t head_dim, const void *q_norm, const void *k_norm, const uint32_t *positions,
-                             double theta, double eps, rmlp_dtype dtype, cudaStream_t stream);
+cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows, size_t n_q_heads,
+                             size_t n_kv_heads, size_t head_dim, const void *q_norm, const void *k_norm,
+                             const uint32_t *positions, double theta, double eps, rmlp_dtype dtype,
+                             cudaStream_t stream);
 
 /* out = silu(gu[:, :inter]) * gu[:, inter:]. gu (rows, 2 * inter); out (rows, inter). */
 cudaError_t gpu_silu_mul(const void *gu, size_t rows, size_t inter, void *out, rmlp_dtype dtype, cudaStream_t stream);
@@ -60,24 +68,47 @@ cudaError_t gpu_silu_mul(const void *gu, size_t rows, size_t inter, void *out, r
 /* Causal attention of each sequence over its own rows, grouped KV heads (query head h reads KV
  * head h / (n_heads / n_kv_heads)), softmax(scale * q k^T) v with fp32 accumulation.
  * q, out (n_tokens, n_heads, head_dim); k, v (n_tokens, n_kv_heads, head_dim);
- * cu_seqlens (n_seqs + 1) device memory, non-decreasing, cu_seqlens[n_seqs] == n_tokens;
- * max_seqlen (host value) >= every sequence's length: rows beyond it are not computed.
- * head_dim at most 256; n_heads a multiple of n_kv_heads; n_seqs and n_heads at most 65535. */
+ * cu_seqlens (n_seqs + 1) device memory, non-decreasing, cu_seqlens[n_seqs] == n_tokens. The
+ * launch depends on the counts only (attention_tiles.h), never on the lengths, so a captured
+ * graph replays correctly over any cu_seqlens of the same n_tokens and n_seqs.
+ * head_dim at most 256; n_heads a multiple of n_kv_heads, at most 65535. */
 cudaError_t gpu_attention(const void *q, const void *k, const void *v, void *out, const uint32_t *cu_seqlens,
-                          size_t n_seqs, size_t max_seqlen, size_t n_tokens, size_t n_heads, size_t n_kv_heads,
-                          size_t head_dim, float scale, rmlp_dtype dtype, cudaStream_t stream);
+                          size_t n_seqs, size_t n_tokens, size_t n_heads, size_t n_kv_heads, size_t head_dim,
+                          float scale, rmlp_dtype dtype, cudaStream_t stream);
 
-/* out (n_seqs, dim) fp32 = per sequence of hidden (n_tokens, dim): its last row
+/* Where compact attention reads and writes (device memory, rows at strides in elements): q and
+ * out rows (n_heads, head_dim), k and v rows (n_kv_heads, head_dim), k_stride == v_stride, so
+ * the q/k/v columns of fused qkv rows are read in place. */
+typedef struct gpu_compact_rows {
+    const void *q, *k, *v;
+    void *out;
+    size_t q_stride, k_stride, v_stride, out_stride;
+} gpu_compact_rows;
+
+/* Causal attention in compact space, as cpu_compact_attention: the owned queries of sequence s,
+ * compact rows qo_indptr[s] .. qo_indptr[s+1] (the last rows of its path), over its path, the
+ * compact rows kv_indices[kv_indptr[s] .. kv_indptr[s+1]) (the plan's scatter over cu_seqlens),
+ * causal aligned bottom-right. qo_indptr, kv_indptr (n_seqs + 1), kv_indices device memory;
+ * qo_indptr[n_seqs] == n_compact. The launch depends on (n_compact, n_seqs) only. */
+cudaError_t gpu_compact_attention(const gpu_compact_rows *rows, const uint32_t *qo_indptr, const uint32_t *kv_indptr,
+                                  const uint32_t *kv_indices, size_t n_seqs, size_t n_compact, size_t n_heads,
+                                  size_t n_kv_heads, size_t head_dim, float scale, rmlp_dtype dtype,
+                                  cudaStream_t stream);
+
+/* out (n_seqs, dim) fp32 = per sequence of the batch rows of hidden: its last row
  * (RMLP_POOLING_LAST), first row (FIRST) or the mean of its rows (MEAN, summed in fp32 row by
- * row, the CPU path's order). cu_seqlens (n_seqs + 1) device memory, every sequence non-empty. */
-cudaError_t gpu_pool_rows(const void *hidden, size_t dim, const uint32_t *cu_seqlens, size_t n_seqs,
-                          rmlp_pooling pooling, float *out, rmlp_dtype dtype, cudaStream_t stream);
+ * row, the CPU path's order). Batch row i is hidden's row rows[i] (compact rows read through
+ * the plan's scatter, device memory) or row i when rows is NULL (hidden (n_tokens, dim)).
+ * cu_seqlens (n_seqs + 1) device memory, every sequence non-empty. */
+cudaError_t gpu_pool_rows(const void *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens,
+                          size_t n_seqs, rmlp_pooling pooling, float *out, rmlp_dtype dtype, cudaStream_t stream);
 
-/* logits (n_seqs, 2) fp32: the dot products of each sequence's last row of hidden (n_tokens, dim)
- * with row_a and row_b (dim) (two LM-head rows), accumulated in fp32. cu_seqlens (n_seqs + 1)
- * device memory, every sequence non-empty. */
-cudaError_t gpu_score_rows(const void *hidden, size_t dim, const uint32_t *cu_seqlens, size_t n_seqs,
-                           const void *row_a, const void *row_b, float *logits, rmlp_dtype dtype, cudaStream_t stream);
+/* logits (n_seqs, 2) fp32: the dot products of each sequence's last batch row of hidden (rows
+ * as gpu_pool_rows) with row_a and row_b (dim) (two LM-head rows), accumulated in fp32.
+ * cu_seqlens (n_seqs + 1) device memory, every sequence non-empty. */
+cudaError_t gpu_score_rows(const void *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens,
+                           size_t n_seqs, const void *row_a, const void *row_b, float *logits, rmlp_dtype dtype,
+                           cudaStream_t stream);
 
 #ifdef __cplusplus
 }

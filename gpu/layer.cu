@@ -9,12 +9,19 @@
  *                   q/k heads: rmsnorm (Qwen3), RoPE at compact positions    gpu_qk_norm_rope
  *                   q, k, v (batch rows) = qkv[scatter]                      gpu_gather_rows x3
  *   post-attention: attn_c = attn[fold_gather]                               gpu_gather_rows
+ *                   (hidden += o bias)                                       gpu_add_row
  *                   hidden += attn_c Wo^T   (the GEMM's beta = 1)            cuBLAS
  *                   normed = rmsnorm(hidden) * post_norm                     gpu_add_rmsnorm
- *                   gu = normed Wgu^T; act = silu(gate) * up                 cuBLAS, gpu_silu_mul
+ *                   gu = normed Wgu^T (+ bias); act = silu(gate) * up        cuBLAS, gpu_silu_mul
+ *                   (hidden += down bias)                                    gpu_add_row
  *                   hidden += act Wdown^T   (beta = 1)                       cuBLAS
  * Residual adds ride on the GEMMs (beta = 1): the sum is formed in fp32 and rounded to the
- * dtype once, where a separate add would round the projection first.
+ * dtype once, where a separate add would round the projection first (an O or down bias, added
+ * onto the residual just before, rounds once more).
+ * With an identity plan (radix off, or nothing shared: gpu_plan_state.identity) there is nothing
+ * to scatter or gather: the Q/K/V GEMMs write q, k, v directly (three GEMMs over the stacked
+ * weight's row blocks), O reads attn, and the final norm writes out, so the radix-off baseline
+ * pays no copies.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,26 +49,43 @@ static rmlp_status launched(const char *fn, const char *kernel, long layer, cuda
         if (launch_status_ != RMLP_OK) return launch_status_;                                                          \
     } while (0)
 
-/* y (rows, sum of parts) = x (rows, in) W^T (+ bias), each part its own GEMM into its columns;
- * with `accumulate`, y += instead (then there is no bias). */
-static rmlp_status linear(const char *fn, const char *what, gpu_context *ctx, const gpu_linear *lin, const void *x,
-                          size_t rows, size_t in, void *y, size_t ldy, bool accumulate) {
+/* y (rows, cols) = x (rows, in) W[col0 : col0 + cols]^T (+ bias), W's rows being the output
+ * columns of the linear layer across its parts (one stacked matrix or 2-3 separate ones): one
+ * GEMM per part the column range meets, each writing its columns of y. With `accumulate`,
+ * y += instead. A bias goes into y before the GEMM (broadcast, or added onto y's rows when
+ * accumulating: the O and down projections' biases of Llama and Qwen3) and the GEMM adds onto it. */
+static rmlp_status linear_cols(const char *fn, const char *what, gpu_context *ctx, const gpu_linear *lin,
+                               const void *x, size_t rows, size_t in, size_t col0, size_t cols, void *y, size_t ldy,
+                               bool accumulate) {
     const gpu_model *m = ctx->model;
-    size_t es = gpu_dtype_bytes(m->dtype), col = 0;
-    for (uint32_t p = 0; p < lin->parts; p++) {
-        char *yp = (char *)y + col * es;
+    size_t es = gpu_dtype_bytes(m->dtype), part0 = 0, end = col0 + cols;
+    for (uint32_t p = 0; p < lin->parts; part0 += lin->out[p], p++) {
+        size_t lo = col0 > part0 ? col0 : part0, hi = end < part0 + lin->out[p] ? end : part0 + lin->out[p];
+        if (lo >= hi) continue;
+        char *yp = (char *)y + (lo - col0) * es;
+        const char *w = (const char *)lin->w[p] + (lo - part0) * in * es;
         bool acc = accumulate;
-        if (lin->bias[p] != NULL) {
-            LAUNCH("gpu_broadcast_row (bias)", -1,
-                   gpu_broadcast_row(yp, ldy, lin->bias[p], rows, lin->out[p], m->dtype, ctx->stream));
+        if (lin->bias[p] != NULL) { /* y = bias, or y += bias onto what y holds; the GEMM adds onto it */
+            const char *bias = (const char *)lin->bias[p] + (lo - part0) * es;
+            if (accumulate)
+                LAUNCH("gpu_add_row (bias)", -1, gpu_add_row(yp, ldy, bias, rows, hi - lo, m->dtype, ctx->stream));
+            else
+                LAUNCH("gpu_broadcast_row (bias)", -1,
+                       gpu_broadcast_row(yp, ldy, bias, rows, hi - lo, m->dtype, ctx->stream));
             acc = true;
         }
-        rmlp_status status = gpu_linear_gemm(fn, what, ctx->blas, x, in, rows, in, lin->w[p], lin->out[p], yp, ldy,
-                                             acc, m->dtype);
+        rmlp_status status = gpu_linear_gemm(fn, what, ctx->blas, x, in, rows, in, w, hi - lo, yp, ldy, acc, m->dtype);
         if (status != RMLP_OK) return status;
-        col += lin->out[p];
     }
     return RMLP_OK;
+}
+
+/* The whole layer: y (rows, sum of parts) = x (rows, in) W^T (+ bias). */
+static rmlp_status linear(const char *fn, const char *what, gpu_context *ctx, const gpu_linear *lin, const void *x,
+                          size_t rows, size_t in, void *y, size_t ldy, bool accumulate) {
+    size_t total = 0;
+    for (uint32_t p = 0; p < lin->parts; p++) total += lin->out[p];
+    return linear_cols(fn, what, ctx, lin, x, rows, in, 0, total, y, ldy, accumulate);
 }
 
 static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attention_heads * c->head_dim; }
@@ -77,46 +101,72 @@ extern "C" rmlp_status gpu_embed(const char *fn, gpu_context *ctx, void *hidden)
     return RMLP_OK;
 }
 
-extern "C" rmlp_status gpu_pre_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *hidden,
-                                         void *q, void *k, void *v) {
-    GPU_ON_DEVICE(fn, ctx->model->device);
+/* Input norm, then Q/K/V of every compact row (+ bias), q/k head norms and RoPE: into q, k, v
+ * (rows, q_dim / kv_dim each; three GEMMs over the stacked weight's row blocks) when `split`,
+ * else into ctx->qkv (rows, q_dim + 2 kv_dim; one GEMM). */
+static rmlp_status project_qkv(const char *fn, gpu_context *ctx, uint32_t layer, const void *hidden, bool split,
+                               void *q, void *k, void *v) {
     const gpu_model *m = ctx->model;
     const rmlp_model_config *c = &m->config;
     const gpu_layer *lw = &m->layers[layer];
     const gpu_plan_state *p = &ctx->plan;
     size_t rows = p->plan.n_compact_padded, h = c->hidden_size, qd = q_dim(c), kvd = kv_dim(c), width = qd + 2 * kvd;
-    size_t es = gpu_dtype_bytes(m->dtype);
+    size_t es = gpu_dtype_bytes(m->dtype), q_stride = split ? qd : width, k_stride = split ? kvd : width;
     cudaStream_t s = ctx->stream;
     /* add == NULL: the kernel only reads `residual`. */
     LAUNCH("gpu_add_rmsnorm (input norm)", layer,
            gpu_add_rmsnorm((void *)hidden, NULL, lw->input_norm, rows, h, c->rms_norm_eps, ctx->normed, m->dtype, s));
-    rmlp_status status = linear(fn, "qkv", ctx, &lw->qkv, ctx->normed, rows, h, ctx->qkv, width, false);
+    rmlp_status status;
+    if (split) {
+        status = linear_cols(fn, "q", ctx, &lw->qkv, ctx->normed, rows, h, 0, qd, q, qd, false);
+        if (status == RMLP_OK) status = linear_cols(fn, "k", ctx, &lw->qkv, ctx->normed, rows, h, qd, kvd, k, kvd, false);
+        if (status == RMLP_OK)
+            status = linear_cols(fn, "v", ctx, &lw->qkv, ctx->normed, rows, h, qd + kvd, kvd, v, kvd, false);
+    } else {
+        status = linear(fn, "qkv", ctx, &lw->qkv, ctx->normed, rows, h, ctx->qkv, width, false);
+        q = ctx->qkv, k = (char *)ctx->qkv + qd * es;
+    }
     if (status != RMLP_OK) return status;
     LAUNCH("gpu_qk_norm_rope", layer,
-           gpu_qk_norm_rope(ctx->qkv, rows, width, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-                            lw->q_norm, lw->k_norm, p->pos, c->rope_theta, c->rms_norm_eps, m->dtype, s));
-    const char *qkv = (const char *)ctx->qkv;
-    size_t n = p->plan.n_tokens;
-    LAUNCH("gpu_gather_rows (scatter q)", layer, gpu_gather_rows(q, qkv, width, p->scatter, n, qd, m->dtype, s));
-    LAUNCH("gpu_gather_rows (scatter k)", layer,
-           gpu_gather_rows(k, qkv + qd * es, width, p->scatter, n, kvd, m->dtype, s));
-    LAUNCH("gpu_gather_rows (scatter v)", layer,
-           gpu_gather_rows(v, qkv + (qd + kvd) * es, width, p->scatter, n, kvd, m->dtype, s));
+           gpu_qk_norm_rope(q, q_stride, k, k_stride, rows, c->num_attention_heads, c->num_key_value_heads,
+                            c->head_dim, lw->q_norm, lw->k_norm, p->pos, c->rope_theta, c->rms_norm_eps, m->dtype, s));
     return RMLP_OK;
 }
 
-extern "C" rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn,
-                                          void *hidden) {
+extern "C" rmlp_status gpu_pre_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *hidden,
+                                         void *q, void *k, void *v) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    const gpu_plan_state *p = &ctx->plan;
+    /* identity: batch rows are the compact rows, so project straight into q, k, v */
+    rmlp_status status = project_qkv(fn, ctx, layer, hidden, p->identity, q, k, v);
+    if (status != RMLP_OK || p->identity) return status;
+    const rmlp_model_config *c = &ctx->model->config;
+    rmlp_dtype dt = ctx->model->dtype;
+    size_t qd = q_dim(c), kvd = kv_dim(c), width = qd + 2 * kvd, es = gpu_dtype_bytes(dt), n = p->plan.n_tokens;
+    const char *qkv = (const char *)ctx->qkv;
+    cudaStream_t s = ctx->stream;
+    LAUNCH("gpu_gather_rows (scatter q)", layer, gpu_gather_rows(q, qkv, width, p->scatter, n, qd, dt, s));
+    LAUNCH("gpu_gather_rows (scatter k)", layer, gpu_gather_rows(k, qkv + qd * es, width, p->scatter, n, kvd, dt, s));
+    LAUNCH("gpu_gather_rows (scatter v)", layer,
+           gpu_gather_rows(v, qkv + (qd + kvd) * es, width, p->scatter, n, kvd, dt, s));
+    return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_pre_attention_compact(const char *fn, gpu_context *ctx, uint32_t layer, const void *hidden,
+                                                 void *q, void *k, void *v) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    return project_qkv(fn, ctx, layer, hidden, true, q, k, v);
+}
+
+extern "C" rmlp_status gpu_post_attention_compact(const char *fn, gpu_context *ctx, uint32_t layer,
+                                                  const void *attn_c, void *hidden) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     const gpu_model *m = ctx->model;
     const rmlp_model_config *c = &m->config;
     const gpu_layer *lw = &m->layers[layer];
-    const gpu_plan_state *p = &ctx->plan;
-    size_t rows = p->plan.n_compact_padded, h = c->hidden_size, inter = c->intermediate_size, qd = q_dim(c);
+    size_t rows = ctx->plan.plan.n_compact_padded, h = c->hidden_size, inter = c->intermediate_size, qd = q_dim(c);
     cudaStream_t s = ctx->stream;
-    LAUNCH("gpu_gather_rows (fold attention)", layer,
-           gpu_gather_rows(ctx->attn_c, attn, qd, p->fold, rows, qd, m->dtype, s));
-    rmlp_status status = linear(fn, "o_proj", ctx, &lw->o_proj, ctx->attn_c, rows, qd, hidden, h, true);
+    rmlp_status status = linear(fn, "o_proj", ctx, &lw->o_proj, attn_c, rows, qd, hidden, h, true);
     if (status != RMLP_OK) return status;
     LAUNCH("gpu_add_rmsnorm (post-attention norm)", layer,
            gpu_add_rmsnorm(hidden, NULL, lw->post_norm, rows, h, c->rms_norm_eps, ctx->normed, m->dtype, s));
@@ -126,17 +176,51 @@ extern "C" rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint
     return linear(fn, "down_proj", ctx, &lw->down, ctx->act, rows, inter, hidden, h, true);
 }
 
+extern "C" rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn,
+                                          void *hidden) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    const gpu_plan_state *p = &ctx->plan;
+    if (p->identity) return gpu_post_attention_compact(fn, ctx, layer, attn, hidden); /* batch rows are compact */
+    size_t rows = p->plan.n_compact_padded, qd = q_dim(&ctx->model->config);
+    LAUNCH("gpu_gather_rows (fold attention)", layer,
+           gpu_gather_rows(ctx->attn_c, attn, qd, p->fold, rows, qd, ctx->model->dtype, ctx->stream));
+    return gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, hidden);
+}
+
+/* The final RMSNorm of `rows` compact rows of hidden into out. */
+static rmlp_status final_rmsnorm(const char *fn, gpu_context *ctx, const void *hidden, size_t rows, void *out) {
+    const gpu_model *m = ctx->model;
+    LAUNCH("gpu_add_rmsnorm (final norm)", -1,
+           gpu_add_rmsnorm((void *)hidden, NULL, m->final_norm, rows, m->config.hidden_size, m->config.rms_norm_eps,
+                           out, m->dtype, ctx->stream));
+    return RMLP_OK;
+}
+
 extern "C" rmlp_status gpu_final_norm(const char *fn, gpu_context *ctx, const void *hidden, void *out) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     const gpu_model *m = ctx->model;
-    const rmlp_model_config *c = &m->config;
     const gpu_plan_state *p = &ctx->plan;
-    size_t h = c->hidden_size;
-    LAUNCH("gpu_add_rmsnorm (final norm)", -1,
-           gpu_add_rmsnorm((void *)hidden, NULL, m->final_norm, p->plan.n_compact, h, c->rms_norm_eps, ctx->normed,
-                           m->dtype, ctx->stream));
+    size_t h = m->config.hidden_size;
+    rmlp_status status = final_rmsnorm(fn, ctx, hidden, p->plan.n_compact, p->identity ? out : ctx->normed);
+    if (status != RMLP_OK || p->identity) return status;
     LAUNCH("gpu_gather_rows (scatter to batch rows)", -1,
            gpu_gather_rows(out, ctx->normed, h, p->scatter, p->plan.n_tokens, h, m->dtype, ctx->stream));
+    return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_final_norm_compact(const char *fn, gpu_context *ctx, const void *hidden, void *out) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    return final_rmsnorm(fn, ctx, hidden, ctx->plan.plan.n_compact_padded, out);
+}
+
+/* The built-in attention's limits, for both layouts. */
+static rmlp_status check_builtin(const char *fn, const rmlp_attention_args *a) {
+    if (a->n_heads > 65535)
+        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "n_heads=%u: the built-in CUDA attention takes at most 65535",
+                         a->n_heads);
+    if (a->head_dim > 256)
+        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "head_dim=%u: the built-in CUDA attention takes at most 256",
+                         a->head_dim);
     return RMLP_OK;
 }
 
@@ -152,29 +236,57 @@ extern "C" rmlp_status gpu_attention_run(const char *fn, gpu_context *ctx, const
                              "set by rmlp_context_set_plan: pass device offsets, or the set plan's own");
         cu = p->cu;
     }
-    uint32_t longest = 0;
-    for (uint32_t i = 0; i < a->n_seqs; i++)
-        if (a->cu_seqlens[i + 1] - a->cu_seqlens[i] > longest) longest = a->cu_seqlens[i + 1] - a->cu_seqlens[i];
-    if (a->n_seqs > 65535 || a->n_heads > 65535)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "n_seqs=%u, n_heads=%u: the built-in CUDA attention takes at most "
-                         "65535 of each", a->n_seqs, a->n_heads);
-    if (a->head_dim > 256)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "head_dim=%u: the built-in CUDA attention takes at most 256",
-                         a->head_dim);
+    rmlp_status status = check_builtin(fn, a);
+    if (status != RMLP_OK) return status;
     LAUNCH("gpu_attention", (long)a->layer,
-           gpu_attention(a->q, a->k, a->v, a->out, cu, a->n_seqs, longest, a->n_tokens, a->n_heads, a->n_kv_heads,
+           gpu_attention(a->q, a->k, a->v, a->out, cu, a->n_seqs, a->n_tokens, a->n_heads, a->n_kv_heads,
                          a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
     return RMLP_OK;
 }
 
-extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_fn attention, void *user_data,
-                                   void *out) {
+/* Compact attention over `rows` (q/k/v/out with their strides) and the device layout arrays. */
+static rmlp_status compact_attention(const char *fn, gpu_context *ctx, const rmlp_attention_args *a,
+                                     const gpu_compact_rows *rows, const uint32_t *qo, const uint32_t *kv_indptr,
+                                     const uint32_t *kv_indices) {
+    rmlp_status status = check_builtin(fn, a);
+    if (status != RMLP_OK) return status;
+    LAUNCH("gpu_compact_attention", (long)a->layer,
+           gpu_compact_attention(rows, qo, kv_indptr, kv_indices, a->n_seqs, a->n_compact, a->n_heads, a->n_kv_heads,
+                                 a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
+    return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *a) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    const gpu_plan_state *p = &ctx->plan;
+    const uint32_t *qo = a->qo_indptr_device, *kv_indptr = a->kv_indptr_device, *kv_indices = a->kv_indices_device;
+    if (qo == NULL && kv_indptr == NULL && kv_indices == NULL) {
+        if (!p->set || p->qo == NULL || a->qo_indptr != p->plan.qo_indptr || a->kv_indptr != p->plan.cu_seqlens ||
+            a->kv_indices != p->plan.scatter || a->n_seqs != p->plan.n_seqs || a->n_tokens != p->plan.n_tokens)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                             "args->qo_indptr_device, kv_indptr_device and kv_indices_device are NULL, and the host "
+                             "arrays are not those of the plan set by rmlp_context_set_plan: pass device arrays, or "
+                             "the set plan's own");
+        qo = p->qo, kv_indptr = p->cu, kv_indices = p->scatter;
+    } else if (qo == NULL || kv_indptr == NULL || kv_indices == NULL) {
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->qo_indptr_device, kv_indptr_device and "
+                         "kv_indices_device must be all given or all NULL");
+    }
+    size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
+    gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
+    return compact_attention(fn, ctx, a, &rows, qo, kv_indptr, kv_indices);
+}
+
+extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_space space,
+                                   rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
     GPU_ON_DEVICE(fn, ctx->model->device); /* the host's attention runs with the model's device current */
     const gpu_model *m = ctx->model;
     const rmlp_model_config *c = &m->config;
     const gpu_plan_state *p = &ctx->plan;
+    bool compact = space == RMLP_ATTENTION_COMPACT;
     rmlp_status status = gpu_embed(fn, ctx, ctx->hidden);
     if (status != RMLP_OK) return status;
+    size_t qd = q_dim(c), kvd = kv_dim(c), width = qd + 2 * kvd, es = gpu_dtype_bytes(m->dtype);
     rmlp_attention_args args;
     memset(&args, 0, sizeof args);
     args.n_tokens = p->plan.n_tokens;
@@ -188,19 +300,37 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
     args.q = ctx->q;
     args.k = ctx->k;
     args.v = ctx->v;
-    args.out = ctx->attn;
+    args.out = compact ? ctx->attn_c : ctx->attn; /* compact: (n_compact_padded, q_dim) rows, as post reads them */
     args.stream = (void *)ctx->stream;
     args.cu_seqlens_device = p->cu;
     args.max_seqlen = p->max_seqlen;
+    args.layout = compact ? RMLP_ATTENTION_COMPACT : RMLP_ATTENTION_FULL;
+    if (compact) {
+        args.n_compact = p->plan.n_compact;
+        args.qo_indptr = p->plan.qo_indptr, args.kv_indptr = p->plan.cu_seqlens, args.kv_indices = p->plan.scatter;
+        args.qo_indptr_device = p->qo, args.kv_indptr_device = p->cu, args.kv_indices_device = p->scatter;
+    }
+    /* The built-in compact attention reads q, k, v in place from the fused qkv rows. */
+    const char *qkv = (const char *)ctx->qkv;
+    gpu_compact_rows fused = {qkv, qkv + qd * es, qkv + (qd + kvd) * es, ctx->attn_c, width, width, width, qd};
     for (uint32_t layer = 0; layer < c->num_hidden_layers; layer++) {
-        status = gpu_pre_attention(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
-        if (status != RMLP_OK) return status;
         args.layer = layer;
-        status = attention != NULL ? rmlp_call_attention(fn, attention, user_data, &args)
-                                   : gpu_attention_run(fn, ctx, &args);
-        if (status != RMLP_OK) return status;
-        status = gpu_post_attention(fn, ctx, layer, ctx->attn, ctx->hidden);
+        if (!compact) {
+            status = gpu_pre_attention(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
+            if (status == RMLP_OK)
+                status = attention != NULL ? rmlp_call_attention(fn, attention, user_data, &args)
+                                           : gpu_attention_run(fn, ctx, &args);
+            if (status == RMLP_OK) status = gpu_post_attention(fn, ctx, layer, ctx->attn, ctx->hidden);
+        } else if (attention != NULL) { /* the host's attention gets separate, dense q, k, v */
+            status = project_qkv(fn, ctx, layer, ctx->hidden, true, ctx->q, ctx->k, ctx->v);
+            if (status == RMLP_OK) status = rmlp_call_attention(fn, attention, user_data, &args);
+            if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
+        } else {
+            status = project_qkv(fn, ctx, layer, ctx->hidden, false, NULL, NULL, NULL);
+            if (status == RMLP_OK) status = compact_attention(fn, ctx, &args, &fused, p->qo, p->cu, p->scatter);
+            if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
+        }
         if (status != RMLP_OK) return status;
     }
-    return gpu_final_norm(fn, ctx, ctx->hidden, out);
+    return compact_out ? gpu_final_norm_compact(fn, ctx, ctx->hidden, out) : gpu_final_norm(fn, ctx, ctx->hidden, out);
 }

@@ -43,9 +43,12 @@ struct gpu_model {
 /* The plan a context was set up for: what rmlp_context_set_plan copied, and where it lives. */
 typedef struct gpu_plan_state {
     bool set;
+    bool identity;            /* fold_gather and scatter are the identity on n_tokens rows, no padding:
+                                 the layer skips their copies (radix off, or nothing shared) */
     rmlp_plan plan;           /* the host plan as given (pointers and counts, for the checks) */
     uint32_t max_seqlen;      /* longest sequence */
     const uint32_t *fold, *scatter, *ids, *pos, *cu; /* device copies (n_compact_padded / n_tokens / n_seqs + 1) */
+    const uint32_t *qo;       /* device copy of qo_indptr (n_seqs + 1), or NULL when the plan has none */
     const uint32_t *staged;   /* the pinned copy of the maps, in the device block's layout */
     size_t staged_words;
 } gpu_plan_state;
@@ -68,9 +71,9 @@ struct gpu_context {
     size_t gu_bytes;
     void *act;     /* (cap_compact, intermediate) */
     void *hidden;  /* (cap_compact, hidden), for whole forwards */
-    void *q, *attn; /* (cap_tokens, q_dim) */
-    void *k, *v;    /* (cap_tokens, kv_dim) */
-    uint32_t *maps;      /* the plan's maps: 3 cap_compact + 2 cap_tokens + 1 words */
+    void *q, *attn; /* (max(cap_tokens, cap_compact), q_dim): batch rows, or compact rows */
+    void *k, *v;    /* (max(cap_tokens, cap_compact), kv_dim) */
+    uint32_t *maps;      /* the plan's maps: 3 cap_compact + 3 cap_tokens + 2 words */
     uint32_t *pool_cu;   /* (cap_tokens + 1): cu_seqlens of a read-out */
     uint32_t *staging;   /* pinned host, as many words as maps */
     size_t maps_words;

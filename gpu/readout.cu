@@ -2,7 +2,8 @@
  * readout.cu: what a server takes back to the host after a forward on the device, without
  * copying the whole (n_tokens, hidden) output: per-sequence pooling (pool.cu's kernel writes
  * fp32 rows, only those are copied) and a yes/no reranker's two LM-head logits per sequence.
- * The sequence offsets are host memory, copied to the context's own device buffer. These are
+ * The sequence offsets are host memory, copied to the context's own device buffer; compact hidden
+ * states are read through the set plan's device scatter. These are
  * the only CUDA calls that synchronise (the stream, before returning the host's results), so
  * they refuse to run while the stream is capturing a graph.
  */
@@ -29,15 +30,16 @@ static rmlp_status prepare(const char *fn, gpu_context *ctx, const uint32_t *cu_
     return RMLP_OK;
 }
 
-extern "C" rmlp_status gpu_pool(const char *fn, gpu_context *ctx, const void *hidden, const uint32_t *cu_seqlens,
-                                size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out) {
+extern "C" rmlp_status gpu_pool(const char *fn, gpu_context *ctx, const void *hidden, bool compact,
+                                const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling, bool normalize,
+                                float *out) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     rmlp_status status = prepare(fn, ctx, cu_seqlens, n_seqs);
     if (status != RMLP_OK) return status;
     size_t dim = ctx->model->config.hidden_size;
     float *pooled = (float *)ctx->gu; /* fp32 scratch: (n_seqs, dim) fits, see gpu_context_create */
-    cudaError_t error = gpu_pool_rows(hidden, dim, ctx->pool_cu, n_seqs, pooling, pooled, ctx->model->dtype,
-                                      ctx->stream);
+    cudaError_t error = gpu_pool_rows(hidden, dim, compact ? ctx->plan.scatter : NULL, ctx->pool_cu, n_seqs, pooling,
+                                      pooled, ctx->model->dtype, ctx->stream);
     if (error != cudaSuccess) return gpu_fail(fn, "gpu_pool_rows", error);
     GPU_TRY(fn, cudaMemcpyAsync(out, pooled, n_seqs * dim * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
     GPU_TRY(fn, cudaStreamSynchronize(ctx->stream));
@@ -52,9 +54,9 @@ extern "C" rmlp_status gpu_pool(const char *fn, gpu_context *ctx, const void *hi
     return RMLP_OK;
 }
 
-extern "C" rmlp_status gpu_score_pair(const char *fn, gpu_context *ctx, const void *hidden, const uint32_t *cu_seqlens,
-                                      size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits,
-                                      float *prob_a) {
+extern "C" rmlp_status gpu_score_pair(const char *fn, gpu_context *ctx, const void *hidden, bool compact,
+                                      const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b,
+                                      float *logits, float *prob_a) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     const gpu_model *m = ctx->model;
     rmlp_status status = prepare(fn, ctx, cu_seqlens, n_seqs);
@@ -62,7 +64,8 @@ extern "C" rmlp_status gpu_score_pair(const char *fn, gpu_context *ctx, const vo
     size_t dim = m->config.hidden_size, es = gpu_dtype_bytes(m->dtype);
     float *scratch = (float *)ctx->gu;
     const char *lm = (const char *)m->lm_head;
-    cudaError_t error = gpu_score_rows(hidden, dim, ctx->pool_cu, n_seqs, lm + (size_t)token_a * dim * es,
+    cudaError_t error = gpu_score_rows(hidden, dim, compact ? ctx->plan.scatter : NULL, ctx->pool_cu, n_seqs,
+                                       lm + (size_t)token_a * dim * es,
                                        lm + (size_t)token_b * dim * es, scratch, m->dtype, ctx->stream);
     if (error != cudaSuccess) return gpu_fail(fn, "gpu_score_rows", error);
     GPU_TRY(fn, cudaMemcpyAsync(logits, scratch, 2 * n_seqs * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));

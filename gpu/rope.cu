@@ -1,5 +1,6 @@
 /*
- * rope.cu: per-head q/k RMSNorm (Qwen3) fused with rotate-half RoPE, in place on fused qkv rows.
+ * rope.cu: per-head q/k RMSNorm (Qwen3) fused with rotate-half RoPE, in place on the q and k heads
+ * (of fused qkv rows, or of separate q and k buffers).
  * A group of `group` lanes (a power of two, up to a warp) owns one (row, head): each lane holds
  * chunks of the head's first half and the matching chunks of its second half, so the pair
  * (i, i + head_dim/2) that RoPE rotates together sits in one thread. The head's sum of squares
@@ -20,12 +21,13 @@ struct RopeTable {
     float inv_freq[ROPE_MAX_HALF]; /* (head_dim / 2) */
 };
 
-/* qkv (rows, row_stride): heads 0..n_q-1 are q, the next n_kv are k, contiguous; q_norm, k_norm
+/* q (rows, q_stride): heads 0..n_q-1; k (rows, k_stride): heads n_q..n_q+n_kv-1 of the launch
+ * (q and k may be the two parts of fused qkv rows, hence no __restrict__); q_norm, k_norm
  * (head_dim) or NULL; positions (rows). W elements per access; `group` lanes per (row, head). */
 template <class D, int W>
 static __global__ void __launch_bounds__(ROPE_THREADS)
-    qk_norm_rope_kernel(typename D::S *__restrict__ qkv, size_t rows, size_t row_stride, int n_q, int n_kv,
-                        int head_dim, const typename D::S *__restrict__ q_norm,
+    qk_norm_rope_kernel(typename D::S *q, size_t q_stride, typename D::S *k, size_t k_stride, size_t rows, int n_q,
+                        int n_kv, int head_dim, const typename D::S *__restrict__ q_norm,
                         const typename D::S *__restrict__ k_norm, const uint32_t *__restrict__ positions, float eps,
                         int group, const __grid_constant__ RopeTable table) {
     constexpr int J = (ROPE_MAX_HALF / W + 31) / 32; /* chunks per lane at most: half / W / group */
@@ -40,7 +42,8 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     const bool valid = id < rows * heads; /* no early return: the whole warp shuffles below */
     const size_t row = valid ? id / heads : 0;
     const int head = valid ? (int)(id % heads) : 0;
-    typename D::S *x = qkv + row * row_stride + (size_t)head * head_dim;
+    typename D::S *x = head < n_q ? q + row * q_stride + (size_t)head * head_dim
+                                  : k + row * k_stride + (size_t)(head - n_q) * head_dim;
     const typename D::S *norm = head < n_q ? q_norm : k_norm;
 
     float a[J][W], b[J][W], sumsq = 0.0f;
@@ -84,14 +87,16 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
 }
 
 template <class D>
-static cudaError_t launch_qk_norm_rope(void *qkv, size_t rows, size_t row_stride, int n_q, int n_kv, int head_dim,
-                                       const void *q_norm, const void *k_norm, const uint32_t *positions, float eps,
-                                       const RopeTable &table, cudaStream_t stream) {
+static cudaError_t launch_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows, int n_q,
+                                       int n_kv, int head_dim, const void *q_norm, const void *k_norm,
+                                       const uint32_t *positions, float eps, const RopeTable &table,
+                                       cudaStream_t stream) {
     constexpr int V = Vec<D>::W;
     typedef typename D::S S;
     const int half = head_dim / 2;
-    bool vec = half % V == 0 && (row_stride * sizeof(S)) % 16 == 0 && aligned16(qkv) &&
-               (q_norm == nullptr || aligned16(q_norm)) && (k_norm == nullptr || aligned16(k_norm));
+    bool vec = half % V == 0 && (q_stride * sizeof(S)) % 16 == 0 && (k_stride * sizeof(S)) % 16 == 0 &&
+               aligned16(q) && aligned16(k) && (q_norm == nullptr || aligned16(q_norm)) &&
+               (k_norm == nullptr || aligned16(k_norm));
     int chunks = vec ? half / V : half;
     int group = (int)pow2_ceil((size_t)chunks);
     if (group > 32) group = 32;
@@ -100,36 +105,38 @@ static cudaError_t launch_qk_norm_rope(void *qkv, size_t rows, size_t row_stride
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
     if (vec)
         qk_norm_rope_kernel<D, V><<<(unsigned)blocks, ROPE_THREADS, 0, stream>>>(
-            (S *)qkv, rows, row_stride, n_q, n_kv, head_dim, (const S *)q_norm, (const S *)k_norm, positions, eps,
-            group, table);
+            (S *)q, q_stride, (S *)k, k_stride, rows, n_q, n_kv, head_dim, (const S *)q_norm, (const S *)k_norm,
+            positions, eps, group, table);
     else
         qk_norm_rope_kernel<D, 1><<<(unsigned)blocks, ROPE_THREADS, 0, stream>>>(
-            (S *)qkv, rows, row_stride, n_q, n_kv, head_dim, (const S *)q_norm, (const S *)k_norm, positions, eps,
-            group, table);
+            (S *)q, q_stride, (S *)k, k_stride, rows, n_q, n_kv, head_dim, (const S *)q_norm, (const S *)k_norm,
+            positions, eps, group, table);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gpu_qk_norm_rope(void *qkv, size_t rows, size_t row_stride, size_t n_q_heads, size_t n_kv_heads,
-                                        size_t head_dim, const void *q_norm, const void *k_norm,
-                                        const uint32_t *positions, double theta, double eps, rmlp_dtype dtype,
-                                        cudaStream_t stream) {
+extern "C" cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows,
+                                        size_t n_q_heads, size_t n_kv_heads, size_t head_dim, const void *q_norm,
+                                        const void *k_norm, const uint32_t *positions, double theta, double eps,
+                                        rmlp_dtype dtype, cudaStream_t stream) {
     if (dtype_size(dtype) == 0 || head_dim == 0 || head_dim % 2 != 0 || head_dim > 2 * ROPE_MAX_HALF ||
-        n_q_heads + n_kv_heads > 65536 || row_stride < (n_q_heads + n_kv_heads) * head_dim || rows > INT32_MAX)
+        n_q_heads + n_kv_heads > 65536 || q_stride < n_q_heads * head_dim || k_stride < n_kv_heads * head_dim ||
+        rows > INT32_MAX)
         return cudaErrorInvalidValue;
     if (rows == 0 || n_q_heads + n_kv_heads == 0) return cudaSuccess;
     RopeTable table = {};
     for (size_t i = 0; i < head_dim / 2; i++) /* the CPU path's expression, term for term */
         table.inv_freq[i] = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
     int nq = (int)n_q_heads, nkv = (int)n_kv_heads, hd = (int)head_dim;
+    float e = (float)eps;
     switch (dtype) {
     case RMLP_DTYPE_F32:
-        return launch_qk_norm_rope<F32>(qkv, rows, row_stride, nq, nkv, hd, q_norm, k_norm, positions, (float)eps,
+        return launch_qk_norm_rope<F32>(q, q_stride, k, k_stride, rows, nq, nkv, hd, q_norm, k_norm, positions, e,
                                         table, stream);
     case RMLP_DTYPE_F16:
-        return launch_qk_norm_rope<F16>(qkv, rows, row_stride, nq, nkv, hd, q_norm, k_norm, positions, (float)eps,
+        return launch_qk_norm_rope<F16>(q, q_stride, k, k_stride, rows, nq, nkv, hd, q_norm, k_norm, positions, e,
                                         table, stream);
     default:
-        return launch_qk_norm_rope<BF16>(qkv, rows, row_stride, nq, nkv, hd, q_norm, k_norm, positions, (float)eps,
+        return launch_qk_norm_rope<BF16>(q, q_stride, k, k_stride, rows, nq, nkv, hd, q_norm, k_norm, positions, e,
                                          table, stream);
     }
 }

@@ -1,10 +1,13 @@
 /*
- * rows.cu: row gather, dst[r] = src[index[r]], and row broadcast, dst[r] = src. The gather
- * serves the embedding lookup of compact ids, the scatter of compact rows to the batch's full
- * rows, and the gather of full rows back to compact ones; the broadcast writes a bias into
- * every row of a GEMM output before the GEMM accumulates onto it. The copy is bitwise, so the dtype only sets the element size:
- * rows move as 16-byte vectors when the row size, the source stride and both pointers allow
- * it, element by element otherwise. Threads of a block walk a row (x) for a few rows (y).
+ * rows.cu: row gather, dst[r] = src[index[r]], row broadcast, dst[r] = src, and row add,
+ * dst[r] += src. The gather serves the embedding lookup of compact ids, the scatter of compact
+ * rows to the batch's full rows, and the gather of full rows back to compact ones; the
+ * broadcast writes a bias into every row of a GEMM output before the GEMM accumulates onto it,
+ * and the add puts a bias onto rows that already hold a value (the residual stream) before a
+ * GEMM accumulates onto them. Gather and broadcast copy bits, so the dtype only sets the element
+ * size; the add loads, adds in fp32 and stores in the dtype. Rows move as 16-byte vectors when
+ * the row size, the strides and the pointers allow it, element by element otherwise. Threads of
+ * a block walk a row (x) for a few rows (y).
  */
 #include "common.cuh"
 #include "kernels.h"
@@ -70,4 +73,49 @@ extern "C" cudaError_t gpu_broadcast_row(void *dst, size_t dst_row_stride, const
         return launch_broadcast<uint4>(dst, stride_bytes / 16, src, rows, row_bytes / 16, stream);
     if (elem == 4) return launch_broadcast<uint32_t>(dst, dst_row_stride, src, rows, dim, stream);
     return launch_broadcast<uint16_t>(dst, dst_row_stride, src, rows, dim, stream);
+}
+
+/* dst (rows, dim) at dst_stride += src (dim); W elements per access. */
+template <class D, int W>
+static __global__ void add_row_kernel(typename D::S *__restrict__ dst, size_t dst_stride,
+                                      const typename D::S *__restrict__ src, size_t rows, size_t dim) {
+    size_t r = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (r >= rows) return;
+    typename D::S *d = dst + r * dst_stride;
+    for (size_t c = (size_t)threadIdx.x * W; c < dim; c += (size_t)blockDim.x * W) {
+        float a[W], b[W];
+        load_chunk<D, W>(d + c, a);
+        load_chunk<D, W>(src + c, b);
+#pragma unroll
+        for (int e = 0; e < W; e++) a[e] += b[e];
+        store_chunk<D, W>(d + c, a);
+    }
+}
+
+template <class D>
+static cudaError_t launch_add_row(void *dst, size_t dst_stride, const void *src, size_t rows, size_t dim,
+                                  cudaStream_t stream) {
+    constexpr int V = Vec<D>::W;
+    typedef typename D::S S;
+    if (dim % V == 0 && dst_stride % V == 0 && aligned16(dst) && aligned16(src)) {
+        dim3 block = row_block(dim / V);
+        add_row_kernel<D, V><<<row_grid(rows, block), block, 0, stream>>>((S *)dst, dst_stride, (const S *)src, rows,
+                                                                          dim);
+    } else {
+        dim3 block = row_block(dim);
+        add_row_kernel<D, 1><<<row_grid(rows, block), block, 0, stream>>>((S *)dst, dst_stride, (const S *)src, rows,
+                                                                          dim);
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gpu_add_row(void *dst, size_t dst_row_stride, const void *src, size_t rows, size_t dim,
+                                   rmlp_dtype dtype, cudaStream_t stream) {
+    if (dtype_size(dtype) == 0 || dst_row_stride < dim || rows > INT32_MAX) return cudaErrorInvalidValue;
+    if (rows == 0 || dim == 0) return cudaSuccess;
+    switch (dtype) {
+    case RMLP_DTYPE_F32: return launch_add_row<F32>(dst, dst_row_stride, src, rows, dim, stream);
+    case RMLP_DTYPE_F16: return launch_add_row<F16>(dst, dst_row_stride, src, rows, dim, stream);
+    default: return launch_add_row<BF16>(dst, dst_row_stride, src, rows, dim, stream);
+    }
 }

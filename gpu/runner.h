@@ -59,15 +59,31 @@ rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint32_t layer,
 rmlp_status gpu_final_norm(const char *fn, gpu_context *ctx, const void *hidden, void *out);
 /* The built-in attention on args' buffers; cu_seqlens_device NULL means the set plan's copy. */
 rmlp_status gpu_attention_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *args);
-/* The whole model on the set plan: internal buffers, `attention` (or the built-in), `out`. */
-rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_fn attention, void *user_data, void *out);
+
+/* Compact space (no scatter, no gather): q (n_compact_padded, q_dim), k, v (.., kv_dim);
+ * attn (n_compact_padded, q_dim); out (n_compact_padded, hidden). */
+rmlp_status gpu_pre_attention_compact(const char *fn, gpu_context *ctx, uint32_t layer, const void *hidden, void *q,
+                                      void *k, void *v);
+rmlp_status gpu_post_attention_compact(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn,
+                                       void *hidden);
+rmlp_status gpu_final_norm_compact(const char *fn, gpu_context *ctx, const void *hidden, void *out);
+/* The built-in attention in the compact layout; NULL device arrays mean the set plan's copies. */
+rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *args);
+
+/* The whole model on the set plan: internal buffers, `attention` (or the built-in) in full or
+ * compact space (RMLP_ATTENTION_FULL / COMPACT), `out`: batch rows (n_tokens, hidden), or with
+ * compact_out the compact rows (n_compact_padded, hidden). */
+rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_space space, rmlp_attention_fn attention,
+                        void *user_data, void *out, bool compact_out);
 
 /* ---- read-outs (readout.cu): run on the stream, then synchronise it ---------------------------- */
 
-rmlp_status gpu_pool(const char *fn, gpu_context *ctx, const void *hidden, const uint32_t *cu_seqlens, size_t n_seqs,
-                     rmlp_pooling pooling, bool normalize, float *out);
-rmlp_status gpu_score_pair(const char *fn, gpu_context *ctx, const void *hidden, const uint32_t *cu_seqlens,
-                           size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
+/* hidden: batch rows, or (compact) compact rows read through the set plan's scatter. */
+rmlp_status gpu_pool(const char *fn, gpu_context *ctx, const void *hidden, bool compact, const uint32_t *cu_seqlens,
+                     size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out);
+rmlp_status gpu_score_pair(const char *fn, gpu_context *ctx, const void *hidden, bool compact,
+                           const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b,
+                           float *logits, float *prob_a);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * weights.cu: a checkpoint's tensors on the device, in the dtype asked for, laid out as the CPU
  * path lays them out (Q/K/V stacked into one matrix, gate/up into another, so each is one
- * GEMM; Qwen2's Q/K/V biases stacked likewise). Two passes, as model/weights.c does: find every
+ * GEMM; their biases stacked likewise). Two passes, as model/weights.c does: find every
  * tensor and check its shape against the config, then place them all in one device allocation
  * (256-byte aligned, stacked parts back to back) and upload. The upload converts on the host
  * (F32/F16/BF16 to F32/F16/BF16, rounding to nearest even) one chunk at a time into two pinned
@@ -116,28 +116,36 @@ static void want(want_list *list, const char *prefix, long layer, const char *su
     t->stacked = stacked;
 }
 
-/* The layer's tensors; the linear layers come out with one stacked part each. */
+/* Where the device layer keeps a role's tensor: the first of a stacked group holds the pointer,
+ * the ones stacked after it none (weights_layer_tensors says which are). */
+static const void **gpu_slot(gpu_layer *l, weight_role role) {
+    switch (role) {
+    case W_INPUT_NORM: return &l->input_norm;
+    case W_Q: return &l->qkv.w[0];
+    case W_Q_BIAS: return &l->qkv.bias[0];
+    case W_Q_NORM: return &l->q_norm;
+    case W_K_NORM: return &l->k_norm;
+    case W_O: return &l->o_proj.w[0];
+    case W_O_BIAS: return &l->o_proj.bias[0];
+    case W_POST_NORM: return &l->post_norm;
+    case W_GATE: return &l->gate_up.w[0];
+    case W_GATE_BIAS: return &l->gate_up.bias[0];
+    case W_DOWN: return &l->down.w[0];
+    case W_DOWN_BIAS: return &l->down.bias[0];
+    default: return NULL; /* k, v, up and their biases: stacked */
+    }
+}
+
+/* The layer's tensors, as model/weights.c lists them; the linear layers come out with one
+ * stacked part each. */
 static void want_layer(want_list *list, const rmlp_model_config *c, const char *prefix, long i, gpu_layer *l) {
     uint64_t h = c->hidden_size, inter = c->intermediate_size;
     uint64_t q = (uint64_t)c->num_attention_heads * c->head_dim, kv = (uint64_t)c->num_key_value_heads * c->head_dim;
-    want(list, prefix, i, "input_layernorm.weight", &l->input_norm, h, 0, false);
-    want(list, prefix, i, "self_attn.q_proj.weight", &l->qkv.w[0], q, h, false);
-    want(list, prefix, i, "self_attn.k_proj.weight", NULL, kv, h, true);
-    want(list, prefix, i, "self_attn.v_proj.weight", NULL, kv, h, true);
-    if (c->attention_bias) {
-        want(list, prefix, i, "self_attn.q_proj.bias", &l->qkv.bias[0], q, 0, false);
-        want(list, prefix, i, "self_attn.k_proj.bias", NULL, kv, 0, true);
-        want(list, prefix, i, "self_attn.v_proj.bias", NULL, kv, 0, true);
-    }
-    if (c->qk_norm) {
-        want(list, prefix, i, "self_attn.q_norm.weight", &l->q_norm, c->head_dim, 0, false);
-        want(list, prefix, i, "self_attn.k_norm.weight", &l->k_norm, c->head_dim, 0, false);
-    }
-    want(list, prefix, i, "self_attn.o_proj.weight", &l->o_proj.w[0], h, q, false);
-    want(list, prefix, i, "post_attention_layernorm.weight", &l->post_norm, h, 0, false);
-    want(list, prefix, i, "mlp.gate_proj.weight", &l->gate_up.w[0], inter, h, false);
-    want(list, prefix, i, "mlp.up_proj.weight", NULL, inter, h, true);
-    want(list, prefix, i, "mlp.down_proj.weight", &l->down.w[0], h, inter, false);
+    layer_tensor tensors[W_ROLES];
+    size_t n = weights_layer_tensors(c, tensors);
+    for (size_t k = 0; k < n; k++)
+        want(list, prefix, i, tensors[k].suffix, tensors[k].stacked ? NULL : gpu_slot(l, tensors[k].role),
+             tensors[k].rows, tensors[k].cols, tensors[k].stacked);
     l->qkv.parts = l->o_proj.parts = l->gate_up.parts = l->down.parts = 1;
     l->qkv.out[0] = (uint32_t)(q + 2 * kv);
     l->o_proj.out[0] = (uint32_t)h;
@@ -213,7 +221,7 @@ extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rm
     GPU_ON_DEVICE(fn, device);
     size_t es = gpu_dtype_bytes(dtype);
     gpu_model *m = (gpu_model *)calloc(1, sizeof *m);
-    size_t max_wants = 3 + 16 * (size_t)config->num_hidden_layers;
+    size_t max_wants = 3 + W_ROLES * (size_t)config->num_hidden_layers;
     want_list list = {(tensor_want *)calloc(max_wants, sizeof(tensor_want)), 0};
     if (m != NULL) m->layers = (gpu_layer *)calloc(config->num_hidden_layers ? config->num_hidden_layers : 1,
                                                    sizeof(gpu_layer));

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`radixmlp run` end to end on a transformers fixture: the batch as JSONL in, embeddings,
 hidden states and reranker scores out, compared with transformers' outputs (expected.safetensors)
-to 1e-4, with the radix plan on and off and in batches split by --max-batch-tokens.
+to 1e-4, with the radix plan on and off and in batches split by --max-batch-tokens; every number
+written reads back as the float it was (9 significant digits: '%.9g' of it as a float32).
 Usage: cli_run.py RADIXMLP FIXTURES_DIR   (standard library only)
 """
 import json
@@ -32,7 +33,11 @@ def read_f32_safetensors(path):
     return tensors
 
 
-def run(radixmlp, model, lines, *flags):
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def run(radixmlp, model, lines, *flags, raw=False):
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = os.path.join(tmp, "in.jsonl"), os.path.join(tmp, "out.jsonl")
         with open(src, "w") as f:
@@ -41,8 +46,8 @@ def run(radixmlp, model, lines, *flags):
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"radixmlp run {' '.join(flags)} failed: {done.stderr}")
-        with open(dst) as f:
-            return [json.loads(line) for line in f]
+        with open(dst) as f:  # raw: numbers as the text written
+            return [json.loads(line, parse_float=str if raw else float, parse_int=str if raw else int) for line in f]
 
 
 def max_error(got, want):
@@ -71,8 +76,11 @@ def main():
         for s, o in enumerate(out):
             err = max_error(o["embedding"], expected["pooled_last"][1][s * width : (s + 1) * width])
             check(err <= TOLERANCE, f"pooled_last seq {s} {flags}: max abs error {err:.3g}")
-    out = run(radixmlp, model, seqs, "--pooling", "none")
-    rows = [row for o in out for row in o["hidden_states"]]
+    out = run(radixmlp, model, seqs, "--pooling", "none", raw=True)
+    texts = [x for o in out for row in o["hidden_states"] for x in row]
+    lost = [t for t in texts if "%.9g" % f32(float(t)) != t]
+    check(not lost, f"{len(lost)} of {len(texts)} hidden values do not round-trip a float32, e.g. {lost[:3]}")
+    rows = [[float(x) for x in row] for o in out for row in o["hidden_states"]]
     err = max_error([x for row in rows for x in row], expected["last_hidden"][1])
     check(err <= TOLERANCE, f"last_hidden: max abs error {err:.3g}")
     vocab = expected["logits_last"][0][1]

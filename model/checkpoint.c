@@ -178,3 +178,7 @@ const st_tensor *checkpoint_find(const checkpoint *ckpt, const char *name) {
         if (strcmp(ckpt->shard_names[i], shard) == 0) return st_find(ckpt->shards[i], name);
     return NULL;
 }
+
+size_t checkpoint_shard_count(const checkpoint *ckpt) { return ckpt->n_shards; }
+
+const st_file *checkpoint_shard(const checkpoint *ckpt, size_t index) { return ckpt->shards[index]; }

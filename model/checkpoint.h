@@ -18,5 +18,8 @@ void checkpoint_close(checkpoint *ckpt);
 const char *checkpoint_config_path(const checkpoint *ckpt);
 /* The tensor of that name in any shard, NULL if none has it. */
 const st_tensor *checkpoint_find(const checkpoint *ckpt, const char *name);
+/* The opened safetensors files, for a walk over every tensor they hold (index < count). */
+size_t checkpoint_shard_count(const checkpoint *ckpt);
+const st_file *checkpoint_shard(const checkpoint *ckpt, size_t index);
 
 #endif

@@ -1,11 +1,12 @@
 /*
  * config.c: a Hugging Face config.json into rmlp_model_config. The layer code implements
- * one decoder (RMSNorm, RoPE without scaling, GQA attention, SwiGLU MLP, optional QKV bias and
- * q/k norm), so a config asking for anything else is refused here, by key, rather than
- * producing wrong numbers later. A key that is null counts as absent (Hugging Face writes
- * "rope_scaling": null, "head_dim": null). Both forms on the hub are read: the older one
- * (top-level rope_theta, rope_scaling) and transformers 5's (rope_parameters: {rope_theta,
- * rope_type}, layer_types). Also the one JSON file reader of model/.
+ * one decoder (RMSNorm, RoPE without scaling, GQA attention, SwiGLU MLP, the biases each
+ * architecture has in transformers, q/k norm), so a config asking for anything else is
+ * refused here, by key, rather than producing wrong numbers later. A key that is null counts
+ * as absent (Hugging Face writes "rope_scaling": null, "head_dim": null). Both forms on the
+ * hub are read: the older one (top-level rope_theta, rope_scaling) and transformers 5's
+ * (rope_parameters: {rope_theta, rope_type}, layer_types). Also the one JSON file reader of
+ * model/.
  */
 #include "config.h"
 
@@ -151,18 +152,44 @@ static rmlp_status rope_parameters(const cfg *c, rmlp_model_config *m) {
     return get_positive(&sub, "rope_theta", 0, m->rope_theta, &m->rope_theta);
 }
 
-/* transformers 5: "layer_types": ["full_attention", ...]; sliding-window layers are refused. */
-static rmlp_status full_attention(const cfg *c) {
+/* Every layer runs full attention, as transformers decides it: "layer_types" (transformers 5)
+ * names each layer's kind and must have one entry per layer (transformers refuses another
+ * length); without it, Qwen2 and Qwen3 derive the kinds as transformers does: layer i slides
+ * when use_sliding_window is true, sliding_window is not null (absent means 4096) and
+ * i >= max_window_layers (default 28). Llama and Mistral do not read use_sliding_window; true is
+ * refused there, as a config whose intent the layer code cannot tell. A sliding layer is refused. */
+static rmlp_status full_attention(const cfg *c, const rmlp_model_config *m) {
     const json_t *types = get(c, "layer_types");
-    if (types == NULL) return RMLP_OK;
-    if (!json_is_array(types)) return wrong_type(c, "layer_types", types, "an array");
-    for (size_t i = 0; i < json_array_size(types); i++) {
-        const char *type = json_string_value(json_array_get(types, i));
-        if (type == NULL || strcmp(type, "full_attention") != 0)
-            return rmlp_fail(RMLP_ERR_MODEL, fn,
-                             "%s: layer_types[%zu] is not \"full_attention\" (only full attention is supported)",
-                             c->path, i);
+    bool use_sliding;
+    rmlp_status s = get_bool(c, "use_sliding_window", false, &use_sliding);
+    if (s != RMLP_OK) return s;
+    if (types != NULL) {
+        if (!json_is_array(types)) return wrong_type(c, "layer_types", types, "an array");
+        if (json_array_size(types) != m->num_hidden_layers)
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: layer_types has %zu entries but num_hidden_layers is %u",
+                             c->path, json_array_size(types), m->num_hidden_layers);
+        for (size_t i = 0; i < json_array_size(types); i++) {
+            const char *type = json_string_value(json_array_get(types, i));
+            if (type == NULL || strcmp(type, "full_attention") != 0)
+                return rmlp_fail(RMLP_ERR_MODEL, fn,
+                                 "%s: layer_types[%zu] is not \"full_attention\" (only full attention is supported)",
+                                 c->path, i);
+        }
+        if (m->architecture == RMLP_ARCH_QWEN3 || m->architecture == RMLP_ARCH_QWEN2) return RMLP_OK;
     }
+    if (!use_sliding) return RMLP_OK;
+    if (m->architecture != RMLP_ARCH_QWEN3 && m->architecture != RMLP_ARCH_QWEN2)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_sliding_window true is not supported", c->path);
+    uint32_t window, max_window_layers;
+    bool window_null = json_is_null(json_object_get(c->root, "sliding_window"));
+    if ((s = get_u32(c, "sliding_window", 0, 4096, &window)) != RMLP_OK ||
+        (s = get_u32(c, "max_window_layers", 0, 28, &max_window_layers)) != RMLP_OK)
+        return s;
+    if (!window_null && max_window_layers < m->num_hidden_layers)
+        return rmlp_fail(RMLP_ERR_MODEL, fn,
+                         "%s: use_sliding_window is true and max_window_layers %u < num_hidden_layers %u: layers "
+                         "%u.. would use a sliding window of %u (only full attention is supported)",
+                         c->path, max_window_layers, m->num_hidden_layers, max_window_layers, window);
     return RMLP_OK;
 }
 
@@ -204,23 +231,29 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
                          "%s: no head_dim, and hidden_size %u is not a multiple of num_attention_heads %u", c->path,
                          m->hidden_size, m->num_attention_heads);
     if ((s = get_u32(c, "head_dim", 0, m->hidden_size / m->num_attention_heads, &m->head_dim)) != RMLP_OK) return s;
+    bool attention_bias, mlp_bias;
     if ((s = get_positive(c, "rms_norm_eps", 1, 0, &m->rms_norm_eps)) != RMLP_OK ||
         (s = get_positive(c, "rope_theta", 0, 10000.0, &m->rope_theta)) != RMLP_OK ||
         (s = get_bool(c, "tie_word_embeddings", false, &m->tie_word_embeddings)) != RMLP_OK ||
-        (s = get_bool(c, "attention_bias", false, &m->attention_bias)) != RMLP_OK)
+        (s = get_bool(c, "attention_bias", false, &attention_bias)) != RMLP_OK ||
+        (s = get_bool(c, "mlp_bias", false, &mlp_bias)) != RMLP_OK)
         return s;
-    if (m->architecture == RMLP_ARCH_QWEN2) m->attention_bias = true;
+    /* The biases transformers' modeling code builds: Llama and Qwen3 take q, k, v and o_proj
+     * biases from attention_bias, Llama also gate, up and down biases from mlp_bias; Qwen2 always
+     * has q, k, v biases and nothing else; Mistral has none. A flag an architecture does not read
+     * is ignored, as transformers ignores it. */
+    bool reads_flags = m->architecture == RMLP_ARCH_LLAMA || m->architecture == RMLP_ARCH_QWEN3;
+    m->attention_bias = m->architecture == RMLP_ARCH_QWEN2 || (reads_flags && attention_bias);
+    m->o_proj_bias = reads_flags && attention_bias;
+    m->mlp_bias = m->architecture == RMLP_ARCH_LLAMA && mlp_bias;
     m->qk_norm = m->architecture == RMLP_ARCH_QWEN3;
 
-    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c)) != RMLP_OK) return s;
-    bool sliding;
+    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c, m)) != RMLP_OK) return s;
     if (get(c, "rope_scaling") != NULL)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_scaling is not supported (only plain RoPE)", c->path);
     if ((s = get_string(c, "hidden_act", 0, &act)) != RMLP_OK) return s;
     if (act != NULL && strcmp(act, "silu") != 0)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act '%s' is not supported (only silu)", c->path, act);
-    if ((s = get_bool(c, "use_sliding_window", false, &sliding)) != RMLP_OK) return s;
-    if (sliding) return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_sliding_window true is not supported", c->path);
     /* Mistral applies its window whenever it is set; sequences up to it see full attention. */
     if (m->architecture == RMLP_ARCH_MISTRAL) return get_u32(c, "sliding_window", 0, 0, &m->sliding_window);
     return RMLP_OK;

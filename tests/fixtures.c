@@ -51,14 +51,25 @@ void fixture_batch_free(fixture_batch *b) {
 }
 
 rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_plan *plan, uint32_t n_layers,
-                                  rmlp_attention_args *args, void *hidden, void *q, void *k, void *v, void *out) {
+                                  rmlp_attention_args *args, void *hidden, void *q, void *k, void *v, void *out,
+                                  bool compact) {
     args->q = q, args->k = k, args->v = v;
+    if (compact) {
+        args->layout = RMLP_ATTENTION_COMPACT;
+        args->n_compact = plan->n_compact;
+        args->qo_indptr = plan->qo_indptr, args->kv_indptr = plan->cu_seqlens, args->kv_indices = plan->scatter;
+        args->qo_indptr_device = args->kv_indptr_device = args->kv_indices_device = NULL;
+    }
     rmlp_status status = rmlp_embed(ctx, plan, hidden);
     for (uint32_t layer = 0; status == RMLP_OK && layer < n_layers; layer++) {
         args->layer = layer;
-        status = rmlp_layer_pre_attention(ctx, layer, plan, hidden, q, k, v);
-        if (status == RMLP_OK) status = rmlp_attention(ctx, args);
-        if (status == RMLP_OK) status = rmlp_layer_post_attention(ctx, layer, plan, args->out, hidden);
+        status = compact ? rmlp_layer_pre_attention_compact(ctx, layer, plan, hidden, q, k, v)
+                         : rmlp_layer_pre_attention(ctx, layer, plan, hidden, q, k, v);
+        if (status == RMLP_OK) status = compact ? rmlp_attention_compact(ctx, args) : rmlp_attention(ctx, args);
+        if (status == RMLP_OK)
+            status = compact ? rmlp_layer_post_attention_compact(ctx, layer, plan, args->out, hidden)
+                             : rmlp_layer_post_attention(ctx, layer, plan, args->out, hidden);
     }
-    return status == RMLP_OK ? rmlp_final_norm(ctx, plan, hidden, out) : status;
+    if (status != RMLP_OK) return status;
+    return compact ? rmlp_final_norm_compact(ctx, plan, hidden, out) : rmlp_final_norm(ctx, plan, hidden, out);
 }

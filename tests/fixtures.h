@@ -7,10 +7,18 @@
 #ifndef RMLP_TEST_FIXTURES_H
 #define RMLP_TEST_FIXTURES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "radix_mlp.h"
+
+/* The fixtures' folders, for `static const char *const names[] = FIXTURE_NAMES;`: the first
+ * three are those a quick run takes; the *_bias ones have every bias flag of their
+ * architecture's config.json on. */
+#define FIXTURE_NAMES                                                                                      \
+    {"qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny", "qwen3_embedding_noprefix", "llama_bias", \
+     "qwen3_bias", "qwen2_bias", "mistral_bias"}
 
 typedef struct fixture_batch {
     uint32_t *ids, *pos; /* (n_tokens): token ids, positions 0.. within each sequence */
@@ -25,8 +33,12 @@ void fixture_batch_free(fixture_batch *b);
 /* rmlp_embed into hidden; per layer rmlp_layer_pre_attention into q, k, v, rmlp_attention(args) on
  * them into args->out, rmlp_layer_post_attention; rmlp_final_norm into out. args is filled in but
  * for its layer and q, k, v (set here); buffers are the context's kind of memory (a CUDA context:
- * its plan set before). Returns RMLP_OK or the first failure (rmlp_last_error says which). */
+ * its plan set before). With `compact`, the same in compact space: the *_compact calls and
+ * rmlp_attention_compact, q, k, v, args->out and out of n_compact_padded rows, args given the
+ * plan's layout (host arrays; device ones NULL, so a CUDA context uses the set plan's copies).
+ * Returns RMLP_OK or the first failure (rmlp_last_error says which). */
 rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_plan *plan, uint32_t n_layers,
-                                  rmlp_attention_args *args, void *hidden, void *q, void *k, void *v, void *out);
+                                  rmlp_attention_args *args, void *hidden, void *q, void *k, void *v, void *out,
+                                  bool compact);
 
 #endif

@@ -12,6 +12,11 @@
  *  - fold_gather[scatter[i]] <= i makes the row read the first occurrence of its path;
  *  - distinct (parent, token, position) triples over the compact rows make N' minimal: two
  *    rows with the same path reach the same compact row, by the same induction.
+ * The layout of attention in compact space: sequence s owns qo_indptr[s] .. qo_indptr[s+1], a
+ * partition of the compact rows in order; an owned row's first occurrence lies in s
+ * (fold_gather), the owned rows are the last rows of s's path in order, and every earlier row of
+ * the path reads a row owned before s. The path runs start at s's first row, increase, cover
+ * consecutive compact rows each (scatter) and are maximal (the next run does not continue them).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,6 +162,46 @@ static int verify_minimal(const rmlp_plan *p, char *why, size_t why_len) {
     return status;
 }
 
+static int verify_layout(const uint32_t *cu, size_t n_seqs, const rmlp_plan *p, char *why, size_t why_len) {
+    const uint32_t *qo = p->qo_indptr, *ri = p->run_indptr, *rs = p->run_start, *sc = p->scatter;
+    if (qo == NULL || ri == NULL || (p->n_runs > 0 && rs == NULL))
+        return fail(why, why_len, "layout: qo_indptr, run_indptr or run_start is NULL");
+    if (qo[0] != 0 || qo[n_seqs] != p->n_compact || ri[0] != 0 || ri[n_seqs] != p->n_runs)
+        return fail(why, why_len, "layout: qo_indptr %u..%u (n_compact %u), run_indptr %u..%u (n_runs %u)", qo[0],
+                    qo[n_seqs], p->n_compact, ri[0], ri[n_seqs], p->n_runs);
+    for (size_t s = 0; s < n_seqs; s++) {
+        size_t len = cu[s + 1] - cu[s];
+        if (qo[s + 1] < qo[s] || qo[s + 1] - qo[s] > len || ri[s + 1] < ri[s])
+            return fail(why, why_len, "layout: sequence %zu (%zu rows): qo_indptr %u..%u, run_indptr %u..%u", s, len,
+                        qo[s], qo[s + 1], ri[s], ri[s + 1]);
+        size_t owned = qo[s + 1] - qo[s], before = len - owned;
+        for (uint32_t j = qo[s]; j < qo[s + 1]; j++)
+            if (p->fold_gather[j] < cu[s] || p->fold_gather[j] >= cu[s + 1])
+                return fail(why, why_len, "layout: compact row %u owned by sequence %zu first occurs at row %u", j, s,
+                            p->fold_gather[j]);
+        for (size_t t = 0; t < len; t++) {
+            uint32_t c = sc[cu[s] + t];
+            if (t < before ? c >= qo[s] : c != qo[s] + (t - before))
+                return fail(why, why_len, "layout: row %zu of sequence %zu reads compact row %u (owned %u..%u, the "
+                            "last %zu rows)", t, s, c, qo[s], qo[s + 1], owned);
+        }
+        if (len == 0 ? ri[s + 1] != ri[s] : ri[s + 1] == ri[s] || rs[ri[s]] != cu[s])
+            return fail(why, why_len, "layout: sequence %zu (%zu rows) has runs %u..%u starting at row %u", s, len,
+                        ri[s], ri[s + 1], ri[s + 1] > ri[s] ? rs[ri[s]] : 0);
+        for (uint32_t r = ri[s]; r < ri[s + 1]; r++) {
+            uint32_t end = r + 1 < ri[s + 1] ? rs[r + 1] : cu[s + 1];
+            if (end <= rs[r] || end > cu[s + 1]) return fail(why, why_len, "layout: run %u rows %u..%u", r, rs[r], end);
+            for (uint32_t i = rs[r] + 1; i < end; i++)
+                if (sc[i] != sc[i - 1] + 1)
+                    return fail(why, why_len, "layout: run %u breaks at row %u (compact %u after %u)", r, i, sc[i],
+                                sc[i - 1]);
+            if (r > ri[s] && sc[rs[r]] == sc[rs[r] - 1] + 1)
+                return fail(why, why_len, "layout: run %u continues run %u (not maximal)", r, r - 1);
+        }
+    }
+    return 0;
+}
+
 int plan_verify(const uint32_t *input_ids, const uint32_t *position_ids, size_t n_tokens,
                 const uint32_t *cu_seqlens, size_t n_seqs, uint32_t pad_multiple,
                 const rmlp_plan *plan, char *why, size_t why_len) {
@@ -168,5 +213,6 @@ int plan_verify(const uint32_t *input_ids, const uint32_t *position_ids, size_t 
     if (verify_compact(input_ids, position_ids, n_tokens, plan, why, why_len) != 0) return 1;
     if (verify_rows(input_ids, position_ids, cu_seqlens, n_seqs, plan, why, why_len) != 0) return 1;
     if (plan->use_radix && verify_minimal(plan, why, why_len) != 0) return 1;
+    if (verify_layout(cu_seqlens, n_seqs, plan, why, why_len) != 0) return 1;
     return 0;
 }

@@ -14,7 +14,17 @@
 
 #define U(...) ((const uint32_t[]){__VA_ARGS__})
 
-enum params_kind { P_DEFAULT, P_NULL, P_PAD0, P_PAD8, P_PAD_HUGE, P_NAN, P_NEG, P_NEG_INF, P_SIZE0, P_SIZE_SMALL, P_SIZE_LARGE };
+enum params_kind {
+    P_DEFAULT, P_NULL, P_PAD0, P_PAD8, P_PAD_HUGE, P_NAN, P_NEG, P_NEG_INF, P_SIZE0, P_SIZE_SMALL, P_SIZE_LARGE,
+    P_SIZE_HUGE, P_GATE
+};
+
+/* Params with room behind them, so a struct_size larger than this header's is read from memory
+ * the test owns (as a caller compiled against a newer header would pass it). */
+typedef struct params_buffer {
+    rmlp_plan_params p;
+    unsigned char newer[16]; /* fields of a newer header */
+} params_buffer;
 
 typedef struct bad_case {
     const char *name;
@@ -66,27 +76,36 @@ static const bad_case bad_cases[] = {
     {"threshold -inf", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_NEG_INF, RMLP_ERR_INVALID_ARGUMENT,
      "threshold=-inf is negative"},
     {"struct_size 0", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_SIZE0, RMLP_ERR_INVALID_ARGUMENT, "params->struct_size=0"},
-    {"struct_size smaller", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_SIZE_SMALL, RMLP_ERR_INVALID_ARGUMENT,
-     "params->struct_size="},
-    {"struct_size larger", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_SIZE_LARGE, RMLP_ERR_INVALID_ARGUMENT,
-     "params->struct_size="},
+    {"struct_size of no release (4 less than this header's)", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_SIZE_SMALL,
+     RMLP_ERR_INVALID_ARGUMENT, "is not the size of a rmlp_plan_params"},
+    {"struct_size larger, a field past this library's set", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_SIZE_LARGE,
+     RMLP_ERR_INVALID_ARGUMENT, "past the 32 bytes of this library's rmlp_plan_params, is 1, not 0"},
+    {"struct_size 0xFFFFFFFF", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_SIZE_HUGE, RMLP_ERR_INVALID_ARGUMENT,
+     "params->struct_size=4294967295 is not the size of any rmlp_plan_params"},
+    {"gate neither DISTINCT nor TEI", 0, 0, U(1), U(0), 1, U(0, 1), 1, P_GATE, RMLP_ERR_INVALID_ARGUMENT,
+     "params->gate=2 is neither RMLP_GATE_DISTINCT nor RMLP_GATE_TEI"},
 };
 
-static rmlp_plan_params make_params(enum params_kind kind) {
-    rmlp_plan_params p = rmlp_plan_default_params();
+static params_buffer make_params(enum params_kind kind) {
+    params_buffer buffer;
+    memset(&buffer, 0, sizeof buffer);
+    buffer.p = rmlp_plan_default_params();
+    rmlp_plan_params *p = &buffer.p;
     switch (kind) {
     case P_DEFAULT: case P_NULL: break;
-    case P_PAD0: p.pad = true, p.pad_multiple_of = 0; break;
-    case P_PAD8: p.pad = true, p.pad_multiple_of = 8; break;
-    case P_PAD_HUGE: p.pad = true, p.pad_multiple_of = RMLP_MAX_PAD_MULTIPLE + 1; break;
-    case P_NAN: p.threshold = NAN; break;
-    case P_NEG: p.threshold = -0.5; break;
-    case P_NEG_INF: p.threshold = -INFINITY; break;
-    case P_SIZE0: p.struct_size = 0; break;
-    case P_SIZE_SMALL: p.struct_size = (uint32_t)sizeof(rmlp_plan_params) - 4; break;
-    case P_SIZE_LARGE: p.struct_size = (uint32_t)sizeof(rmlp_plan_params) + 8; break;
+    case P_PAD0: p->pad = true, p->pad_multiple_of = 0; break;
+    case P_PAD8: p->pad = true, p->pad_multiple_of = 8; break;
+    case P_PAD_HUGE: p->pad = true, p->pad_multiple_of = RMLP_MAX_PAD_MULTIPLE + 1; break;
+    case P_NAN: p->threshold = NAN; break;
+    case P_NEG: p->threshold = -0.5; break;
+    case P_NEG_INF: p->threshold = -INFINITY; break;
+    case P_SIZE0: p->struct_size = 0; break;
+    case P_SIZE_SMALL: p->struct_size = (uint32_t)sizeof(rmlp_plan_params) - 4; break;
+    case P_SIZE_LARGE: p->struct_size = (uint32_t)sizeof(rmlp_plan_params) + 8, buffer.newer[3] = 1; break;
+    case P_SIZE_HUGE: p->struct_size = UINT32_MAX; break;
+    case P_GATE: p->gate = 2; break;
     }
-    return p;
+    return buffer;
 }
 
 /* After an error the planner must still build a valid plan: [1,2,3],[1,2,4] gives N' = 4. */
@@ -110,11 +129,11 @@ static void check_still_usable(const char *name, rmlp_planner *planner) {
 static void test_plan_build_errors(rmlp_planner *planner) {
     for (size_t c = 0; c < sizeof bad_cases / sizeof bad_cases[0]; c++) {
         const bad_case *k = &bad_cases[c];
-        rmlp_plan_params params = make_params(k->params);
+        params_buffer params = make_params(k->params);
         rmlp_plan out;
         memset(&out, 0xAB, sizeof out);
         rmlp_status status = rmlp_plan_build(k->null_planner ? NULL : planner, k->ids, k->pos, k->n_tokens, k->cu,
-                                             k->n_seqs, k->params == P_NULL ? NULL : &params,
+                                             k->n_seqs, k->params == P_NULL ? NULL : &params.p,
                                              k->null_out ? NULL : &out);
         const char *msg = rmlp_last_error();
         tu_record_bad_input(k->name, status, msg);
@@ -191,7 +210,8 @@ static void test_status_strings(void) {
     static const rmlp_status codes[] = {RMLP_OK,           RMLP_ERR_INVALID_ARGUMENT, RMLP_ERR_INVALID_SEQLENS,
                                         RMLP_ERR_TOO_LARGE, RMLP_ERR_OUT_OF_MEMORY,    RMLP_ERR_UNSUPPORTED,
                                         RMLP_ERR_CUDA,      RMLP_ERR_NO_DEVICE,        RMLP_ERR_INTERNAL,
-                                        RMLP_ERR_IO,        RMLP_ERR_FORMAT,           RMLP_ERR_MODEL};
+                                        RMLP_ERR_IO,        RMLP_ERR_FORMAT,           RMLP_ERR_MODEL,
+                                        RMLP_ERR_BUSY};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t a = 0; a < n; a++) {
         const char *s = rmlp_status_string(codes[a]);
@@ -200,7 +220,7 @@ static void test_status_strings(void) {
         for (size_t b = 0; b < a && s != NULL; b++)
             CHECK(strcmp(s, rmlp_status_string(codes[b])) != 0, "codes %d and %d share \"%s\"", codes[a], codes[b], s);
     }
-    static const rmlp_status unknown[] = {1, -12, 100, INT32_MIN, INT32_MAX};
+    static const rmlp_status unknown[] = {1, -13, 100, INT32_MIN, INT32_MAX};
     for (size_t u = 0; u < sizeof unknown / sizeof unknown[0]; u++) {
         const char *s = rmlp_status_string(unknown[u]);
         CHECK(s != NULL && strcmp(s, "unknown status") == 0, "rmlp_status_string(%d)=\"%s\"", unknown[u],

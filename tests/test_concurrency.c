@@ -1,13 +1,19 @@
 /*
  * test_concurrency.c: planners on different threads run at the same time without touching each
  * other (4 threads, one planner each, many random batches, results equal to a serial run), and
- * rmlp_last_error is per thread: an error on one thread never shows on another.
+ * rmlp_last_error is per thread: an error on one thread never shows on another. One planner
+ * shared by 8 threads (a misuse: a planner is single-threaded) is refused, not corrupted: every
+ * build returns RMLP_OK with the serial plan's counts or RMLP_ERR_BUSY, and some are refused
+ * (before the guard this crashed in the radix tree). Those threads read only the counts of their
+ * plans: the arrays are the planner's, which the next thread's build rewrites.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "radix_mlp.h"
 #include "test_util.h"
@@ -63,6 +69,85 @@ static void *run_worker(void *arg) {
     }
     rmlp_planner_free(planner);
     return NULL;
+}
+
+/* ---- one planner, 8 threads ------------------------------------------------------------------------ */
+
+#define N_SHARERS 8
+
+static rmlp_planner *shared_planner;
+static atomic_int busy_seen;
+
+typedef struct sharer {
+    int index;
+    long ok, busy, wrong;
+    char first_problem[512];
+    char busy_message[512];
+} sharer;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *run_sharer(void *arg) {
+    sharer *w = arg;
+    double deadline = now_s() + 20.0;
+    /* 300 builds each, then on until some thread has been refused (or the deadline). */
+    for (long k = 0; k < 300 || (!atomic_load(&busy_seen) && now_s() < deadline); k++) {
+        int b = (int)((k + w->index * 5) % N_BATCHES);
+        const tu_batch *batch = &batches[b];
+        rmlp_plan plan;
+        rmlp_status status = rmlp_plan_build(shared_planner, batch->ids, batch->pos, batch->n_tokens, batch->cu,
+                                             batch->n_seqs, &batch_params[b], &plan);
+        const rmlp_plan *want = &serial[b];
+        if (status == RMLP_ERR_BUSY) {
+            if (w->busy++ == 0) snprintf(w->busy_message, sizeof w->busy_message, "%s", rmlp_last_error());
+            atomic_store(&busy_seen, 1);
+        } else if (status != RMLP_OK || plan.n_tokens != want->n_tokens || plan.n_distinct != want->n_distinct ||
+                   plan.n_compact != want->n_compact || plan.n_compact_padded != want->n_compact_padded ||
+                   plan.use_radix != want->use_radix) {
+            if (w->wrong++ == 0)
+                snprintf(w->first_problem, sizeof w->first_problem, "batch %d: status %d (%s), N' %u, want %u", b,
+                         status, rmlp_last_error(), plan.n_compact, want->n_compact);
+        } else {
+            w->ok++;
+        }
+    }
+    return NULL;
+}
+
+static void test_shared_planner(void) {
+    if (!CHECK(rmlp_planner_create(&shared_planner) == RMLP_OK, "create: %s", rmlp_last_error())) return;
+    sharer sharers[N_SHARERS];
+    pthread_t threads[N_SHARERS];
+    int started[N_SHARERS];
+    for (int t = 0; t < N_SHARERS; t++) {
+        memset(&sharers[t], 0, sizeof sharers[t]);
+        sharers[t].index = t;
+        started[t] = pthread_create(&threads[t], NULL, run_sharer, &sharers[t]) == 0;
+        CHECK(started[t], "pthread_create %d", t);
+    }
+    long ok = 0, busy = 0;
+    const char *message = NULL;
+    for (int t = 0; t < N_SHARERS; t++) {
+        if (started[t]) pthread_join(threads[t], NULL);
+        CHECK(sharers[t].wrong == 0, "shared planner, thread %d: %ld wrong builds; first: %s", t, sharers[t].wrong,
+              sharers[t].first_problem);
+        ok += sharers[t].ok, busy += sharers[t].busy;
+        if (message == NULL && sharers[t].busy > 0) message = sharers[t].busy_message;
+    }
+    CHECK(busy > 0, "%d threads on one planner were never refused (%ld builds ran)", N_SHARERS, ok);
+    if (message != NULL) {
+        tu_record_bad_input("the planner is in a call on another thread", RMLP_ERR_BUSY, message);
+        CHECK(strcmp(message, "rmlp_plan_build: planner is in use by a call on another thread (an rmlp_planner is "
+                              "single-threaded: use one per thread, or serialise its calls); nothing was done") == 0,
+              "busy message \"%s\"", message);
+    }
+    printf("%d threads on one planner: %ld builds ran with the serial counts, %ld refused as busy\n", N_SHARERS, ok,
+           busy);
+    rmlp_planner_free(shared_planner);
 }
 
 static void *read_fresh_error(void *arg) {
@@ -124,6 +209,7 @@ int main(void) {
               workers[t].first_problem);
     }
     test_last_error_is_per_thread();
+    test_shared_planner();
     for (int b = 0; b < N_BATCHES; b++) {
         tu_plan_copy_free(&serial[b]);
         tu_batch_free(&batches[b]);

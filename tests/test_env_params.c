@@ -1,7 +1,7 @@
 /*
  * test_env_params.c: rmlp_plan_params_from_env, the switches deployments set
- * (RADIX_MLP_THRESHOLD, RADIX_MLP_PAD): defaults when unset, values when valid, and an error
- * naming the variable and value when invalid, never a silent default.
+ * (RADIX_MLP_THRESHOLD, RADIX_MLP_PAD, RADIX_MLP_GATE): defaults when unset, values when valid,
+ * and an error naming the variable and value when invalid, never a silent default.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -14,7 +14,40 @@ static void set(const char *name, const char *value) {
     else unsetenv(name);
 }
 
+/* RADIX_MLP_GATE: which rule the gate follows (the threshold and padding variables unset). */
+static void test_gate(void) {
+    static const struct {
+        const char *gate;
+        rmlp_status want;
+        rmlp_gate want_gate;
+        const char *want_msg;
+    } cases[] = {
+        {NULL, RMLP_OK, RMLP_GATE_DISTINCT, ""},
+        {"", RMLP_OK, RMLP_GATE_DISTINCT, ""},
+        {"distinct", RMLP_OK, RMLP_GATE_DISTINCT, ""},
+        {"tei", RMLP_OK, RMLP_GATE_TEI, ""},
+        {"TEI", RMLP_ERR_INVALID_ARGUMENT, 0, "RADIX_MLP_GATE='TEI' is neither 'distinct'"},
+        {"padded", RMLP_ERR_INVALID_ARGUMENT, 0, "RADIX_MLP_GATE='padded' is neither 'distinct'"},
+    };
+    set("RADIX_MLP_THRESHOLD", NULL);
+    set("RADIX_MLP_PAD", NULL);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        set("RADIX_MLP_GATE", cases[k].gate);
+        rmlp_plan_params p;
+        rmlp_status status = rmlp_plan_params_from_env(&p);
+        const char *msg = rmlp_last_error();
+        char input[96];
+        snprintf(input, sizeof input, "environment RADIX_MLP_GATE=%s", cases[k].gate ? cases[k].gate : "(unset)");
+        tu_record_bad_input(input, status, msg);
+        CHECK(status == cases[k].want && strstr(msg, cases[k].want_msg) != NULL, "%s: status %d, message \"%s\"",
+              input, status, msg);
+        if (status == RMLP_OK) CHECK(p.gate == cases[k].want_gate, "%s: gate %d", input, p.gate);
+    }
+    set("RADIX_MLP_GATE", NULL);
+}
+
 int main(void) {
+    set("RADIX_MLP_GATE", NULL);
     static const struct {
         const char *threshold, *pad;
         rmlp_status want;
@@ -61,5 +94,6 @@ int main(void) {
                   "case %zu: threshold %g pad %d multiple %u", k, p.threshold, p.pad, p.pad_multiple_of);
     }
     CHECK(rmlp_plan_params_from_env(NULL) == RMLP_ERR_INVALID_ARGUMENT, "NULL out");
+    test_gate();
     return tu_summary();
 }

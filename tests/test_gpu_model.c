@@ -11,7 +11,8 @@
  * the loaded model; error statuses (no plan set, another plan, a plan rebuilt in place, host
  * pointers, a capturing stream, bad bindings) with the context still working afterwards; and a
  * forward captured in a CUDA graph, replayed, and replayed again after setting another plan of
- * the same shape.
+ * the same shape; and attention in compact space (rmlp_forward_compact, the compact per-layer
+ * calls and callback, read-outs through scatter, a compact context's graph).
  *
  * Every device output is poisoned (0xFF bytes: NaN in every dtype) before each run; NaN anywhere
  * fails. Tolerances (see TOLS): F32 within 1e-4 of the largest reference value (the GPU does the
@@ -45,8 +46,7 @@
 #define SCORE_A 3u
 #define SCORE_B 7u
 
-static const char *const FIXTURES[] = {"qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny",
-                                       "qwen3_embedding_noprefix"};
+static const char *const FIXTURES[] = FIXTURE_NAMES;
 static const rmlp_dtype DTYPES[] = {RMLP_DTYPE_F32, RMLP_DTYPE_F16, RMLP_DTYPE_BF16};
 static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"};
 /* F32: max |got - ref| <= rel * max |ref|; F16/BF16: ||got - ref|| <= rel * ||ref||. */
@@ -238,11 +238,94 @@ static float *per_layer(rmlp_context *ctx, const reference *r, const rmlp_plan *
                                 .scale = 1.0f / sqrtf((float)c->head_dim), .dtype = dt, .cu_seqlens = plan->cu_seqlens,
                                 .out = attn, .cu_seqlens_device = NULL};
     rmlp_status status = rmlp_context_set_plan(ctx, plan);
-    if (status == RMLP_OK) status = fixture_run_per_layer(ctx, plan, c->num_hidden_layers, &args, hidden, q, k, v, out);
+    if (status == RMLP_OK) status = fixture_run_per_layer(ctx, plan, c->num_hidden_layers, &args, hidden, q, k, v, out, false);
     float *got = NULL;
     if (CHECK(status == RMLP_OK, "per-layer entry points: %s", rmlp_last_error())) got = download(out, nt * h, dt);
     cudaFree(hidden), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(attn), cudaFree(out);
     return got;
+}
+
+/* Compact rows (n_compact_padded, hidden) of a download, read through scatter into batch rows. */
+static float *batch_rows(const float *compact, const rmlp_plan *plan, size_t hsz) {
+    float *rows = tu_xmalloc(plan->n_tokens * hsz * sizeof(float));
+    for (size_t i = 0; i < plan->n_tokens; i++)
+        memcpy(rows + i * hsz, compact + (size_t)plan->scatter[i] * hsz, hsz * sizeof(float));
+    return rows;
+}
+
+/* The host's attention in the compact layout: checks that it gets device arrays, then runs the
+ * library's compact attention on them. */
+static rmlp_status host_compact_attention(void *user_data, const rmlp_attention_args *a) {
+    callback_state *st = user_data;
+    if (st->bad == 0 && (a->layout != RMLP_ATTENTION_COMPACT || !is_device_pointer(a->qo_indptr_device) ||
+                         !is_device_pointer(a->kv_indptr_device) || !is_device_pointer(a->kv_indices_device) ||
+                         !is_device_pointer(a->q) || !is_device_pointer(a->out)))
+        st->bad = 1, snprintf(st->why, sizeof st->why, "layout %d, or host pointers among q/out/layout arrays",
+                              a->layout);
+    st->calls++;
+    return rmlp_attention_compact(st->ctx, a);
+}
+
+/* Attention in compact space on the device: rmlp_forward_compact against the CPU path and the
+ * device's full-space forward (`full`, may be NULL), the compact per-layer calls, a compact-layout
+ * callback, and the read-outs through scatter. */
+static void test_compact_dtype(rmlp_context *ctx, const reference *r, int radix, rmlp_dtype dt, int di,
+                               const char *name, const float *full) {
+    const rmlp_plan *plan = &r->plans[radix];
+    const rmlp_model_config *c = &r->cfg;
+    size_t hsz = c->hidden_size, nc = plan->n_compact_padded, n = plan->n_tokens * hsz, es = elem_size(dt);
+    size_t qd = (size_t)c->num_attention_heads * c->head_dim, kvd = (size_t)c->num_key_value_heads * c->head_dim;
+    char what[160];
+    void *d_out = dev_alloc(nc * hsz * es);
+    poison(d_out, nc * hsz * es);
+    rmlp_status status = rmlp_context_set_plan(ctx, plan);
+    if (status == RMLP_OK) status = rmlp_forward_compact(ctx, plan, NULL, NULL, d_out);
+    float *compact = NULL, *rows = NULL;
+    if (CHECK(status == RMLP_OK, "%s: forward_compact radix=%d: %s", name, radix, rmlp_last_error())) {
+        compact = download(d_out, nc * hsz, dt);
+        rows = batch_rows(compact, plan, hsz);
+        snprintf(what, sizeof what, "%s: compact attention radix %s vs CPU", name, radix ? "on" : "off");
+        expect_close(what, di, rows, r->cpu_out[radix], n);
+        if (full != NULL) {
+            snprintf(what, sizeof what, "%s: compact vs full attention radix %s", name, radix ? "on" : "off");
+            expect_close(what, di, rows, full, n);
+        }
+    }
+    if (compact != NULL && radix) { /* read-outs through scatter, against the CPU's of the full output */
+        float *pooled = tu_xmalloc(plan->n_seqs * hsz * sizeof(float)), *want = tu_xmalloc(plan->n_seqs * hsz * 4);
+        CHECK(rmlp_context_pool_compact(ctx, plan, d_out, RMLP_POOLING_MEAN, false, pooled) == RMLP_OK &&
+                  rmlp_pool(r->cpu_out[1], plan->n_tokens, (uint32_t)hsz, plan->cu_seqlens, plan->n_seqs,
+                            RMLP_POOLING_MEAN, false, want) == RMLP_OK,
+              "%s: pool_compact: %s", name, rmlp_last_error());
+        expect_close("rmlp_context_pool_compact mean", di, pooled, want, plan->n_seqs * hsz);
+        free(pooled), free(want);
+        /* the compact per-layer calls with rmlp_attention_compact between them */
+        void *hidden = dev_alloc(nc * hsz * es), *q = dev_alloc(nc * qd * es), *k = dev_alloc(nc * kvd * es);
+        void *v = dev_alloc(nc * kvd * es), *attn = dev_alloc(nc * qd * es), *out = dev_alloc(nc * hsz * es);
+        poison(out, nc * hsz * es), poison(attn, nc * qd * es);
+        rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
+                                    .n_heads = c->num_attention_heads, .n_kv_heads = c->num_key_value_heads,
+                                    .head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim), .dtype = dt,
+                                    .cu_seqlens = plan->cu_seqlens, .out = attn};
+        status = fixture_run_per_layer(ctx, plan, c->num_hidden_layers, &args, hidden, q, k, v, out, true);
+        if (CHECK(status == RMLP_OK, "%s: compact per-layer: %s", name, rmlp_last_error())) {
+            float *pl = download(out, plan->n_compact * hsz, dt);
+            expect_identical("compact per-layer calls + rmlp_attention_compact", pl, compact, plan->n_compact * hsz, di,
+                             0);
+            free(pl);
+        }
+        cudaFree(hidden), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(attn), cudaFree(out);
+        callback_state st = {.ctx = ctx, .dtype = dt};
+        poison(d_out, nc * hsz * es);
+        status = rmlp_forward_compact(ctx, plan, host_compact_attention, &st, d_out);
+        if (CHECK(status == RMLP_OK && st.bad == 0, "%s: compact callback: %s %s", name, rmlp_last_error(), st.why)) {
+            float *cb = download(d_out, plan->n_compact * hsz, dt);
+            expect_identical("rmlp_forward_compact with a compact callback", cb, compact, plan->n_compact * hsz, di, 0);
+            free(cb);
+        }
+    }
+    free(compact), free(rows);
+    cudaFree(d_out);
 }
 
 /* Pooling and scores of the device output d_out (radix on) against the CPU path's. */
@@ -399,6 +482,7 @@ static void test_model_dtype(const char *path, const char *name, const reference
         if (pl) expect_identical("per-layer entry points + rmlp_attention", pl, got[1], n, di, 0);
         free(pl);
     }
+    for (int radix = 0; radix < 2; radix++) test_compact_dtype(ctx, r, radix, dt, di, name, got[radix]);
     free(got[0]), free(got[1]);
     cudaFree(d_out);
     rmlp_context_free(ctx);
@@ -539,12 +623,14 @@ static void make_bindings(binding_set *set, const char *path, const rmlp_model_c
         bind_group(set, ck, lm, lm, one, h, 1, NULL, 0, dt);
     }
     for (uint32_t l = 0; l < c->num_hidden_layers; l++) {
-        static const char *const singles[] = {"input_layernorm.weight", "post_attention_layernorm.weight",
+        static const char *const singles[] = {"input_layernorm.weight",  "post_attention_layernorm.weight",
                                               "self_attn.o_proj.weight", "mlp.down_proj.weight",
-                                              "self_attn.q_norm.weight", "self_attn.k_norm.weight"};
-        const uint64_t single_rows[] = {h, h, h, h, hd, hd}, single_cols[] = {0, 0, qd, inter, 0, 0};
+                                              "self_attn.q_norm.weight", "self_attn.k_norm.weight",
+                                              "self_attn.o_proj.bias",   "mlp.down_proj.bias"};
+        const uint64_t single_rows[] = {h, h, h, h, hd, hd, h, h}, single_cols[] = {0, 0, qd, inter, 0, 0, 0, 0};
         for (size_t i = 0; i < COUNT(singles); i++) {
-            if (i >= 4 && !c->qk_norm) continue;
+            if ((i == 4 || i == 5) && !c->qk_norm) continue;
+            if ((i == 6 && !c->o_proj_bias) || (i == 7 && !c->mlp_bias)) continue;
             NAMES(0, "layers.%u.%s", l, singles[i]);
             one[0] = single_rows[i];
             bind_group(set, ck, cnp, bnp, one, single_cols[i], 1, NULL, 0, dt);
@@ -562,6 +648,11 @@ static void make_bindings(binding_set *set, const char *path, const rmlp_model_c
         for (int i = 0; i < 2; i++) NAMES(i, "layers.%u.mlp.%s_proj.weight", l, gu[i]);
         snprintf(stacked, sizeof stacked, "layers.%u.mlp.gate_up_proj.weight", l);
         bind_group(set, ck, cnp, bnp, gu_rows, h, 2, mode == 1 ? stacked : NULL, mode != 0, dt);
+        if (c->mlp_bias) {
+            for (int i = 0; i < 2; i++) NAMES(i, "layers.%u.mlp.%s_proj.bias", l, gu[i]);
+            snprintf(stacked, sizeof stacked, "layers.%u.mlp.gate_up_proj.bias", l);
+            bind_group(set, ck, cnp, bnp, gu_rows, 0, 2, mode == 1 ? stacked : NULL, mode == 1, dt);
+        }
     }
 #undef NAMES
     checkpoint_close(ck);
@@ -659,7 +750,7 @@ static void test_bind(const char *dir, const char *name) {
                 rmlp_context *ctx = cuda_context(model, r.b.n_tokens);
                 float *got = ctx ? device_forward(ctx, &r, &r.plans[1], dt, d_out, NULL, NULL, what) : NULL;
                 /* same weights, same GEMM shapes: identical; separate Q/K/V run 3 GEMMs: close */
-                int same_shapes = mode == 1 || (mode == 2 && !r.cfg.attention_bias);
+                int same_shapes = mode == 1 || (mode == 2 && !r.cfg.attention_bias && !r.cfg.mlp_bias);
                 if (got) expect_identical(what, got, want, n, di, same_shapes);
                 free(got);
                 rmlp_context_free(ctx);
@@ -796,6 +887,60 @@ static float *replay(cudaGraphExec_t exec, void *d_out, size_t n, rmlp_dtype dt)
     return download(d_out, n, dt);
 }
 
+/* Two sequences of lens[0] and lens[1] tokens whose first `share` tokens are the same, positions
+ * from 0, ids below vocab. */
+static fixture_batch two_sequences(const uint32_t lens[2], uint32_t share, uint32_t vocab) {
+    size_t n = lens[0] + lens[1];
+    fixture_batch b = {tu_xmalloc(n * 4), tu_xmalloc(n * 4), tu_xmalloc(3 * 4), n, 2};
+    b.cu[0] = 0, b.cu[1] = lens[0], b.cu[2] = (uint32_t)n;
+    for (uint32_t s = 0; s < 2; s++)
+        for (uint32_t t = 0; t < lens[s]; t++) {
+            b.ids[b.cu[s] + t] = (t < share ? 5 + 7 * t : 5 + 7 * t + 11 * (s + 1)) % vocab;
+            b.pos[b.cu[s] + t] = t;
+        }
+    return b;
+}
+
+/* Captures rmlp_forward of `captured` into a graph, checks its replay against the direct forward,
+ * then (when `next` is given: a plan of the same counts) sets `next` and checks the replay against
+ * next's direct forward, and that the two batches' outputs differ enough for that to mean something. */
+static void graph_case(rmlp_context *ctx, const reference *r, const rmlp_plan *captured, const rmlp_plan *next,
+                       rmlp_dtype dt, int di, void *d_out, const char *what) {
+    CHECK(next == NULL || (next->n_tokens == captured->n_tokens && next->n_seqs == captured->n_seqs &&
+                           next->n_compact == captured->n_compact &&
+                           next->n_compact_padded == captured->n_compact_padded),
+          "%s: the test's two plans must have the same counts", what);
+    size_t n = captured->n_tokens * (size_t)r->cfg.hidden_size;
+    char line[200];
+    float *direct = device_forward(ctx, r, captured, dt, d_out, NULL, NULL, what);
+    float *direct_next = next ? device_forward(ctx, r, next, dt, d_out, NULL, NULL, what) : NULL;
+    CHECK(rmlp_context_set_plan(ctx, captured) == RMLP_OK, "%s: set_plan: %s", what, rmlp_last_error());
+    cudaGraphExec_t exec = capture_forward(ctx, captured, d_out, what);
+    if (exec != NULL && direct != NULL) {
+        float *got = replay(exec, d_out, n, dt);
+        snprintf(line, sizeof line, "%s: replay vs direct", what);
+        expect_identical(line, got, direct, n, di, 0);
+        free(got);
+        if (next != NULL && direct_next != NULL) {
+            CHECK(rmlp_context_set_plan(ctx, next) == RMLP_OK, "%s: set_plan of the next batch: %s", what,
+                  rmlp_last_error());
+            got = replay(exec, d_out, n, dt);
+            snprintf(line, sizeof line, "%s: replay, next plan set, vs its direct", what);
+            expect_identical(line, got, direct_next, n, di, 0);
+            error_stats e = measure(direct, direct_next, n);
+            CHECK(e.rel_norm > 0.1, "%s: the two batches give nearly the same output (rel %.3g): the replay check "
+                  "would not see a stale plan", what, e.rel_norm);
+            free(got);
+        }
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    free(direct), free(direct_next);
+}
+
+/* CUDA graphs: a forward captured and replayed (radix on); replayed after setting another plan of
+ * the same counts: other token ids (identity plans), and longer sequences than at capture, whose
+ * rows a launch sized from the captured lengths would skip (identity and radix plans: 2 x 24
+ * tokens sharing 12 captured, 36 + 12 sharing 12 replayed; N = 48, N' = 36 in both). */
 static void test_graph(const char *dir) {
     char path[PATH_LEN];
     reference r;
@@ -806,47 +951,50 @@ static void test_graph(const char *dir) {
     for (size_t i = 0; i < r.b.n_tokens; i++) other.ids[i] = (r.b.ids[i] * 7 + 3) % r.cfg.vocab_size;
     memcpy(other.pos, r.b.pos, r.b.n_tokens * 4);
     memcpy(other.cu, r.b.cu, (r.b.n_seqs + 1) * 4);
+    static const uint32_t short_lens[2] = {24, 24}, long_lens[2] = {36, 12};
+    fixture_batch shorter = two_sequences(short_lens, 12, r.cfg.vocab_size);
+    fixture_batch longer = two_sequences(long_lens, 12, r.cfg.vocab_size);
     rmlp_planner *planner = NULL;
     CHECK(rmlp_planner_create(&planner) == RMLP_OK, "planner");
     rmlp_plan plan_b = make_plan(planner, &other, 0);
+    rmlp_plan short_plans[2], long_plans[2];
+    for (int radix = 0; radix < 2; radix++) {
+        short_plans[radix] = make_plan(planner, &shorter, radix);
+        long_plans[radix] = make_plan(planner, &longer, radix);
+    }
     size_t n = r.b.n_tokens * (size_t)r.cfg.hidden_size;
+    if (n < 48 * (size_t)r.cfg.hidden_size) n = 48 * (size_t)r.cfg.hidden_size;
     for (int di = 0; di < (int)COUNT(DTYPES); di += 2) { /* F32 and BF16 */
         rmlp_dtype dt = DTYPES[di];
         rmlp_model *model = NULL;
-        rmlp_context *ctx = load_cuda(path, dt, r.b.n_tokens, &model);
+        rmlp_context *ctx = load_cuda(path, dt, n / r.cfg.hidden_size, &model);
         void *d_out = dev_alloc(n * elem_size(dt));
-        for (int which = 0; ctx != NULL && which < 2; which++) {
-            /* which 0: radix on, replayed; 1: identity plan of A captured, replayed after setting B's */
-            const rmlp_plan *captured = which ? &r.plans[0] : &r.plans[1];
-            const char *what = which ? "graph of plan A replayed with plan B set" : "graph of a forward (radix on)";
-            float *direct = device_forward(ctx, &r, captured, dt, d_out, NULL, NULL, what);
-            float *direct_b = which ? device_forward(ctx, &r, &plan_b, dt, d_out, NULL, NULL, what) : NULL;
-            CHECK(rmlp_context_set_plan(ctx, captured) == RMLP_OK, "set_plan: %s", rmlp_last_error());
-            cudaGraphExec_t exec = capture_forward(ctx, captured, d_out, what);
-            if (exec != NULL && direct != NULL) {
-                float *got = replay(exec, d_out, n, dt);
-                expect_identical("graph replay vs direct forward", got, direct, n, di, 0);
-                free(got);
-                if (which == 1 && direct_b != NULL) {
-                    CHECK(rmlp_context_set_plan(ctx, &plan_b) == RMLP_OK, "set_plan B: %s", rmlp_last_error());
-                    got = replay(exec, d_out, n, dt);
-                    expect_identical("graph replay with plan B set vs forward of B", got, direct_b, n, di, 0);
-                    error_stats e = measure(direct, direct_b, n);
-                    CHECK(e.rel_norm > 0.1, "batches A and B give nearly the same output (rel %.3g): the replay "
-                          "check would not see a stale plan", e.rel_norm);
-                    free(got);
-                }
-            }
-            if (exec) cudaGraphExecDestroy(exec);
-            free(direct), free(direct_b);
+        if (ctx != NULL) {
+            graph_case(ctx, &r, &r.plans[1], NULL, dt, di, d_out, "graph of a forward (radix on)");
+            graph_case(ctx, &r, &r.plans[0], &plan_b, dt, di, d_out, "graph of plan A (radix off), plan B set");
+            graph_case(ctx, &r, &short_plans[0], &long_plans[0], dt, di, d_out,
+                       "graph of 24+24 (radix off), 36+12 set");
+            graph_case(ctx, &r, &short_plans[1], &long_plans[1], dt, di, d_out, "graph of 24+24 (radix on), 36+12 set");
         }
+        /* rmlp_forward of a context in compact space: the graph holds its compact attention too */
+        rmlp_context_params cp = rmlp_context_default_params();
+        cp.attention_space = RMLP_ATTENTION_COMPACT;
+        rmlp_context *compact = NULL;
+        if (model != NULL && CHECK(rmlp_context_create_with_params(model, n / r.cfg.hidden_size, &cp, &compact) ==
+                                           RMLP_OK &&
+                                       rmlp_context_set_stream(compact, stream) == RMLP_OK,
+                                   "compact context: %s", rmlp_last_error()))
+            graph_case(compact, &r, &short_plans[1], &long_plans[1], dt, di, d_out,
+                       "graph of 24+24 (compact attention), 36+12 set");
+        rmlp_context_free(compact);
         cudaFree(d_out);
         rmlp_context_free(ctx);
         rmlp_model_free(model);
     }
     tu_plan_copy_free(&plan_b);
+    for (int radix = 0; radix < 2; radix++) tu_plan_copy_free(&short_plans[radix]), tu_plan_copy_free(&long_plans[radix]);
     rmlp_planner_free(planner);
-    fixture_batch_free(&other);
+    fixture_batch_free(&other), fixture_batch_free(&shorter), fixture_batch_free(&longer);
     reference_free(&r);
 }
 
@@ -866,7 +1014,7 @@ int main(int argc, char **argv) {
     CUDA_MUST(cudaGetDeviceProperties(&prop, 0));
     printf("device 0: %s (compute capability %d.%d)\n", prop.name, prop.major, prop.minor);
     CUDA_MUST(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    /* RMLP_GPU_MODEL_QUICK=1 (for compute-sanitizer, 10-100x slower): two fixtures instead of five. */
+    /* RMLP_GPU_MODEL_QUICK=1 (for compute-sanitizer, 10-100x slower): two fixtures instead of all. */
     const char *quick = getenv("RMLP_GPU_MODEL_QUICK");
     size_t n_fixtures = quick != NULL && strcmp(quick, "1") == 0 ? 3 : COUNT(FIXTURES);
     for (size_t f = 0; f < n_fixtures; f++)
@@ -875,6 +1023,7 @@ int main(int argc, char **argv) {
     test_bind(argv[1], "qwen3_tiny");
     test_bind(argv[1], "qwen2_sharded");
     test_bind(argv[1], "qwen3_bf16");
+    test_bind(argv[1], "llama_bias"); /* every bias: q/k/v and gate/up stacked or not, o_proj and down */
     test_errors(argv[1]);
     test_graph(argv[1]);
     CUDA_MUST(cudaStreamDestroy(stream));

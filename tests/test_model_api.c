@@ -148,6 +148,94 @@ static void test_calls(const char *dir) {
     rmlp_model_free(model);
 }
 
+/* Attention in compact space: its own argument checks (the plan's layout, the compact args). */
+static void test_compact_calls(const char *dir) {
+    rmlp_model *model = load(dir, "qwen3_tiny");
+    if (model == NULL) return;
+    rmlp_model_config cfg;
+    rmlp_context *ctx = NULL;
+    rmlp_planner *planner = NULL;
+    rmlp_plan plan;
+    CHECK(rmlp_model_get_config(model, &cfg) == RMLP_OK, "config");
+    rmlp_context_params cp = rmlp_context_default_params();
+    cp.attention_space = 3;
+    expect(rmlp_context_create_with_params(model, 6, &cp, &ctx), RMLP_ERR_INVALID_ARGUMENT,
+           "params->attention_space=3 is not RMLP_ATTENTION_FULL, COMPACT or AUTO", "unknown attention space");
+    cp = rmlp_context_default_params();
+    cp.struct_size = 2;
+    expect(rmlp_context_create_with_params(model, 6, &cp, &ctx), RMLP_ERR_INVALID_ARGUMENT, "struct_size=2",
+           "context params struct_size");
+    CHECK(rmlp_context_create_with_params(model, 6, NULL, &ctx) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK,
+          "setup: %s", rmlp_last_error());
+    rmlp_plan_params params = tu_params(1.0, 0);
+    CHECK(rmlp_plan_build(planner, ids, pos, 6, cu, 2, &params, &plan) == RMLP_OK, "plan");
+    size_t hsz = cfg.hidden_size, qd = (size_t)cfg.num_attention_heads * cfg.head_dim;
+    size_t kvd = (size_t)cfg.num_key_value_heads * cfg.head_dim;
+    float *hidden = tu_xmalloc(6 * hsz * sizeof(float)), *out = tu_xmalloc(6 * hsz * sizeof(float));
+    float *q = tu_xmalloc(6 * qd * sizeof(float)), *kv = tu_xmalloc(6 * kvd * sizeof(float));
+    float *attn = tu_xmalloc(6 * qd * sizeof(float)), pooled[2 * 256];
+
+    /* A plan without the layout (as a host fills it in by hand), or with a forged one. */
+    rmlp_plan bare = plan;
+    bare.qo_indptr = NULL;
+    expect(rmlp_forward_compact(ctx, &bare, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
+           "plan->qo_indptr is NULL: attention in compact space needs the plan's layout", "compact plan without layout");
+    expect(rmlp_layer_pre_attention_compact(ctx, 0, &bare, hidden, q, kv, kv), RMLP_ERR_INVALID_ARGUMENT,
+           "plan->qo_indptr is NULL", "compact per-layer call, plan without layout");
+    uint32_t forged_qo[3] = {0, 2, 4};
+    rmlp_plan forged = plan;
+    forged.qo_indptr = forged_qo;
+    forged_qo[2] = plan.n_compact + 1;
+    expect(rmlp_forward_compact(ctx, &forged, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
+           "plan->qo_indptr[2]=5, must equal n_compact=4", "compact plan, qo_indptr total");
+    forged_qo[1] = 4, forged_qo[2] = 4;
+    expect(rmlp_forward_compact(ctx, &forged, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT,
+           "plan->qo_indptr[0]=0, plan->qo_indptr[1]=4: sequence 0 of 3 rows cannot own that many compact rows",
+           "compact plan, a sequence owning more than its rows");
+
+    /* rmlp_attention_compact's arguments. */
+    rmlp_attention_args a = {.n_tokens = 6, .n_seqs = 2, .n_heads = cfg.num_attention_heads,
+                             .n_kv_heads = cfg.num_key_value_heads, .head_dim = cfg.head_dim, .scale = 0.125f,
+                             .dtype = RMLP_DTYPE_F32, .cu_seqlens = cu, .q = q, .k = kv, .v = kv, .out = attn,
+                             .layout = RMLP_ATTENTION_FULL, .n_compact = plan.n_compact, .qo_indptr = plan.qo_indptr,
+                             .kv_indptr = cu, .kv_indices = plan.scatter};
+    expect(rmlp_attention_compact(ctx, &a), RMLP_ERR_INVALID_ARGUMENT,
+           "args->layout=0, rmlp_attention_compact takes RMLP_ATTENTION_COMPACT", "compact attention, full layout");
+    a.layout = RMLP_ATTENTION_COMPACT;
+    a.qo_indptr = NULL;
+    expect(rmlp_attention_compact(ctx, &a), RMLP_ERR_INVALID_ARGUMENT, "args->qo_indptr is NULL",
+           "compact attention without qo_indptr");
+    a.qo_indptr = plan.qo_indptr;
+    uint32_t bad_indices[6] = {0, 1, 2, 0, 1, 9};
+    a.kv_indices = bad_indices;
+    expect(rmlp_attention_compact(ctx, &a), RMLP_ERR_INVALID_ARGUMENT,
+           "args->kv_indices[5]=9 is out of range (< n_compact=4)", "compact attention, kv_indices out of range");
+    a.kv_indices = plan.scatter;
+    a.n_compact = 7;
+    expect(rmlp_attention_compact(ctx, &a), RMLP_ERR_INVALID_ARGUMENT, "args->n_compact=7 with n_tokens=6",
+           "compact attention, n_compact > n_tokens");
+    a.n_compact = plan.n_compact;
+    const uint32_t bad_kv_indptr[3] = {0, 4, 5};
+    a.kv_indptr = bad_kv_indptr;
+    expect(rmlp_attention_compact(ctx, &a), RMLP_ERR_INVALID_SEQLENS, "cu_seqlens[2]=5, must equal n_tokens=6",
+           "compact attention, kv_indptr");
+    a.kv_indptr = cu;
+    CHECK(rmlp_attention_compact(ctx, &a) == RMLP_OK, "compact attention after errors: %s", rmlp_last_error());
+
+    /* Read-outs of compact rows. */
+    expect(rmlp_context_pool_compact(ctx, NULL, out, RMLP_POOLING_LAST, false, pooled), RMLP_ERR_INVALID_ARGUMENT,
+           "plan is NULL", "compact pool without a plan");
+    expect(rmlp_context_pool_compact(ctx, &plan, out, 9, false, pooled), RMLP_ERR_INVALID_ARGUMENT, "pooling=9",
+           "compact pool, unknown pooling");
+    CHECK(rmlp_forward_compact(ctx, &plan, NULL, NULL, out) == RMLP_OK, "compact forward: %s", rmlp_last_error());
+    CHECK(rmlp_context_pool_compact(ctx, &plan, out, RMLP_POOLING_LAST, false, pooled) == RMLP_OK,
+          "compact pool after errors: %s", rmlp_last_error());
+    free(hidden), free(out), free(q), free(kv), free(attn);
+    rmlp_planner_free(planner);
+    rmlp_context_free(ctx);
+    rmlp_model_free(model);
+}
+
 static void test_no_lm_head(const char *dir) {
     rmlp_model *model = load(dir, "qwen3_embedding_noprefix");
     if (model == NULL) return;
@@ -206,6 +294,7 @@ int main(int argc, char **argv) {
     tu_scrub_dir = argv[1];
     test_load_params(argv[1]);
     test_calls(argv[1]);
+    test_compact_calls(argv[1]);
     test_no_lm_head(argv[1]);
     test_sliding_window();
     return tu_summary();

@@ -1,13 +1,21 @@
 /*
  * test_model_fixtures.c: the whole CPU model against Hugging Face transformers. For every
  * fixture in integration_tests/fixtures (tiny random checkpoints saved by transformers, with
- * transformers' own outputs on a batch with shared prefixes):
+ * transformers' own outputs on a batch with shared prefixes; the *_bias ones with every bias
+ * flag of config.json on):
+ *   - the load uses every tensor of the checkpoint (an empty load report);
  *   - rmlp_forward with radix on and off matches last_hidden within 1e-4 (max abs);
  *   - radix on and off agree within 1e-6 relative (and the test reports whether bit-identical);
  *   - pooling (last, mean) matches pooled_last / pooled_mean; reranker logits match logits_last;
  *   - the per-layer entry points with the attention done "by the host" (rmlp_attention called
  *     between them), and rmlp_forward with an attention callback, give rmlp_forward's result
- *     bit for bit.
+ *     bit for bit;
+ *   - attention in compact space (rmlp_forward_compact), radix on and off: its compact rows read
+ *     through scatter match last_hidden within 1e-4 and the full-space forward within 1e-6
+ *     relative; pooling and scores read through scatter match transformers'; the compact
+ *     per-layer calls with rmlp_attention_compact between them, a compact-layout callback (which
+ *     checks the layout it is handed) and a context whose attention_space is COMPACT (through
+ *     rmlp_forward) give the same bits; AUTO picks compact with radix and full without.
  * Usage: test_model_fixtures FIXTURES_DIR
  */
 #include <math.h>
@@ -20,27 +28,13 @@
 #define SCORE_A 3u
 #define SCORE_B 7u
 
-static const char *const fixtures[] = {"qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny",
-                                       "qwen3_embedding_noprefix"};
-
-/* Max |a - b| and max |b| over n floats; NaN anywhere gives +inf. */
-static double max_abs_diff(const float *a, const float *b, size_t n, double *max_ref) {
-    double worst = 0.0, ref = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (isnan(d)) return INFINITY;
-        worst = d > worst ? d : worst;
-        ref = fabs(b[i]) > ref ? fabs(b[i]) : ref;
-    }
-    if (max_ref) *max_ref = ref;
-    return worst;
-}
+static const char *const fixtures[] = FIXTURE_NAMES;
 
 static void expect_close(const char *name, const char *what, const float *got, const st_tensor *want, size_t n) {
     if (!CHECK(want != NULL && want->dtype == RMLP_DTYPE_F32 && want->nbytes == n * sizeof(float),
                "%s: expected.safetensors has no F32 '%s' of %zu values", name, what, n))
         return;
-    double err = max_abs_diff(got, want->data, n, NULL);
+    double err = tu_max_abs_diff(got, want->data, n, NULL);
     CHECK(err <= TOLERANCE, "%s: %s max abs error %.3g > %.0e", name, what, err, TOLERANCE);
 }
 
@@ -60,9 +54,112 @@ static rmlp_status run_per_layer(rmlp_context *ctx, const rmlp_model_config *cfg
                                 .n_heads = cfg->num_attention_heads, .n_kv_heads = cfg->num_key_value_heads,
                                 .head_dim = cfg->head_dim, .scale = 1.0f / sqrtf((float)cfg->head_dim),
                                 .dtype = RMLP_DTYPE_F32, .cu_seqlens = b->cu, .out = attn};
-    rmlp_status status = fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, out);
+    rmlp_status status = fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, out, false);
     free(hidden), free(q), free(k), free(v), free(attn);
     return status;
+}
+
+/* The host's attention in the compact layout: checks what it is handed against the plan in
+ * user_data's context, then runs the library's compact attention. */
+typedef struct compact_host {
+    rmlp_context *ctx;
+    const rmlp_plan *plan;
+    int bad;
+} compact_host;
+
+static rmlp_status compact_attention(void *user_data, const rmlp_attention_args *a) {
+    compact_host *h = user_data;
+    const rmlp_plan *p = h->plan;
+    if (a->layout != RMLP_ATTENTION_COMPACT || a->n_compact != p->n_compact || a->n_tokens != p->n_tokens ||
+        a->qo_indptr == NULL || a->kv_indptr == NULL || a->kv_indices == NULL ||
+        memcmp(a->qo_indptr, p->qo_indptr, (p->n_seqs + 1) * sizeof(uint32_t)) != 0 ||
+        memcmp(a->kv_indptr, p->cu_seqlens, (p->n_seqs + 1) * sizeof(uint32_t)) != 0 ||
+        memcmp(a->kv_indices, p->scatter, p->n_tokens * sizeof(uint32_t)) != 0 || a->qo_indptr_device != a->qo_indptr)
+        h->bad++;
+    return rmlp_attention_compact(h->ctx, a);
+}
+
+/* Compact rows (n_compact_padded, hsz) read through scatter into batch rows (n_tokens, hsz). */
+static float *batch_rows(const float *compact, const rmlp_plan *plan, size_t hsz) {
+    float *rows = tu_xmalloc(plan->n_tokens * hsz * sizeof(float));
+    for (size_t i = 0; i < plan->n_tokens; i++)
+        memcpy(rows + i * hsz, compact + (size_t)plan->scatter[i] * hsz, hsz * sizeof(float));
+    return rows;
+}
+
+/* Everything in compact space against the full-space output `full` of plan (radix on or off). */
+static void test_compact(const char *name, rmlp_model *model, rmlp_context *ctx, const rmlp_model_config *cfg,
+                         const rmlp_plan *plan, const st_file *expected, const float *full, int radix) {
+    size_t hsz = cfg->hidden_size, n = plan->n_tokens * hsz, nc = plan->n_compact_padded;
+    size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+    char what[96];
+    float *out_c = tu_xmalloc(nc * hsz * sizeof(float)), *again = tu_xmalloc(nc * hsz * sizeof(float));
+    if (!CHECK(rmlp_forward_compact(ctx, plan, NULL, NULL, out_c) == RMLP_OK, "%s: forward_compact: %s", name,
+               rmlp_last_error()))
+        goto done;
+    float *rows = batch_rows(out_c, plan, hsz);
+    snprintf(what, sizeof what, "last_hidden (compact attention, radix %s)", radix ? "on" : "off");
+    expect_close(name, what, rows, st_find(expected, "last_hidden"), n);
+    double ref = 0.0, diff = tu_max_abs_diff(rows, full, n, &ref);
+    CHECK(diff <= 1e-6 * ref, "%s radix=%d: compact vs full attention differ by %.3g (max |value| %.3g)", name, radix,
+          diff, ref);
+    printf("%s radix=%d: compact vs full attention: %s (max abs diff %.3g)\n", name, radix,
+           diff == 0.0 ? "bit-identical" : "within 1e-6 relative", diff);
+    free(rows);
+    if (radix) { /* read-outs through scatter: one batch suffices */
+        float *pooled = tu_xmalloc(plan->n_seqs * hsz * sizeof(float));
+        CHECK(rmlp_context_pool_compact(ctx, plan, out_c, RMLP_POOLING_LAST, false, pooled) == RMLP_OK,
+              "%s: pool_compact: %s", name, rmlp_last_error());
+        expect_close(name, "pooled_last (compact)", pooled, st_find(expected, "pooled_last"), plan->n_seqs * hsz);
+        CHECK(rmlp_context_pool_compact(ctx, plan, out_c, RMLP_POOLING_MEAN, false, pooled) == RMLP_OK,
+              "%s: pool_compact: %s", name, rmlp_last_error());
+        expect_close(name, "pooled_mean (compact)", pooled, st_find(expected, "pooled_mean"), plan->n_seqs * hsz);
+        float *logits = tu_xmalloc(plan->n_seqs * 2 * sizeof(float)), *prob = tu_xmalloc(plan->n_seqs * sizeof(float));
+        float *want = tu_xmalloc(plan->n_seqs * 2 * sizeof(float)), *want_prob = tu_xmalloc(plan->n_seqs * sizeof(float));
+        rmlp_status got = rmlp_score_pair_compact(ctx, plan, out_c, SCORE_A, SCORE_B, logits, prob);
+        rmlp_status ok = rmlp_score_pair(ctx, full, plan->n_tokens, plan->cu_seqlens, plan->n_seqs, SCORE_A, SCORE_B,
+                                         want, want_prob);
+        CHECK(got == ok, "%s: score_pair_compact status %d, score_pair %d", name, got, ok);
+        if (got == RMLP_OK && ok == RMLP_OK)
+            CHECK(tu_max_abs_diff(logits, want, plan->n_seqs * 2, NULL) <= TOLERANCE, "%s: compact scores differ", name);
+        free(pooled), free(logits), free(prob), free(want), free(want_prob);
+    }
+    /* per-layer compact calls, as a host keeping attention drives them */
+    float *hidden = tu_xmalloc(nc * hsz * sizeof(float)), *q = tu_xmalloc(nc * qd * sizeof(float));
+    float *k = tu_xmalloc(nc * kvd * sizeof(float)), *v = tu_xmalloc(nc * kvd * sizeof(float));
+    float *attn = tu_xmalloc(nc * qd * sizeof(float));
+    rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
+                                .n_heads = cfg->num_attention_heads, .n_kv_heads = cfg->num_key_value_heads,
+                                .head_dim = cfg->head_dim, .scale = 1.0f / sqrtf((float)cfg->head_dim),
+                                .dtype = RMLP_DTYPE_F32, .cu_seqlens = plan->cu_seqlens, .out = attn};
+    CHECK(fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, again, true) == RMLP_OK,
+          "%s: compact per-layer: %s", name, rmlp_last_error());
+    CHECK(memcmp(again, out_c, plan->n_compact * hsz * sizeof(float)) == 0,
+          "%s radix=%d: compact per-layer entry points differ from rmlp_forward_compact", name, radix);
+    free(hidden), free(q), free(k), free(v), free(attn);
+    compact_host host = {ctx, plan, 0};
+    CHECK(rmlp_forward_compact(ctx, plan, compact_attention, &host, again) == RMLP_OK, "%s: compact callback: %s",
+          name, rmlp_last_error());
+    CHECK(host.bad == 0, "%s: the compact callback was handed a wrong layout %d times", name, host.bad);
+    CHECK(memcmp(again, out_c, plan->n_compact * hsz * sizeof(float)) == 0,
+          "%s radix=%d: compact attention callback differs from built-in", name, radix);
+    /* the context setting: rmlp_forward in compact space (and AUTO: compact only with radix) */
+    for (rmlp_attention_space space = RMLP_ATTENTION_COMPACT; space <= RMLP_ATTENTION_AUTO; space++) {
+        rmlp_context_params params = rmlp_context_default_params();
+        params.attention_space = space;
+        rmlp_context *spaced = NULL;
+        float *via = tu_xmalloc(n * sizeof(float)), *want = batch_rows(out_c, plan, hsz);
+        if (CHECK(rmlp_context_create_with_params(model, plan->n_tokens, &params, &spaced) == RMLP_OK &&
+                      rmlp_forward(spaced, plan, NULL, NULL, via) == RMLP_OK,
+                  "%s: context with attention_space %d: %s", name, space, rmlp_last_error()))
+            CHECK(memcmp(via, space == RMLP_ATTENTION_AUTO && !plan->use_radix ? full : want, n * sizeof(float)) == 0,
+                  "%s radix=%d: rmlp_forward with attention_space %d is not the %s forward", name, radix, space,
+                  space == RMLP_ATTENTION_AUTO && !plan->use_radix ? "full" : "compact");
+        rmlp_context_free(spaced);
+        free(via), free(want);
+    }
+done:
+    free(out_c), free(again);
 }
 
 static void test_fixture(const char *dir, const char *name) {
@@ -82,6 +179,10 @@ static void test_fixture(const char *dir, const char *name) {
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (status == RMLP_OK) status = rmlp_model_load(path, NULL, &model);
     CHECK(status == RMLP_OK, "%s: load: %s", name, rmlp_last_error());
+    const char *report = NULL;
+    if (status == RMLP_OK) status = rmlp_model_load_report(model, &report);
+    if (status == RMLP_OK) /* transformers uses every tensor of these checkpoints, and so must the library */
+        CHECK(report != NULL && report[0] == '\0', "%s: load report '%s'", name, report ? report : "(null)");
     if (status == RMLP_OK) status = rmlp_model_get_config(model, &cfg);
     if (status == RMLP_OK) status = rmlp_context_create(model, b.n_tokens, &ctx);
     if (status == RMLP_OK) status = rmlp_planner_create(&planner);
@@ -101,7 +202,7 @@ static void test_fixture(const char *dir, const char *name) {
                      st_find(expected, "last_hidden"), n);
     }
     CHECK(plans[1].use_radix && plans[1].n_compact < b.n_tokens, "%s: the batch shares nothing", name);
-    double ref = 0.0, diff = max_abs_diff(out[1], out[0], n, &ref);
+    double ref = 0.0, diff = tu_max_abs_diff(out[1], out[0], n, &ref);
     CHECK(diff <= 1e-6 * ref, "%s: radix on vs off differ by %.3g (max |value| %.3g)", name, diff, ref);
     printf("%s: N=%zu N'=%u, radix on vs off: %s (max abs diff %.3g)\n", name, b.n_tokens, plans[1].n_compact,
            diff == 0.0 ? "bit-identical" : "within 1e-6 relative", diff);
@@ -134,6 +235,8 @@ static void test_fixture(const char *dir, const char *name) {
     CHECK(rmlp_forward(ctx, &plans[1], host_attention, ctx, again) == RMLP_OK, "%s: callback: %s", name,
           rmlp_last_error());
     CHECK(memcmp(again, out[1], n * sizeof(float)) == 0, "%s: attention callback differs from built-in", name);
+
+    for (int radix = 0; radix < 2; radix++) test_compact(name, model, ctx, &cfg, &plans[radix], expected, out[radix], radix);
 
     for (int radix = 0; radix < 2; radix++) {
         tu_plan_copy_free(&plans[radix]);

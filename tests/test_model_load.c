@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "../ffi/src/export.h"
+#include "../model/audit.h"
 #include "../model/config.h"
 #include "../model/weights.h"
 #include "st_writer.h"
@@ -49,10 +50,11 @@ typedef struct spec {
     uint32_t head_dim;
     int write_head_dim; /* head_dim in config.json (else hidden / heads) */
     int old_form;       /* config.json as older hub checkpoints have it (top-level rope_theta, ...) */
+    int o_bias, mlp_bias; /* write the o_proj bias, the gate/up/down biases */
 } spec;
 
 /* config.json as transformers 5 writes it (rope_parameters, layer_types). */
-static const spec QWEN3 = {"qwen3", "model.", "F32", 0, 1, 1, 0, HEAD_DIM, 1, 0};
+static const spec QWEN3 = {"qwen3", "model.", "F32", 0, 1, 1, 0, HEAD_DIM, 1, 0, 0, 0};
 
 static const char *tensor_name(const spec *s, int layer, const char *suffix) {
     static char buf[160];
@@ -100,10 +102,16 @@ static void build_tensors(const spec *s, uint64_t seed, stw *w) {
             add_random(w, &rng, s, i, "self_attn.k_norm.weight", s->head_dim, 0);
         }
         add_random(w, &rng, s, i, "self_attn.o_proj.weight", HIDDEN, q);
+        if (s->o_bias) add_random(w, &rng, s, i, "self_attn.o_proj.bias", HIDDEN, 0);
         add_random(w, &rng, s, i, "post_attention_layernorm.weight", HIDDEN, 0);
         add_random(w, &rng, s, i, "mlp.gate_proj.weight", INTER, HIDDEN);
         add_random(w, &rng, s, i, "mlp.up_proj.weight", INTER, HIDDEN);
         add_random(w, &rng, s, i, "mlp.down_proj.weight", HIDDEN, INTER);
+        if (s->mlp_bias) {
+            add_random(w, &rng, s, i, "mlp.gate_proj.bias", INTER, 0);
+            add_random(w, &rng, s, i, "mlp.up_proj.bias", INTER, 0);
+            add_random(w, &rng, s, i, "mlp.down_proj.bias", HIDDEN, 0);
+        }
     }
     add_random(w, &rng, s, -1, "norm.weight", HIDDEN, 0);
     if (s->lm_head) add_random(w, &rng, s, -1, "lm_head.weight", VOCAB, HIDDEN);
@@ -147,17 +155,25 @@ static void write_checkpoint(const char *dir, const stw *w, const stw_json *conf
     stw_json_write(config, at(dir, "config.json"));
 }
 
-/* What rmlp_model_load does: open, read config.json, load the weights, close. */
+static bool skip_finite_check; /* what rmlp_model_params.skip_finite_check asks */
+static char *report;            /* the audit's report of the last load_all (NULL: nothing to report) */
+
+/* What rmlp_model_load does: open, read config.json, audit, load the weights, close. */
 static rmlp_status load_all(const char *path, rmlp_model_config *config, model_weights *weights) {
     checkpoint *ckpt = NULL;
     rmlp_clear_error();
     memset(weights, 0, sizeof *weights);
+    free(report);
+    report = NULL;
     rmlp_status status = checkpoint_open(path, &ckpt);
     if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), config);
+    if (status == RMLP_OK) status = audit_checkpoint(ckpt, config, !skip_finite_check, &report);
     if (status == RMLP_OK) status = weights_load(ckpt, config, weights);
     checkpoint_close(ckpt);
     return status;
 }
+
+static void expect_fail(const char *what, const char *path, rmlp_status want, const char *msg, const char *msg2);
 
 /* ---- checking loaded values ----------------------------------------------------------------- */
 
@@ -196,7 +212,7 @@ static void check_weights(const char *what, const spec *s, const stw *w, const r
         check_values(what, l->qkv, w, tensor_name(s, i, "self_attn.q_proj.weight"));
         check_values(what, l->qkv + q, w, tensor_name(s, i, "self_attn.k_proj.weight"));
         check_values(what, l->qkv + q + kv, w, tensor_name(s, i, "self_attn.v_proj.weight"));
-        if (s->bias) {
+        if (c->attention_bias) {
             check_values(what, l->qkv_bias, w, tensor_name(s, i, "self_attn.q_proj.bias"));
             check_values(what, l->qkv_bias + q / HIDDEN, w, tensor_name(s, i, "self_attn.k_proj.bias"));
             check_values(what, l->qkv_bias + (q + kv) / HIDDEN, w, tensor_name(s, i, "self_attn.v_proj.bias"));
@@ -214,6 +230,17 @@ static void check_weights(const char *what, const spec *s, const stw *w, const r
         check_values(what, l->gate_up, w, tensor_name(s, i, "mlp.gate_proj.weight"));
         check_values(what, l->gate_up + (uint64_t)INTER * HIDDEN, w, tensor_name(s, i, "mlp.up_proj.weight"));
         check_values(what, l->down, w, tensor_name(s, i, "mlp.down_proj.weight"));
+        if (c->o_proj_bias)
+            check_values(what, l->o_bias, w, tensor_name(s, i, "self_attn.o_proj.bias"));
+        else
+            CHECK(l->o_bias == NULL, "%s: layer %d has an o_proj bias", what, i);
+        if (c->mlp_bias) {
+            check_values(what, l->gate_up_bias, w, tensor_name(s, i, "mlp.gate_proj.bias"));
+            check_values(what, l->gate_up_bias + INTER, w, tensor_name(s, i, "mlp.up_proj.bias"));
+            check_values(what, l->down_bias, w, tensor_name(s, i, "mlp.down_proj.bias"));
+        } else {
+            CHECK(l->gate_up_bias == NULL && l->down_bias == NULL, "%s: layer %d has MLP biases", what, i);
+        }
     }
     if (s->lm_head) {
         CHECK(mw->lm_head != mw->embed, "%s: own lm_head aliases the embedding", what);
@@ -225,14 +252,29 @@ static void check_weights(const char *what, const spec *s, const stw *w, const r
     CHECK(c->has_lm_head == (s->lm_head || s->tie), "%s: has_lm_head %d", what, c->has_lm_head);
 }
 
-/* Writes the model of spec s into its own folder (config.json from s, then edit_key set to
- * edit_value when given), loads it and checks everything. */
-static void check_valid(const char *what, const spec *s, const char *edit_key, const char *edit_value, int align8) {
+/* The value edits (NULL or key, value, ..., NULL) give `key`, or NULL. */
+static const char *edited(const char *const *edits, const char *key) {
+    for (size_t i = 0; edits != NULL && edits[i] != NULL; i += 2)
+        if (strcmp(edits[i], key) == 0) return edits[i + 1];
+    return NULL;
+}
+
+/* Whether edits set the boolean `key` to true. */
+static int edited_true(const char *const *edits, const char *key) {
+    const char *value = edited(edits, key);
+    return value != NULL && strcmp(value, "true") == 0;
+}
+
+/* Writes the model of spec s into its own folder (config.json from s, then each key of `edits`
+ * (NULL, or key, raw JSON value (NULL removes), ..., NULL) set), loads it and checks everything:
+ * the biases loaded are those transformers builds for the architecture (s says which tensors
+ * the file has; those it has beyond them must be reported unused). */
+static void check_valid(const char *what, const spec *s, const char *const *edits, int align8) {
     stw w = {0};
     stw_json config = {0};
     build_tensors(s, 42, &w);
     build_config(s, &config);
-    if (edit_key) stw_json_set(&config, edit_key, edit_value);
+    for (size_t i = 0; edits != NULL && edits[i] != NULL; i += 2) stw_json_set(&config, edits[i], edits[i + 1]);
     char dir[64];
     snprintf(dir, sizeof dir, "valid_%s", what);
     write_checkpoint(dir, &w, &config, align8);
@@ -250,12 +292,22 @@ static void check_valid(const char *what, const spec *s, const char *edit_key, c
                   c.num_key_value_heads == KV_HEADS && c.max_position_embeddings == 128,
               "%s: sizes", what);
         CHECK_EQ(c.head_dim, s->head_dim, "%s", what);
-        CHECK_EQ(c.sliding_window, edit_key && strcmp(edit_key, "sliding_window") == 0 ? atoi(edit_value) : 0, "%s",
-                 what);
+        const char *window = edited(edits, "sliding_window");
+        CHECK_EQ(c.sliding_window, arch == RMLP_ARCH_MISTRAL && window ? atoi(window) : 0, "%s", what);
         CHECK(c.rms_norm_eps == 1e-6 && c.rope_theta == 1e6, "%s: eps %g theta %g", what, c.rms_norm_eps, c.rope_theta);
-        CHECK(c.qk_norm == (arch == RMLP_ARCH_QWEN3) && c.attention_bias == (s->bias != 0) &&
-                  c.tie_word_embeddings == (s->tie != 0),
-              "%s: flags qk_norm %d bias %d tie %d", what, c.qk_norm, c.attention_bias, c.tie_word_embeddings);
+        /* transformers: Qwen2 always has q/k/v biases; Llama and Qwen3 q/k/v/o ones from
+         * attention_bias; Llama gate/up/down ones from mlp_bias; Mistral none. */
+        int reads = arch == RMLP_ARCH_LLAMA || arch == RMLP_ARCH_QWEN3;
+        int attention_bias = edited_true(edits, "attention_bias");
+        CHECK(c.qk_norm == (arch == RMLP_ARCH_QWEN3) && c.tie_word_embeddings == (s->tie != 0), "%s: qk_norm %d tie %d",
+              what, c.qk_norm, c.tie_word_embeddings);
+        CHECK(c.attention_bias == (arch == RMLP_ARCH_QWEN2 || (reads && attention_bias)) &&
+                  c.o_proj_bias == (reads && attention_bias) &&
+                  c.mlp_bias == (arch == RMLP_ARCH_LLAMA && edited_true(edits, "mlp_bias")),
+              "%s: biases q/k/v %d o %d mlp %d", what, c.attention_bias, c.o_proj_bias, c.mlp_bias);
+        int extra = (s->bias && !c.attention_bias) || (s->o_bias && !c.o_proj_bias) || (s->mlp_bias && !c.mlp_bias);
+        CHECK((report != NULL) == extra && (!extra || strstr(report, "proj.bias'") != NULL),
+              "%s: report '%s' (bias tensors the model does not use: %d)", what, report ? report : "(none)", extra);
         check_weights(what, s, &w, &c, &mw);
         weights_free(&mw, &c);
     }
@@ -263,26 +315,52 @@ static void check_valid(const char *what, const spec *s, const char *edit_key, c
     stw_json_free(&config);
 }
 
+#define EDITS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 static void test_valid(void) {
     spec s = QWEN3;
-    check_valid("qwen3", &s, NULL, NULL, 1);
+    check_valid("qwen3", &s, NULL, 1);
     s.prefix = "", s.tie = 1, s.lm_head = 0, s.old_form = 1; /* Qwen3-Embedding: no "model.", no lm_head */
-    check_valid("qwen3_embedding", &s, NULL, NULL, 1);
+    check_valid("qwen3_embedding", &s, NULL, 1);
     s = QWEN3, s.tie = 1; /* tied, but the checkpoint carries its own lm_head: that one is used */
-    check_valid("tied_with_lm_head", &s, NULL, NULL, 1);
+    check_valid("tied_with_lm_head", &s, NULL, 1);
     s = QWEN3, s.lm_head = 0; /* untied without lm_head: a model without a head */
-    check_valid("headless", &s, NULL, NULL, 1);
+    check_valid("headless", &s, NULL, 1);
+    s = QWEN3, s.bias = s.o_bias = 1; /* q, k, v and o_proj biases from attention_bias; mlp_bias not read */
+    check_valid("qwen3_biases", &s, EDITS("attention_bias", "true", "mlp_bias", "true"), 1);
     s = QWEN3, s.model_type = "qwen2", s.qk_norm = 0, s.bias = 1; /* bias forced on for Qwen2 */
-    check_valid("qwen2", &s, "attention_bias", "false", 1);
+    check_valid("qwen2", &s, EDITS("attention_bias", "false"), 1);
+    /* Qwen2 reads neither flag: q/k/v biases only, even with attention_bias and mlp_bias true. */
+    check_valid("qwen2_flags", &s, EDITS("attention_bias", "true", "mlp_bias", "true"), 1);
+    s.o_bias = s.mlp_bias = 1; /* biases Qwen2 does not have: loaded without them, and reported */
+    check_valid("qwen2_extra_biases", &s, EDITS("attention_bias", "true", "mlp_bias", "true"), 1);
+    /* use_sliding_window, but every layer below max_window_layers: full attention everywhere. */
+    s.o_bias = s.mlp_bias = 0;
+    check_valid("qwen2_window_unused", &s,
+                EDITS("use_sliding_window", "true", "sliding_window", "8", "max_window_layers", "2", "layer_types",
+                      NULL),
+                1);
+    check_valid("qwen2_window_null", &s,
+                EDITS("use_sliding_window", "true", "sliding_window", "null", "max_window_layers", "1", "layer_types",
+                      NULL),
+                1);
+    s = QWEN3; /* layer_types says full attention: it is what transformers runs, use_sliding_window or not */
+    check_valid("qwen3_window_layer_types", &s, EDITS("use_sliding_window", "true", "sliding_window", "8"), 1);
     s = QWEN3, s.model_type = "llama", s.qk_norm = 0, s.head_dim = HIDDEN / HEADS, s.write_head_dim = 0;
     s.old_form = 1;
-    check_valid("llama", &s, NULL, NULL, 1);
-    s.model_type = "mistral", s.bias = 1; /* attention_bias from config.json */
-    check_valid("mistral", &s, "attention_bias", "true", 1);
-    s.bias = 0;
-    check_valid("mistral_window", &s, "sliding_window", "64", 1);
+    check_valid("llama", &s, NULL, 1);
+    s.bias = s.o_bias = s.mlp_bias = 1; /* every bias Llama has */
+    check_valid("llama_biases", &s, EDITS("attention_bias", "true", "mlp_bias", "true"), 1);
+    s.bias = s.o_bias = 0; /* MLP biases only */
+    check_valid("llama_mlp_bias", &s, EDITS("mlp_bias", "true"), 1);
+    s.model_type = "mistral", s.mlp_bias = 0; /* Mistral has no biases: attention_bias is not read */
+    check_valid("mistral", &s, EDITS("attention_bias", "true", "mlp_bias", "true"), 1);
+    s.bias = s.o_bias = s.mlp_bias = 1; /* ... and bias tensors in the file are reported unused */
+    check_valid("mistral_bias_tensors", &s, EDITS("attention_bias", "true", "mlp_bias", "true"), 1);
+    s.bias = s.o_bias = s.mlp_bias = 0;
+    check_valid("mistral_window", &s, EDITS("sliding_window", "64"), 1);
     s = QWEN3, s.dtype = "BF16"; /* unpadded header: every tensor's bytes are misaligned */
-    check_valid("bf16_misaligned", &s, NULL, NULL, 0);
+    check_valid("bf16_misaligned", &s, NULL, 0);
 }
 
 /* ---- F16 / BF16 conversion, bit for bit ----------------------------------------------------- */
@@ -319,7 +397,9 @@ static void test_known_patterns(void) {
     write_checkpoint("patterns", &w, &config, 0);
     rmlp_model_config c;
     model_weights mw;
+    skip_finite_check = true; /* the patterns hold infinities and NaN */
     rmlp_status status = load_all(at("patterns", ""), &c, &mw);
+    skip_finite_check = false;
     if (CHECK(status == RMLP_OK, "patterns: %s", rmlp_last_error())) {
         for (int i = 0; i < HIDDEN; i++) {
             CHECK(f32_bits(mw.final_norm[i]) == f16_want[i], "f16 0x%04x -> 0x%08x, want 0x%08x", f16[i],
@@ -353,7 +433,12 @@ static void test_f16_exhaustive(void) {
     write_checkpoint("f16_all", &w, &config, 1);
     rmlp_model_config c;
     model_weights mw;
+    /* The first non-finite value, +inf (0x7c00), lies far past the audit's first chunk. */
+    expect_fail("infinity in an F16 embedding", at("f16_all", ""), RMLP_ERR_MODEL,
+                "tensor 'model.embed_tokens.weight' holds an infinity at element 31744 of 65536", NULL);
+    skip_finite_check = true; /* all 65536 values: infinities and NaN too */
     rmlp_status status = load_all(at("f16_all", ""), &c, &mw);
+    skip_finite_check = false;
     if (CHECK(status == RMLP_OK, "f16_all: %s", rmlp_last_error())) {
         int bad = 0;
         for (uint32_t h = 0; h < 65536; h++) {
@@ -607,6 +692,17 @@ static const header_case header_cases[] = {
      "__metadata__ is an array, not an object"},
     {"__metadata__ value not a string", "{\"__metadata__\": {\"format\": 1}}", 0, 64, RMLP_ERR_FORMAT,
      "__metadata__ 'format' is an integer, not a string"},
+    {"trailing bytes after the last tensor", "{\"t\":{" T4 ",\"data_offsets\":[0,16]}}", 0, 17, RMLP_ERR_FORMAT,
+     "1 trailing byte after the last tensor 't' (the tensors end at byte 16 of the 17-byte data section)"},
+    {"data section without tensors", "{\"__metadata__\": {\"format\": \"pt\"}}", 0, 8, RMLP_ERR_FORMAT,
+     "8 trailing bytes after a header without tensors"},
+    {"gap between tensors", "{\"b\":{" T4 ",\"data_offsets\":[20,36]},\"a\":{" T4 ",\"data_offsets\":[0,16]}}", 0, 36,
+     RMLP_ERR_FORMAT, "bytes [16, 20) of the data section, before tensor 'b', belong to no tensor"},
+    {"first tensor not at offset 0", "{\"t\":{" T4 ",\"data_offsets\":[8,24]}}", 0, 24, RMLP_ERR_FORMAT,
+     "bytes [0, 8) of the data section, before tensor 't', belong to no tensor"},
+    {"empty tensor inside another",
+     "{\"a\":{" T4 ",\"data_offsets\":[0,16]},\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}", 0,
+     16, RMLP_ERR_FORMAT, "tensors 'a' and 'e' overlap"},
 };
 
 static void test_bad_headers(void) {
@@ -655,8 +751,13 @@ static const config_case config_cases[] = {
      "rope_scaling is not supported"},
     {"hidden_act gelu", "hidden_act", "\"gelu\"", NULL, NULL, RMLP_ERR_MODEL, "hidden_act 'gelu' is not supported"},
     {"hidden_act a number", "hidden_act", "1", NULL, NULL, RMLP_ERR_FORMAT, "'hidden_act' is an integer, not a string"},
-    {"use_sliding_window", "use_sliding_window", "true", NULL, NULL, RMLP_ERR_MODEL,
+    {"use_sliding_window (Llama)", "use_sliding_window", "true", "model_type", "\"llama\"", RMLP_ERR_MODEL,
      "use_sliding_window true is not supported"},
+    {"layer_types shorter than num_hidden_layers", "layer_types", "[\"full_attention\"]", NULL, NULL, RMLP_ERR_MODEL,
+     "layer_types has 1 entries but num_hidden_layers is 2"},
+    {"layer_types longer than num_hidden_layers", "layer_types", "[\"full_attention\", \"full_attention\"]",
+     "num_hidden_layers", "1", RMLP_ERR_MODEL, "layer_types has 2 entries but num_hidden_layers is 1"},
+    {"mlp_bias a string", "mlp_bias", "\"true\"", NULL, NULL, RMLP_ERR_FORMAT, "'mlp_bias' is a string, not a boolean"},
     {"use_sliding_window a string", "use_sliding_window", "\"no\"", NULL, NULL, RMLP_ERR_FORMAT,
      "'use_sliding_window' is a string, not a boolean"},
     {"tie_word_embeddings a string", "tie_word_embeddings", "\"true\"", NULL, NULL, RMLP_ERR_FORMAT,
@@ -706,6 +807,28 @@ static void test_bad_configs(void) {
         stw_json_write(&config, path_copy);
         expect_fail(k->name, at("config", ""), k->want, k->msg,
                     strncmp(k->msg, "tensor", 6) == 0 ? NULL : "config/config.json: ");
+        stw_json_free(&config);
+    }
+    /* Qwen's sliding layers as transformers derives them without layer_types (three edits each). */
+    static const struct {
+        const char *name, *max_window_layers, *msg;
+        rmlp_status want;
+    } sliding[] = {
+        {"use_sliding_window with a layer at or past max_window_layers", "1",
+         "use_sliding_window is true and max_window_layers 1 < num_hidden_layers 2: layers 1.. would use a sliding "
+         "window of 4096", RMLP_ERR_MODEL},
+        {"use_sliding_window, max_window_layers a string", "\"2\"", "'max_window_layers' is a string, not an integer",
+         RMLP_ERR_FORMAT},
+    };
+    for (size_t i = 0; i < sizeof sliding / sizeof sliding[0]; i++) {
+        stw_json config;
+        stw_json_copy(&config, &base);
+        stw_json_set(&config, "use_sliding_window", "true");
+        stw_json_set(&config, "layer_types", NULL);
+        stw_json_set(&config, "sliding_window", NULL); /* absent: transformers' default, 4096 */
+        stw_json_set(&config, "max_window_layers", sliding[i].max_window_layers);
+        stw_json_write(&config, path_copy);
+        expect_fail(sliding[i].name, at("config", ""), sliding[i].want, sliding[i].msg, "config/config.json: ");
         stw_json_free(&config);
     }
     static const struct {
@@ -780,11 +903,14 @@ static const tensor_case tensor_cases[] = {
      RMLP_ERR_MODEL, "tensor 'model.rotary_emb.inv_freq' has dtype I64", "tensors/model.safetensors: "},
     {"mixed prefixes", "model.embed_tokens.weight", "embed_tokens.weight", VOCAB, HIDDEN, "F32", NULL, NULL,
      RMLP_ERR_MODEL, "missing tensor 'norm.weight'", NULL},
+    {"missing bias (Qwen3 attention_bias)", NULL, NULL, 0, 0, NULL, "attention_bias", "true", RMLP_ERR_MODEL,
+     "missing tensor 'model.layers.0.self_attn.q_proj.bias'", NULL},
 };
 
 static void test_bad_tensors(void) {
     stw_json base = {0};
     build_config(&QWEN3, &base);
+    stw_json_set(&base, "layer_types", NULL); /* so num_hidden_layers may change alone */
     for (size_t i = 0; i < sizeof tensor_cases / sizeof tensor_cases[0]; i++) {
         const tensor_case *k = &tensor_cases[i];
         stw w = {0};
@@ -804,6 +930,177 @@ static void test_bad_tensors(void) {
         stw_json_free(&config);
     }
     stw_json_free(&base);
+}
+
+/* A Llama checkpoint with every bias (attention_bias and mlp_bias): each bias is required. */
+static void test_missing_biases(void) {
+    spec s = QWEN3;
+    s.model_type = "llama", s.qk_norm = 0, s.bias = s.o_bias = s.mlp_bias = 1;
+    static const char *const removed[] = {"model.layers.1.self_attn.o_proj.bias", "model.layers.0.mlp.up_proj.bias",
+                                          "model.layers.1.mlp.down_proj.bias"};
+    for (size_t i = 0; i < sizeof removed / sizeof removed[0]; i++) {
+        stw w = {0};
+        stw_json config = {0};
+        build_tensors(&s, 42, &w);
+        build_config(&s, &config);
+        stw_json_set(&config, "attention_bias", "true");
+        stw_json_set(&config, "mlp_bias", "true");
+        CHECK(stw_remove(&w, removed[i]), "no %s to remove", removed[i]);
+        write_checkpoint("biases", &w, &config, 1);
+        char what[128], msg[96];
+        snprintf(what, sizeof what, "missing %s (Llama, attention_bias and mlp_bias)", removed[i]);
+        snprintf(msg, sizeof msg, "missing tensor '%s'", removed[i]);
+        expect_fail(what, at("biases", ""), RMLP_ERR_MODEL, msg, NULL);
+        stw_free(&w);
+        stw_json_free(&config);
+    }
+}
+
+/* A NaN or infinity in a weight the model uses is refused, naming the tensor and the element,
+ * in every dtype; extreme finite values pass; skip_finite_check loads them; a tensor the model
+ * does not use is not checked. */
+static void test_not_finite(void) {
+    static const struct {
+        const char *name, *dtype, *tensor;
+        uint32_t bits; /* the bad value */
+        uint64_t at;   /* its element */
+        const char *msg;
+    } cases[] = {
+        {"NaN in an F32 weight", "F32", "model.layers.1.mlp.down_proj.weight", 0x7fc00000u, 37,
+         "tensor 'model.layers.1.mlp.down_proj.weight' holds NaN at element 37 of 384"},
+        {"infinity in a BF16 norm", "BF16", "model.layers.0.self_attn.k_norm.weight", 0x7f80u, 0,
+         "tensor 'model.layers.0.self_attn.k_norm.weight' holds an infinity at element 0 of 8"},
+        {"-infinity in an F16 lm_head (last element)", "F16", "lm_head.weight", 0xfc00u, VOCAB * HIDDEN - 1,
+         "tensor 'lm_head.weight' holds an infinity at element 511 of 512"},
+        {"NaN in a BF16 q_proj bias", "BF16", "model.layers.1.self_attn.q_proj.bias", 0xffc1u, 5,
+         "tensor 'model.layers.1.self_attn.q_proj.bias' holds NaN at element 5 of 32"},
+    };
+    /* Finite extremes: largest, smallest subnormal, negative zero; and the bad values' neighbours. */
+    static const uint32_t f32_ok[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x80000000u, 0x7f000000u, 0x3f800000u};
+    static const uint16_t bf16_ok[] = {0x7f7fu, 0xff7fu, 0x0001u, 0x8000u, 0x7f00u, 0x3f80u};
+    static const uint16_t f16_ok[] = {0x7bffu, 0xfbffu, 0x0001u, 0x8000u, 0x7800u, 0x3c00u};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        spec s = QWEN3;
+        s.model_type = "qwen2", s.qk_norm = 0, s.bias = 1;
+        if (strstr(cases[i].tensor, "norm.weight") != NULL) s = QWEN3;
+        stw w = {0};
+        stw_json config = {0};
+        build_tensors(&s, 42, &w);
+        build_config(&s, &config);
+        stw_tensor *t = stw_find(&w, cases[i].tensor);
+        if (!CHECK(t != NULL, "no %s", cases[i].tensor)) continue;
+        uint64_t n = 1, size = strcmp(cases[i].dtype, "F32") == 0 ? 4 : 2;
+        for (uint32_t d = 0; d < t->ndim; d++) n *= t->shape[d];
+        unsigned char *data = tu_xmalloc(n * size);
+        for (uint64_t e = 0; e < n; e++) {
+            uint32_t v = size == 4                                ? f32_ok[e % 6]
+                         : strcmp(cases[i].dtype, "BF16") == 0 ? bf16_ok[e % 6]
+                                                                : f16_ok[e % 6];
+            if (e == cases[i].at) v = cases[i].bits;
+            memcpy(data + e * size, &v, size); /* little-endian: the low bytes */
+        }
+        uint64_t shape[2] = {t->shape[0], t->shape[1]};
+        stw_add(&w, cases[i].tensor, cases[i].dtype, t->ndim, shape, data, n * size);
+        /* The same bad value in a tensor the model does not use is not looked at. */
+        stw_add(&w, "model.rotary_emb.inv_freq", cases[i].dtype, t->ndim, shape, data, n * size);
+        write_checkpoint("not_finite", &w, &config, 1);
+        expect_fail(cases[i].name, at("not_finite", ""), RMLP_ERR_MODEL, cases[i].msg, NULL);
+        data[cases[i].at * size + size - 1] ^= 0x40; /* clear the top exponent bit: finite */
+        stw_add(&w, cases[i].tensor, cases[i].dtype, t->ndim, shape, data, n * size);
+        write_checkpoint("not_finite", &w, &config, 1);
+        rmlp_model_config c;
+        model_weights mw;
+        rmlp_status status = load_all(at("not_finite", ""), &c, &mw);
+        CHECK(status == RMLP_OK, "%s, made finite: %s", cases[i].name, rmlp_last_error());
+        if (status == RMLP_OK) weights_free(&mw, &c);
+        free(data);
+        stw_free(&w);
+        stw_json_free(&config);
+    }
+}
+
+/* Tensors the model does not use load, and the report names them. */
+static void test_unused(void) {
+    static const struct {
+        const char *name, *key, *value; /* config.json edit */
+        const char *extra;              /* a tensor added to the checkpoint, when given */
+        const char *want[3];            /* in the report */
+    } cases[] = {
+        {"config with fewer layers than the checkpoint", "num_hidden_layers", "1", NULL,
+         {"11 tensors of the checkpoint are not used by a qwen3 model of 1 layer as",
+          "'model.layers.1.input_layernorm.weight', 'model.layers.1.mlp.down_proj.weight'", " and 3 more\n"}},
+        {"model_type llama on a Qwen3 checkpoint", "model_type", "\"llama\"", NULL,
+         {"4 tensors of the checkpoint are not used by a llama model of 2 layers",
+          "'model.layers.0.self_attn.k_norm.weight', 'model.layers.0.self_attn.q_norm.weight', "
+          "'model.layers.1.self_attn.k_norm.weight', 'model.layers.1.self_attn.q_norm.weight'\n",
+          NULL}},
+        {"a layer number spelt with a leading zero", NULL, NULL, "model.layers.01.input_layernorm.weight",
+         {"1 tensor of the checkpoint is not used by a qwen3 model of 2 layers",
+          ": 'model.layers.01.input_layernorm.weight'\n", NULL}},
+        {"another prefix", NULL, NULL, "layers.0.input_layernorm.weight",
+         {": 'layers.0.input_layernorm.weight'\n", NULL, NULL}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        stw w = {0};
+        stw_json config = {0};
+        build_tensors(&QWEN3, 42, &w);
+        build_config(&QWEN3, &config);
+        stw_json_set(&config, "layer_types", NULL); /* so num_hidden_layers may change alone */
+        if (cases[i].key) stw_json_set(&config, cases[i].key, cases[i].value);
+        if (cases[i].extra) stw_add(&w, cases[i].extra, "F32", 1, (const uint64_t[]){HIDDEN}, NULL, 4 * HIDDEN);
+        write_checkpoint("unused", &w, &config, 1);
+        rmlp_model_config c;
+        model_weights mw;
+        rmlp_status status = load_all(at("unused", ""), &c, &mw);
+        if (!CHECK(status == RMLP_OK, "%s: %s", cases[i].name, rmlp_last_error())) continue;
+        for (int k = 0; k < 3 && cases[i].want[k] != NULL; k++)
+            CHECK(report != NULL && strstr(report, cases[i].want[k]) != NULL, "%s: report '%s' lacks '%s'",
+                  cases[i].name, report ? report : "(none)", cases[i].want[k]);
+        weights_free(&mw, &c);
+        stw_free(&w);
+        stw_json_free(&config);
+    }
+}
+
+/* The same through the exported entry points: params.skip_finite_check and rmlp_model_load_report. */
+static void test_public_api(void) {
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(&QWEN3, 42, &w);
+    build_config(&QWEN3, &config);
+    stw_find(&w, "model.norm.weight")->data[3] = 0x7f, stw_find(&w, "model.norm.weight")->data[2] = 0xc0; /* NaN */
+    stw_json_set(&config, "num_hidden_layers", "1");
+    stw_json_set(&config, "layer_types", NULL);
+    write_checkpoint("public", &w, &config, 1);
+    rmlp_model *model = (rmlp_model *)&model;
+    rmlp_model_params params = rmlp_model_default_params();
+    CHECK(!params.skip_finite_check, "the finite check is off by default");
+    CHECK(rmlp_model_load(at("public", ""), &params, &model) == RMLP_ERR_MODEL && model == NULL &&
+              strstr(rmlp_last_error(), "tensor 'model.norm.weight' holds NaN at element 0 of 16") != NULL,
+          "NaN through rmlp_model_load: %s", rmlp_last_error());
+    params.skip_finite_check = true;
+    const char *text = NULL;
+    if (CHECK(rmlp_model_load(at("public", ""), &params, &model) == RMLP_OK, "skip_finite_check: %s",
+              rmlp_last_error())) {
+        CHECK(rmlp_model_load_report(model, &text) == RMLP_OK && text != NULL &&
+                  strstr(text, "11 tensors of the checkpoint are not used") != NULL,
+              "report '%s'", text ? text : "(null)");
+        rmlp_model_free(model);
+    }
+    stw_json_set(&config, "num_hidden_layers", "2");
+    write_checkpoint("public", &w, &config, 1);
+    if (CHECK(rmlp_model_load(at("public", ""), &params, &model) == RMLP_OK, "%s", rmlp_last_error())) {
+        text = NULL;
+        CHECK(rmlp_model_load_report(model, &text) == RMLP_OK && text != NULL && text[0] == '\0', "report '%s'",
+              text ? text : "(null)");
+        rmlp_model_free(model);
+    }
+    rmlp_status status = rmlp_model_load_report(NULL, &text);
+    tu_record_bad_input("model NULL", status, rmlp_last_error());
+    CHECK(status == RMLP_ERR_INVALID_ARGUMENT && strstr(rmlp_last_error(), "rmlp_model_load_report: ") != NULL,
+          "NULL model: %d %s", status, rmlp_last_error());
+    stw_free(&w);
+    stw_json_free(&config);
 }
 
 typedef struct index_case {
@@ -862,7 +1159,12 @@ int main(void) {
     test_bad_headers();
     test_bad_configs();
     test_bad_tensors();
+    test_missing_biases();
+    test_not_finite();
+    test_unused();
+    test_public_api();
     test_bad_index();
+    free(report);
     stw_rmtree(root);
     free(root);
     return tu_summary();

@@ -171,7 +171,9 @@ static void test_verifier_rejects(void) {
                                       "wrong compact token", "wrong compact position", "wrong parent",
                                       "padding row not blank", "n_compact_padded not the next multiple",
                                       "a path held twice (not minimal)", "n_distinct != n_compact",
-                                      "wrong compact_ratio", "identity plan claimed as radix", "wrong n_seqs"};
+                                      "wrong compact_ratio", "identity plan claimed as radix", "wrong n_seqs",
+                                      "a sequence owning a row first seen in another",
+                                      "a run boundary inside consecutive rows", "a sequence's runs given to the next"};
     char why[256];
     rmlp_plan_params radix = tu_params(1.0, 8), identity = tu_params(0.0, 0);
     for (size_t m = 0; m < sizeof mutations / sizeof mutations[0]; m++) {
@@ -209,6 +211,10 @@ static void test_verifier_rejects(void) {
         case 11: bad.compact_ratio = 0.4; break;
         case 12: bad.use_radix = true, bad.n_distinct = 11, bad.compact_ratio = 1.0; break;
         case 13: bad.n_seqs = 4; break;
+        /* layout: qo_indptr [0,3,4,4,4,4]; runs start [0 | 3,5 | 6 | 7 | 8,10], run_indptr [0,1,3,4,5,7] */
+        case 14: ((uint32_t *)bad.qo_indptr)[1] = 2; break;
+        case 15: ((uint32_t *)bad.run_start)[2] = 4; break;
+        case 16: ((uint32_t *)bad.run_indptr)[2] = 2; break;
         }
         CHECK(plan_verify(ids, pos, 11, cu, 5, pad, &bad, why, sizeof why) != 0, "plan_verify accepted: %s",
               mutations[m]);

@@ -1,7 +1,9 @@
 /*
  * test_plan_semantics.c: the published RadixMLP reference cases with their exact maps (worked
- * out by hand below), padding, the gate (TEI's --radix-mlp-threshold semantics), long shared
- * runs split at every interesting offset, planner reuse and reserve, and the default params.
+ * out by hand below), padding, the gate (TEI's --radix-mlp-threshold semantics) under both rules
+ * (this library's on the unpadded count, and TEI's in-tree one on the padded length in single
+ * precision), long shared runs split at every interesting offset, planner reuse and reserve, and
+ * the default params.
  * Every plan is also checked with plan_verify and, when radix is on, against naive_plan.
  */
 #include <math.h>
@@ -249,6 +251,63 @@ static void test_gate(void) {
     }
 }
 
+/* The two rules of the gate side by side, on two sequences of `len` tokens sharing `shared`: where
+ * padding, single precision or TEI's 1e-6 cut-off make them disagree, and where they agree. */
+typedef struct rule_case {
+    const char *name;
+    uint32_t len, shared; /* len 0: the empty batch */
+    double threshold;
+    uint32_t pad;
+    int want_distinct, want_tei;    /* use_radix under each rule */
+    int tei_skips;                  /* TEI's rule skips the trie (n_distinct = n_tokens) */
+} rule_case;
+
+static const rule_case rules[] = {
+    /* the example: N=16, N'=13 (0.8125 < 0.85), padded to 16 (1.0) */
+    {"N 16, 13 distinct, pad 8, threshold 0.85", 8, 3, 0.85, 8, 1, 0, 0},
+    {"N 16, 13 distinct, no pad, threshold 0.85", 8, 3, 0.85, 0, 1, 1, 0},
+    {"ratio 0.6, padded 0.8, threshold 0.7", 10, 8, 0.7, 8, 1, 0, 0},
+    {"ratio 0.6, padded 0.8, threshold 0.9", 10, 8, 0.9, 8, 1, 1, 0},
+    /* TEI turns radix off (without the trie) at thresholds <= 1e-6 (an f32 compare) */
+    {"threshold 1e-7", 10, 9, 1e-7, 0, 0, 0, 1},
+    {"threshold 1e-6", 10, 9, 1e-6, 0, 0, 0, 1},
+    {"threshold 2e-6", 10, 9, 2e-6, 0, 0, 0, 0},
+    /* single precision: 0.8500000001 is 0.85f, which 17/20 equals; 0.99999999 is 1.0f */
+    {"ratio 0.85, threshold 0.8500000001", 10, 3, 0.8500000001, 0, 1, 0, 0},
+    {"nothing shared, threshold 0.99999999", 10, 0, 0.99999999, 0, 0, 1, 0},
+    {"threshold 1.0, nothing shared, pad 8", 10, 0, 1.0, 8, 1, 1, 0},
+    {"threshold 0", 10, 9, 0.0, 0, 0, 0, 1},
+    {"empty batch, threshold 1.0", 0, 0, 1.0, 0, 1, 0, 1},
+};
+
+static void test_gate_rules(void) {
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
+        const rule_case *c = &rules[r];
+        uint32_t ids[20], pos[20], n = 2 * c->len, distinct = n - c->shared;
+        for (uint32_t k = 0; k < c->len; k++) {
+            ids[k] = 100 + k;
+            ids[c->len + k] = k < c->shared ? 100 + k : 200 + k;
+            pos[k] = pos[c->len + k] = k;
+        }
+        const uint32_t cu[3] = {0, c->len, n};
+        for (int tei = 0; tei < 2; tei++) {
+            rmlp_plan_params params = tu_params(c->threshold, c->pad);
+            params.gate = tei ? RMLP_GATE_TEI : RMLP_GATE_DISTINCT;
+            const char *rule = tei ? "TEI's rule" : "the distinct rule";
+            rmlp_plan plan;
+            if (!build(c->name, planner, ids, pos, cu, 2, &params, &plan)) continue;
+            int want = tei ? c->want_tei : c->want_distinct;
+            int skipped = tei ? c->tei_skips : c->threshold == 0.0;
+            CHECK_EQ(plan.use_radix, want, "%s, %s: use_radix", c->name, rule);
+            CHECK_EQ(plan.n_distinct, skipped ? n : distinct, "%s, %s: n_distinct", c->name, rule);
+            uint32_t n_compact = want ? distinct : n;
+            CHECK_EQ(plan.n_compact, n_compact, "%s, %s: n_compact", c->name, rule);
+            uint32_t padded = want && c->pad > 1 ? (n_compact + c->pad - 1) / c->pad * c->pad : n_compact;
+            CHECK_EQ(plan.n_compact_padded, padded, "%s, %s: n_compact_padded", c->name, rule);
+        }
+    }
+}
+
 /* Long runs: a 64-token base, then sequences that follow it and diverge (in the token, or in the
  * position only) at chosen offsets, or stop at chosen offsets; each divergent sequence adds
  * 64 - d rows. Exercises the 16-row block compare and splits at run offsets 0, 1, 15, 16, 17. */
@@ -353,6 +412,7 @@ static void test_default_params(void) {
     CHECK_EQ(d.pad_multiple_of, RMLP_DEFAULT_PAD_MULTIPLE, "default pad_multiple_of");
     CHECK_EQ(d.pad_multiple_of, 8, "default pad_multiple_of");
     CHECK(d.threshold == RMLP_DEFAULT_THRESHOLD && d.threshold == 0.85, "default threshold %g", d.threshold);
+    CHECK_EQ(d.gate, RMLP_GATE_DISTINCT, "default gate");
 }
 
 int main(void) {
@@ -363,6 +423,7 @@ int main(void) {
     test_reference_cases();
     test_padding();
     test_gate();
+    test_gate_rules();
     test_long_runs();
     test_reuse();
     test_default_params();

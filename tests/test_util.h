@@ -11,6 +11,7 @@
 #ifndef RMLP_TEST_UTIL_H
 #define RMLP_TEST_UTIL_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,6 +80,19 @@ static inline uint32_t tu_rand_range(uint64_t *state, uint32_t lo, uint32_t hi) 
     return lo + (uint32_t)(tu_rand(state) % ((uint64_t)hi - lo + 1));
 }
 
+/* Max |a - b| over n floats, and in *max_ref (when non-NULL) max |b|; NaN anywhere gives +inf. */
+static inline double tu_max_abs_diff(const float *a, const float *b, size_t n, double *max_ref) {
+    double worst = 0.0, ref = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d != d) return INFINITY;
+        worst = d > worst ? d : worst;
+        ref = fabs(b[i]) > ref ? fabs(b[i]) : ref;
+    }
+    if (max_ref) *max_ref = ref;
+    return worst;
+}
+
 /* ---- batches ------------------------------------------------------------------------------- */
 
 typedef struct tu_batch {
@@ -143,9 +157,12 @@ static inline tu_batch tu_random_batch(uint64_t *rng, const tu_batch_shape *shap
 
 /* ---- plans --------------------------------------------------------------------------------- */
 
-/* A plan whose arrays the test owns (a planner's arrays change on its next build). */
+/* A plan whose arrays the test owns (a planner's arrays change on its next build), so it names no
+ * planner. */
 static inline rmlp_plan tu_plan_copy(const rmlp_plan *p) {
     rmlp_plan c = *p;
+    c.planner = NULL;
+    c.generation = 0;
     size_t nt = p->n_tokens * sizeof(uint32_t), nc = p->n_compact_padded * sizeof(uint32_t);
     uint32_t *arrays[5] = {tu_xmalloc(nc), tu_xmalloc(nt), tu_xmalloc(nc), tu_xmalloc(nc), tu_xmalloc(nc)};
     if (nc > 0) memcpy(arrays[0], p->fold_gather, nc);
@@ -158,9 +175,17 @@ static inline rmlp_plan tu_plan_copy(const rmlp_plan *p) {
     c.compact_input_ids = arrays[2];
     c.compact_position_ids = arrays[3];
     c.compact_parent = arrays[4];
-    uint32_t *cu = tu_xmalloc(((size_t)p->n_seqs + 1) * sizeof(uint32_t));
-    if (p->cu_seqlens != NULL) memcpy(cu, p->cu_seqlens, ((size_t)p->n_seqs + 1) * sizeof(uint32_t));
+    size_t ns = ((size_t)p->n_seqs + 1) * sizeof(uint32_t), nr = p->n_runs * sizeof(uint32_t);
+    uint32_t *cu = tu_xmalloc(ns);
+    if (p->cu_seqlens != NULL) memcpy(cu, p->cu_seqlens, ns);
     c.cu_seqlens = cu;
+    /* the compact-attention layout, when the plan has one */
+    uint32_t *qo = p->qo_indptr ? tu_xmalloc(ns) : NULL, *ri = p->run_indptr ? tu_xmalloc(ns) : NULL;
+    uint32_t *rs = p->run_start ? tu_xmalloc(nr) : NULL;
+    if (qo) memcpy(qo, p->qo_indptr, ns);
+    if (ri) memcpy(ri, p->run_indptr, ns);
+    if (rs && nr > 0) memcpy(rs, p->run_start, nr);
+    c.qo_indptr = qo, c.run_indptr = ri, c.run_start = rs;
     return c;
 }
 
@@ -171,6 +196,9 @@ static inline void tu_plan_copy_free(rmlp_plan *c) {
     free((void *)c->compact_position_ids);
     free((void *)c->compact_parent);
     free((void *)c->cu_seqlens);
+    free((void *)c->qo_indptr);
+    free((void *)c->run_indptr);
+    free((void *)c->run_start);
     memset(c, 0, sizeof *c);
 }
 
@@ -182,6 +210,20 @@ static inline int tu_arrays_differ(const char *name, const uint32_t *a, const ui
             return 1;
         }
     return 0;
+}
+
+/* The compact-attention layouts of a and b (both absent, or the same arrays). */
+static inline int tu_layout_differ(const rmlp_plan *a, const rmlp_plan *b, char *why, size_t why_len) {
+    if ((a->qo_indptr == NULL) != (b->qo_indptr == NULL) || a->n_runs != b->n_runs) {
+        snprintf(why, why_len, "layouts differ: qo_indptr %s/%s, n_runs %u/%u", a->qo_indptr ? "set" : "NULL",
+                 b->qo_indptr ? "set" : "NULL", a->n_runs, b->n_runs);
+        return 1;
+    }
+    if (a->qo_indptr == NULL) return 0;
+    size_t ns = (size_t)a->n_seqs + 1;
+    return tu_arrays_differ("qo_indptr", a->qo_indptr, b->qo_indptr, ns, why, why_len) ||
+           tu_arrays_differ("run_indptr", a->run_indptr, b->run_indptr, ns, why, why_len) ||
+           tu_arrays_differ("run_start", a->run_start, b->run_start, a->n_runs, why, why_len);
 }
 
 /* 0 when a and b are the same plan (counts, gate, ratio and every array element; build_us aside),
@@ -205,7 +247,8 @@ static inline int tu_plan_diff(const rmlp_plan *a, const rmlp_plan *b, char *why
            tu_arrays_differ("compact_position_ids", a->compact_position_ids, b->compact_position_ids, nc, why,
                             why_len) ||
            tu_arrays_differ("compact_parent", a->compact_parent, b->compact_parent, nc, why, why_len) ||
-           tu_arrays_differ("cu_seqlens", a->cu_seqlens, b->cu_seqlens, (size_t)a->n_seqs + 1, why, why_len);
+           tu_arrays_differ("cu_seqlens", a->cu_seqlens, b->cu_seqlens, (size_t)a->n_seqs + 1, why, why_len) ||
+           tu_layout_differ(a, b, why, why_len);
 }
 
 /* Params with the given gate and padding (pad_multiple 0: no padding). */

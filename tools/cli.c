@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli.h"
@@ -21,6 +22,45 @@ int cli_parse_ulong(const char *flag, const char *text, unsigned long max, unsig
     }
     *out = value;
     return 0;
+}
+
+int cli_parse_count(const char *flag, const char *text, unsigned long max, unsigned long *out) {
+    if (cli_parse_ulong(flag, text, max, out) != 0) return -1;
+    if (*out == 0) {
+        fprintf(stderr, "radixmlp: %s expects a whole number from 1 to %lu, got '%s'\n", flag, max, text);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_parse_gate(const char *flag, const char *text, rmlp_gate *out) {
+    if (strcmp(text, "distinct") == 0) {
+        *out = RMLP_GATE_DISTINCT;
+    } else if (strcmp(text, "tei") == 0) {
+        *out = RMLP_GATE_TEI;
+    } else {
+        fprintf(stderr, "radixmlp: %s expects distinct (this library's rule) or tei (TEI's), got '%s'\n", flag, text);
+        return -1;
+    }
+    return 0;
+}
+
+const char *cli_gate_name(rmlp_gate gate) { return gate == RMLP_GATE_TEI ? "tei" : "distinct"; }
+
+static const char *const ATTENTION_NAMES[] = {"full", "compact", "auto"}; /* by rmlp_attention_space */
+
+int cli_parse_attention(const char *flag, const char *text, rmlp_attention_space *out) {
+    for (int space = RMLP_ATTENTION_FULL; space <= RMLP_ATTENTION_AUTO; space++)
+        if (strcmp(text, ATTENTION_NAMES[space]) == 0) {
+            *out = space;
+            return 0;
+        }
+    fprintf(stderr, "radixmlp: %s expects full, compact or auto, got '%s'\n", flag, text);
+    return -1;
+}
+
+const char *cli_attention_name(rmlp_attention_space space) {
+    return space >= RMLP_ATTENTION_FULL && space <= RMLP_ATTENTION_AUTO ? ATTENTION_NAMES[space] : "?";
 }
 
 int cli_parse_double(const char *flag, const char *text, double *out) {

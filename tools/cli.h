@@ -7,8 +7,21 @@
 
 #include <stddef.h>
 
+#include "radix_mlp.h"
+
 /* Whole number in [0, max] into *out; prints "radixmlp: FLAG expects ..." and returns -1 otherwise. */
 int cli_parse_ulong(const char *flag, const char *text, unsigned long max, unsigned long *out);
+/* Whole number in [1, max] (a count: 0 is an error, said as such). */
+int cli_parse_count(const char *flag, const char *text, unsigned long max, unsigned long *out);
+/* Where attention runs: "full", "compact" or "auto" (RMLP_ATTENTION_*); prints an error and
+ * returns -1 otherwise. */
+int cli_parse_attention(const char *flag, const char *text, rmlp_attention_space *out);
+const char *cli_attention_name(rmlp_attention_space space);
+
+/* The gate's rule: "distinct" or "tei" (RMLP_GATE_*); prints an error and returns -1 otherwise. */
+int cli_parse_gate(const char *flag, const char *text, rmlp_gate *out);
+/* "distinct" or "tei". */
+const char *cli_gate_name(rmlp_gate gate);
 /* Finite number into *out; prints an error and returns -1 otherwise. */
 int cli_parse_double(const char *flag, const char *text, double *out);
 

@@ -7,12 +7,14 @@
  * passages of 40-120), and a batch with nothing shared (where the default gate picks the
  * identity). Per case: N, N', ratio, ms off, ms on, measured speedup, the model-predicted speedup
  * 1/((1-f)+f/r) with f the position-wise share of the off run's time and r = N/N', and the max
- * |off - on| of the last hidden states. --quick: the three smallest grid cases; --case NAME: only
+ * |off - on| of the last hidden states; on the CPU also "compact": radix on with the whole forward
+ * in compact space (rmlp_forward_compact, attention over paths), its time, speedup over off and
+ * max |off - compact|. --quick: the three smallest grid cases; --case NAME: only
  * the cases whose name contains NAME (may be given several times); --dump-batches FILE: each
  * case's batch and pooled outputs as a JSON line (bench_dump.h), for bench/peer_transformers.py.
  *
- * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on runs and keeps
- * the fastest of each, timed with the wall clock; attention timed through the callback.
+ * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on/compact runs and
+ * keeps the fastest of each, timed with the wall clock; attention timed through the callback.
  * --device cuda: the model on CUDA device 0 in --dtype (bf16 by default), all 28 layers by
  * default (the published figures are whole-model), timed on the device (bench_cuda.c): a warm-up
  * pair, then R alternating pairs (default 5), median and min; also the rel-norm of off - on.
@@ -65,11 +67,12 @@ typedef struct timing_state {
     double attention_ms;
 } timing_state;
 
-/* The built-in attention, timed: what is not attention is the position-wise share f. */
+/* The built-in attention (either layout), timed: what is not attention is the position-wise share f. */
 static rmlp_status timed_attention(void *user_data, const rmlp_attention_args *args) {
     timing_state *t = user_data;
     double start = cli_now_ms();
-    rmlp_status status = rmlp_attention(t->ctx, args);
+    rmlp_status status = args->layout == RMLP_ATTENTION_COMPACT ? rmlp_attention_compact(t->ctx, args)
+                                                                 : rmlp_attention(t->ctx, args);
     t->attention_ms += cli_now_ms() - start;
     return status;
 }
@@ -79,9 +82,10 @@ typedef struct run_result {
     rmlp_plan plan;
 } run_result;
 
-/* One plan and forward; with repeats, the fastest forward is kept. */
-static int run_once(rmlp_planner *planner, timing_state *t, const workload *w, double threshold, float *out,
-                    run_result *r) {
+/* One plan and forward (attention in full space, or with `compact` the whole forward in compact
+ * space, out then holding compact rows); with repeats, the fastest forward is kept. */
+static int run_once(rmlp_planner *planner, timing_state *t, const workload *w, double threshold, bool compact,
+                    float *out, run_result *r) {
     rmlp_plan_params params = rmlp_plan_default_params();
     params.threshold = threshold;
     if (rmlp_plan_build(planner, w->input_ids, w->position_ids, w->n_tokens, w->cu_seqlens, w->n_seqs, &params,
@@ -89,7 +93,9 @@ static int run_once(rmlp_planner *planner, timing_state *t, const workload *w, d
         return -1;
     t->attention_ms = 0.0;
     double start = cli_now_ms();
-    if (rmlp_forward(t->ctx, &r->plan, timed_attention, t, out) != RMLP_OK) return -1;
+    if ((compact ? rmlp_forward_compact(t->ctx, &r->plan, timed_attention, t, out)
+                 : rmlp_forward(t->ctx, &r->plan, timed_attention, t, out)) != RMLP_OK)
+        return -1;
     double ms = cli_now_ms() - start;
     if (r->ms > 0.0 && r->ms <= ms) return 0;
     r->ms = ms;
@@ -114,38 +120,49 @@ static int cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_con
     size_t pooled = dump ? w->n_seqs * cfg->hidden_size : 0;
     float *out_off = malloc(w->n_tokens * cfg->hidden_size * sizeof(float));
     float *out_on = malloc(w->n_tokens * cfg->hidden_size * sizeof(float));
+    float *out_compact = malloc((w->n_tokens + RMLP_MAX_PAD_MULTIPLE) * cfg->hidden_size * sizeof(float));
     float *last = dump ? malloc(2 * pooled * sizeof(float)) : NULL;
-    run_result off = {0}, on = {0};
-    int rc = out_off && out_on && (!dump || last) && rmlp_context_create(model, w->n_tokens, &t.ctx) == RMLP_OK &&
+    run_result off = {0}, on = {0}, compact = {0};
+    int rc = out_off && out_on && out_compact && (!dump || last) &&
+                     rmlp_context_create(model, w->n_tokens, &t.ctx) == RMLP_OK &&
                      rmlp_planner_create(&planner) == RMLP_OK
                  ? 0
                  : 1;
-    /* Off and on alternate, so a slow spell of a shared machine hits both alike. */
+    /* Off, on and on with compact attention alternate, so a slow spell of a shared machine hits
+     * all alike. The compact run's plan is built last, so it stays the planner's current one. */
     for (unsigned long rep = 0; rc == 0 && rep < a->repeat; rep++)
-        rc = run_once(planner, &t, w, 0.0, out_off, &off) == 0 &&
-                     run_once(planner, &t, w, c->threshold, out_on, &on) == 0
+        rc = run_once(planner, &t, w, 0.0, false, out_off, &off) == 0 &&
+                     run_once(planner, &t, w, c->threshold, false, out_on, &on) == 0 &&
+                     run_once(planner, &t, w, c->threshold, true, out_compact, &compact) == 0
                  ? 0
                  : 1;
     if (rc == 0 && dump) rc = pool_for_dump(out_on, w, cfg->hidden_size, last, last + pooled) == 0 ? 0 : 1;
     if (rc != 0) {
         fprintf(stderr, "radixmlp: %s: %s\n", c->name, rmlp_last_error());
     } else {
-        double diff = 0.0;
-        for (size_t i = 0; i < w->n_tokens * cfg->hidden_size; i++) {
+        double diff = 0.0, diff_compact = 0.0;
+        size_t hsz = cfg->hidden_size;
+        for (size_t i = 0; i < w->n_tokens * hsz; i++) {
             double d = fabs((double)out_off[i] - out_on[i]);
+            double dc = fabs((double)out_off[i] - out_compact[(size_t)compact.plan.scatter[i / hsz] * hsz + i % hsz]);
             diff = isnan(d) ? INFINITY : (d > diff ? d : diff);
+            diff_compact = isnan(dc) ? INFINITY : (dc > diff_compact ? dc : diff_compact);
         }
         double f = 1.0 - off.attention_ms / off.ms, r = (double)w->n_tokens / on.plan.n_compact;
-        double predicted = 1.0 / ((1.0 - f) + f / r), speedup = off.ms / on.ms;
+        double predicted = 1.0 / ((1.0 - f) + f / r), speedup = off.ms / on.ms, speedup_compact = off.ms / compact.ms;
         if (a->json)
             printf("{\"case\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, \"use_radix\": %s, "
-                   "\"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"plan_us\": %.1f, \"speedup\": %.3f, "
-                   "\"f_position_wise\": %.4f, \"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g}\n",
+                   "\"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"ms_compact\": %.2f, \"plan_us\": %.1f, "
+                   "\"speedup\": %.3f, \"speedup_compact\": %.3f, \"attention_ms_off\": %.2f, \"attention_ms_on\": %.2f, "
+                   "\"attention_ms_compact\": %.2f, \"f_position_wise\": %.4f, \"predicted_speedup\": %.3f, "
+                   "\"max_abs_diff\": %.3g, \"max_abs_diff_compact\": %.3g}\n",
                    c->name, w->n_seqs, w->n_tokens, on.plan.n_compact, on.plan.use_radix ? "true" : "false", a->layers,
-                   off.ms, on.ms, on.plan_us, speedup, f, predicted, diff);
+                   off.ms, on.ms, compact.ms, on.plan_us, speedup, speedup_compact, off.attention_ms, on.attention_ms,
+                   compact.attention_ms, f, predicted, diff, diff_compact);
         else
-            printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %7.2fx %8.2fx %11.3g\n", c->name, w->n_tokens,
-                   on.plan.n_compact, (double)on.plan.n_compact / w->n_tokens, off.ms, on.ms, speedup, predicted, diff);
+            printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %10.1f %7.2fx %7.2fx %8.2fx %11.3g %11.3g\n", c->name,
+                   w->n_tokens, on.plan.n_compact, (double)on.plan.n_compact / w->n_tokens, off.ms, on.ms, compact.ms,
+                   speedup, speedup_compact, predicted, diff, diff_compact);
         fflush(stdout);
         if (dump) {
             bench_dump_row row = {c->name, "cpu", "f32", "min", a->layers, cfg->hidden_size, on.plan.n_compact,
@@ -153,7 +170,7 @@ static int cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_con
             rc = bench_dump_write(dump, w, &row) == 0 ? 0 : 1;
         }
     }
-    free(out_off), free(out_on), free(last);
+    free(out_off), free(out_on), free(out_compact), free(last);
     rmlp_planner_free(planner);
     rmlp_context_free(t.ctx);
     return rc;
@@ -352,8 +369,8 @@ int cmd_bench(int argc, char **argv) {
     if (a.model_dir) a.layers = cfg.num_hidden_layers;
     size_t n_cases = a.quick ? 3 : sizeof cases / sizeof cases[0];
     if (!a.json && !a.cuda)
-        printf("%-22s %7s %7s %6s %10s %10s %8s %9s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on", "speedup",
-               "predicted", "max|off-on|");
+        printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
+               "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
     if (!a.json && a.cuda) {
         printf("# %s, %s, %lu layers; ms: CUDA events around rmlp_forward, median and min of %lu alternating off/on "
                "pairs after a warm-up pair; f: position-wise share of the off run (built-in attention timed apart); "

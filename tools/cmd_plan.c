@@ -21,11 +21,14 @@ typedef struct plan_args {
 
 static int plan_usage(FILE *to) {
     fprintf(to,
-            "usage: radixmlp plan [--passages N] [--seed S] [--threshold T] [--pad M] [--repeat R] [--json]\n"
+            "usage: radixmlp plan [--passages N] [--seed S] [--threshold T] [--pad M] [--gate distinct|tei]\n"
+            "                     [--repeat R] [--json]\n"
             "       radixmlp version\n"
-            "  plan: plans a built-in reranking batch (template + query shared by N passages, default 32)\n"
+            "  plan: plans a built-in reranking batch (template + query shared by N >= 1 passages, default 32)\n"
             "        --threshold T  gate: radix iff T >= 1 or N'/N < T; 0 = off (default %.2f)\n"
             "        --pad M        pad the compact rows to a multiple of M (default: no padding)\n"
+            "        --gate RULE    distinct (default): N' unpadded; tei: TEI's rule, N' padded, in f32,\n"
+            "                       off at T <= 1e-6 (RADIX_MLP_GATE for hosts)\n"
             "        --repeat R     builds to time (default 100)\n",
             RMLP_DEFAULT_THRESHOLD);
     return to == stdout ? 0 : 2;
@@ -46,17 +49,19 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
         const char *value = argv[++i];
         unsigned long number = 0;
         if (strcmp(flag, "--passages") == 0) {
-            if (cli_parse_ulong(flag, value, 1000000, &a->passages) != 0 || a->passages == 0) return -1;
+            if (cli_parse_count(flag, value, 1000000, &a->passages) != 0) return -1;
         } else if (strcmp(flag, "--seed") == 0) {
             if (cli_parse_ulong(flag, value, ~0ul, &a->seed) != 0) return -1;
         } else if (strcmp(flag, "--repeat") == 0) {
-            if (cli_parse_ulong(flag, value, 1000000, &a->repeat) != 0 || a->repeat == 0) return -1;
+            if (cli_parse_count(flag, value, 1000000, &a->repeat) != 0) return -1;
         } else if (strcmp(flag, "--pad") == 0) {
             if (cli_parse_ulong(flag, value, 1u << 20, &number) != 0) return -1;
             a->params.pad = true;
             a->params.pad_multiple_of = (uint32_t)number; /* 0 is reported by the library */
         } else if (strcmp(flag, "--threshold") == 0) {
             if (cli_parse_double(flag, value, &a->params.threshold) != 0) return -1;
+        } else if (strcmp(flag, "--gate") == 0) {
+            if (cli_parse_gate(flag, value, &a->params.gate) != 0) return -1;
         } else {
             fprintf(stderr, "radixmlp: unknown option: %s\n", flag);
             return -1;
@@ -92,16 +97,18 @@ int cmd_plan(int argc, char **argv) {
         const char *gate = plan.use_radix ? "radix" : "identity";
         if (a.json) {
             printf("{\"case\": \"rerank\", \"n_seqs\": %u, \"n_tokens\": %u, \"n_compact\": %u, "
-                   "\"n_compact_padded\": %u, \"ratio\": %.4f, \"use_radix\": %s, \"threshold\": %g, "
-                   "\"us_min\": %.2f, \"us_median\": %.2f}\n",
-                   plan.n_seqs, plan.n_tokens, plan.n_compact, plan.n_compact_padded, plan.compact_ratio,
-                   plan.use_radix ? "true" : "false", a.params.threshold, times[0], median);
+                   "\"n_compact_padded\": %u, \"n_distinct\": %u, \"ratio\": %.4f, \"use_radix\": %s, "
+                   "\"threshold\": %g, \"gate\": \"%s\", \"us_min\": %.2f, \"us_median\": %.2f}\n",
+                   plan.n_seqs, plan.n_tokens, plan.n_compact, plan.n_compact_padded, plan.n_distinct,
+                   plan.compact_ratio, plan.use_radix ? "true" : "false", a.params.threshold,
+                   cli_gate_name(a.params.gate), times[0], median);
         } else {
             printf("radixmlp plan: reranking batch, %lu passages sharing one template + query (seed %lu)\n",
                    a.passages, a.seed);
             printf("  tokens N          %u in %u sequences\n", plan.n_tokens, plan.n_seqs);
             printf("  distinct paths    %u (ratio N'/N %.4f)\n", plan.n_distinct, plan.compact_ratio);
-            printf("  gate              %s (threshold %g)\n", gate, a.params.threshold);
+            printf("  gate              %s (threshold %g, rule %s)\n", gate, a.params.threshold,
+                   cli_gate_name(a.params.gate));
             printf("  compact rows N'   %u (%u padded)\n", plan.n_compact, plan.n_compact_padded);
             printf("  build time        min %.2f us, median %.2f us over %lu builds\n", times[0], median, a.repeat);
         }

@@ -1,14 +1,16 @@
 /*
  * cmd_run.c: `radixmlp run`: a checkpoint on a JSONL batch.
  *   radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]
- *                [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--no-radix]
- *                [--max-batch-tokens N]
+ *                [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--gate distinct|tei]
+ *                [--no-radix] [--attention full|compact|auto] [--max-batch-tokens N]
  * Each input line is {"input_ids": [...]} (one sequence, positions 0..len-1). The file is one
  * batch, or batches of at most N tokens. Each output line, in input order, is
  * {"index": i, "embedding": [...]} (pooling), {"index": i, "hidden_states": [[...], ...]}
  * (--pooling none) or {"index": i, "score": p, "logits": [a, b]} (--score-tokens: the reranker
- * probability of token A against token B at the last position). A summary per batch (N, N',
- * ratio, gate, plan and forward time) goes to stderr.
+ * probability of token A against token B at the last position). --attention compact runs the
+ * whole forward in compact space (rmlp_forward_compact) and reads the pooled rows, scores and
+ * hidden states through the plan's scatter; auto does so when the gate chose radix. A summary
+ * per batch (N, N', ratio, gate, attention, plan and forward time) goes to stderr.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -27,6 +29,7 @@ typedef struct run_args {
     uint32_t score_a, score_b;
     unsigned long max_batch_tokens;
     rmlp_plan_params params;
+    rmlp_attention_space attention;
 } run_args;
 
 typedef struct sequences {
@@ -37,8 +40,8 @@ typedef struct sequences {
 
 static int run_usage(FILE *to) {
     fprintf(to, "usage: radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]\n"
-                "                    [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--no-radix]\n"
-                "                    [--max-batch-tokens N]\n");
+                "                    [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--gate distinct|tei]\n"
+                "                    [--no-radix] [--attention full|compact|auto] [--max-batch-tokens N]\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -65,6 +68,10 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
                 a->params.pad_multiple_of = (uint32_t)number;
             } else if (strcmp(flag, "--max-batch-tokens") == 0) {
                 if (cli_parse_ulong(flag, value, UINT32_MAX, &a->max_batch_tokens) != 0) return -1;
+            } else if (strcmp(flag, "--gate") == 0) {
+                if (cli_parse_gate(flag, value, &a->params.gate) != 0) return -1;
+            } else if (strcmp(flag, "--attention") == 0) {
+                if (cli_parse_attention(flag, value, &a->attention) != 0) return -1;
             } else if (strcmp(flag, "--pooling") == 0) {
                 static const char *const names[] = {"none", "last", "mean", "first"};
                 a->pooling = -1;
@@ -151,9 +158,10 @@ static int read_jsonl(const char *path, sequences *seqs) {
     return rc;
 }
 
+/* Floats are written with 9 significant digits, enough for each to read back as the same float. */
 static void write_floats(FILE *out, const float *values, size_t n) {
     fputc('[', out);
-    for (size_t i = 0; i < n; i++) fprintf(out, i ? ", %.7g" : "%.7g", values[i]);
+    for (size_t i = 0; i < n; i++) fprintf(out, i ? ", %.9g" : "%.9g", values[i]);
     fputc(']', out);
 }
 
@@ -178,13 +186,20 @@ static int run_batch(runner *r, const sequences *seqs, size_t first, size_t last
     rmlp_status status =
         rmlp_plan_build(r->planner, seqs->ids + base, r->pos, n_tokens, r->cu, n_seqs, &a->params, &plan);
     double planned = cli_now_ms();
-    if (status == RMLP_OK) status = rmlp_forward(r->ctx, &plan, NULL, NULL, r->hidden);
+    /* compact: r->hidden holds the compact rows, batch row i being row plan.scatter[i] */
+    bool compact = a->attention == RMLP_ATTENTION_COMPACT || (a->attention == RMLP_ATTENTION_AUTO && plan.use_radix);
+    if (status == RMLP_OK)
+        status = compact ? rmlp_forward_compact(r->ctx, &plan, NULL, NULL, r->hidden)
+                         : rmlp_forward(r->ctx, &plan, NULL, NULL, r->hidden);
     double forward_ms = cli_now_ms() - planned;
     if (status == RMLP_OK && a->score)
-        status = rmlp_score_pair(r->ctx, r->hidden, n_tokens, r->cu, n_seqs, a->score_a, a->score_b, r->logits,
-                                 r->probs);
+        status = compact ? rmlp_score_pair_compact(r->ctx, &plan, r->hidden, a->score_a, a->score_b, r->logits, r->probs)
+                         : rmlp_score_pair(r->ctx, r->hidden, n_tokens, r->cu, n_seqs, a->score_a, a->score_b,
+                                           r->logits, r->probs);
     else if (status == RMLP_OK && a->pooling != 0)
-        status = rmlp_pool(r->hidden, n_tokens, (uint32_t)hsz, r->cu, n_seqs, a->pooling, a->normalize, r->pooled);
+        status = compact ? rmlp_context_pool_compact(r->ctx, &plan, r->hidden, a->pooling, a->normalize, r->pooled)
+                         : rmlp_pool(r->hidden, n_tokens, (uint32_t)hsz, r->cu, n_seqs, a->pooling, a->normalize,
+                                     r->pooled);
     if (status != RMLP_OK) {
         fprintf(stderr, "radixmlp: batch of lines %zu-%zu: %s\n", first + 1, last, rmlp_last_error());
         return -1;
@@ -192,7 +207,7 @@ static int run_batch(runner *r, const sequences *seqs, size_t first, size_t last
     for (size_t s = 0; s < n_seqs; s++) {
         fprintf(out, "{\"index\": %zu, ", first + s);
         if (a->score) {
-            fprintf(out, "\"score\": %.7g, \"logits\": [%.7g, %.7g]", r->probs[s], r->logits[2 * s],
+            fprintf(out, "\"score\": %.9g, \"logits\": [%.9g, %.9g]", r->probs[s], r->logits[2 * s],
                     r->logits[2 * s + 1]);
         } else if (a->pooling != 0) {
             fputs("\"embedding\": ", out);
@@ -201,15 +216,17 @@ static int run_batch(runner *r, const sequences *seqs, size_t first, size_t last
             fputs("\"hidden_states\": [", out);
             for (uint32_t row = r->cu[s]; row < r->cu[s + 1]; row++) {
                 if (row > r->cu[s]) fputs(", ", out);
-                write_floats(out, r->hidden + row * hsz, hsz);
+                write_floats(out, r->hidden + (size_t)(compact ? plan.scatter[row] : row) * hsz, hsz);
             }
             fputc(']', out);
         }
         fputs("}\n", out);
     }
-    fprintf(stderr, "radixmlp run: lines %zu-%zu: B=%zu N=%zu N'=%u ratio=%.4f gate=%s plan=%.1fus forward=%.1fms\n",
+    fprintf(stderr,
+            "radixmlp run: lines %zu-%zu: B=%zu N=%zu N'=%u ratio=%.4f gate=%s attention=%s plan=%.1fus "
+            "forward=%.1fms\n",
             first + 1, last, n_seqs, n_tokens, plan.n_compact, plan.compact_ratio, plan.use_radix ? "radix" : "identity",
-            (planned - start) * 1e3, forward_ms);
+            compact ? "compact" : "full", (planned - start) * 1e3, forward_ms);
     return 0;
 }
 
@@ -240,6 +257,9 @@ int cmd_run(int argc, char **argv) {
     rmlp_model *model = NULL;
     FILE *out = strcmp(a.output, "-") == 0 ? stdout : fopen(a.output, "w");
     rmlp_status status = out ? rmlp_model_load(a.model, NULL, &model) : RMLP_ERR_IO;
+    const char *report = "";
+    if (status == RMLP_OK) status = rmlp_model_load_report(model, &report);
+    if (status == RMLP_OK && report[0] != '\0') fprintf(stderr, "radixmlp: %s: %s", a.model, report);
     if (status == RMLP_OK) status = rmlp_model_get_config(model, &r.cfg);
     if (status == RMLP_OK) status = rmlp_context_create(model, max_tokens, &r.ctx);
     if (status == RMLP_OK) status = rmlp_planner_create(&r.planner);
@@ -250,7 +270,8 @@ int cmd_run(int argc, char **argv) {
     } else {
         r.pos = malloc(max_tokens * sizeof(uint32_t));
         r.cu = malloc((max_seqs + 1) * sizeof(uint32_t));
-        r.hidden = malloc(max_tokens * r.cfg.hidden_size * sizeof(float));
+        /* batch rows, or compact rows padded to at most RMLP_MAX_PAD_MULTIPLE - 1 more */
+        r.hidden = malloc((max_tokens + RMLP_MAX_PAD_MULTIPLE) * r.cfg.hidden_size * sizeof(float));
         r.pooled = malloc(max_seqs * r.cfg.hidden_size * sizeof(float));
         r.logits = malloc(max_seqs * 2 * sizeof(float));
         r.probs = malloc(max_seqs * sizeof(float));

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Hugging Face transformers reference fixtures for radix-mlp.
 
-Builds five tiny random-weight Llama-family decoders with transformers itself, saves them
-as safetensors checkpoints, and records what transformers computes for a batch with shared
-prefixes, so the library's tests can compare against it without torch:
+Builds tiny random-weight Llama-family decoders with transformers itself (plain ones, and one
+per architecture with every bias flag of config.json on), saves them as safetensors
+checkpoints, and records what transformers computes for a batch with shared prefixes, so the
+library's tests can compare against it without torch:
 
-    python tools/make_fixtures.py --out integration_tests/fixtures
+    python tools/make_fixtures.py --out integration_tests/fixtures [--only NAME ...]
+
+--only regenerates the named fixtures and keeps the others (and their rows of the README's
+table of checks) as they are.
 
 Needs torch, transformers, safetensors and numpy (see integration_tests/fixtures/README.md
 for the versions used). Deterministic: fixed seeds, CPU, fp32, eager attention. Every
@@ -28,13 +32,15 @@ import safetensors.numpy
 import safetensors.torch
 import torch
 import transformers
-from transformers import AutoModel, AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+from transformers import AutoModel, AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
 
 VOCAB = 1000
 TOLERANCE = 1e-4
 COMMON = dict(vocab_size=VOCAB, max_position_embeddings=512, rms_norm_eps=1e-6)
 
-# name -> how to build it. "causal_lm": with lm_head; "dtype": as saved; "shard": max_shard_size.
+# name -> how to build it. "causal_lm": with lm_head; "dtype": as saved; "shard": max_shard_size;
+# "hub_config": config.json rewritten in the older hub form (default: for base models);
+# "layer_types": False drops layer_types from config.json (transformers then derives it).
 SPECS = {
     "qwen3_tiny": dict(
         config=Qwen3Config, seed=1, causal_lm=True, dtype=torch.float32, shard=None,
@@ -64,6 +70,42 @@ SPECS = {
                 num_key_value_heads=2, head_dim=16, rope_theta=1e6, tie_word_embeddings=False),
         about="Qwen3 base model (Qwen3Model) like Qwen3-Embedding: tensor names without `model.`, "
               "no lm_head; config.json in the older hub form (top-level rope_theta, torch_dtype)"),
+    "llama_bias": dict(
+        config=LlamaConfig, seed=6, causal_lm=True, dtype=torch.float32, shard=None,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, rope_theta=1e4, tie_word_embeddings=True, attention_bias=True,
+                mlp_bias=True),
+        biases=["mlp.down_proj", "mlp.gate_proj", "mlp.up_proj", "self_attn.k_proj", "self_attn.o_proj",
+                "self_attn.q_proj", "self_attn.v_proj"],
+        about="Llama with attention_bias and mlp_bias: biases on q, k, v, o_proj, gate, up and down; "
+              "tied embeddings"),
+    "qwen3_bias": dict(
+        config=Qwen3Config, seed=7, causal_lm=True, dtype=torch.float32, shard=None,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, rope_theta=1e6, tie_word_embeddings=True,
+                attention_bias=True, mlp_bias=True),
+        biases=["self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj"],
+        about="Qwen3 with attention_bias (biases on q, k, v and o_proj) and mlp_bias, which Qwen3 does "
+              "not read (no MLP biases); tied embeddings"),
+    "qwen2_bias": dict(
+        config=Qwen2Config, seed=8, causal_lm=True, dtype=torch.float32, shard=None, hub_config=True,
+        layer_types=False,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, rope_theta=1e6, tie_word_embeddings=True, attention_bias=True,
+                mlp_bias=True, use_sliding_window=True, sliding_window=8, max_window_layers=2),
+        biases=["self_attn.k_proj", "self_attn.q_proj", "self_attn.v_proj"],
+        about="Qwen2 with attention_bias and mlp_bias, which Qwen2 does not read (q, k, v biases only); "
+              "use_sliding_window with every layer below max_window_layers, so full attention "
+              "everywhere (sliding_window 8 is shorter than the sequences); config.json in the older "
+              "hub form without layer_types; tied embeddings"),
+    "mistral_bias": dict(
+        config=MistralConfig, seed=9, causal_lm=True, dtype=torch.float32, shard=None,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, rope_theta=1e4, tie_word_embeddings=True, attention_bias=True,
+                mlp_bias=True),
+        biases=[],
+        about="Mistral with attention_bias and mlp_bias, which Mistral does not read (no biases at "
+              "all); sliding_window 4096 (longer than the sequences); tied embeddings"),
 }
 
 
@@ -113,13 +155,16 @@ def build_model(spec):
     return model.eval()
 
 
-def to_hub_config(path):
-    """Rewrite config.json as transformers 4.x wrote it: top-level rope_theta, torch_dtype."""
+def to_hub_config(path, layer_types=True):
+    """Rewrite config.json as transformers 4.x wrote it: top-level rope_theta, torch_dtype, and
+    without layer_types unless asked to keep them."""
     cfg = json.loads(path.read_text())
     rope = cfg.pop("rope_parameters")
     assert rope.get("rope_type", "default") == "default", rope
     cfg["rope_theta"] = rope["rope_theta"]
     cfg["torch_dtype"] = cfg.pop("dtype")
+    if not layer_types:
+        cfg.pop("layer_types")
     path.write_text(json.dumps(dict(sorted(cfg.items())), indent=2) + "\n")
 
 
@@ -131,6 +176,10 @@ def save_model(model, spec, outdir):
         outdir, safe_serialization=True, **({"max_shard_size": spec["shard"]} if spec["shard"] else {}))
     names = sorted(tensor_names(outdir))
     files = sorted(p.name for p in outdir.glob("*.safetensors"))
+    if "biases" in spec:  # the biases transformers built for the architecture, as layer 0 has them
+        got = sorted(n.split("layers.0.")[1].removesuffix(".bias") for n in names
+                     if "layers.0." in n and n.endswith(".bias"))
+        assert got == spec["biases"], got
     if spec["shard"]:
         assert 2 <= len(files) <= 3 and (outdir / "model.safetensors.index.json").exists(), files
     else:
@@ -140,7 +189,8 @@ def save_model(model, spec, outdir):
         assert ("lm_head.weight" in names) != spec["kw"]["tie_word_embeddings"], names
     else:
         assert not any(n.startswith("model.") or n.startswith("lm_head") for n in names), names
-        to_hub_config(outdir / "config.json")
+    if spec.get("hub_config", not spec["causal_lm"]):
+        to_hub_config(outdir / "config.json", spec.get("layer_types", True))
 
 
 def tensor_names(outdir):
@@ -352,7 +402,17 @@ def versions():
                 numpy=np.__version__)
 
 
-def write_readme(outroot, stats):
+def old_check_rows(outroot):
+    """name -> its row of the table of checks in the current README (kept for fixtures not rebuilt)."""
+    readme = outroot / "README.md"
+    rows = {}
+    for line in (readme.read_text().splitlines() if readme.exists() else []):
+        if line.startswith("| `") and line.count("|") == 6:
+            rows[line.split("`")[1]] = line
+    return rows
+
+
+def write_readme(outroot, stats, kept_rows):
     v = versions()
     lines = [
         "# transformers reference fixtures",
@@ -384,13 +444,15 @@ def write_readme(outroot, stats):
     lines += [
         "",
         "All: rms_norm_eps 1e-6, max_position_embeddings 512, SiLU, rope_theta 1e6 (Qwen) or 1e4",
-        "(Llama), plain (default) RoPE. Weights: Linear ~ N(0, 1/in_features), embeddings ~ N(0, 0.3²),",
+        "(Llama, Mistral), plain (default) RoPE. Weights: Linear ~ N(0, 1/in_features), embeddings ~ N(0, 0.3²),",
         "biases ~ N(0, 0.2), every RMSNorm weight (input, post-attention, final, q/k norm)",
         "~ 1 + 0.1 N(0, 1), so activations are O(1) and norm weights matter.",
         "",
         "config.json is as transformers writes it (`rope_parameters: {rope_theta, rope_type}`,",
-        "`dtype`), except `qwen3_embedding_noprefix`, rewritten in the older hub form that most",
-        "published checkpoints have (top-level `rope_theta`, `torch_dtype`); a loader should read both.",
+        "`dtype`, `layer_types`), except `qwen3_embedding_noprefix` and `qwen2_bias`, rewritten in the",
+        "older hub form that most published checkpoints have (top-level `rope_theta`, `torch_dtype`;",
+        "`qwen2_bias` also without `layer_types`, which transformers then derives from",
+        "`use_sliding_window` and `max_window_layers`); a loader should read both.",
         "",
         "## Files in each directory",
         "",
@@ -427,8 +489,10 @@ def write_readme(outroot, stats):
         "| dir | tokens N (lengths) | max abs of last_hidden | padded batch vs batch 1 | NumPy vs transformers |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, s in stats.items():
-        lines.append(f"| `{name}` | {s['n_tokens']} ({', '.join(map(str, s['lengths']))}) | "
+    for name in SPECS:
+        s = stats.get(name)
+        lines.append(kept_rows[name] if s is None else
+                     f"| `{name}` | {s['n_tokens']} ({', '.join(map(str, s['lengths']))}) | "
                      f"{s['absmax']:.2f} | {s['batched_err']:.1e} | {s['numpy_err']:.1e} |")
     (outroot / "README.md").write_text("\n".join(lines) + "\n")
 
@@ -436,16 +500,21 @@ def write_readme(outroot, stats):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="fixtures directory")
+    ap.add_argument("--only", nargs="+", choices=sorted(SPECS), help="rebuild these fixtures only")
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True)
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     args.out.mkdir(parents=True, exist_ok=True)
+    kept_rows = old_check_rows(args.out)
     stats = {}
     for name, spec in SPECS.items():
+        if args.only and name not in args.only:
+            assert name in kept_rows, f"{name} is not rebuilt but the README has no row of checks for it"
+            continue
         stats[name] = write_fixture(name, spec, args.out)
         print(f"{name}: {stats[name]}")
-    write_readme(args.out, stats)
+    write_readme(args.out, stats, kept_rows)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@
  * with thousands of children costs the same as a node with one. Compact rows are handed out in
  * order of first occurrence, which makes fold_gather strictly increasing and the result
  * identical to the published RadixMLP reference trie.
+ *
+ * The same walk records the layout of attention in compact space: a sequence owns the compact
+ * rows it hands out (the counter before and after it), and its path is the runs of consecutive
+ * compact rows it writes into scatter, one per node it walks or adds, merged where the compact
+ * rows go on (a node and the tail split off it).
  */
 #include <string.h>
 
@@ -31,7 +36,17 @@ typedef struct walk {
     uint32_t id_base; /* links with child <= id_base are empty */
     uint32_t n_nodes;
     uint32_t n_compact;
+    uint32_t n_runs;
+    uint32_t seq_start;    /* first row of the sequence being inserted */
+    uint32_t next_compact; /* the compact row that would continue its last run */
 } walk;
+
+/* Scatter rows [row, row + n) read compact rows [compact, compact + n): a new run of the
+ * sequence's path, unless it continues the last one. */
+static inline void path_run(walk *w, uint32_t row, uint32_t compact, uint32_t n) {
+    if (row == w->seq_start || compact != w->next_compact) w->maps.run_start[w->n_runs++] = row;
+    w->next_compact = compact + n;
+}
 
 size_t radix_tree_max_nodes(size_t n_tokens, size_t n_seqs) {
     /* A sequence adds a node only with a new row, and two only after a shared row too. */
@@ -80,6 +95,7 @@ static inline uint32_t append_run(walk *w, uint32_t row, uint32_t end, uint32_t 
     uint32_t first = w->n_compact;
     rows_iota(m->fold_gather + first, row, n);
     rows_iota(m->scatter + row, first, n);
+    path_run(w, row, first, n);
     memcpy(m->compact_ids + first, w->ids + row, (size_t)n * sizeof(uint32_t));
     memcpy(m->compact_pos + first, w->pos + row, (size_t)n * sizeof(uint32_t));
     rows_iota(m->compact_parent + first, first - 1, n);
@@ -129,6 +145,7 @@ static void insert_sequence(walk *w, uint32_t start, uint32_t end) {
         uint32_t matched = (uint32_t)rows_common(w->ids + row, w->pos + row, w->ids + run.src + offset,
                                                 w->pos + run.src + offset, n);
         rows_iota(scatter + row, run.compact + offset, matched);
+        path_run(w, row, run.compact + offset, matched);
         row += matched;
         offset += matched;
         if (row < end && offset < run.len) { /* diverged inside the run */
@@ -142,7 +159,7 @@ static void insert_sequence(walk *w, uint32_t start, uint32_t end) {
 }
 
 uint32_t radix_tree_build(radix_tree_scratch *scratch, const uint32_t *input_ids, const uint32_t *position_ids,
-                          const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps) {
+                          const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps, uint32_t *n_runs) {
     size_t max_nodes = radix_tree_max_nodes(cu_seqlens[n_seqs], n_seqs);
     if (scratch->id_base > RMLP_TRIE_ID_LIMIT - max_nodes) { /* ids would wrap: empty the table once */
         memset(scratch->links, 0, ((size_t)scratch->link_mask + 1) * sizeof(trie_link));
@@ -159,7 +176,15 @@ uint32_t radix_tree_build(radix_tree_scratch *scratch, const uint32_t *input_ids
         .n_nodes = 1,
     };
     w.nodes[0] = (trie_node){0, 0, 0, TRIE_NO_HINT, 0, 0};
-    for (size_t s = 0; s < n_seqs; s++) insert_sequence(&w, cu_seqlens[s], cu_seqlens[s + 1]);
+    for (size_t s = 0; s < n_seqs; s++) {
+        maps->qo_indptr[s] = w.n_compact;
+        maps->run_indptr[s] = w.n_runs;
+        w.seq_start = cu_seqlens[s];
+        insert_sequence(&w, cu_seqlens[s], cu_seqlens[s + 1]);
+    }
+    maps->qo_indptr[n_seqs] = w.n_compact;
+    maps->run_indptr[n_seqs] = w.n_runs;
     scratch->id_base += w.n_nodes;
+    *n_runs = w.n_runs;
     return w.n_compact;
 }

@@ -43,13 +43,18 @@ typedef struct radix_tree_scratch {
     uint32_t id_base;
 } radix_tree_scratch;
 
-/* Output arrays of one build, each with room for n_tokens rows. */
+/* Output arrays of one build, each with room for n_tokens rows (n_seqs + 1 for the indptrs).
+ * The attention layout in compact space comes with the maps: the compact rows each sequence owns
+ * (first occurrences: a contiguous range) and its path as runs of consecutive compact rows. */
 typedef struct radix_tree_maps {
     uint32_t *fold_gather;    /* (n_compact) */
     uint32_t *scatter;        /* (n_tokens) */
     uint32_t *compact_ids;    /* (n_compact) */
     uint32_t *compact_pos;    /* (n_compact) */
     uint32_t *compact_parent; /* (n_compact) */
+    uint32_t *qo_indptr;      /* (n_seqs + 1) sequence s owns compact rows [qo_indptr[s], qo_indptr[s+1]) */
+    uint32_t *run_indptr;     /* (n_seqs + 1) sequence s's path is runs [run_indptr[s], run_indptr[s+1]) */
+    uint32_t *run_start;      /* (n_runs) batch row where a run starts (its compact rows: scatter's) */
 } radix_tree_maps;
 
 /* Upper bound on the nodes a batch creates: the root plus, per sequence, at most one split
@@ -57,8 +62,8 @@ typedef struct radix_tree_maps {
 size_t radix_tree_max_nodes(size_t n_tokens, size_t n_seqs);
 
 /* Builds the tree over a validated batch, writes the maps and returns N' (the number of
- * distinct paths). */
+ * distinct paths); *n_runs receives the number of path runs. */
 uint32_t radix_tree_build(radix_tree_scratch *scratch, const uint32_t *input_ids, const uint32_t *position_ids,
-                          const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps);
+                          const uint32_t *cu_seqlens, size_t n_seqs, const radix_tree_maps *maps, uint32_t *n_runs);
 
 #endif

@@ -16,7 +16,7 @@
 #define RMLP_VERSION_MAJOR 0
 
 // Minor version: additions that keep the ABI.
-#define RMLP_VERSION_MINOR 1
+#define RMLP_VERSION_MINOR 2
 
 // Patch version: fixes only.
 #define RMLP_VERSION_PATCH 0
@@ -42,7 +42,8 @@
 #define RMLP_MAX_PAD_MULTIPLE 4096
 
 // Workspace for running batches of up to `max_tokens` tokens through a model. One per thread
-// (or stream); per-layer calls and forwards through it never allocate.
+// (or stream); per-layer calls and forwards through it never allocate. A call that finds the
+// context in a call on another thread returns `RMLP_ERR_BUSY` instead of sharing the workspace.
 typedef struct rmlp_context rmlp_context;
 
 // A loaded model: config and weights on one device. Read-only after load: any number of
@@ -51,15 +52,24 @@ typedef struct rmlp_model rmlp_model;
 
 // Reusable plan builder. Holds all scratch and the output arrays of the last plan, so
 // steady-state builds allocate nothing. Not thread-safe: use one planner per thread;
-// planners on different threads run concurrently.
+// planners on different threads run concurrently. A call that finds the planner in use by
+// another thread returns `RMLP_ERR_BUSY` instead of corrupting it.
 typedef struct rmlp_planner rmlp_planner;
 
 // Result of every fallible call: `RMLP_OK` or one of the negative `RMLP_ERR_*` codes.
 typedef int32_t rmlp_status;
 
+// The rule by which the gate of `rmlp_plan_build` decides between radix and the identity.
+typedef int32_t rmlp_gate;
+
 // How a plan is built. Get one from `rmlp_plan_default_params()` and change fields.
+//
+// Versioned by `struct_size`, like every params struct of this ABI: a caller compiled against
+// an older header passes its smaller struct (a size an earlier release had) and the fields it
+// lacks take their defaults; a caller compiled against a newer header may pass a larger one
+// whose extra bytes (fields this library does not know) are all zero. Any other size is refused.
 typedef struct rmlp_plan_params {
-  // Must be `sizeof(rmlp_plan_params)` of the header the caller was compiled with.
+  // `sizeof(rmlp_plan_params)` of the header the caller was compiled with.
   uint32_t struct_size;
   // Pad the compact rows to a multiple of `pad_multiple_of` (default false).
   bool pad;
@@ -68,7 +78,12 @@ typedef struct rmlp_plan_params {
   // Gate (the semantics of TEI's `--radix-mlp-threshold`): radix is used iff
   // `threshold >= 1.0` or `n_distinct / n_tokens < threshold`; `0` turns radix off and skips
   // the trie. Otherwise the plan is the identity. Must not be NaN or negative (default 0.85).
+  // `gate` picks the exact rule.
   double threshold;
+  // `RMLP_GATE_DISTINCT` (default: the unpadded count, as above) or `RMLP_GATE_TEI` (TEI's
+  // in-tree rule: the padded compact length, single precision, off at `threshold <= 1e-6`).
+  // Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
+  rmlp_gate gate;
 } rmlp_plan_params;
 
 // Where a model's weights live and its layers run.
@@ -79,7 +94,9 @@ typedef int32_t rmlp_dtype;
 
 // How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
 typedef struct rmlp_model_params {
-  // Must be `sizeof(rmlp_model_params)`.
+  // `sizeof(rmlp_model_params)` of the caller's header; versioned like `rmlp_plan_params`
+  // (an older, smaller struct gets the defaults for the fields it lacks; a newer, larger one
+  // must have zero bytes past this library's fields).
   uint32_t struct_size;
   // `RMLP_DEVICE_CPU` (default) or `RMLP_DEVICE_CUDA`.
   rmlp_device device;
@@ -90,6 +107,11 @@ typedef struct rmlp_model_params {
   // on CUDA. Checkpoint tensors are converted at load (F16/BF16/F32 to this dtype, rounding
   // to nearest even) in chunks through pinned memory, never as a second full host copy.
   rmlp_dtype dtype;
+  // Skip the load's check that every weight the model uses is finite (default false: a NaN or
+  // infinity in a weight is refused with `RMLP_ERR_MODEL` naming the tensor and the element).
+  // The check reads every weight once more; set this to save that time on trusted checkpoints.
+  // Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
+  bool skip_finite_check;
 } rmlp_model_params;
 
 // Decoder architecture (`model_type` in config.json).
@@ -114,12 +136,19 @@ typedef struct rmlp_model_config {
   double rope_theta;
   // The LM head is the embedding matrix.
   bool tie_word_embeddings;
-  // Q/K/V projections have biases (Qwen2; `attention_bias` for Llama/Mistral).
+  // Q/K/V projections have biases: always for Qwen2, `attention_bias` for Llama and Qwen3,
+  // never for Mistral (transformers' Mistral has no biases and ignores `attention_bias`).
   bool attention_bias;
   // Per-head RMSNorm of q and k before RoPE (Qwen3).
   bool qk_norm;
   // The checkpoint has an LM head (own `lm_head.weight` or tied), so `rmlp_score_pair` works.
   bool has_lm_head;
+  // The O projection has a bias: `attention_bias` for Llama and Qwen3 (never Qwen2, Mistral).
+  // Added after 0.1.0, in what was padding: zero-initialise a config built by hand.
+  bool o_proj_bias;
+  // The MLP's gate, up and down projections have biases: `mlp_bias` for Llama (no other
+  // architecture has them). Added after 0.1.0, like `o_proj_bias`.
+  bool mlp_bias;
 } rmlp_model_config;
 
 // One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the
@@ -132,7 +161,9 @@ typedef struct rmlp_model_config {
 // separate tensors happen to lie back to back in memory) or stacked, as TEI and vLLM hold
 // them: `layers.N.self_attn.qkv_proj.weight` (q_dim + 2 * kv_dim, hidden) with q rows, then
 // k, then v, and `layers.N.mlp.gate_up_proj.weight` (2 * intermediate, hidden) with gate rows,
-// then up (biases likewise: `qkv_proj.bias`).
+// then up (biases likewise: `qkv_proj.bias`, `gate_up_proj.bias`; `o_proj.bias` and
+// `down_proj.bias` as they are). The biases must be those the config's `attention_bias`,
+// `o_proj_bias` and `mlp_bias` call for, no more.
 typedef struct rmlp_weight_binding {
   // NUL-terminated tensor name (read during the call only).
   const char *name;
@@ -146,10 +177,26 @@ typedef struct rmlp_weight_binding {
   uint64_t shape[2];
 } rmlp_weight_binding;
 
+// Where attention runs (shared/DESIGN.md, "Attention in compact space"), a context setting
+// (`rmlp_context_params::attention_space`) and the layout of `rmlp_attention_args`.
+typedef int32_t rmlp_attention_space;
+
+// How a context runs, for `rmlp_context_create_with_params`. Get one from
+// `rmlp_context_default_params()` and change fields; versioned by `struct_size` like the
+// other params structs.
+typedef struct rmlp_context_params {
+  // `sizeof(rmlp_context_params)` of the caller's header.
+  uint32_t struct_size;
+  // Where `rmlp_forward` runs attention (default `RMLP_ATTENTION_FULL`): the built-in
+  // attention, or the host's callback, which then gets `rmlp_attention_args` in that layout.
+  rmlp_attention_space attention_space;
+} rmlp_context_params;
+
 // A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
 // space (one row per distinct (token, position) path). The arrays belong to the planner
-// and stay valid until its next `rmlp_plan_build` or `rmlp_planner_free`; they may be NULL
-// when their length is 0.
+// and stay valid until its next `rmlp_plan_build`, `rmlp_planner_reserve` or
+// `rmlp_planner_free`; they may be NULL when their length is 0. A host that keeps a plan
+// longer copies its arrays (and sets `planner` to NULL in the copy).
 typedef struct rmlp_plan {
   // N: rows of the batch.
   uint32_t n_tokens;
@@ -185,6 +232,33 @@ typedef struct rmlp_plan {
   // (n_seqs + 1) the batch's cu_seqlens, copied: the model calls take the sequence
   // boundaries from here, so they always agree with the maps.
   const uint32_t *cu_seqlens;
+  // The planner whose arrays these are (set by `rmlp_plan_build`), or NULL for a plan whose
+  // arrays the host owns (a zero-initialised plan it filled in itself, as 0.1.0 hosts do). The
+  // model calls check a plan with a planner against it: once the planner has built again,
+  // reserved or been freed, the plan is refused (`RMLP_ERR_INVALID_ARGUMENT`, "the plan is
+  // stale" / "the plan's planner was freed") instead of read from arrays that changed or are
+  // gone. The freed case is best-effort, like every handle check.
+  const struct rmlp_planner *planner;
+  // The planner's build count when this plan was built (compared with its current count).
+  uint64_t generation;
+  // The layout of attention in compact space (added after 0.1.0; NULL in a plan a host fills
+  // in itself, which then cannot run compact attention). (n_seqs + 1): sequence s owns the
+  // compact rows `qo_indptr[s] .. qo_indptr[s+1]`, the first occurrences of its paths, which
+  // are the last `qo_indptr[s+1] - qo_indptr[s]` rows of its path (a sequence that repeats or
+  // prefixes an earlier one owns none); `qo_indptr[n_seqs] == n_compact`. The identity plan:
+  // `cu_seqlens`.
+  const uint32_t *qo_indptr;
+  // The runs of consecutive compact rows the sequences' paths are made of (one per trie branch
+  // a path passes; a sequence's rows past its first new row form its last run): path s is runs
+  // `run_indptr[s] .. run_indptr[s+1]`, run r covering the batch rows `run_start[r] ..` (the
+  // next run's start, or the sequence's end), which read the consecutive compact rows
+  // `scatter[run_start[r]] ..`: `scatter[run_start[r] + i] == scatter[run_start[r]] + i`.
+  // Where one run ends its successor never continues its compact rows (runs are maximal).
+  uint32_t n_runs;
+  // (n_seqs + 1) first run of each sequence.
+  const uint32_t *run_indptr;
+  // (n_runs) batch row where each run starts.
+  const uint32_t *run_start;
 } rmlp_plan;
 
 // One layer's attention, as the library hands it to a host's attention function: causal
@@ -221,8 +295,37 @@ typedef struct rmlp_attention_args {
   // (then `cu_seqlens` must be the set plan's `cu_seqlens` pointer).
   const uint32_t *cu_seqlens_device;
   // The longest sequence, in rows (what varlen flash-attention calls max_seqlen). Filled in
-  // by the library for callbacks; ignored by `rmlp_attention`, which computes it.
+  // by the library for callbacks, from the plan of the call (a callback captured in a CUDA
+  // graph keeps the value of the capture: size launches from counts if replays may bring
+  // longer sequences); ignored by `rmlp_attention`, whose launch depends on counts alone.
   uint32_t max_seqlen;
+  // Added after 0.1.0 (a 0.1.0 callback never reads past `max_seqlen`; `rmlp_attention` reads
+  // only the fields above; `rmlp_attention_compact` reads all). The layout of q, k, v, out:
+  // `RMLP_ATTENTION_FULL` as above, or `RMLP_ATTENTION_COMPACT`: q and out
+  // (n_compact, n_heads, head_dim) are the plan's compact rows, each the query of the
+  // sequence that owns it (sequence s: rows `qo_indptr[s] .. qo_indptr[s+1]`); k and v
+  // (n_compact, n_kv_heads, head_dim) hold each compact row's key and value once; sequence s
+  // reads the keys `kv_indices[kv_indptr[s] .. kv_indptr[s+1])` (its path: `kv_indptr` is
+  // `cu_seqlens`, `kv_indices` the plan's `scatter`), causal aligned bottom-right (its q_s
+  // queries are the last q_s of its L_s keys: query t sees keys 0 .. L_s - q_s + t). These
+  // are the arrays of a FlashInfer paged prefill with page size 1 as they are (last page
+  // length 1), or of a varlen flash-attention after gathering each path's K/V.
+  rmlp_attention_space layout;
+  // N': rows of q, k, v, out in the compact layout (`qo_indptr[n_seqs]`); 0 in full space.
+  uint32_t n_compact;
+  // (n_seqs + 1) host memory, compact layout: owned query rows per sequence. NULL in full space.
+  const uint32_t *qo_indptr;
+  // (n_seqs + 1) host memory, compact layout: `cu_seqlens`. NULL in full space.
+  const uint32_t *kv_indptr;
+  // (n_tokens) host memory, compact layout: each sequence's path, the plan's `scatter`.
+  const uint32_t *kv_indices;
+  // The same three in the model's memory: device copies on CUDA (made by
+  // `rmlp_context_set_plan`; `kv_indptr_device` is `cu_seqlens_device`), equal to the host
+  // pointers on the CPU. For `rmlp_attention_compact` on CUDA: device arrays, or all three
+  // NULL to use the set plan's copies (then the host arrays must be the set plan's).
+  const uint32_t *qo_indptr_device;
+  const uint32_t *kv_indptr_device;
+  const uint32_t *kv_indices_device;
 } rmlp_attention_args;
 
 // A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
@@ -271,6 +374,24 @@ typedef int32_t rmlp_pooling;
 // that disagrees with config.json; the message names the tensor or key.
 #define RMLP_ERR_MODEL -11
 
+// The planner or context is in use by a call on another thread. Planners and contexts are
+// single-threaded objects (one per thread, or calls serialised by the host); the call changed
+// nothing and may be retried once the other call has returned. A model is not exclusive: any
+// number of threads may use one through their own contexts.
+#define RMLP_ERR_BUSY -12
+
+// This library's rule (default): radix iff `threshold >= 1.0` or `n_distinct / n_tokens <
+// threshold` (unpadded count, in double precision); `threshold == 0` turns radix off and skips
+// the trie.
+#define RMLP_GATE_DISTINCT 0
+
+// The rule of text-embeddings-inference's in-tree RadixMLP code, so that a host switching from
+// it changes no decision: in single precision (TEI's threshold is an `f32`), radix is off when
+// `threshold <= 1e-6` (the trie is skipped) or the batch is empty; otherwise radix iff
+// `threshold >= 1.0` or `padded / n_tokens < threshold`, where `padded` is `n_distinct` rounded
+// up to `pad_multiple_of` when `pad` is set (the length of the padded compact batch).
+#define RMLP_GATE_TEI 1
+
 // Qwen3: q_norm/k_norm per head, no QKV bias (Qwen3, Qwen3-Embedding, Qwen3-Reranker).
 #define RMLP_ARCH_QWEN3 1
 
@@ -313,6 +434,21 @@ typedef int32_t rmlp_pooling;
 // The first token.
 #define RMLP_POOLING_FIRST 3
 
+// Full space: Q/K/V are scattered to the batch's N rows and every sequence attends over its
+// whole length (the default; what 0.1.0 did).
+#define RMLP_ATTENTION_FULL 0
+
+// Compact space: only the compact rows a sequence owns are queries (N' in all), its keys are
+// its path through `scatter` (a paged KV layout with page size 1); nothing is scattered before
+// attention nor gathered after it, and the whole forward stays on N' rows. Exact: the same
+// function as full space, with fewer score pairs on shared prefixes.
+#define RMLP_ATTENTION_COMPACT 1
+
+// Compact when the plan shares rows (`use_radix`), full otherwise (the two coincide then).
+// Compact never computes more than full: it drops the queries a sequence shares with an
+// earlier one and the copies around attention.
+#define RMLP_ATTENTION_AUTO 2
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -337,7 +473,19 @@ extern const char *rmlp_last_error(void);
 // `RMLP_ERR_NO_DEVICE` (with `*count = 0`) when the driver reports none.
 extern rmlp_status rmlp_cuda_device_count(int32_t *count);
 
-// The default plan parameters: no padding (multiple 8 when enabled), threshold 0.85.
+// Sets how many threads the CPU path uses: OpenBLAS's thread pool, one per process (the
+// layer code itself runs on the calling thread). It starts at OpenBLAS's own choice
+// (`OPENBLAS_NUM_THREADS`, else one per core); a server running one context per worker
+// thread usually wants 1. `RMLP_ERR_INVALID_ARGUMENT` for 0, or for more threads than this
+// OpenBLAS can run (the count then stays as it was). Process-wide: call it at startup or
+// between batches, not while another thread is in a CPU model call.
+extern rmlp_status rmlp_set_cpu_threads(uint32_t n_threads);
+
+// The number of threads the CPU path uses now (see `rmlp_set_cpu_threads`).
+extern uint32_t rmlp_cpu_threads(void);
+
+// The default plan parameters: no padding (multiple 8 when enabled), threshold 0.85,
+// `RMLP_GATE_DISTINCT`.
 extern struct rmlp_plan_params rmlp_plan_default_params(void);
 
 // Plan parameters as a deployment sets them, from the environment, starting from
@@ -346,6 +494,8 @@ extern struct rmlp_plan_params rmlp_plan_default_params(void);
 //   radix off, 1 or more always uses it); a number >= 0.
 // * `RADIX_MLP_PAD`: pad the compact rows to this multiple (1..`RMLP_MAX_PAD_MULTIPLE`);
 //   unset or empty means no padding.
+// * `RADIX_MLP_GATE`: `distinct` (default, `RMLP_GATE_DISTINCT`) or `tei`
+//   (`RMLP_GATE_TEI`, the rule of TEI's in-tree code).
 // An unset variable keeps the default; a set but invalid one is an error naming the variable
 // and its value (`*out` then holds the defaults), never a silent default.
 extern rmlp_status rmlp_plan_params_from_env(struct rmlp_plan_params *out);
@@ -353,7 +503,10 @@ extern rmlp_status rmlp_plan_params_from_env(struct rmlp_plan_params *out);
 // Creates a planner in `*out` (set to NULL on failure).
 extern rmlp_status rmlp_planner_create(struct rmlp_planner **out);
 
-// Frees a planner and the arrays of its last plan. NULL is a no-op.
+// Frees a planner and the arrays of its last plan. NULL is a no-op. A handle that is not a
+// live planner (freed already, or another kind of handle) or a planner in use by a call on
+// another thread is left alone, with a message in `rmlp_last_error()` (which a free that
+// succeeds leaves empty).
 extern void rmlp_planner_free(struct rmlp_planner *planner);
 
 // Grows the planner's scratch for batches of up to `n_tokens` tokens in `n_seqs`
@@ -378,22 +531,41 @@ extern rmlp_status rmlp_model_load(const char *path, const struct rmlp_model_par
 // must be `RMLP_DEVICE_CUDA`. Errors name the tensor. `RMLP_ERR_UNSUPPORTED` without CUDA.
 extern rmlp_status rmlp_model_bind_cuda(const struct rmlp_model_config *config, const struct rmlp_weight_binding *tensors, size_t n_tensors, const struct rmlp_model_params *params, struct rmlp_model **out);
 
-// Frees a model. NULL is a no-op. Contexts of the model must be freed first. A bound model's
-// tensors stay the host's.
+// Frees a model. NULL is a no-op. Contexts of the model must be freed first: a model that
+// still has contexts is not freed (so they never run on freed weights), nor is a handle that
+// is not a live model; either leaves a message in `rmlp_last_error()` (empty after a free
+// that succeeds). A bound model's tensors stay the host's.
 extern void rmlp_model_free(struct rmlp_model *model);
 
 // Copies the model's configuration into `*out`.
 extern rmlp_status rmlp_model_get_config(const struct rmlp_model *model, struct rmlp_model_config *out);
 
+// What the load of a checkpoint found that does not stop it but that the host should know,
+// as transformers would warn of it: tensors of the checkpoint that the model does not use
+// (a config.json with fewer layers than the checkpoint, another `model_type` than the one
+// the weights were trained as, biases an architecture does not have). `*out` is a
+// NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
+// nothing to report (and for bound models), else one line per finding, each ending in '\n'.
+extern rmlp_status rmlp_model_load_report(const struct rmlp_model *model, const char **out);
+
 // Creates a context for batches of up to `max_tokens` tokens (plans padded by up to
 // `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too) and at most `max_tokens` sequences. The model
-// must outlive it. On CUDA this allocates the whole device workspace (activations of a
-// forward, the plan's maps, a 32 MiB cuBLAS workspace), pinned staging for plans, a cuBLAS
-// handle and events, so that nothing after it allocates; its stream is the legacy default
-// stream until `rmlp_context_set_stream`.
+// must outlive it (`rmlp_model_free` refuses a model that still has contexts). On CUDA this
+// allocates the whole device workspace (activations of a forward, the plan's maps, a 32 MiB
+// cuBLAS workspace), pinned staging for plans, a cuBLAS handle and events, so that nothing
+// after it allocates; its stream is the legacy default stream until `rmlp_context_set_stream`.
 extern rmlp_status rmlp_context_create(const struct rmlp_model *model, size_t max_tokens, struct rmlp_context **out);
 
-// Frees a context. NULL is a no-op. On CUDA it first waits for the context's stream.
+// The defaults of `rmlp_context_params` (`struct_size` set, attention in full space).
+extern struct rmlp_context_params rmlp_context_default_params(void);
+
+// `rmlp_context_create` with `params` (NULL: the defaults).
+extern rmlp_status rmlp_context_create_with_params(const struct rmlp_model *model, size_t max_tokens, const struct rmlp_context_params *params, struct rmlp_context **out);
+
+// Frees a context. NULL is a no-op. On CUDA it first waits for the context's stream. A handle
+// that is not a live context, or a context in use by a call (on another thread, or the call
+// whose host attention callback is freeing it), is left alone with a message in
+// `rmlp_last_error()` (empty after a free that succeeds).
 extern void rmlp_context_free(struct rmlp_context *context);
 
 // Sets the stream (`cudaStream_t` of the model's device; NULL: the legacy default stream) on
@@ -448,15 +620,59 @@ extern rmlp_status rmlp_attention(struct rmlp_context *context, const struct rml
 
 // The whole model on one batch: embed, every layer (with `attention(user_data, ...)` or the
 // built-in attention when NULL), final norm. `out` (n_tokens, hidden_size) receives the last
-// hidden states of every batch row.
+// hidden states of every batch row. Attention runs in the context's `attention_space`
+// (full by default; compact as in `rmlp_forward_compact`, then the final rows are scattered).
 //
 // CUDA: `out` is device memory in the model's dtype; call `rmlp_context_set_plan(plan)`
 // first. Like the per-layer calls, the forward only enqueues work on the context's stream:
-// it never allocates or synchronises, so it may be captured in a CUDA graph (the graph then
-// replays this plan's shapes; call `rmlp_context_set_plan` again, outside the capture,
-// before replaying it for another batch of the same shape). The host callback gets device
-// pointers, `args->cu_seqlens_device`, `args->max_seqlen` and the stream.
+// it never allocates or synchronises, so it may be captured in a CUDA graph. The graph holds
+// the plan's counts (n_tokens, n_seqs, n_compact, n_compact_padded) and nothing else of it:
+// call `rmlp_context_set_plan` again, outside the capture, with any plan of the same counts
+// (other tokens, other sequence lengths) before replaying it; a plan of other counts needs
+// a graph of its own. The host callback gets device pointers, `args->cu_seqlens_device`,
+// `args->max_seqlen` and the stream.
 extern rmlp_status rmlp_forward(struct rmlp_context *context, const struct rmlp_plan *plan, rmlp_attention_fn attention, void *user_data, void *out);
+
+// Attention in compact space (`RMLP_ATTENTION_COMPACT`), for hosts that keep attention:
+// the first half of layer `layer` with no scatter: `q` (n_compact_padded, n_heads,
+// head_dim), `k` and `v` (n_compact_padded, n_kv_heads, head_dim) are written for every
+// compact row (the plan needs its `qo_indptr`: one from `rmlp_plan_build`). CUDA as for
+// `rmlp_layer_pre_attention`.
+extern rmlp_status rmlp_layer_pre_attention_compact(struct rmlp_context *context, uint32_t layer, const struct rmlp_plan *plan, const void *hidden, void *q, void *k, void *v);
+
+// The second half of layer `layer` with no gather: `attn` (n_compact_padded, n_heads,
+// head_dim) is the compact attention output (rows past n_compact are not read for anything
+// that reaches an output).
+extern rmlp_status rmlp_layer_post_attention_compact(struct rmlp_context *context, uint32_t layer, const struct rmlp_plan *plan, const void *attn, void *hidden);
+
+// The final RMSNorm of `hidden` (n_compact_padded, hidden_size) into `out`
+// (n_compact_padded, hidden_size), compact rows (no scatter): read them per batch row
+// through the plan's `scatter`, or pool them with `rmlp_context_pool_compact`.
+extern rmlp_status rmlp_final_norm_compact(struct rmlp_context *context, const struct rmlp_plan *plan, const void *hidden, void *out);
+
+// The built-in attention in the compact layout: `args->layout` must be
+// `RMLP_ATTENTION_COMPACT`, with `n_compact`, `qo_indptr`, `kv_indptr` (= `cu_seqlens`) and
+// `kv_indices` (host memory, checked); q, out (n_compact, n_heads, head_dim), k, v
+// (n_compact, n_kv_heads, head_dim) as `rmlp_attention` takes them. On CUDA the three
+// `*_device` arrays, or NULL for the set plan's copies.
+extern rmlp_status rmlp_attention_compact(struct rmlp_context *context, const struct rmlp_attention_args *args);
+
+// The whole model on one batch in compact space, embedding to final norm on N' rows, with
+// `attention(user_data, args)` in the compact layout (or the built-in one when NULL): `out`
+// (n_compact_padded, hidden_size) receives the final-normed compact rows (batch row i's
+// state is row `scatter[i]`; `rmlp_context_pool_compact` and `rmlp_score_pair_compact`
+// read them so). CUDA as for `rmlp_forward`; the callback gets the device arrays too.
+extern rmlp_status rmlp_forward_compact(struct rmlp_context *context, const struct rmlp_plan *plan, rmlp_attention_fn attention, void *user_data, void *out);
+
+// `rmlp_context_pool` of the batch rows of compact hidden states: `hidden`
+// (n_compact_padded, hidden_size, e.g. `rmlp_forward_compact`'s output) read through the
+// plan's `scatter`; `out` (n_seqs, hidden_size) host f32. On CUDA `rmlp_context_set_plan`
+// first, and the call synchronises the stream.
+extern rmlp_status rmlp_context_pool_compact(struct rmlp_context *context, const struct rmlp_plan *plan, const void *hidden, rmlp_pooling pooling, bool normalize, float *out);
+
+// `rmlp_score_pair` at each sequence's last row of compact hidden states (read through
+// the plan's `scatter`): `logits` (n_seqs, 2), `prob_a` (n_seqs), host memory.
+extern rmlp_status rmlp_score_pair_compact(struct rmlp_context *context, const struct rmlp_plan *plan, const void *hidden, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
 
 // Pools hidden states per sequence (host memory, f32): `hidden` (n_tokens, hidden_size),
 // `cu_seqlens` (n_seqs + 1), `out` (n_seqs, hidden_size); `normalize` scales each row to unit

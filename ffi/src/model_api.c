@@ -3,6 +3,9 @@
  * the layer in pieces (for hosts that keep attention) or whole (rmlp_forward). Arguments are
  * checked here; cpu/ does the arithmetic on the CPU, and a CUDA model's calls go on to
  * model_cuda.c (device checks) and gpu/ once the checks that need no device have passed.
+ * Every call on a context holds the context's guard (guard.h): a freed context or another kind of
+ * handle is refused, and so is a context another thread is using (RMLP_ERR_BUSY); the exported
+ * entry point enters the guard and runs the static function of the same name without the prefix.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -11,11 +14,14 @@
 #include "../../cpu/cpu_ops.h"
 #include "../../cpu/layer.h"
 #include "../../cpu/pool.h"
+#include "../../model/audit.h"
 #include "../../model/config.h"
 #include "../../model/weights.h"
 #include "alloc.h"
 #include "export.h"
+#include "guard.h"
 #include "model_cuda.h"
+#include "context_checks.h"
 #include "model_internal.h"
 #include "validate.h"
 
@@ -29,22 +35,48 @@ RMLP_EXPORT rmlp_model_params rmlp_model_default_params(void) {
     return params;
 }
 
+/* rmlp_model_params as 0.1.0 released it: the size callers compiled against that header pass. */
+typedef struct model_params_0_1 {
+    uint32_t struct_size;
+    rmlp_device device;
+    int32_t device_index;
+    rmlp_dtype dtype;
+} model_params_0_1;
+
+/* The caller's params of any version (validate.h) as this library's struct, defaults for NULL. */
+static rmlp_status read_model_params(const char *fn, const rmlp_model_params *caller, rmlp_model_params *params) {
+    static const size_t older[] = {sizeof(model_params_0_1)};
+    *params = rmlp_model_default_params();
+    return caller == NULL ? RMLP_OK
+                          : rmlp_read_params(fn, "rmlp_model_params", caller, params, sizeof *params, older,
+                                             sizeof older / sizeof older[0]);
+}
+
+/* A zeroed model with a live guard, or NULL. */
+static rmlp_model *new_model(void) {
+    rmlp_model *model = rmlp_calloc(1, sizeof *model);
+    if (model != NULL) {
+        rmlp_guard_init(&model->guard, RMLP_MAGIC_MODEL);
+        atomic_init(&model->n_contexts, 0);
+    }
+    return model;
+}
+
 RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_params *params, rmlp_model **out) {
     static const char fn[] = "rmlp_model_load";
     rmlp_clear_error();
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     *out = NULL;
     if (path == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "path is NULL");
-    rmlp_model_params defaults = rmlp_model_default_params();
-    if (params == NULL) params = &defaults;
-    if (params->struct_size != sizeof(rmlp_model_params))
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->struct_size=%u but this library expects %zu",
-                         params->struct_size, sizeof(rmlp_model_params));
+    rmlp_model_params read;
+    rmlp_status read_status = read_model_params(fn, params, &read);
+    if (read_status != RMLP_OK) return read_status;
+    params = &read;
     if (params->device != RMLP_DEVICE_CPU && params->device != RMLP_DEVICE_CUDA)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
                          "params->device=%d is neither RMLP_DEVICE_CPU nor RMLP_DEVICE_CUDA", params->device);
     if (params->device == RMLP_DEVICE_CUDA) {
-        rmlp_model *model = rmlp_calloc(1, sizeof *model);
+        rmlp_model *model = new_model();
         if (model == NULL)
             return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
         rmlp_status status = cuda_model_load(fn, path, params, model);
@@ -59,18 +91,22 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "params->dtype=%d: the CPU computes in RMLP_DTYPE_F32",
                          params->dtype);
 
-    rmlp_model *model = rmlp_calloc(1, sizeof *model);
+    rmlp_model *model = new_model();
     if (model == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
     checkpoint *ckpt = NULL;
+    char *report = NULL;
     rmlp_status status = checkpoint_open(path, &ckpt);
     if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), &model->config);
+    if (status == RMLP_OK) status = audit_checkpoint(ckpt, &model->config, !params->skip_finite_check, &report);
     if (status == RMLP_OK) status = weights_load(ckpt, &model->config, &model->weights);
     checkpoint_close(ckpt);
     if (status != RMLP_OK) {
+        free(report);
         free(model);
         return status;
     }
+    model->load_report = report;
     *out = model;
     return RMLP_OK;
 }
@@ -82,13 +118,14 @@ RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, co
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     *out = NULL;
     if (config == NULL || params == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "config or params is NULL");
-    if (params->struct_size != sizeof(rmlp_model_params))
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->struct_size=%u but this library expects %zu",
-                         params->struct_size, sizeof(rmlp_model_params));
+    rmlp_model_params read;
+    rmlp_status read_status = read_model_params(fn, params, &read);
+    if (read_status != RMLP_OK) return read_status;
+    params = &read;
     if (params->device != RMLP_DEVICE_CUDA)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->device=%d: binding device pointers needs "
                          "RMLP_DEVICE_CUDA", params->device);
-    rmlp_model *model = rmlp_calloc(1, sizeof *model);
+    rmlp_model *model = new_model();
     if (model == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
     rmlp_status status = cuda_model_bind(fn, config, tensors, n_tensors, params, model);
@@ -101,11 +138,21 @@ RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, co
 }
 
 RMLP_EXPORT void rmlp_model_free(rmlp_model *model) {
+    static const char fn[] = "rmlp_model_free";
     if (model == NULL) return;
+    uint32_t contexts = rmlp_guard_is_live(model, RMLP_MAGIC_MODEL) ? atomic_load(&model->n_contexts) : 0;
+    if (contexts != 0) {
+        rmlp_clear_error();
+        rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the model still has %u context(s): free them first; not freed",
+                  contexts);
+        return;
+    }
+    if (!rmlp_guard_retire(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model")) return;
     if (model->gpu != NULL)
         cuda_model_free(model);
     else
         weights_free(&model->weights, &model->config);
+    free(model->load_report);
     free(model);
 }
 
@@ -113,22 +160,61 @@ RMLP_EXPORT rmlp_status rmlp_model_get_config(const rmlp_model *model, rmlp_mode
     static const char fn[] = "rmlp_model_get_config";
     rmlp_clear_error();
     if (model == NULL || out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "model or out is NULL");
+    rmlp_status status = rmlp_guard_check(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model");
+    if (status != RMLP_OK) return status;
     *out = model->config;
     return RMLP_OK;
 }
 
-RMLP_EXPORT rmlp_status rmlp_context_create(const rmlp_model *model, size_t max_tokens, rmlp_context **out) {
-    static const char fn[] = "rmlp_context_create";
+RMLP_EXPORT rmlp_status rmlp_model_load_report(const rmlp_model *model, const char **out) {
+    static const char fn[] = "rmlp_model_load_report";
+    rmlp_clear_error();
+    if (model == NULL || out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "model or out is NULL");
+    rmlp_status status = rmlp_guard_check(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model");
+    if (status != RMLP_OK) return status;
+    *out = model->load_report != NULL ? model->load_report : "";
+    return RMLP_OK;
+}
+
+/* Counts a context of `model` made (+1) or freed (-1); rmlp_model_free refuses while any remain.
+ * The model is the caller's (const only in the ABI), so its counter may change. */
+static rmlp_status count_context(const rmlp_model *model, int delta) {
+    atomic_fetch_add(&((rmlp_model *)model)->n_contexts, (uint32_t)delta);
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_context_params rmlp_context_default_params(void) {
+    rmlp_context_params params;
+    memset(&params, 0, sizeof params);
+    params.struct_size = (uint32_t)sizeof(rmlp_context_params);
+    params.attention_space = RMLP_ATTENTION_FULL;
+    return params;
+}
+
+static rmlp_status context_create(const char *fn, const rmlp_model *model, size_t max_tokens,
+                                  const rmlp_context_params *params, rmlp_context **out) {
     rmlp_clear_error();
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     *out = NULL;
-    if (model == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "model is NULL");
+    rmlp_status checked = rmlp_guard_check(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model");
+    if (checked != RMLP_OK) return checked;
     if (max_tokens == 0 || max_tokens > UINT32_MAX)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_tokens=%zu must be in 1..2^32-1", max_tokens);
+    rmlp_context_params read = rmlp_context_default_params();
+    if (params != NULL) {
+        checked = rmlp_read_params(fn, "rmlp_context_params", params, &read, sizeof read, NULL, 0);
+        if (checked != RMLP_OK) return checked;
+    }
+    if (read.attention_space != RMLP_ATTENTION_FULL && read.attention_space != RMLP_ATTENTION_COMPACT &&
+        read.attention_space != RMLP_ATTENTION_AUTO)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->attention_space=%d is not RMLP_ATTENTION_FULL, "
+                         "COMPACT or AUTO", read.attention_space);
     rmlp_context *context = rmlp_calloc(1, sizeof *context);
     if (context == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context (%zu bytes) failed", sizeof *context);
+    rmlp_guard_init(&context->guard, RMLP_MAGIC_CONTEXT);
     context->model = model;
+    context->attention_space = read.attention_space;
     if (model->gpu != NULL) {
         rmlp_status status = cuda_context_create(fn, context, max_tokens, max_tokens + RMLP_MAX_PAD_MULTIPLE - 1);
         if (status != RMLP_OK) {
@@ -136,7 +222,7 @@ RMLP_EXPORT rmlp_status rmlp_context_create(const rmlp_model *model, size_t max_
             return status;
         }
         *out = context;
-        return RMLP_OK;
+        return count_context(model, +1);
     }
     const char *failed_name = NULL;
     size_t failed_bytes = 0;
@@ -148,200 +234,180 @@ RMLP_EXPORT rmlp_status rmlp_context_create(const rmlp_model *model, size_t max_
                          failed_bytes, max_tokens);
     }
     *out = context;
-    return RMLP_OK;
+    return count_context(model, +1);
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_create_with_params(const rmlp_model *model, size_t max_tokens,
+                                                        const rmlp_context_params *params, rmlp_context **out) {
+    return context_create("rmlp_context_create_with_params", model, max_tokens, params, out);
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_create(const rmlp_model *model, size_t max_tokens, rmlp_context **out) {
+    return context_create("rmlp_context_create", model, max_tokens, NULL, out);
 }
 
 RMLP_EXPORT void rmlp_context_free(rmlp_context *context) {
-    if (context == NULL) return;
+    if (context == NULL ||
+        !rmlp_guard_retire("rmlp_context_free", context, RMLP_MAGIC_CONTEXT, "context", "rmlp_context"))
+        return;
+    count_context(context->model, -1);
     if (context->gpu != NULL) cuda_context_free(context);
     cpu_workspace_free(&context->ws);
     free(context);
 }
 
-/* The checks every layer-level call shares: a context, a plan that is valid and fits it. */
-static rmlp_status check_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
-    if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
-    rmlp_status status = rmlp_check_plan(fn, plan);
-    if (status != RMLP_OK) return status;
-    if (plan->n_tokens == 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the plan is empty (n_tokens=0)");
-    if (plan->n_tokens > context->ws.cap_tokens || plan->n_compact_padded > context->ws.cap_compact)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "plan has %u tokens (%u compact rows) but the context was created for %zu tokens",
-                         plan->n_tokens, plan->n_compact_padded, context->ws.cap_tokens);
-    return RMLP_OK;
-}
 
-static rmlp_status check_layer(const char *fn, const rmlp_context *context, uint32_t layer) {
-    if (layer >= context->model->config.num_hidden_layers)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "layer=%u but the model has %u layers", layer,
-                         context->model->config.num_hidden_layers);
-    return RMLP_OK;
-}
 
-static rmlp_status check_buffers(const char *fn, const void *const *buffers, const char *const *names, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (buffers[i] == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s is NULL", names[i]);
-    return RMLP_OK;
-}
 
-/* Token ids below vocab_size and positions below max_position_embeddings, named by batch row
- * (padding rows too: they are embedded like the others). */
-static rmlp_status check_inputs(const char *fn, const rmlp_model_config *cfg, const rmlp_plan *plan) {
-    for (uint32_t j = 0; j < plan->n_compact_padded; j++) {
-        if (plan->compact_input_ids[j] >= cfg->vocab_size)
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "input_ids[%u]=%u >= vocab_size=%u",
-                             plan->fold_gather[j], plan->compact_input_ids[j], cfg->vocab_size);
-        if (plan->compact_position_ids[j] >= cfg->max_position_embeddings)
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "position_ids[%u]=%u >= max_position_embeddings=%u",
-                             plan->fold_gather[j], plan->compact_position_ids[j], cfg->max_position_embeddings);
-    }
-    return RMLP_OK;
-}
 
-RMLP_EXPORT rmlp_status rmlp_embed(rmlp_context *context, const rmlp_plan *plan, void *hidden) {
-    static const char fn[] = "rmlp_embed";
-    rmlp_clear_error();
-    rmlp_status status = check_call(fn, context, plan);
-    if (status == RMLP_OK) status = check_buffers(fn, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
-    if (status == RMLP_OK) status = check_inputs(fn, &context->model->config, plan);
+
+static rmlp_status embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden) {
+    rmlp_status status = rmlp_check_call(fn, context, plan);
+    if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
+    if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
     if (status != RMLP_OK) return status;
     if (context->gpu != NULL) return cuda_embed(fn, context, plan, hidden);
     cpu_embed(&context->model->config, &context->model->weights, plan, hidden);
     return RMLP_OK;
 }
 
+RMLP_EXPORT rmlp_status rmlp_embed(rmlp_context *context, const rmlp_plan *plan, void *hidden) {
+    static const char fn[] = "rmlp_embed";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, embed(fn, context, plan, hidden));
+}
+
+/* Compact calls need the plan's layout (qo_indptr): the per-layer ones only to refuse a plan
+ * that could not run compact attention, so a host sees the problem at its first call. */
+static rmlp_status check_space(const char *fn, const rmlp_plan *plan, bool compact) {
+    return compact ? rmlp_check_compact_plan(fn, plan) : RMLP_OK;
+}
+
+static rmlp_status layer_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                                       const void *hidden, void *q, void *k, void *v, bool compact) {
+    rmlp_status status = rmlp_check_call(fn, context, plan);
+    if (status == RMLP_OK) status = check_space(fn, plan, compact);
+    if (status == RMLP_OK) status = rmlp_check_layer(fn, context, layer);
+    if (status == RMLP_OK)
+        status = rmlp_check_buffers(fn, (const void *[]){hidden, q, k, v}, (const char *[]){"hidden", "q", "k", "v"}, 4);
+    if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_pre_attention(fn, context, layer, plan, hidden, q, k, v, compact);
+    const rmlp_model *m = context->model;
+    if (compact)
+        cpu_pre_attention_compact(&m->config, &m->weights.layers[layer], &context->ws, plan, hidden,
+                                  plan->n_compact_padded, q, k, v);
+    else
+        cpu_pre_attention(&m->config, &m->weights.layers[layer], &context->ws, plan, hidden, q, k, v);
+    return RMLP_OK;
+}
+
 RMLP_EXPORT rmlp_status rmlp_layer_pre_attention(rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
                                                  const void *hidden, void *q, void *k, void *v) {
     static const char fn[] = "rmlp_layer_pre_attention";
-    rmlp_clear_error();
-    rmlp_status status = check_call(fn, context, plan);
-    if (status == RMLP_OK) status = check_layer(fn, context, layer);
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK
+               ? status
+               : rmlp_guard_leave(context, layer_pre_attention(fn, context, layer, plan, hidden, q, k, v, false));
+}
+
+RMLP_EXPORT rmlp_status rmlp_layer_pre_attention_compact(rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                                                         const void *hidden, void *q, void *k, void *v) {
+    static const char fn[] = "rmlp_layer_pre_attention_compact";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK
+               ? status
+               : rmlp_guard_leave(context, layer_pre_attention(fn, context, layer, plan, hidden, q, k, v, true));
+}
+
+static rmlp_status layer_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
+                                        const void *attn, void *hidden, bool compact) {
+    rmlp_status status = rmlp_check_call(fn, context, plan);
+    if (status == RMLP_OK) status = check_space(fn, plan, compact);
+    if (status == RMLP_OK) status = rmlp_check_layer(fn, context, layer);
     if (status == RMLP_OK)
-        status = check_buffers(fn, (const void *[]){hidden, q, k, v}, (const char *[]){"hidden", "q", "k", "v"}, 4);
+        status = rmlp_check_buffers(fn, (const void *[]){attn, hidden}, (const char *[]){"attn", "hidden"}, 2);
     if (status != RMLP_OK) return status;
-    if (context->gpu != NULL) return cuda_pre_attention(fn, context, layer, plan, hidden, q, k, v);
+    if (context->gpu != NULL) return cuda_post_attention(fn, context, layer, plan, attn, hidden, compact);
     const rmlp_model *m = context->model;
-    cpu_pre_attention(&m->config, &m->weights.layers[layer], &context->ws, plan, hidden, q, k, v);
+    if (compact)
+        cpu_post_attention_compact(&m->config, &m->weights.layers[layer], &context->ws, plan, attn, hidden);
+    else
+        cpu_post_attention(&m->config, &m->weights.layers[layer], &context->ws, plan, attn, hidden);
     return RMLP_OK;
 }
 
 RMLP_EXPORT rmlp_status rmlp_layer_post_attention(rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
                                                   const void *attn, void *hidden) {
     static const char fn[] = "rmlp_layer_post_attention";
-    rmlp_clear_error();
-    rmlp_status status = check_call(fn, context, plan);
-    if (status == RMLP_OK) status = check_layer(fn, context, layer);
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK
+               ? status
+               : rmlp_guard_leave(context, layer_post_attention(fn, context, layer, plan, attn, hidden, false));
+}
+
+RMLP_EXPORT rmlp_status rmlp_layer_post_attention_compact(rmlp_context *context, uint32_t layer,
+                                                          const rmlp_plan *plan, const void *attn, void *hidden) {
+    static const char fn[] = "rmlp_layer_post_attention_compact";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK
+               ? status
+               : rmlp_guard_leave(context, layer_post_attention(fn, context, layer, plan, attn, hidden, true));
+}
+
+static rmlp_status final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
+                              void *out, bool compact) {
+    rmlp_status status = rmlp_check_call(fn, context, plan);
     if (status == RMLP_OK)
-        status = check_buffers(fn, (const void *[]){attn, hidden}, (const char *[]){"attn", "hidden"}, 2);
+        status = rmlp_check_buffers(fn, (const void *[]){hidden, out}, (const char *[]){"hidden", "out"}, 2);
     if (status != RMLP_OK) return status;
-    if (context->gpu != NULL) return cuda_post_attention(fn, context, layer, plan, attn, hidden);
+    if (context->gpu != NULL) return cuda_final_norm(fn, context, plan, hidden, out, compact);
     const rmlp_model *m = context->model;
-    cpu_post_attention(&m->config, &m->weights.layers[layer], &context->ws, plan, attn, hidden);
+    if (compact)
+        cpu_final_norm_compact(&m->config, &m->weights, plan, hidden, out);
+    else
+        cpu_final_norm(&m->config, &m->weights, &context->ws, plan, hidden, out);
     return RMLP_OK;
 }
 
 RMLP_EXPORT rmlp_status rmlp_final_norm(rmlp_context *context, const rmlp_plan *plan, const void *hidden, void *out) {
     static const char fn[] = "rmlp_final_norm";
-    rmlp_clear_error();
-    rmlp_status status = check_call(fn, context, plan);
-    if (status == RMLP_OK)
-        status = check_buffers(fn, (const void *[]){hidden, out}, (const char *[]){"hidden", "out"}, 2);
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, final_norm(fn, context, plan, hidden, out, false));
+}
+
+RMLP_EXPORT rmlp_status rmlp_final_norm_compact(rmlp_context *context, const rmlp_plan *plan, const void *hidden,
+                                                void *out) {
+    static const char fn[] = "rmlp_final_norm_compact";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, final_norm(fn, context, plan, hidden, out, true));
+}
+
+static rmlp_status attend(const char *fn, rmlp_context *context, const rmlp_attention_args *args, bool compact) {
+    rmlp_status status = rmlp_check_attention_args(fn, context, args, compact);
     if (status != RMLP_OK) return status;
-    if (context->gpu != NULL) return cuda_final_norm(fn, context, plan, hidden, out);
-    cpu_final_norm(&context->model->config, &context->model->weights, &context->ws, plan, hidden, out);
+    if (context->gpu != NULL) return cuda_attention(fn, context, args, compact);
+    if (!compact) {
+        cpu_attention(args->q, args->k, args->v, args->cu_seqlens, args->n_seqs, args->n_heads, args->n_kv_heads,
+                      args->head_dim, args->scale, context->ws.scores, args->out);
+        return RMLP_OK;
+    }
+    size_t qd = (size_t)args->n_heads * args->head_dim, kvd = (size_t)args->n_kv_heads * args->head_dim;
+    cpu_attention_rows rows = {args->q, args->k, args->v, args->out, qd, kvd, kvd, qd};
+    cpu_compact_attention(&rows, args->qo_indptr, args->kv_indptr, args->kv_indices, args->n_seqs, args->n_heads,
+                          args->n_kv_heads, args->head_dim, args->scale, context->ws.scores);
     return RMLP_OK;
-}
-
-/* Attention is full here: a sequence longer than the model's sliding window would differ. */
-static rmlp_status check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens,
-                                size_t n_seqs) {
-    for (size_t s = 0; cfg->sliding_window != 0 && s < n_seqs; s++)
-        if (cu_seqlens[s + 1] - cu_seqlens[s] > cfg->sliding_window)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn,
-                             "sequence %zu has %u tokens, more than the model's sliding_window=%u "
-                             "(sliding-window attention is not implemented)",
-                             s, cu_seqlens[s + 1] - cu_seqlens[s], cfg->sliding_window);
-    return RMLP_OK;
-}
-
-static rmlp_status check_attention_args(const char *fn, const rmlp_context *context, const rmlp_attention_args *a) {
-    if (a == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args is NULL");
-    if (context->gpu != NULL && a->dtype != context->model->dtype)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "args->dtype=%d but the CUDA model's dtype is %d", a->dtype,
-                         context->model->dtype);
-    if (context->gpu == NULL && a->dtype != RMLP_DTYPE_F32)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "args->dtype=%d: the CPU attention is F32", a->dtype);
-    if (a->n_heads == 0 || a->n_kv_heads == 0 || a->head_dim == 0 || a->n_heads % a->n_kv_heads != 0)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "n_heads=%u, n_kv_heads=%u, head_dim=%u are inconsistent",
-                         a->n_heads, a->n_kv_heads, a->head_dim);
-    if (a->n_tokens > context->ws.cap_tokens)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "n_tokens=%u but the context was created for %zu",
-                         a->n_tokens, context->ws.cap_tokens);
-    if (a->n_tokens > 0 && (a->q == NULL || a->k == NULL || a->v == NULL || a->out == NULL))
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->q, k, v or out is NULL");
-    rmlp_status status = rmlp_check_cu_seqlens(fn, a->cu_seqlens, a->n_seqs, a->n_tokens);
-    return status == RMLP_OK ? check_window(fn, &context->model->config, a->cu_seqlens, a->n_seqs) : status;
 }
 
 RMLP_EXPORT rmlp_status rmlp_attention(rmlp_context *context, const rmlp_attention_args *args) {
     static const char fn[] = "rmlp_attention";
-    rmlp_clear_error();
-    if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
-    rmlp_status status = check_attention_args(fn, context, args);
-    if (status != RMLP_OK) return status;
-    if (context->gpu != NULL) return cuda_attention(fn, context, args);
-    cpu_attention(args->q, args->k, args->v, args->cu_seqlens, args->n_seqs, args->n_heads, args->n_kv_heads,
-                  args->head_dim, args->scale, context->ws.scores, args->out);
-    return RMLP_OK;
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, attend(fn, context, args, false));
 }
 
-RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
-                                     void *user_data, void *out) {
-    static const char fn[] = "rmlp_forward";
-    rmlp_clear_error();
-    rmlp_status status = check_call(fn, context, plan);
-    if (status == RMLP_OK) status = check_buffers(fn, (const void *[]){out}, (const char *[]){"out"}, 1);
-    if (status == RMLP_OK) status = check_inputs(fn, &context->model->config, plan);
-    if (status == RMLP_OK) status = check_window(fn, &context->model->config, plan->cu_seqlens, plan->n_seqs);
-    if (status != RMLP_OK) return status;
-    if (context->gpu != NULL) return cuda_forward(fn, context, plan, attention, user_data, out);
-
-    const uint32_t *cu_seqlens = plan->cu_seqlens;
-    const rmlp_model_config *cfg = &context->model->config;
-    cpu_workspace *ws = &context->ws;
-    cpu_embed(cfg, &context->model->weights, plan, ws->hidden);
-    rmlp_attention_args args = {
-        .n_tokens = plan->n_tokens,
-        .n_seqs = plan->n_seqs,
-        .n_heads = cfg->num_attention_heads,
-        .n_kv_heads = cfg->num_key_value_heads,
-        .head_dim = cfg->head_dim,
-        .scale = 1.0f / sqrtf((float)cfg->head_dim),
-        .dtype = RMLP_DTYPE_F32,
-        .cu_seqlens = cu_seqlens,
-        .q = ws->q,
-        .k = ws->k,
-        .v = ws->v,
-        .out = ws->attn,
-        .cu_seqlens_device = cu_seqlens, /* the CPU's memory is the host's */
-    };
-    for (uint32_t s = 0; s < plan->n_seqs; s++)
-        if (cu_seqlens[s + 1] - cu_seqlens[s] > args.max_seqlen) args.max_seqlen = cu_seqlens[s + 1] - cu_seqlens[s];
-    for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
-        const layer_weights *lw = &context->model->weights.layers[layer];
-        cpu_pre_attention(cfg, lw, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
-        args.layer = layer;
-        if (attention != NULL) {
-            status = rmlp_call_attention(fn, attention, user_data, &args);
-            if (status != RMLP_OK) return status;
-        } else {
-            cpu_attention(ws->q, ws->k, ws->v, cu_seqlens, plan->n_seqs, args.n_heads, args.n_kv_heads,
-                          args.head_dim, args.scale, ws->scores, ws->attn);
-        }
-        cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
-    }
-    cpu_final_norm(cfg, &context->model->weights, ws, plan, ws->hidden, out);
-    return RMLP_OK;
+RMLP_EXPORT rmlp_status rmlp_attention_compact(rmlp_context *context, const rmlp_attention_args *args) {
+    static const char fn[] = "rmlp_attention_compact";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, attend(fn, context, args, true));
 }
 
 RMLP_EXPORT rmlp_status rmlp_pool(const float *hidden, size_t n_tokens, uint32_t hidden_size,
@@ -356,16 +422,29 @@ RMLP_EXPORT rmlp_status rmlp_pool(const float *hidden, size_t n_tokens, uint32_t
     rmlp_status status = rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
     if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, cu_seqlens, n_seqs);
     if (status != RMLP_OK) return status;
-    cpu_pool(hidden, hidden_size, cu_seqlens, n_seqs, pooling, normalize, out);
+    cpu_pool(hidden, hidden_size, NULL, cu_seqlens, n_seqs, pooling, normalize, out);
     return RMLP_OK;
 }
 
-RMLP_EXPORT rmlp_status rmlp_score_pair(rmlp_context *context, const void *hidden, size_t n_tokens,
-                                        const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b,
-                                        float *logits, float *prob_a) {
-    static const char fn[] = "rmlp_score_pair";
-    rmlp_clear_error();
-    if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
+/* The read-outs take batch rows (hidden (n_tokens, hidden_size) with the caller's cu_seqlens) or,
+ * `compact`, compact rows read through the plan's scatter (hidden (n_compact_padded, hidden_size),
+ * the plan's own cu_seqlens, which replace *cu_seqlens and *n_seqs; on CUDA the plan set on the
+ * context). Every sequence must be non-empty. */
+static rmlp_status check_readout(const char *fn, rmlp_context *context, bool compact, const rmlp_plan *plan,
+                                 size_t n_tokens, const uint32_t **cu_seqlens, size_t *n_seqs) {
+    rmlp_status status;
+    if (compact) {
+        status = rmlp_check_call(fn, context, plan);
+        if (status == RMLP_OK) *cu_seqlens = plan->cu_seqlens, *n_seqs = plan->n_seqs;
+    } else {
+        status = rmlp_check_cu_seqlens(fn, *cu_seqlens, *n_seqs, n_tokens);
+    }
+    return status == RMLP_OK ? rmlp_check_nonempty_seqs(fn, *cu_seqlens, *n_seqs) : status;
+}
+
+static rmlp_status score_pair(const char *fn, rmlp_context *context, const void *hidden, bool compact,
+                              const rmlp_plan *plan, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs,
+                              uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
     const rmlp_model *m = context->model;
     if (!m->config.has_lm_head)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the model has no LM head (no lm_head.weight, embeddings not tied)");
@@ -374,13 +453,48 @@ RMLP_EXPORT rmlp_status rmlp_score_pair(rmlp_context *context, const void *hidde
                          m->config.vocab_size);
     if (hidden == NULL || logits == NULL || prob_a == NULL)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "hidden, logits or prob_a is NULL");
-    rmlp_status status = rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
-    if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, cu_seqlens, n_seqs);
+    rmlp_status status = check_readout(fn, context, compact, plan, n_tokens, &cu_seqlens, &n_seqs);
     if (status != RMLP_OK) return status;
     if (context->gpu != NULL)
-        return cuda_score_pair(fn, context, hidden, cu_seqlens, n_seqs, token_a, token_b, logits, prob_a);
-    cpu_score_pair(hidden, m->config.hidden_size, cu_seqlens, n_seqs, m->weights.lm_head, token_a, token_b, logits,
-                   prob_a);
+        return cuda_score_pair(fn, context, hidden, compact ? plan : NULL, cu_seqlens, n_seqs, token_a, token_b,
+                               logits, prob_a);
+    cpu_score_pair(hidden, m->config.hidden_size, compact ? plan->scatter : NULL, cu_seqlens, n_seqs,
+                   m->weights.lm_head, token_a, token_b, logits, prob_a);
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_score_pair(rmlp_context *context, const void *hidden, size_t n_tokens,
+                                        const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b,
+                                        float *logits, float *prob_a) {
+    static const char fn[] = "rmlp_score_pair";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status
+                             : rmlp_guard_leave(context, score_pair(fn, context, hidden, false, NULL, n_tokens,
+                                                                    cu_seqlens, n_seqs, token_a, token_b, logits,
+                                                                    prob_a));
+}
+
+RMLP_EXPORT rmlp_status rmlp_score_pair_compact(rmlp_context *context, const rmlp_plan *plan, const void *hidden,
+                                                uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
+    static const char fn[] = "rmlp_score_pair_compact";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status
+                             : rmlp_guard_leave(context, score_pair(fn, context, hidden, true, plan, 0, NULL, 0,
+                                                                    token_a, token_b, logits, prob_a));
+}
+
+static rmlp_status pool(const char *fn, rmlp_context *context, const void *hidden, bool compact, const rmlp_plan *plan,
+                        size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling,
+                        bool normalize, float *out) {
+    if (pooling != RMLP_POOLING_LAST && pooling != RMLP_POOLING_MEAN && pooling != RMLP_POOLING_FIRST)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "pooling=%d is not RMLP_POOLING_LAST, MEAN or FIRST", pooling);
+    if (hidden == NULL || out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "hidden or out is NULL");
+    rmlp_status status = check_readout(fn, context, compact, plan, n_tokens, &cu_seqlens, &n_seqs);
+    if (status != RMLP_OK) return status;
+    if (context->gpu != NULL)
+        return cuda_pool(fn, context, hidden, compact ? plan : NULL, cu_seqlens, n_seqs, pooling, normalize, out);
+    cpu_pool(hidden, context->model->config.hidden_size, compact ? plan->scatter : NULL, cu_seqlens, n_seqs, pooling,
+             normalize, out);
     return RMLP_OK;
 }
 
@@ -388,30 +502,39 @@ RMLP_EXPORT rmlp_status rmlp_context_pool(rmlp_context *context, const void *hid
                                           const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling,
                                           bool normalize, float *out) {
     static const char fn[] = "rmlp_context_pool";
-    rmlp_clear_error();
-    if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
-    if (pooling != RMLP_POOLING_LAST && pooling != RMLP_POOLING_MEAN && pooling != RMLP_POOLING_FIRST)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "pooling=%d is not RMLP_POOLING_LAST, MEAN or FIRST", pooling);
-    if (hidden == NULL || out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "hidden or out is NULL");
-    rmlp_status status = rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
-    if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, cu_seqlens, n_seqs);
-    if (status != RMLP_OK) return status;
-    if (context->gpu != NULL) return cuda_pool(fn, context, hidden, cu_seqlens, n_seqs, pooling, normalize, out);
-    cpu_pool(hidden, context->model->config.hidden_size, cu_seqlens, n_seqs, pooling, normalize, out);
-    return RMLP_OK;
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status
+                             : rmlp_guard_leave(context, pool(fn, context, hidden, false, NULL, n_tokens, cu_seqlens,
+                                                              n_seqs, pooling, normalize, out));
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_pool_compact(rmlp_context *context, const rmlp_plan *plan, const void *hidden,
+                                                  rmlp_pooling pooling, bool normalize, float *out) {
+    static const char fn[] = "rmlp_context_pool_compact";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status
+                             : rmlp_guard_leave(context, pool(fn, context, hidden, true, plan, 0, NULL, 0, pooling,
+                                                              normalize, out));
+}
+
+static rmlp_status set_stream(const char *fn, rmlp_context *context, void *stream) {
+    return context->gpu != NULL ? cuda_set_stream(fn, context, stream) : RMLP_OK; /* the CPU has no stream */
 }
 
 RMLP_EXPORT rmlp_status rmlp_context_set_stream(rmlp_context *context, void *stream) {
     static const char fn[] = "rmlp_context_set_stream";
-    rmlp_clear_error();
-    if (context == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "context is NULL");
-    return context->gpu != NULL ? cuda_set_stream(fn, context, stream) : RMLP_OK; /* the CPU has no stream */
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, set_stream(fn, context, stream));
+}
+
+static rmlp_status set_plan(const char *fn, rmlp_context *context, const rmlp_plan *plan) {
+    rmlp_status status = rmlp_check_call(fn, context, plan);
+    if (status != RMLP_OK) return status;
+    return context->gpu != NULL ? cuda_set_plan(fn, context, plan) : RMLP_OK; /* the CPU reads the host plan */
 }
 
 RMLP_EXPORT rmlp_status rmlp_context_set_plan(rmlp_context *context, const rmlp_plan *plan) {
     static const char fn[] = "rmlp_context_set_plan";
-    rmlp_clear_error();
-    rmlp_status status = check_call(fn, context, plan);
-    if (status != RMLP_OK) return status;
-    return context->gpu != NULL ? cuda_set_plan(fn, context, plan) : RMLP_OK; /* the CPU reads the host plan */
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, set_plan(fn, context, plan));
 }

@@ -8,6 +8,7 @@
 
 #include "model_cuda.h"
 
+#include "../../model/audit.h"
 #include "../../model/checkpoint.h"
 #include "../../model/config.h"
 #include "export.h"
@@ -40,13 +41,19 @@ rmlp_status cuda_model_load(const char *fn, const char *path, const rmlp_model_p
     rmlp_status status = check_device(fn, params);
     if (status != RMLP_OK) return status;
     checkpoint *ckpt = NULL;
+    char *report = NULL;
     status = checkpoint_open(path, &ckpt);
     if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), &model->config);
+    if (status == RMLP_OK) status = audit_checkpoint(ckpt, &model->config, !params->skip_finite_check, &report);
     if (status == RMLP_OK)
         status = gpu_model_load(fn, ckpt, &model->config, params->device_index, params->dtype, &model->gpu);
     checkpoint_close(ckpt);
-    if (status == RMLP_OK) model->device = RMLP_DEVICE_CUDA, model->dtype = params->dtype;
-    return status;
+    if (status != RMLP_OK) {
+        free(report);
+        return status;
+    }
+    model->device = RMLP_DEVICE_CUDA, model->dtype = params->dtype, model->load_report = report;
+    return RMLP_OK;
 }
 
 rmlp_status cuda_model_bind(const char *fn, const rmlp_model_config *config, const rmlp_weight_binding *tensors,
@@ -95,62 +102,90 @@ rmlp_status cuda_embed(const char *fn, rmlp_context *context, const rmlp_plan *p
 }
 
 rmlp_status cuda_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
-                               const void *hidden, void *q, void *k, void *v) {
+                               const void *hidden, void *q, void *k, void *v, bool compact) {
     rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, false);
     if (status == RMLP_OK)
         status = check_device_buffers(fn, context, (const void *[]){hidden, q, k, v},
                                       (const char *[]){"hidden", "q", "k", "v"}, 4);
-    return status == RMLP_OK ? gpu_pre_attention(fn, context->gpu, layer, hidden, q, k, v) : status;
+    if (status != RMLP_OK) return status;
+    return compact ? gpu_pre_attention_compact(fn, context->gpu, layer, hidden, q, k, v)
+                   : gpu_pre_attention(fn, context->gpu, layer, hidden, q, k, v);
 }
 
 rmlp_status cuda_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
-                                const void *attn, void *hidden) {
+                                const void *attn, void *hidden, bool compact) {
     rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, false);
     if (status == RMLP_OK)
         status = check_device_buffers(fn, context, (const void *[]){attn, hidden}, (const char *[]){"attn", "hidden"},
                                       2);
-    return status == RMLP_OK ? gpu_post_attention(fn, context->gpu, layer, attn, hidden) : status;
+    if (status != RMLP_OK) return status;
+    return compact ? gpu_post_attention_compact(fn, context->gpu, layer, attn, hidden)
+                   : gpu_post_attention(fn, context->gpu, layer, attn, hidden);
 }
 
 rmlp_status cuda_final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
-                            void *out) {
+                            void *out, bool compact) {
     rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, false);
     if (status == RMLP_OK)
         status = check_device_buffers(fn, context, (const void *[]){hidden, out}, (const char *[]){"hidden", "out"}, 2);
-    return status == RMLP_OK ? gpu_final_norm(fn, context->gpu, hidden, out) : status;
+    if (status != RMLP_OK) return status;
+    return compact ? gpu_final_norm_compact(fn, context->gpu, hidden, out) : gpu_final_norm(fn, context->gpu, hidden, out);
 }
 
-rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args) {
+rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args, bool compact) {
     if (args->n_tokens == 0) return RMLP_OK;
     rmlp_status status = check_device_buffers(fn, context, (const void *[]){args->q, args->k, args->v, args->out},
                                               (const char *[]){"args->q", "args->k", "args->v", "args->out"}, 4);
-    if (status == RMLP_OK && args->cu_seqlens_device != NULL)
-        status = check_device_buffers(fn, context, (const void *[]){args->cu_seqlens_device},
-                                      (const char *[]){"args->cu_seqlens_device"}, 1);
-    return status == RMLP_OK ? gpu_attention_run(fn, context->gpu, args) : status;
+    if (status != RMLP_OK) return status;
+    if (!compact) {
+        if (args->cu_seqlens_device != NULL)
+            status = check_device_buffers(fn, context, (const void *[]){args->cu_seqlens_device},
+                                          (const char *[]){"args->cu_seqlens_device"}, 1);
+        return status == RMLP_OK ? gpu_attention_run(fn, context->gpu, args) : status;
+    }
+    if (args->qo_indptr_device != NULL && args->kv_indptr_device != NULL && args->kv_indices_device != NULL)
+        status = check_device_buffers(fn, context,
+                                      (const void *[]){args->qo_indptr_device, args->kv_indptr_device,
+                                                       args->kv_indices_device},
+                                      (const char *[]){"args->qo_indptr_device", "args->kv_indptr_device",
+                                                       "args->kv_indices_device"},
+                                      3);
+    return status == RMLP_OK ? gpu_attention_compact_run(fn, context->gpu, args) : status;
 }
 
-rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
-                         void *user_data, void *out) {
+rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
+                         rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
     rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, true);
     if (status == RMLP_OK)
         status = check_device_buffers(fn, context, (const void *[]){out}, (const char *[]){"out"}, 1);
-    return status == RMLP_OK ? gpu_forward(fn, context->gpu, attention, user_data, out) : status;
+    return status == RMLP_OK ? gpu_forward(fn, context->gpu, space, attention, user_data, out, compact_out) : status;
 }
 
-rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
-                      size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out) {
-    rmlp_status status = check_device_buffers(fn, context, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
-    return status == RMLP_OK ? gpu_pool(fn, context->gpu, hidden, cu_seqlens, n_seqs, pooling, normalize, out)
+/* Compact read-outs read through the set plan's device scatter: compact_plan must be that plan. */
+static rmlp_status check_readout(const char *fn, rmlp_context *context, const void *hidden,
+                                 const rmlp_plan *compact_plan) {
+    rmlp_status status =
+        compact_plan != NULL ? gpu_context_check_plan(fn, context->gpu, compact_plan, false) : RMLP_OK;
+    return status == RMLP_OK
+               ? check_device_buffers(fn, context, (const void *[]){hidden}, (const char *[]){"hidden"}, 1)
+               : status;
+}
+
+rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,
+                      const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out) {
+    rmlp_status status = check_readout(fn, context, hidden, compact_plan);
+    return status == RMLP_OK ? gpu_pool(fn, context->gpu, hidden, compact_plan != NULL, cu_seqlens, n_seqs, pooling,
+                                        normalize, out)
                              : status;
 }
 
-rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
-                            size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
-    rmlp_status status = check_device_buffers(fn, context, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
-    return status == RMLP_OK
-               ? gpu_score_pair(fn, context->gpu, hidden, cu_seqlens, n_seqs, token_a, token_b, logits, prob_a)
-               : status;
+rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,
+                            const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b,
+                            float *logits, float *prob_a) {
+    rmlp_status status = check_readout(fn, context, hidden, compact_plan);
+    return status == RMLP_OK ? gpu_score_pair(fn, context->gpu, hidden, compact_plan != NULL, cu_seqlens, n_seqs,
+                                              token_a, token_b, logits, prob_a)
+                             : status;
 }
 
 #else /* built without CUDA: no CUDA model can exist, so only load and bind are reachable */
@@ -197,44 +232,46 @@ rmlp_status cuda_embed(const char *fn, rmlp_context *context, const rmlp_plan *p
 }
 
 rmlp_status cuda_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
-                               const void *hidden, void *q, void *k, void *v) {
-    (void)context, (void)layer, (void)plan, (void)hidden, (void)q, (void)k, (void)v;
+                               const void *hidden, void *q, void *k, void *v, bool compact) {
+    (void)context, (void)layer, (void)plan, (void)hidden, (void)q, (void)k, (void)v, (void)compact;
     return no_cuda(fn);
 }
 
 rmlp_status cuda_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
-                                const void *attn, void *hidden) {
-    (void)context, (void)layer, (void)plan, (void)attn, (void)hidden;
+                                const void *attn, void *hidden, bool compact) {
+    (void)context, (void)layer, (void)plan, (void)attn, (void)hidden, (void)compact;
     return no_cuda(fn);
 }
 
 rmlp_status cuda_final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
-                            void *out) {
-    (void)context, (void)plan, (void)hidden, (void)out;
+                            void *out, bool compact) {
+    (void)context, (void)plan, (void)hidden, (void)out, (void)compact;
     return no_cuda(fn);
 }
 
-rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args) {
-    (void)context, (void)args;
+rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args, bool compact) {
+    (void)context, (void)args, (void)compact;
     return no_cuda(fn);
 }
 
-rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
-                         void *user_data, void *out) {
-    (void)context, (void)plan, (void)attention, (void)user_data, (void)out;
+rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
+                         rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+    (void)context, (void)plan, (void)space, (void)attention, (void)user_data, (void)out, (void)compact_out;
     return no_cuda(fn);
 }
 
-rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
-                      size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out) {
-    (void)context, (void)hidden, (void)cu_seqlens, (void)n_seqs, (void)pooling, (void)normalize, (void)out;
+rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,
+                      const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out) {
+    (void)context, (void)hidden, (void)compact_plan, (void)cu_seqlens, (void)n_seqs, (void)pooling, (void)normalize,
+        (void)out;
     return no_cuda(fn);
 }
 
-rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
-                            size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
-    (void)context, (void)hidden, (void)cu_seqlens, (void)n_seqs, (void)token_a, (void)token_b, (void)logits,
-        (void)prob_a;
+rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,
+                            const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b,
+                            float *logits, float *prob_a) {
+    (void)context, (void)hidden, (void)compact_plan, (void)cu_seqlens, (void)n_seqs, (void)token_a, (void)token_b,
+        (void)logits, (void)prob_a;
     return no_cuda(fn);
 }
 

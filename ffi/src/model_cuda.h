@@ -23,18 +23,23 @@ rmlp_status cuda_set_stream(const char *fn, rmlp_context *context, void *stream)
 rmlp_status cuda_set_plan(const char *fn, rmlp_context *context, const rmlp_plan *plan);
 
 rmlp_status cuda_embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden);
+/* compact: the *_compact entry points (no scatter or gather; q, k, v, attn, out in compact rows). */
 rmlp_status cuda_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
-                               const void *hidden, void *q, void *k, void *v);
+                               const void *hidden, void *q, void *k, void *v, bool compact);
 rmlp_status cuda_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
-                                const void *attn, void *hidden);
+                                const void *attn, void *hidden, bool compact);
 rmlp_status cuda_final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
-                            void *out);
-rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args);
-rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
-                         void *user_data, void *out);
-rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
-                      size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out);
-rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const uint32_t *cu_seqlens,
-                            size_t n_seqs, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
+                            void *out, bool compact);
+rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_attention_args *args, bool compact);
+/* space: RMLP_ATTENTION_FULL or COMPACT (resolved); out: batch rows, or compact rows with compact_out. */
+rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
+                         rmlp_attention_fn attention, void *user_data, void *out, bool compact_out);
+/* compact_plan NULL: hidden holds batch rows; else compact rows, read through that plan's scatter
+ * (the plan set on the context). */
+rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,
+                      const uint32_t *cu_seqlens, size_t n_seqs, rmlp_pooling pooling, bool normalize, float *out);
+rmlp_status cuda_score_pair(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,
+                            const uint32_t *cu_seqlens, size_t n_seqs, uint32_t token_a, uint32_t token_b,
+                            float *logits, float *prob_a);
 
 #endif

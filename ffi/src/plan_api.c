@@ -1,7 +1,8 @@
 /*
  * plan_api.c: the exported planner entry points. Every argument is checked here, with a
  * message that names the argument and index, before the trie/ code (which trusts its input)
- * runs.
+ * runs. Each call on a planner holds its guard (ffi/src/guard.h): a freed planner or another
+ * kind of handle is refused, and so is a planner another thread is using (RMLP_ERR_BUSY).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -14,7 +15,18 @@
 
 #include "../../trie/planner.h"
 #include "export.h"
+#include "guard.h"
 #include "validate.h"
+
+/* rmlp_plan_params as 0.1.0 released it: the size callers compiled against that header pass. */
+typedef struct plan_params_0_1 {
+    uint32_t struct_size;
+    bool pad;
+    uint32_t pad_multiple_of;
+    double threshold;
+} plan_params_0_1;
+
+static const size_t older_plan_params_sizes[] = {sizeof(plan_params_0_1)};
 
 static double now_us(void) {
     struct timespec ts;
@@ -29,6 +41,7 @@ RMLP_EXPORT rmlp_plan_params rmlp_plan_default_params(void) {
     params.pad = false;
     params.pad_multiple_of = RMLP_DEFAULT_PAD_MULTIPLE;
     params.threshold = RMLP_DEFAULT_THRESHOLD;
+    params.gate = RMLP_GATE_DISTINCT;
     return params;
 }
 
@@ -65,6 +78,16 @@ RMLP_EXPORT rmlp_status rmlp_plan_params_from_env(rmlp_plan_params *out) {
         out->pad = true;
         out->pad_multiple_of = (uint32_t)value;
     }
+    const char *gate = getenv("RADIX_MLP_GATE");
+    if (gate != NULL && *gate != '\0') {
+        if (strcmp(gate, "distinct") == 0)
+            out->gate = RMLP_GATE_DISTINCT;
+        else if (strcmp(gate, "tei") == 0)
+            out->gate = RMLP_GATE_TEI;
+        else
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                             "RADIX_MLP_GATE='%s' is neither 'distinct' (this library's rule) nor 'tei' (TEI's)", gate);
+    }
     return RMLP_OK;
 }
 
@@ -75,10 +98,20 @@ RMLP_EXPORT rmlp_status rmlp_planner_create(rmlp_planner **out) {
     *out = trie_planner_new();
     if (*out == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the planner (%zu bytes) failed", trie_planner_size());
+    rmlp_guard_init((rmlp_guard *)*out, RMLP_MAGIC_PLANNER); /* the planner's first member */
     return RMLP_OK;
 }
 
-RMLP_EXPORT void rmlp_planner_free(rmlp_planner *planner) { trie_planner_delete(planner); }
+RMLP_EXPORT void rmlp_planner_free(rmlp_planner *planner) {
+    if (planner != NULL &&
+        rmlp_guard_retire("rmlp_planner_free", planner, RMLP_MAGIC_PLANNER, "planner", "rmlp_planner"))
+        trie_planner_delete(planner);
+}
+
+/* The guard of every other planner call: NULL, freed, another kind, or busy are refused. */
+static rmlp_status enter(const char *fn, rmlp_planner *planner) {
+    return rmlp_guard_enter(fn, planner, RMLP_MAGIC_PLANNER, "planner", "rmlp_planner");
+}
 
 /* Rows a padded compact space can need; the 32-bit indices must reach all of them. */
 static rmlp_status check_sizes(const char *fn, size_t n_tokens, size_t n_seqs, uint32_t pad_multiple) {
@@ -93,11 +126,8 @@ static rmlp_status check_sizes(const char *fn, size_t n_tokens, size_t n_seqs, u
     return RMLP_OK;
 }
 
-RMLP_EXPORT rmlp_status rmlp_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs,
-                                             uint32_t max_pad_multiple) {
-    static const char fn[] = "rmlp_planner_reserve";
-    rmlp_clear_error();
-    if (planner == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "planner is NULL");
+static rmlp_status reserve(const char *fn, rmlp_planner *planner, size_t n_tokens, size_t n_seqs,
+                           uint32_t max_pad_multiple) {
     if (max_pad_multiple > RMLP_MAX_PAD_MULTIPLE)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_pad_multiple=%u exceeds RMLP_MAX_PAD_MULTIPLE=%u",
                          max_pad_multiple, (unsigned)RMLP_MAX_PAD_MULTIPLE);
@@ -110,23 +140,37 @@ RMLP_EXPORT rmlp_status rmlp_planner_reserve(rmlp_planner *planner, size_t n_tok
     return RMLP_OK;
 }
 
-static rmlp_status check_params(const char *fn, const rmlp_plan_params *params, trie_options *options) {
-    if (params->struct_size != sizeof(rmlp_plan_params))
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "params->struct_size=%u but this library expects %zu (use rmlp_plan_default_params())",
-                         params->struct_size, sizeof(rmlp_plan_params));
-    if (isnan(params->threshold))
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->threshold is NaN");
-    if (params->threshold < 0.0)
+RMLP_EXPORT rmlp_status rmlp_planner_reserve(rmlp_planner *planner, size_t n_tokens, size_t n_seqs,
+                                             uint32_t max_pad_multiple) {
+    static const char fn[] = "rmlp_planner_reserve";
+    rmlp_clear_error();
+    rmlp_status status = enter(fn, planner);
+    return status != RMLP_OK ? status
+                             : rmlp_guard_leave(planner, reserve(fn, planner, n_tokens, n_seqs, max_pad_multiple));
+}
+
+/* The caller's params (any version: validate.h) checked into the trie's options. */
+static rmlp_status check_params(const char *fn, const rmlp_plan_params *caller, trie_options *options) {
+    rmlp_plan_params params = rmlp_plan_default_params();
+    rmlp_status status = rmlp_read_params(fn, "rmlp_plan_params", caller, &params, sizeof params,
+                                          older_plan_params_sizes,
+                                          sizeof older_plan_params_sizes / sizeof older_plan_params_sizes[0]);
+    if (status != RMLP_OK) return status;
+    if (isnan(params.threshold)) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->threshold is NaN");
+    if (params.threshold < 0.0)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->threshold=%g is negative (0 turns radix off)",
-                         params->threshold);
-    if (params->pad && params->pad_multiple_of == 0)
+                         params.threshold);
+    if (params.pad && params.pad_multiple_of == 0)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->pad is set but params->pad_multiple_of is 0");
-    if (params->pad && params->pad_multiple_of > RMLP_MAX_PAD_MULTIPLE)
+    if (params.pad && params.pad_multiple_of > RMLP_MAX_PAD_MULTIPLE)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->pad_multiple_of=%u exceeds RMLP_MAX_PAD_MULTIPLE=%u",
-                         params->pad_multiple_of, (unsigned)RMLP_MAX_PAD_MULTIPLE);
-    options->pad_multiple = params->pad ? params->pad_multiple_of : 0;
-    options->threshold = params->threshold;
+                         params.pad_multiple_of, (unsigned)RMLP_MAX_PAD_MULTIPLE);
+    if (params.gate != RMLP_GATE_DISTINCT && params.gate != RMLP_GATE_TEI)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "params->gate=%d is neither RMLP_GATE_DISTINCT nor RMLP_GATE_TEI", params.gate);
+    options->pad_multiple = params.pad ? params.pad_multiple_of : 0;
+    options->threshold = params.threshold;
+    options->gate = params.gate;
     return RMLP_OK;
 }
 
@@ -139,16 +183,9 @@ static rmlp_status check_batch(const char *fn, const uint32_t *input_ids, const 
     return rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
 }
 
-RMLP_EXPORT rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *input_ids,
-                                        const uint32_t *position_ids, size_t n_tokens, const uint32_t *cu_seqlens,
-                                        size_t n_seqs, const rmlp_plan_params *params, rmlp_plan *out) {
-    static const char fn[] = "rmlp_plan_build";
-    double start = now_us();
-    rmlp_clear_error();
-    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
-    memset(out, 0, sizeof *out);
-    if (planner == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "planner is NULL");
-
+static rmlp_status build(const char *fn, rmlp_planner *planner, const uint32_t *input_ids,
+                         const uint32_t *position_ids, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs,
+                         const rmlp_plan_params *params, rmlp_plan *out) {
     rmlp_plan_params defaults = rmlp_plan_default_params();
     trie_options options;
     rmlp_status status = check_params(fn, params != NULL ? params : &defaults, &options);
@@ -162,6 +199,21 @@ RMLP_EXPORT rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *i
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %s (%zu bytes) for %zu tokens in %zu sequences failed",
                          failed.what, failed.bytes, n_tokens, n_seqs);
     }
-    out->build_us = now_us() - start;
     return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *input_ids,
+                                        const uint32_t *position_ids, size_t n_tokens, const uint32_t *cu_seqlens,
+                                        size_t n_seqs, const rmlp_plan_params *params, rmlp_plan *out) {
+    static const char fn[] = "rmlp_plan_build";
+    double start = now_us();
+    rmlp_clear_error();
+    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+    memset(out, 0, sizeof *out);
+    rmlp_status status = enter(fn, planner);
+    if (status != RMLP_OK) return status;
+    status = rmlp_guard_leave(planner, build(fn, planner, input_ids, position_ids, n_tokens, cu_seqlens, n_seqs,
+                                             params, out));
+    if (status == RMLP_OK) out->build_us = now_us() - start;
+    return status;
 }

@@ -3,6 +3,62 @@
  */
 #include "validate.h"
 
+#include <stdio.h>
+#include <string.h>
+
+#include "../../trie/planner.h"
+#include "guard.h"
+
+rmlp_status rmlp_read_params(const char *fn, const char *type, const void *params, void *out, size_t current_size,
+                             const size_t *older_sizes, size_t n_older) {
+    uint32_t size;
+    memcpy(&size, params, sizeof size);
+    if (size > RMLP_MAX_STRUCT_SIZE)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "params->struct_size=%u is not the size of any %s (at most %u; use the defaults function)",
+                         size, type, RMLP_MAX_STRUCT_SIZE);
+    if (size > current_size) { /* a newer header: its extra fields must be unset */
+        const unsigned char *bytes = params;
+        for (size_t i = current_size; i < size; i++)
+            if (bytes[i] != 0)
+                return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                                 "params->struct_size=%u: byte %zu, past the %zu bytes of this library's %s, is %u, "
+                                 "not 0 (a field this older library does not know is set)",
+                                 size, i, current_size, type, bytes[i]);
+        size = (uint32_t)current_size;
+    }
+    int known = size == current_size;
+    for (size_t k = 0; k < n_older; k++) known |= size == older_sizes[k];
+    if (!known) {
+        char sizes[64] = "";
+        for (size_t k = 0, used = 0; k < n_older && used < sizeof sizes; k++)
+            used += (size_t)snprintf(sizes + used, sizeof sizes - used, "%s%zu", k ? ", " : "", older_sizes[k]);
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "params->struct_size=%u is not the size of a %s: %zu in this release, %s in earlier ones "
+                         "(use the defaults function)",
+                         size, type, current_size, sizes);
+    }
+    memcpy(out, params, size); /* fields past an older struct keep their defaults */
+    memcpy(out, &(uint32_t){(uint32_t)current_size}, sizeof(uint32_t));
+    return RMLP_OK;
+}
+
+/* A plan a planner built refers to that planner's arrays: refused once they are gone or changed. */
+static rmlp_status check_plan_origin(const char *fn, const rmlp_plan *plan) {
+    if (plan->planner == NULL) return RMLP_OK; /* the host's own arrays */
+    if (!rmlp_guard_is_live(plan->planner, RMLP_MAGIC_PLANNER))
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "the plan's planner was freed (or plan->planner is not a planner), and its arrays with it; "
+                         "copy a plan (planner set to NULL) to keep it");
+    uint64_t now = trie_planner_generation(plan->planner);
+    if (now != plan->generation)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "the plan is stale: its planner has built or reserved since (plan generation %llu, planner at "
+                         "%llu), so its arrays hold another batch; copy a plan (planner set to NULL) to keep it",
+                         (unsigned long long)plan->generation, (unsigned long long)now);
+    return RMLP_OK;
+}
+
 rmlp_status rmlp_check_cu_seqlens(const char *fn, const uint32_t *cu_seqlens, size_t n_seqs, size_t n_tokens) {
     if (n_seqs == 0)
         return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn,
@@ -40,6 +96,8 @@ static rmlp_status check_indices(const char *fn, const char *name, const uint32_
 
 rmlp_status rmlp_check_plan(const char *fn, const rmlp_plan *plan) {
     if (plan == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan is NULL");
+    rmlp_status origin = check_plan_origin(fn, plan);
+    if (origin != RMLP_OK) return origin;
     if (plan->n_compact > plan->n_compact_padded || plan->n_compact > plan->n_tokens ||
         (plan->n_tokens > 0 && plan->n_compact == 0))
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan counts disagree: n_tokens=%u n_compact=%u padded=%u",

@@ -15,8 +15,21 @@ rmlp_status rmlp_check_cu_seqlens(const char *fn, const uint32_t *cu_seqlens, si
 /* Every sequence of cu_seqlens (already checked) has at least one row. */
 rmlp_status rmlp_check_nonempty_seqs(const char *fn, const uint32_t *cu_seqlens, size_t n_seqs);
 
-/* A plan as a host may hand one back: counts consistent, cu_seqlens valid, arrays present, every
- * index in range. */
+/* A plan as a host may hand one back: from a live planner that has not built since (when
+ * plan->planner is set), counts consistent, cu_seqlens valid, arrays present, every index in
+ * range. */
 rmlp_status rmlp_check_plan(const char *fn, const rmlp_plan *plan);
+
+/* Largest struct_size a params struct may claim (a larger one is garbage, not a newer header). */
+#define RMLP_MAX_STRUCT_SIZE 1024u
+
+/* Reads a caller's versioned params struct (any rmlp_*_params: its first field is uint32_t
+ * struct_size) into `out`, which holds this library's defaults (current_size bytes; `type` names
+ * it in messages). The caller's struct may be this library's size; an earlier release's, one of
+ * older_sizes (n_older, ascending), whose missing fields keep the defaults; or larger, up to
+ * RMLP_MAX_STRUCT_SIZE, with every byte past current_size zero. Anything else is
+ * RMLP_ERR_INVALID_ARGUMENT naming params->struct_size. */
+rmlp_status rmlp_read_params(const char *fn, const char *type, const void *params, void *out, size_t current_size,
+                             const size_t *older_sizes, size_t n_older);
 
 #endif

@@ -8,16 +8,30 @@ major version must match the one these bindings are written for.
   the published radix-mlp package's function (always radix).
 - ``Planner().build(...) -> Plan``: the gated plan with all its maps and counts;
   ``plan_params_from_env()`` reads ``RADIX_MLP_THRESHOLD`` / ``RADIX_MLP_PAD``.
-- ``Model.load(path)``, ``model.context(max_tokens)`` -> ``Context.forward(plan)``,
-  ``pool(...)``, ``score_pair(...)``; ``embed(model, sequences)``.
+- ``Model.load(path)``, ``model.context(max_tokens, attention="full"|"compact"|"auto")`` ->
+  ``Context.forward(plan)``, ``pool(...)``, ``score_pair(...)``; in compact space
+  ``Context.forward_compact(plan)`` (compact rows), ``pool_compact``, ``score_pair_compact``;
+  ``embed(model, sequences)``.
 - Every error status of the library raises ``RadixMLPError`` (a RuntimeError) carrying
   ``rmlp_last_error()``; argument problems found in Python raise ValueError / TypeError.
+
+The import name is the published ``radix-mlp`` package's on purpose (its
+``compute_fold_and_scatter`` works unchanged), so the two must not share an environment: both
+install a ``radix_mlp`` folder and pip lets the later one overwrite the other's files. This
+package is distributed as ``radix-mlp-ctypes`` (``radix_mlp.__distribution__``) and warns at
+import (RuntimeWarning) when the published one is installed too.
 """
+
+import warnings as _warnings
 
 from . import _abi
 from ._abi import (
+    RMLP_ATTENTION_AUTO,
+    RMLP_ATTENTION_COMPACT,
+    RMLP_ATTENTION_FULL,
     RMLP_DEFAULT_PAD_MULTIPLE,
     RMLP_DEFAULT_THRESHOLD,
+    RMLP_ERR_BUSY,
     RMLP_ERR_CUDA,
     RMLP_ERR_FORMAT,
     RMLP_ERR_INTERNAL,
@@ -29,6 +43,8 @@ from ._abi import (
     RMLP_ERR_OUT_OF_MEMORY,
     RMLP_ERR_TOO_LARGE,
     RMLP_ERR_UNSUPPORTED,
+    RMLP_GATE_DISTINCT,
+    RMLP_GATE_TEI,
     RMLP_MAX_PAD_MULTIPLE,
     RMLP_NO_PARENT,
     RMLP_OK,
@@ -41,6 +57,34 @@ from .model import Context, Model, ModelConfig, embed, pool
 from .planner import Plan, Planner, PlanParams, compute_fold_and_scatter, plan_params_from_env
 
 __version__ = "%d.%d.%d" % (_abi.RMLP_VERSION_MAJOR, _abi.RMLP_VERSION_MINOR, _abi.RMLP_VERSION_PATCH)
+__distribution__ = "radix-mlp-ctypes"  # this package; the published one is "radix-mlp"
+
+
+def _published_package():
+    """The metadata of the published radix-mlp distribution when it is installed (it provides the
+    import name radix_mlp too), else None."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8
+        return None
+    for name in ("radix-mlp", "radix_mlp"):
+        try:
+            return metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+_other = _published_package()
+if _other is not None:
+    _warnings.warn(
+        "radix_mlp: the published package radix-mlp %s is installed too, and it has the same import name: "
+        "this is %s (bindings of libradix_mlp, loaded from %s), and pip may have mixed the two packages' files. "
+        "Keep one per environment (pip uninstall radix-mlp, or radix-mlp-ctypes)."
+        % (_other.version, __distribution__, __file__),
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 def version():
@@ -69,6 +113,22 @@ def cuda_device_count():
     return count.value
 
 
+def set_cpu_threads(n_threads):
+    """``rmlp_set_cpu_threads``: how many threads the CPU path uses, OpenBLAS's thread pool (one
+    per process; it starts at OpenBLAS's choice: OPENBLAS_NUM_THREADS, else one per core).
+    RadixMLPError RMLP_ERR_INVALID_ARGUMENT for 0 or more threads than OpenBLAS can run (the
+    count then stays as it was). Process-wide: not while another thread runs a CPU model."""
+    n = int(n_threads)
+    if not 0 <= n <= 0xFFFFFFFF:
+        raise ValueError("set_cpu_threads: n_threads=%d is not in 0..2^32-1" % n)
+    _check(_LIB.rmlp_set_cpu_threads(n))
+
+
+def cpu_threads():
+    """``rmlp_cpu_threads``: the number of threads the CPU path uses now."""
+    return int(_LIB.rmlp_cpu_threads())
+
+
 __all__ = [
     "compute_fold_and_scatter",
     "Planner",
@@ -88,6 +148,8 @@ __all__ = [
     "version_string",
     "build_flags",
     "cuda_device_count",
+    "set_cpu_threads",
+    "cpu_threads",
     "library_path",
     "RMLP_OK",
     "RMLP_ERR_INVALID_ARGUMENT",
@@ -101,6 +163,12 @@ __all__ = [
     "RMLP_ERR_IO",
     "RMLP_ERR_FORMAT",
     "RMLP_ERR_MODEL",
+    "RMLP_ERR_BUSY",
+    "RMLP_GATE_DISTINCT",
+    "RMLP_GATE_TEI",
+    "RMLP_ATTENTION_FULL",
+    "RMLP_ATTENTION_COMPACT",
+    "RMLP_ATTENTION_AUTO",
     "RMLP_NO_PARENT",
     "RMLP_DEFAULT_THRESHOLD",
     "RMLP_DEFAULT_PAD_MULTIPLE",

@@ -12,7 +12,7 @@ from ctypes import POINTER, c_bool, c_char_p, c_double, c_float, c_int32, c_size
 
 # Version the bindings are written for. The major version must match the library's.
 RMLP_VERSION_MAJOR = 0
-RMLP_VERSION_MINOR = 1
+RMLP_VERSION_MINOR = 2
 RMLP_VERSION_PATCH = 0
 RMLP_VERSION = (RMLP_VERSION_MAJOR << 16) | (RMLP_VERSION_MINOR << 8) | RMLP_VERSION_PATCH
 
@@ -35,6 +35,7 @@ RMLP_ERR_INTERNAL = -8
 RMLP_ERR_IO = -9
 RMLP_ERR_FORMAT = -10
 RMLP_ERR_MODEL = -11
+RMLP_ERR_BUSY = -12
 
 STATUS_NAMES = {
     RMLP_OK: "RMLP_OK",
@@ -49,7 +50,13 @@ STATUS_NAMES = {
     RMLP_ERR_IO: "RMLP_ERR_IO",
     RMLP_ERR_FORMAT: "RMLP_ERR_FORMAT",
     RMLP_ERR_MODEL: "RMLP_ERR_MODEL",
+    RMLP_ERR_BUSY: "RMLP_ERR_BUSY",
 }
+
+# rmlp_gate: the rule of the plan's gate.
+RMLP_GATE_DISTINCT = 0
+RMLP_GATE_TEI = 1
+GATE_NAMES = {RMLP_GATE_DISTINCT: "distinct", RMLP_GATE_TEI: "tei"}
 
 # rmlp_arch
 RMLP_ARCH_QWEN3 = 1
@@ -72,12 +79,20 @@ RMLP_POOLING_LAST = 1
 RMLP_POOLING_MEAN = 2
 RMLP_POOLING_FIRST = 3
 
+# rmlp_attention_space: where attention runs (a context setting, and the callback args' layout).
+RMLP_ATTENTION_FULL = 0
+RMLP_ATTENTION_COMPACT = 1
+RMLP_ATTENTION_AUTO = 2
+ATTENTION_NAMES = {RMLP_ATTENTION_FULL: "full", RMLP_ATTENTION_COMPACT: "compact", RMLP_ATTENTION_AUTO: "auto"}
+
 # Typedefs.
 rmlp_status = c_int32
 rmlp_device = c_int32
 rmlp_dtype = c_int32
 rmlp_arch = c_int32
 rmlp_pooling = c_int32
+rmlp_attention_space = c_int32
+rmlp_gate = c_int32
 _u32_p = POINTER(c_uint32)
 
 
@@ -87,6 +102,7 @@ class rmlp_plan_params(ctypes.Structure):
         ("pad", c_bool),
         ("pad_multiple_of", c_uint32),
         ("threshold", c_double),
+        ("gate", rmlp_gate),
     ]
 
 
@@ -96,6 +112,7 @@ class rmlp_model_params(ctypes.Structure):
         ("device", rmlp_device),
         ("device_index", c_int32),
         ("dtype", rmlp_dtype),
+        ("skip_finite_check", c_bool),
     ]
 
 
@@ -117,6 +134,8 @@ class rmlp_model_config(ctypes.Structure):
         ("attention_bias", c_bool),
         ("qk_norm", c_bool),
         ("has_lm_head", c_bool),
+        ("o_proj_bias", c_bool),
+        ("mlp_bias", c_bool),
     ]
 
 
@@ -136,6 +155,19 @@ class rmlp_plan(ctypes.Structure):
         ("compact_position_ids", _u32_p),
         ("compact_parent", _u32_p),
         ("cu_seqlens", _u32_p),
+        ("planner", c_void_p),
+        ("generation", ctypes.c_uint64),
+        ("qo_indptr", _u32_p),
+        ("n_runs", c_uint32),
+        ("run_indptr", _u32_p),
+        ("run_start", _u32_p),
+    ]
+
+
+class rmlp_context_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("attention_space", rmlp_attention_space),
     ]
 
 
@@ -157,6 +189,14 @@ class rmlp_attention_args(ctypes.Structure):
         ("stream", c_void_p),
         ("cu_seqlens_device", _u32_p),
         ("max_seqlen", c_uint32),
+        ("layout", rmlp_attention_space),
+        ("n_compact", c_uint32),
+        ("qo_indptr", _u32_p),
+        ("kv_indptr", _u32_p),
+        ("kv_indices", _u32_p),
+        ("qo_indptr_device", _u32_p),
+        ("kv_indptr_device", _u32_p),
+        ("kv_indices_device", _u32_p),
     ]
 
 
@@ -172,11 +212,12 @@ class rmlp_weight_binding(ctypes.Structure):
 
 # sizeof() of each struct as laid out by the header on LP64 (checked by the tests).
 STRUCT_SIZES = {
-    "rmlp_plan_params": 24,
-    "rmlp_model_params": 16,
+    "rmlp_plan_params": 32,
+    "rmlp_model_params": 20,
     "rmlp_model_config": 64,
-    "rmlp_plan": 88,
-    "rmlp_attention_args": 96,
+    "rmlp_plan": 136,
+    "rmlp_attention_args": 152,
+    "rmlp_context_params": 8,
     "rmlp_weight_binding": 40,
 }
 
@@ -195,6 +236,8 @@ PROTOTYPES = {
     "rmlp_status_string": (c_char_p, [rmlp_status]),
     "rmlp_last_error": (c_char_p, []),
     "rmlp_cuda_device_count": (rmlp_status, [POINTER(c_int32)]),
+    "rmlp_set_cpu_threads": (rmlp_status, [c_uint32]),
+    "rmlp_cpu_threads": (c_uint32, []),
     "rmlp_plan_default_params": (rmlp_plan_params, []),
     "rmlp_plan_params_from_env": (rmlp_status, [POINTER(rmlp_plan_params)]),
     "rmlp_planner_create": (rmlp_status, [_handle_p]),
@@ -208,7 +251,10 @@ PROTOTYPES = {
     ),
     "rmlp_model_free": (None, [_handle]),
     "rmlp_model_get_config": (rmlp_status, [_handle, POINTER(rmlp_model_config)]),
+    "rmlp_model_load_report": (rmlp_status, [_handle, POINTER(c_char_p)]),
     "rmlp_context_create": (rmlp_status, [_handle, c_size_t, _handle_p]),
+    "rmlp_context_default_params": (rmlp_context_params, []),
+    "rmlp_context_create_with_params": (rmlp_status, [_handle, c_size_t, POINTER(rmlp_context_params), _handle_p]),
     "rmlp_context_free": (None, [_handle]),
     "rmlp_context_set_stream": (rmlp_status, [_handle, c_void_p]),
     "rmlp_context_set_plan": (rmlp_status, [_handle, POINTER(rmlp_plan)]),
@@ -221,6 +267,22 @@ PROTOTYPES = {
     "rmlp_final_norm": (rmlp_status, [_handle, POINTER(rmlp_plan), c_void_p, c_void_p]),
     "rmlp_attention": (rmlp_status, [_handle, POINTER(rmlp_attention_args)]),
     "rmlp_forward": (rmlp_status, [_handle, POINTER(rmlp_plan), rmlp_attention_fn, c_void_p, c_void_p]),
+    "rmlp_layer_pre_attention_compact": (
+        rmlp_status,
+        [_handle, c_uint32, POINTER(rmlp_plan), c_void_p, c_void_p, c_void_p, c_void_p],
+    ),
+    "rmlp_layer_post_attention_compact": (rmlp_status, [_handle, c_uint32, POINTER(rmlp_plan), c_void_p, c_void_p]),
+    "rmlp_final_norm_compact": (rmlp_status, [_handle, POINTER(rmlp_plan), c_void_p, c_void_p]),
+    "rmlp_attention_compact": (rmlp_status, [_handle, POINTER(rmlp_attention_args)]),
+    "rmlp_forward_compact": (rmlp_status, [_handle, POINTER(rmlp_plan), rmlp_attention_fn, c_void_p, c_void_p]),
+    "rmlp_context_pool_compact": (
+        rmlp_status,
+        [_handle, POINTER(rmlp_plan), c_void_p, rmlp_pooling, c_bool, POINTER(c_float)],
+    ),
+    "rmlp_score_pair_compact": (
+        rmlp_status,
+        [_handle, POINTER(rmlp_plan), c_void_p, c_uint32, c_uint32, POINTER(c_float), POINTER(c_float)],
+    ),
     "rmlp_pool": (
         rmlp_status,
         [POINTER(c_float), c_size_t, c_uint32, _u32_p, c_size_t, rmlp_pooling, c_bool, POINTER(c_float)],

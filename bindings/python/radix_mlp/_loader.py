@@ -2,10 +2,10 @@
 
 Search order:
 1. ``RADIX_MLP_LIB``: the full path of the shared library;
-2. ``RADIX_MLP_LIB_DIR``: a folder holding ``libradix_mlp.so.0`` or ``libradix_mlp.so`` (a CMake
+2. ``RADIX_MLP_LIB_DIR``: a folder holding ``libradix_mlp.so.0.2`` or ``libradix_mlp.so`` (a CMake
    build folder or an install prefix's ``lib``);
 3. ``ctypes.util.find_library("radix_mlp")``;
-4. the loader's default search for ``libradix_mlp.so.0`` (LD_LIBRARY_PATH, ld.so.cache).
+4. the loader's default search for ``libradix_mlp.so.0.2`` (LD_LIBRARY_PATH, ld.so.cache).
 
 A variable that is set but names nothing loadable is an error, never a silent fallback.
 """
@@ -16,7 +16,12 @@ import os
 
 from . import _abi
 
-SONAME = "libradix_mlp.so.%d" % _abi.RMLP_VERSION_MAJOR
+def _abi_name(major, minor):
+    """The ABI a version belongs to: its major version, and before 1.0 its minor one too."""
+    return "%d.%d" % (major, minor) if major == 0 else "%d" % major
+
+
+SONAME = "libradix_mlp.so." + _abi_name(_abi.RMLP_VERSION_MAJOR, _abi.RMLP_VERSION_MINOR)
 _NAMES_IN_DIR = (SONAME, "libradix_mlp.so")
 
 
@@ -68,18 +73,19 @@ def _find():
 
 
 def load():
-    """Loads the library, declares the ABI and checks the major version; returns (lib, where)."""
+    """Loads the library, declares the ABI and checks its version's ABI; returns (lib, where)."""
     lib, where = _find()
     missing = _abi.declare(lib)
     required = [n for n in missing if n != "rmlp_plan_params_from_env"]  # newer than 0.1.0's first cut
     if required:
         raise LibraryNotFound("radix_mlp: %s lacks the entry points %s" % (where, ", ".join(required)))
     version = lib.rmlp_version()
-    major = version >> 16
-    if major != _abi.RMLP_VERSION_MAJOR:
+    major, minor = version >> 16, (version >> 8) & 0xFF
+    theirs, ours = _abi_name(major, minor), _abi_name(_abi.RMLP_VERSION_MAJOR, _abi.RMLP_VERSION_MINOR)
+    if theirs != ours:
         raise LibraryNotFound(
-            "radix_mlp: %s is version %d.%d.%d (major %d) but these bindings are written for major %d"
-            % (where, major, (version >> 8) & 0xFF, version & 0xFF, major, _abi.RMLP_VERSION_MAJOR)
+            "radix_mlp: %s is version %d.%d.%d (ABI %s) but these bindings are written for ABI %s"
+            % (where, major, minor, version & 0xFF, theirs, ours)
         )
     return lib, where
 

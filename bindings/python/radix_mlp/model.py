@@ -7,6 +7,7 @@ and activations in device memory, which numpy cannot hold: the array methods ref
 
 import ctypes
 import os
+import warnings
 import weakref
 from dataclasses import dataclass
 
@@ -24,7 +25,23 @@ __all__ = ["ModelConfig", "Model", "Context", "pool", "embed"]
 _POOLING = {"last": _abi.RMLP_POOLING_LAST, "mean": _abi.RMLP_POOLING_MEAN, "first": _abi.RMLP_POOLING_FIRST}
 _DEVICES = {"cpu": _abi.RMLP_DEVICE_CPU, "cuda": _abi.RMLP_DEVICE_CUDA}
 _DTYPES = {"f32": _abi.RMLP_DTYPE_F32, "f16": _abi.RMLP_DTYPE_F16, "bf16": _abi.RMLP_DTYPE_BF16}
+_ATTENTION = {name: code for code, name in _abi.ATTENTION_NAMES.items()}
 _NULL_ATTENTION = ctypes.cast(None, _abi.rmlp_attention_fn)
+
+
+def _check_plan(plan):
+    if not isinstance(plan, Plan):
+        raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
+
+
+def _out_array(out, shape):
+    """``out`` (or a new array) as the float32 output of ``shape``."""
+    if out is None:
+        return np.empty(shape, dtype=np.float32)
+    if (not isinstance(out, np.ndarray) or out.dtype != np.float32 or out.shape != shape
+            or not out.flags.c_contiguous or not out.flags.writeable):
+        raise ValueError("out must be a writable C-contiguous float32 array of shape %s" % (shape,))
+    return out
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,8 @@ class ModelConfig:
     attention_bias: bool
     qk_norm: bool
     has_lm_head: bool
+    o_proj_bias: bool
+    mlp_bias: bool
 
     @classmethod
     def _from_c(cls, c):
@@ -71,6 +90,8 @@ class ModelConfig:
             attention_bias=bool(c.attention_bias),
             qk_norm=bool(c.qk_norm),
             has_lm_head=bool(c.has_lm_head),
+            o_proj_bias=bool(c.o_proj_bias),
+            mlp_bias=bool(c.mlp_bias),
         )
 
 
@@ -78,21 +99,25 @@ class Model(_Handle):
     """A loaded checkpoint (``rmlp_model``), read-only and shareable across threads.
     Create with ``Model.load(path)``. ``close()`` also closes the model's live contexts."""
 
-    def __init__(self, _handle, config, device="cpu", dtype="f32"):
+    def __init__(self, _handle, config, device="cpu", dtype="f32", load_report=""):
         super().__init__(LIB.rmlp_model_free)
         self._handle = _handle
         self.config = config
         self.device = device
         self.dtype = dtype
+        self.load_report = load_report
         self._contexts = weakref.WeakSet()
 
     @classmethod
-    def load(cls, path, device="cpu", device_index=0, dtype="f32"):
+    def load(cls, path, device="cpu", device_index=0, dtype="f32", skip_finite_check=False):
         """Loads a Hugging Face / Candle checkpoint: a folder with config.json and
         model.safetensors (or an index and its shards), or a .safetensors file whose folder holds
         config.json. ``device="cpu"`` computes in ``dtype="f32"``; ``device="cuda"`` (GPU
         ``device_index``) in "f32", "f16" or "bf16", and raises RadixMLPError RMLP_ERR_NO_DEVICE
-        where no device is present, RMLP_ERR_UNSUPPORTED in a build without CUDA."""
+        where no device is present, RMLP_ERR_UNSUPPORTED in a build without CUDA. A NaN or
+        infinity in a weight raises RMLP_ERR_MODEL unless ``skip_finite_check``. What the load
+        found but accepted (tensors of the checkpoint the model does not use, as transformers
+        warns of them) is ``load_report`` ("" when nothing) and a ``RuntimeWarning``."""
         if device not in _DEVICES:
             raise ValueError("device=%r must be one of %s" % (device, sorted(_DEVICES)))
         if dtype not in _DTYPES:
@@ -101,19 +126,27 @@ class Model(_Handle):
         params.device = _DEVICES[device]
         params.device_index = int(device_index)
         params.dtype = _DTYPES[dtype]
+        params.skip_finite_check = bool(skip_finite_check)
         handle = ctypes.c_void_p()
         check(LIB.rmlp_model_load(os.fsencode(path), ctypes.byref(params), ctypes.byref(handle)))
         c_config = _abi.rmlp_model_config()
+        report = ctypes.c_char_p()
         status = LIB.rmlp_model_get_config(handle, ctypes.byref(c_config))
+        if status == _abi.RMLP_OK:
+            status = LIB.rmlp_model_load_report(handle, ctypes.byref(report))
         if status != _abi.RMLP_OK:
             error = RadixMLPError(status, last_error())
             LIB.rmlp_model_free(handle)
             raise error
-        return cls(handle, ModelConfig._from_c(c_config), device=device, dtype=dtype)
+        text = report.value.decode() if report.value else ""
+        if text:
+            warnings.warn("%s: %s" % (os.fsdecode(path), text.strip()), RuntimeWarning, stacklevel=2)
+        return cls(handle, ModelConfig._from_c(c_config), device=device, dtype=dtype, load_report=text)
 
-    def context(self, max_tokens):
-        """A Context for batches of up to ``max_tokens`` tokens."""
-        return Context(self, max_tokens)
+    def context(self, max_tokens, attention="full"):
+        """A Context for batches of up to ``max_tokens`` tokens; ``attention`` is where its
+        forward runs attention: "full", "compact" or "auto" (see Context)."""
+        return Context(self, max_tokens, attention=attention)
 
     def close(self):
         for context in list(getattr(self, "_contexts", ())):
@@ -128,9 +161,15 @@ class Model(_Handle):
 
 class Context(_Handle):
     """Workspace for batches of up to ``max_tokens`` tokens (``rmlp_context``). One per thread;
-    calls on one Context are serialised by a lock. Keeps its Model alive."""
+    calls on one Context are serialised by a lock. Keeps its Model alive.
 
-    def __init__(self, model, max_tokens):
+    ``attention`` (``rmlp_context_params.attention_space``) is where ``forward`` runs attention:
+    "full" (the default: every sequence over its batch rows), "compact" (only the compact rows a
+    sequence owns are queries, its keys its path through the plan's ``scatter``: the same result,
+    fewer score pairs on shared prefixes) or "auto" (compact when the plan shares rows).
+    ``forward`` returns batch rows either way; ``forward_compact`` keeps the compact rows."""
+
+    def __init__(self, model, max_tokens, attention="full"):
         super().__init__(LIB.rmlp_context_free)
         if not isinstance(model, Model):
             raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
@@ -138,10 +177,16 @@ class Context(_Handle):
             raise TypeError("max_tokens must be an int, got %r" % (max_tokens,))
         if max_tokens < 1:
             raise ValueError("max_tokens=%d must be at least 1" % max_tokens)
+        if attention not in _ATTENTION:
+            raise ValueError("attention=%r must be one of 'full', 'compact', 'auto'" % (attention,))
         self.model = model
         self.max_tokens = int(max_tokens)
+        self.attention = attention
+        params = LIB.rmlp_context_default_params()
+        params.attention_space = _ATTENTION[attention]
         handle = ctypes.c_void_p()
-        check(LIB.rmlp_context_create(model._live(), self.max_tokens, ctypes.byref(handle)))
+        check(LIB.rmlp_context_create_with_params(model._live(), self.max_tokens, ctypes.byref(params),
+                                                  ctypes.byref(handle)))
         self._handle = handle
         model._contexts.add(self)
 
@@ -158,8 +203,7 @@ class Context(_Handle):
     def set_plan(self, plan):
         """Per-batch setup (``rmlp_context_set_plan``): on CUDA copies the plan's maps to the device
         on the context's stream; later calls check they get this plan. A no-op on the CPU."""
-        if not isinstance(plan, Plan):
-            raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
+        _check_plan(plan)
         self._c_plan = plan._as_c()  # the library compares array pointers: keep this C view alive
         self._c_plan_of = plan
         with self._lock:
@@ -180,12 +224,18 @@ class Context(_Handle):
         """``rmlp_forward`` into device memory at ``out_ptr`` (int): room for (n_tokens, hidden_size)
         values in the model's dtype. Call ``set_plan(plan)`` first; enqueues on the context's
         stream and returns without synchronising."""
-        if not isinstance(plan, Plan):
-            raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
+        self._forward_ptr(LIB.rmlp_forward, plan, ctypes.c_void_p(int(out_ptr)))
+
+    def forward_compact_device(self, plan, out_ptr):
+        """``rmlp_forward_compact`` into device memory at ``out_ptr`` (int): room for
+        (n_compact_padded, hidden_size) values in the model's dtype; as forward_device."""
+        self._forward_ptr(LIB.rmlp_forward_compact, plan, ctypes.c_void_p(int(out_ptr)))
+
+    def _forward_ptr(self, fn, plan, out):
+        _check_plan(plan)
         c_plan = self._plan_for(plan)
         with self._lock:
-            check(LIB.rmlp_forward(self._live(), ctypes.byref(c_plan), _NULL_ATTENTION, None,
-                                   ctypes.c_void_p(int(out_ptr))))
+            check(fn(self._live(), ctypes.byref(c_plan), _NULL_ATTENTION, None, out))
 
     def pool_device(self, hidden_ptr, cu_seqlens, pooling="last", normalize=False):
         """``rmlp_context_pool``: pools (n_tokens, hidden_size) values at ``hidden_ptr`` (the model's
@@ -218,23 +268,81 @@ class Context(_Handle):
                                       token_a, token_b, f32_ptr(logits), f32_ptr(prob_a)))
         return logits, prob_a
 
-    def forward(self, plan, out=None):
-        """The whole model on a planned batch (built-in attention): returns the last hidden
-        states ``(plan.n_tokens, hidden_size)`` float32, written into ``out`` when given
-        (C-contiguous float32 of that shape). CPU models only (see forward_device)."""
-        self._host_arrays("forward")
-        if not isinstance(plan, Plan):
-            raise TypeError("plan must be a radix_mlp.Plan (from Planner.build), got %r" % (plan,))
-        shape = (plan.n_tokens, self.model.config.hidden_size)
-        if out is None:
-            out = np.empty(shape, dtype=np.float32)
-        elif (not isinstance(out, np.ndarray) or out.dtype != np.float32 or out.shape != shape
-              or not out.flags.c_contiguous or not out.flags.writeable):
-            raise ValueError("out must be a writable C-contiguous float32 array of shape %s" % (shape,))
-        c_plan = plan._as_c()
+    def pool_compact_device(self, plan, hidden_ptr, pooling="last", normalize=False):
+        """``rmlp_context_pool_compact``: pools the plan's (n_compact_padded, hidden_size) compact rows
+        at ``hidden_ptr`` (the model's memory and dtype; the output of forward_compact_device), read
+        per batch row through ``scatter``; returns (B, hidden) float32. ``set_plan(plan)`` first on
+        CUDA, where it synchronises the context's stream."""
+        if pooling not in _POOLING:
+            raise ValueError("pooling=%r must be one of 'last', 'mean', 'first'" % (pooling,))
+        _check_plan(plan)
+        c_plan = self._plan_for(plan)
+        out = np.empty((plan.n_seqs, self.model.config.hidden_size), dtype=np.float32)
         with self._lock:
-            check(LIB.rmlp_forward(self._live(), ctypes.byref(c_plan), _NULL_ATTENTION, None, void_ptr(out)))
+            check(LIB.rmlp_context_pool_compact(self._live(), ctypes.byref(c_plan), ctypes.c_void_p(int(hidden_ptr)),
+                                                _POOLING[pooling], bool(normalize), f32_ptr(out)))
         return out
+
+    def score_pair_compact_device(self, plan, hidden_ptr, token_a, token_b):
+        """``rmlp_score_pair_compact``: score_pair_device at each sequence's last row of the plan's
+        compact rows at ``hidden_ptr``. Returns ``(logits (B, 2), prob_a (B,))``."""
+        _check_plan(plan)
+        token_a = as_u32_scalar(token_a, "token_a")
+        token_b = as_u32_scalar(token_b, "token_b")
+        c_plan = self._plan_for(plan)
+        logits = np.empty((plan.n_seqs, 2), dtype=np.float32)
+        prob_a = np.empty(plan.n_seqs, dtype=np.float32)
+        with self._lock:
+            check(LIB.rmlp_score_pair_compact(self._live(), ctypes.byref(c_plan), ctypes.c_void_p(int(hidden_ptr)),
+                                              token_a, token_b, f32_ptr(logits), f32_ptr(prob_a)))
+        return logits, prob_a
+
+    def forward(self, plan, out=None):
+        """The whole model on a planned batch (built-in attention, in the context's ``attention``
+        space): returns the last hidden states ``(plan.n_tokens, hidden_size)`` float32, written
+        into ``out`` when given (C-contiguous float32 of that shape). CPU models only (see
+        forward_device)."""
+        self._host_arrays("forward")
+        _check_plan(plan)
+        out = _out_array(out, (plan.n_tokens, self.model.config.hidden_size))
+        self._forward_ptr(LIB.rmlp_forward, plan, void_ptr(out))
+        return out
+
+    def forward_compact(self, plan, out=None):
+        """The whole model on a planned batch in compact space, embedding to final norm on the
+        compact rows (``rmlp_forward_compact``, whatever the context's ``attention``): returns
+        ``(plan.n_compact_padded, hidden_size)`` float32 (into ``out`` when given), batch row i's
+        state being row ``plan.scatter[i]``. Read it out with pool_compact / score_pair_compact.
+        CPU models only (see forward_compact_device)."""
+        self._host_arrays("forward_compact")
+        _check_plan(plan)
+        out = _out_array(out, (plan.n_compact_padded, self.model.config.hidden_size))
+        self._forward_ptr(LIB.rmlp_forward_compact, plan, void_ptr(out))
+        return out
+
+    def _compact_rows(self, what, plan, hidden):
+        """``hidden`` as float32 holding the plan's compact rows (at least n_compact_padded)."""
+        self._host_arrays(what)
+        _check_plan(plan)
+        hidden = as_f32_2d(hidden, "hidden")
+        rows, width = plan.n_compact_padded, self.model.config.hidden_size
+        if hidden.shape[0] < rows or hidden.shape[1] != width:
+            raise ValueError("hidden has shape %s but the plan's compact rows need (%d, %d)"
+                             % (hidden.shape, rows, width))
+        return hidden
+
+    def pool_compact(self, plan, hidden, pooling="last", normalize=False):
+        """Pools the compact rows ``hidden`` (n_compact_padded, hidden), the output of
+        forward_compact, per sequence, each batch row read through ``plan.scatter``: the pooling of
+        the batch rows (``pool(hidden[plan.scatter], plan.cu_seqlens, ...)``). Returns (B, hidden)."""
+        hidden = self._compact_rows("pool_compact", plan, hidden)
+        return self.pool_compact_device(plan, hidden.ctypes.data, pooling=pooling, normalize=normalize)
+
+    def score_pair_compact(self, plan, hidden, token_a, token_b):
+        """score_pair at each sequence's last row of the compact rows ``hidden`` (n_compact_padded,
+        hidden), read through ``plan.scatter``. Returns ``(logits (B, 2), prob_a (B,))``."""
+        hidden = self._compact_rows("score_pair_compact", plan, hidden)
+        return self.score_pair_compact_device(plan, hidden.ctypes.data, token_a, token_b)
 
     def pool(self, hidden, cu_seqlens, pooling="last", normalize=False):
         """Pools ``hidden`` (n_tokens, hidden) per sequence: see ``radix_mlp.pool``."""
@@ -262,7 +370,8 @@ class Context(_Handle):
         return logits, prob_a
 
     def __repr__(self):
-        return "Context(max_tokens=%d%s)" % (self.max_tokens, ", closed" if self.closed else "")
+        return "Context(max_tokens=%d, attention=%r%s)" % (self.max_tokens, self.attention,
+                                                           ", closed" if self.closed else "")
 
 
 def pool(hidden, cu_seqlens, pooling="last", normalize=False):
@@ -286,10 +395,11 @@ def pool(hidden, cu_seqlens, pooling="last", normalize=False):
     return out
 
 
-def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP_DEFAULT_THRESHOLD):
+def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP_DEFAULT_THRESHOLD,
+          attention="full"):
     """Embeds token sequences with ``model``: positions 0..len-1 per sequence, one radix plan
-    for the batch (gate ``threshold``), forward, pooling. Returns (len(sequences), hidden)
-    float32."""
+    for the batch (gate ``threshold``), forward with attention in ``attention`` space ("full",
+    "compact" or "auto", see Context), pooling. Returns (len(sequences), hidden) float32."""
     if not isinstance(model, Model):
         raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
     if model.device != "cpu":
@@ -297,6 +407,8 @@ def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP
                             "(on CUDA: Context.set_plan, forward_device, pool_device)" % model.device)
     if pooling not in _POOLING:
         raise ValueError("pooling=%r must be one of 'last', 'mean', 'first'" % (pooling,))
+    if attention not in _ATTENTION:
+        raise ValueError("attention=%r must be one of 'full', 'compact', 'auto'" % (attention,))
     if isinstance(sequences, np.ndarray) and sequences.ndim == 2:
         sequences = list(sequences)
     sequences = list(sequences)
@@ -317,6 +429,6 @@ def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP
     cu = cu.astype(np.uint32)
     c_params = PlanParams(threshold=threshold)._to_c()
     plan = _thread_planner()._build(input_ids, position_ids, cu, c_params, Plan)
-    with Context(model, plan.n_tokens) as context:
+    with Context(model, plan.n_tokens, attention=attention) as context:
         hidden = context.forward(plan)
     return pool(hidden, plan.cu_seqlens, pooling=pooling, normalize=normalize)

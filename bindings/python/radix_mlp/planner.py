@@ -20,14 +20,22 @@ __all__ = ["PlanParams", "Plan", "Planner", "plan_params_from_env", "compute_fol
 @dataclass(frozen=True)
 class PlanParams:
     """How a plan is built: the gate ``threshold`` (radix iff ``threshold >= 1`` or
-    ``n_distinct / n_tokens < threshold``; 0 turns radix off) and an optional padding multiple
-    of the compact rows (None: no padding)."""
+    ``n_distinct / n_tokens < threshold``; 0 turns radix off), an optional padding multiple
+    of the compact rows (None: no padding) and the gate's rule: ``"distinct"`` (this library's, the
+    unpadded count) or ``"tei"`` (text-embeddings-inference's in-tree rule: the padded compact
+    length, in single precision, off at thresholds <= 1e-6), so a host switching from TEI's code
+    gets the same decisions."""
 
     threshold: float = _abi.RMLP_DEFAULT_THRESHOLD
     pad_multiple_of: Optional[int] = None
+    gate: str = "distinct"
 
     def _to_c(self):
         params = LIB.rmlp_plan_default_params()
+        rules = {name: code for code, name in _abi.GATE_NAMES.items()}
+        if self.gate not in rules:
+            raise ValueError("gate must be %s, got %r" % (" or ".join(repr(n) for n in rules), self.gate))
+        params.gate = rules[self.gate]
         try:
             params.threshold = float(self.threshold)
         except (TypeError, ValueError):
@@ -41,13 +49,15 @@ class PlanParams:
 
     @classmethod
     def _from_c(cls, params):
-        return cls(threshold=params.threshold, pad_multiple_of=params.pad_multiple_of if params.pad else None)
+        return cls(threshold=params.threshold, pad_multiple_of=params.pad_multiple_of if params.pad else None,
+                   gate=_abi.GATE_NAMES[params.gate])
 
 
 def plan_params_from_env():
     """PlanParams as a deployment sets them (``rmlp_plan_params_from_env``): ``RADIX_MLP_THRESHOLD``
-    (the gate, default 0.85) and ``RADIX_MLP_PAD`` (padding multiple, unset/empty: none).
-    A set but invalid variable raises RadixMLPError naming it."""
+    (the gate, default 0.85), ``RADIX_MLP_PAD`` (padding multiple, unset/empty: none) and
+    ``RADIX_MLP_GATE`` (``distinct`` or ``tei``). A set but invalid variable raises RadixMLPError
+    naming it."""
     fn = getattr(LIB, "rmlp_plan_params_from_env", None)
     if fn is None:
         raise NotImplementedError("radix_mlp: this libradix_mlp has no rmlp_plan_params_from_env")
@@ -64,12 +74,18 @@ class Plan:
     ``cu_seqlens`` (n_seqs + 1). Counts: ``n_tokens``, ``n_seqs``, ``n_distinct``, ``n_compact``,
     ``n_compact_padded``; ``use_radix`` (the gate's decision), ``compact_ratio``
     (n_distinct / n_tokens), ``build_us`` (build time in microseconds).
+
+    The layout of attention in compact space: ``qo_indptr`` (n_seqs + 1): sequence s owns the
+    compact rows ``qo_indptr[s]:qo_indptr[s+1]`` (its queries; the last rows of its path,
+    ``qo_indptr[-1] == n_compact``); its path (its keys) is ``scatter[cu_seqlens[s]:cu_seqlens[s+1]]``,
+    made of the runs ``run_indptr[s]:run_indptr[s+1]`` of consecutive compact rows, run r starting
+    at batch row ``run_start[r]`` (``n_runs`` in all; see ``path_runs``).
     """
 
     __slots__ = (
         "n_tokens", "n_seqs", "n_distinct", "n_compact", "n_compact_padded", "use_radix", "compact_ratio",
         "build_us", "fold_gather", "scatter", "compact_input_ids", "compact_position_ids", "compact_parent",
-        "cu_seqlens", "_struct",
+        "cu_seqlens", "qo_indptr", "n_runs", "run_indptr", "run_start", "_struct",
     )
 
     def __init__(self, c_plan):
@@ -88,8 +104,12 @@ class Plan:
         self.compact_position_ids = copy_u32(c_plan.compact_position_ids, n_pad)
         self.compact_parent = copy_u32(c_plan.compact_parent, n_pad)
         self.cu_seqlens = copy_u32(c_plan.cu_seqlens, self.n_seqs + 1)
+        self.qo_indptr = copy_u32(c_plan.qo_indptr, self.n_seqs + 1)
+        self.n_runs = int(c_plan.n_runs)
+        self.run_indptr = copy_u32(c_plan.run_indptr, self.n_seqs + 1)
+        self.run_start = copy_u32(c_plan.run_start, self.n_runs)
         for name in ("fold_gather", "scatter", "compact_input_ids", "compact_position_ids", "compact_parent",
-                     "cu_seqlens"):
+                     "cu_seqlens", "qo_indptr", "run_indptr", "run_start"):
             getattr(self, name).setflags(write=False)
         self._struct = None
 
@@ -106,8 +126,20 @@ class Plan:
             s.compact_position_ids = u32_ptr(self.compact_position_ids)
             s.compact_parent = u32_ptr(self.compact_parent)
             s.cu_seqlens = u32_ptr(self.cu_seqlens)
+            s.qo_indptr = u32_ptr(self.qo_indptr)
+            s.n_runs = self.n_runs
+            s.run_indptr = u32_ptr(self.run_indptr)
+            s.run_start = u32_ptr(self.run_start)
             self._struct = s
         return self._struct
+
+    def path_runs(self, s):
+        """The path of sequence ``s`` as runs of consecutive compact rows: a list of
+        ``(batch_start, compact_start, length)``, batch rows ``batch_start:batch_start+length``
+        reading compact rows ``compact_start:compact_start+length``."""
+        first, last = int(self.run_indptr[s]), int(self.run_indptr[s + 1])
+        starts = [int(b) for b in self.run_start[first:last]] + [int(self.cu_seqlens[s + 1])]
+        return [(b, int(self.scatter[b]), e - b) for b, e in zip(starts, starts[1:])]
 
     def __repr__(self):
         return "Plan(n_tokens=%d, n_seqs=%d, n_distinct=%d, n_compact=%d, n_compact_padded=%d, use_radix=%s, " \
@@ -118,7 +150,8 @@ class Plan:
 
 class Planner(_Handle):
     """A reusable plan builder (``rmlp_planner``). Use one per thread; calls on one Planner are
-    serialised by a lock. ``close()`` (or ``with Planner() as p:``) frees it; so does garbage
+    serialised by a lock (the library itself refuses a planner used by two threads at once with
+    RMLP_ERR_BUSY). ``close()`` (or ``with Planner() as p:``) frees it; so does garbage
     collection."""
 
     def __init__(self):
@@ -136,17 +169,17 @@ class Planner(_Handle):
             check(LIB.rmlp_planner_reserve(self._live(), n_tokens, n_seqs, max_pad_multiple))
 
     def build(self, input_ids, position_ids, cu_seqlens, threshold=_abi.RMLP_DEFAULT_THRESHOLD, pad_multiple_of=None,
-              *, params=None):
+              *, params=None, gate="distinct"):
         """Builds the plan of a batch (``rmlp_plan_build``) and returns a Plan holding copies.
 
         ``input_ids``, ``position_ids``: (N,) ints, sequences back to back; ``cu_seqlens``: (B+1,)
-        offsets. ``threshold``/``pad_multiple_of`` as in PlanParams; ``params`` (a PlanParams, e.g.
-        from ``plan_params_from_env()``) replaces both when given. Python-side problems (shapes,
+        offsets. ``threshold``/``pad_multiple_of``/``gate`` as in PlanParams; ``params`` (a PlanParams,
+        e.g. from ``plan_params_from_env()``) replaces them when given. Python-side problems (shapes,
         lengths, values outside uint32) raise ValueError/TypeError; whatever the library refuses
         (cu_seqlens, threshold, padding) raises RadixMLPError with its message.
         """
         if params is None:
-            params = PlanParams(threshold=threshold, pad_multiple_of=pad_multiple_of)
+            params = PlanParams(threshold=threshold, pad_multiple_of=pad_multiple_of, gate=gate)
         elif not isinstance(params, PlanParams):
             raise TypeError("params must be a PlanParams, got %r" % (params,))
         c_params = params._to_c()

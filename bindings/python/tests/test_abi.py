@@ -14,7 +14,8 @@ import radix_mlp
 from radix_mlp import _abi
 from conftest import HEADER, HERE
 
-STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args"]
+STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args",
+           "rmlp_context_params"]
 
 # Offsets of selected fields, as a C program compiled against ffi/include/radix_mlp.h printed
 # them (sizeof/offsetof, LP64): the layout the bindings rely on.
@@ -22,6 +23,7 @@ KNOWN_OFFSETS = {
     ("rmlp_plan_params", "pad"): 4,
     ("rmlp_plan_params", "pad_multiple_of"): 8,
     ("rmlp_plan_params", "threshold"): 16,
+    ("rmlp_plan_params", "gate"): 24,
     ("rmlp_model_params", "dtype"): 12,
     ("rmlp_model_config", "sliding_window"): 36,
     ("rmlp_model_config", "rms_norm_eps"): 40,
@@ -33,9 +35,21 @@ KNOWN_OFFSETS = {
     ("rmlp_plan", "fold_gather"): 40,
     ("rmlp_plan", "compact_parent"): 72,
     ("rmlp_plan", "cu_seqlens"): 80,
+    ("rmlp_plan", "planner"): 88,
+    ("rmlp_plan", "generation"): 96,
+    ("rmlp_plan", "qo_indptr"): 104,
+    ("rmlp_plan", "n_runs"): 112,
+    ("rmlp_plan", "run_indptr"): 120,
+    ("rmlp_plan", "run_start"): 128,
     ("rmlp_attention_args", "scale"): 24,
     ("rmlp_attention_args", "cu_seqlens"): 32,
     ("rmlp_attention_args", "stream"): 72,
+    ("rmlp_attention_args", "max_seqlen"): 88,
+    ("rmlp_attention_args", "layout"): 92,
+    ("rmlp_attention_args", "n_compact"): 96,
+    ("rmlp_attention_args", "qo_indptr"): 104,
+    ("rmlp_attention_args", "kv_indices_device"): 144,
+    ("rmlp_context_params", "attention_space"): 4,
 }
 
 
@@ -47,8 +61,9 @@ def test_struct_sizes(name):
 def test_known_offsets():
     for (struct, field), offset in KNOWN_OFFSETS.items():
         assert getattr(getattr(_abi, struct), field).offset == offset, (struct, field)
-    assert _abi.STRUCT_SIZES["rmlp_plan_params"] == 24
-    assert _abi.STRUCT_SIZES["rmlp_plan"] == 88
+    assert _abi.STRUCT_SIZES["rmlp_plan_params"] == 32  # 24 in 0.1.0, before `gate`
+    assert _abi.STRUCT_SIZES["rmlp_plan"] == 136  # 88 in 0.1.0, before `planner` ... `run_start`
+    assert _abi.STRUCT_SIZES["rmlp_attention_args"] == 152  # 96 in 0.1.0, before `layout` ... `kv_indices_device`
 
 
 def test_layout_matches_header_compiled():
@@ -64,7 +79,9 @@ def test_layout_matches_header_compiled():
     consts = ["RMLP_VERSION_MAJOR", "RMLP_VERSION_MINOR", "RMLP_VERSION_PATCH", "RMLP_MAX_PAD_MULTIPLE",
               "RMLP_DEFAULT_PAD_MULTIPLE", "RMLP_POOLING_LAST", "RMLP_POOLING_MEAN", "RMLP_POOLING_FIRST",
               "RMLP_DEVICE_CPU", "RMLP_DEVICE_CUDA", "RMLP_DTYPE_F32", "RMLP_DTYPE_F16", "RMLP_DTYPE_BF16",
-              "RMLP_ARCH_QWEN3", "RMLP_ARCH_QWEN2", "RMLP_ARCH_LLAMA", "RMLP_ARCH_MISTRAL", "RMLP_BUILD_CUDA"]
+              "RMLP_ARCH_QWEN3", "RMLP_ARCH_QWEN2", "RMLP_ARCH_LLAMA", "RMLP_ARCH_MISTRAL", "RMLP_BUILD_CUDA",
+              "RMLP_GATE_DISTINCT", "RMLP_GATE_TEI", "RMLP_ATTENTION_FULL", "RMLP_ATTENTION_COMPACT",
+              "RMLP_ATTENTION_AUTO"]
     consts += list(_abi.STATUS_NAMES.values())
     for c in consts:
         lines.append('printf("%s %%lld\\n", (long long)(%s));' % (c, c))
@@ -129,7 +146,7 @@ def _import_in_subprocess(env_updates):
 def test_loader_missing_dir_is_clear_import_error():
     result = _import_in_subprocess({"RADIX_MLP_LIB_DIR": "/nonexistent/radix"})
     assert result.returncode == 3, result.stderr
-    assert "RADIX_MLP_LIB_DIR='/nonexistent/radix' holds neither libradix_mlp.so.0" in result.stdout
+    assert "RADIX_MLP_LIB_DIR='/nonexistent/radix' holds neither libradix_mlp.so.0.2" in result.stdout
 
 
 def test_loader_bad_full_path():
@@ -169,7 +186,11 @@ def test_loader_refuses_other_major(monkeypatch):
     from radix_mlp import _loader
 
     monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x010203), "/fake/libradix_mlp.so.1"))
-    with pytest.raises(ImportError, match=r"version 1\.2\.3 \(major 1\) but these bindings are written for major 0"):
+    with pytest.raises(ImportError, match=r"version 1\.2\.3 \(ABI 1\) but these bindings are written for ABI 0\.2"):
         _loader.load()
-    monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x000105), "/fake/libradix_mlp.so.0"))
-    assert _loader.load()[1] == "/fake/libradix_mlp.so.0"
+    # before 1.0 every minor version is its own ABI (0.2 changed the plan's struct)
+    monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x000105), "/fake/libradix_mlp.so.0.1"))
+    with pytest.raises(ImportError, match=r"version 0\.1\.5 \(ABI 0\.1\) but these bindings are written for ABI 0\.2"):
+        _loader.load()
+    monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x000205), "/fake/libradix_mlp.so.0.2"))
+    assert _loader.load()[1] == "/fake/libradix_mlp.so.0.2"

@@ -45,7 +45,13 @@ def test_config(fixture):
     assert c.rms_norm_eps == pytest.approx(config["rms_norm_eps"])
     assert c.has_lm_head == (name != "qwen3_embedding_noprefix")
     assert c.qk_norm == c.architecture.startswith("qwen3")
-    assert c.attention_bias == (c.architecture == "qwen2")
+    # The biases transformers builds: Qwen2 q/k/v always; Llama and Qwen3 q/k/v/o from
+    # attention_bias; Llama gate/up/down from mlp_bias; Mistral none.
+    reads = c.architecture in ("llama", "qwen3")
+    assert c.attention_bias == (c.architecture == "qwen2" or (reads and config.get("attention_bias", False)))
+    assert c.o_proj_bias == (reads and config.get("attention_bias", False))
+    assert c.mlp_bias == (c.architecture == "llama" and config.get("mlp_bias", False))
+    assert model.load_report == ""  # transformers uses every tensor of the fixtures, and so must the library
 
 
 def test_forward_matches_transformers(fixture):
@@ -173,6 +179,33 @@ def test_load_errors():
         Model.load(os.path.join(FIXTURES, "qwen3_tiny"), device="tpu")
 
 
+def test_load_checks(tmp_path):
+    """A NaN weight is refused unless skip_finite_check; unused tensors load, with a warning."""
+    import json
+    import shutil
+    import struct
+
+    src = os.path.join(FIXTURES, "llama_bias")
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(src, name), tmp_path / name)
+    data = bytearray((tmp_path / "model.safetensors").read_bytes())
+    (n,) = struct.unpack("<Q", data[:8])
+    begin = json.loads(data[8:8 + n])["model.layers.1.self_attn.o_proj.bias"]["data_offsets"][0]
+    data[8 + n + begin + 8:8 + n + begin + 12] = struct.pack("<f", float("nan"))  # element 2
+    (tmp_path / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(RadixMLPError, match=r"'model.layers.1.self_attn.o_proj.bias' holds NaN at element 2") as info:
+        Model.load(str(tmp_path))
+    assert info.value.status == radix_mlp.RMLP_ERR_MODEL
+    Model.load(str(tmp_path), skip_finite_check=True).close()
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["num_hidden_layers"] = 1  # the checkpoint has 2: layer 1's tensors are not used
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.warns(RuntimeWarning, match="tensors of the checkpoint are not used by a llama model of 1 layer as"):
+        model = Model.load(str(tmp_path), skip_finite_check=True)
+    assert "'model.layers.1.input_layernorm.weight'" in model.load_report
+    model.close()
+
+
 def test_embed_errors(tiny):
     with pytest.raises(ValueError, match="sequences is empty"):
         radix_mlp.embed(tiny, [])
@@ -233,3 +266,62 @@ def test_forged_padding_rows_are_refused():
                             text=True, timeout=60)
     assert result.returncode == 0, "the process died with status %d" % result.returncode
     assert result.stdout.startswith("%d " % radix_mlp.RMLP_ERR_INVALID_ARGUMENT), result.stdout
+
+
+def test_compact_space(fixture):
+    """Attention in compact space: forward_compact against forward (1e-5 relative), the read-outs
+    through scatter against those of the batch rows, the context setting reaching forward."""
+    name, model, batch, _, expected = fixture
+    ids, pos, cu = flat(batch)
+    h = model.config.hidden_size
+    with Planner() as planner, model.context(len(ids)) as ctx:
+        plan = planner.build(ids, pos, cu, threshold=1.0, pad_multiple_of=8)
+        off = planner.build(ids, pos, cu, threshold=0.0)
+        assert ctx.attention == "full"
+        full = ctx.forward(plan)
+        compact = ctx.forward_compact(plan)
+        assert compact.shape == (plan.n_compact_padded, h) and plan.n_compact_padded > plan.n_compact
+        rows = compact[plan.scatter]
+        scale = float(np.max(np.abs(full)))
+        assert max_abs(rows, full) <= 1e-5 * scale, (name, max_abs(rows, full), scale)
+        assert max_abs(rows, expected["last_hidden"]) <= TOL
+        for pooling in ("last", "mean", "first"):
+            for normalize in (False, True):
+                np.testing.assert_array_equal(ctx.pool_compact(plan, compact, pooling, normalize),
+                                              radix_mlp.pool(rows, cu, pooling, normalize))
+        if model.config.has_lm_head:
+            for got, want in zip(ctx.score_pair_compact(plan, compact, 3, 7), ctx.score_pair(rows, cu, 3, 7)):
+                np.testing.assert_array_equal(got, want)
+        full_off = ctx.forward(off)
+    # The setting reaches rmlp_forward: compact gives the compact forward's rows; auto follows the gate.
+    for attention, batch_plan, want in [("compact", plan, rows), ("auto", plan, rows), ("auto", off, full_off)]:
+        with model.context(len(ids), attention=attention) as spaced:
+            assert spaced.attention == attention and repr(spaced).endswith("attention=%r)" % attention)
+            np.testing.assert_array_equal(spaced.forward(batch_plan), want, err_msg="%s %s" % (name, attention))
+    # embed passes the setting on: its rows are the compact forward's (positions 0.. as in the batch).
+    assert batch["position_ids"] == [list(range(len(seq))) for seq in batch["input_ids"]]
+    with Planner() as planner, model.context(len(ids)) as ctx:
+        unpadded = planner.build(ids, pos, cu, threshold=1.0)
+        want = radix_mlp.pool(ctx.forward_compact(unpadded)[unpadded.scatter], cu)
+    got = radix_mlp.embed(model, batch["input_ids"], attention="compact", threshold=1.0)
+    np.testing.assert_array_equal(got, want)
+    assert max_abs(got, expected["pooled_last"]) <= TOL
+
+
+def test_compact_errors(tiny):
+    with Planner() as planner, tiny.context(8) as ctx:
+        plan = planner.build([1, 2, 3, 1, 2, 4], [0, 1, 2, 0, 1, 2], [0, 3, 6], threshold=1.0, pad_multiple_of=8)
+        with pytest.raises(ValueError, match="out must be a writable C-contiguous float32 array of shape \\(8, 64\\)"):
+            ctx.forward_compact(plan, out=np.empty((6, 64), dtype=np.float32))
+        with pytest.raises(ValueError, match=r"hidden has shape \(4, 64\) but the plan's compact rows need \(8, 64\)"):
+            ctx.pool_compact(plan, np.ones((4, 64), np.float32))
+        with pytest.raises(ValueError, match=r"hidden has shape \(8, 32\)"):
+            ctx.score_pair_compact(plan, np.ones((8, 32), np.float32), 3, 7)
+        with pytest.raises(ValueError, match="pooling='max' must be one of"):
+            ctx.pool_compact(plan, np.ones((8, 64), np.float32), "max")
+        with pytest.raises(TypeError, match="plan must be a radix_mlp.Plan"):
+            ctx.forward_compact(None)
+    with pytest.raises(ValueError, match="attention='sparse' must be one of 'full', 'compact', 'auto'"):
+        tiny.context(8, attention="sparse")
+    with pytest.raises(ValueError, match="attention='tree' must be one of"):
+        radix_mlp.embed(tiny, [[1, 2]], attention="tree")

@@ -60,6 +60,28 @@ def check_plan(plan, ids, pos, cu, threshold, pad):
         want = NO_PARENT if i in starts else plan.scatter[i - 1]
         assert plan.compact_parent[j] == want, (j, i)
     assert plan.build_us >= 0
+    check_layout(plan)
+
+
+def check_layout(plan):
+    """The layout of attention in compact space: sequence s owns the compact rows first reached
+    in it, which are the last rows of its path, and its runs reassemble the path."""
+    cu = plan.cu_seqlens.astype(np.int64)
+    assert plan.qo_indptr.shape == plan.run_indptr.shape == (plan.n_seqs + 1,)
+    assert plan.qo_indptr[0] == 0 and plan.qo_indptr[-1] == plan.n_compact
+    assert plan.run_start.shape == (plan.n_runs,) and plan.run_indptr[-1] == plan.n_runs
+    first_seq = np.searchsorted(cu, plan.fold_gather[:plan.n_compact], side="right") - 1
+    for s in range(plan.n_seqs):
+        path = plan.scatter[cu[s]:cu[s + 1]]
+        owned = np.arange(plan.qo_indptr[s], plan.qo_indptr[s + 1], dtype=np.uint32)
+        np.testing.assert_array_equal(owned, np.flatnonzero(first_seq == s))
+        np.testing.assert_array_equal(path[len(path) - len(owned):], owned)
+        runs = plan.path_runs(s)
+        assert all(length > 0 for _, _, length in runs)
+        assert [b for b, _, _ in runs] == list(cu[s] + np.cumsum([0] + [n for _, _, n in runs])[:-1])
+        np.testing.assert_array_equal(np.array([c + i for _, c, n in runs for i in range(n)], np.int64), path)
+        for (_, c0, n0), (_, c1, _) in zip(runs, runs[1:]):
+            assert c1 != c0 + n0, "runs are maximal"
 
 
 def test_plan_fields(planner):
@@ -77,6 +99,18 @@ def test_plan_fields(planner):
                  "cu_seqlens"):
         a = getattr(plan, name)
         assert a.dtype == np.uint32 and not a.flags.writeable
+
+
+def test_compact_layout(planner):
+    """[1, 2, 3] then [1, 2, 4]: the second sequence owns its last row, its path is two runs."""
+    ids, pos, cu = [1, 2, 3, 1, 2, 4], [0, 1, 2, 0, 1, 2], [0, 3, 6]
+    plan = planner.build(ids, pos, cu, threshold=1.0)
+    check_layout(plan)
+    np.testing.assert_array_equal(plan.qo_indptr, [0, 3, 4])
+    assert plan.path_runs(0) == [(0, 0, 3)] and plan.path_runs(1) == [(3, 0, 2), (5, 3, 1)]
+    off = planner.build(ids, pos, cu, threshold=0.0)
+    np.testing.assert_array_equal(off.qo_indptr, cu)
+    assert off.n_runs == 2 and not off.qo_indptr.flags.writeable
 
 
 def test_plans_are_copies(planner):

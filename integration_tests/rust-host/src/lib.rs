@@ -6,13 +6,17 @@
 //!   `cu_seqlens`, a token id past the vocabulary, too many tokens) gets its error and the next
 //!   batch is served;
 //! - [`Backend::run`]: the library's per-layer entry points (embed, pre-attention,
-//!   post-attention, final norm) around the host's own attention, [`causal_gqa`], then pooling.
+//!   post-attention, final norm) around the host's own attention, [`causal_gqa`], then pooling;
+//!   in full space (Q/K/V of the batch rows) or in compact space (the `*_compact` entry points:
+//!   the compact rows only, each sequence's keys its path through `scatter`).
 //!
 //! Any number of threads may each `serve` on one shared [`Model`].
 use std::sync::mpsc;
 use std::thread;
 
-use radix_mlp::{AttentionArgs, Context, Error, Model, Plan, PlanParams, Planner, Pooling};
+use radix_mlp::{
+    AttentionArgs, AttentionSpace, CompactLayout, Context, Error, Model, Plan, PlanParams, Planner, Pooling,
+};
 
 /// A batch as the queue hands it to the backend: sequences back to back.
 #[derive(Clone, Debug)]
@@ -47,30 +51,48 @@ pub struct Output {
     /// Compact rows the plan used, and whether the gate chose radix.
     pub n_compact: usize,
     pub use_radix: bool,
+    /// Whether attention ran in compact space.
+    pub compact_space: bool,
 }
 
-/// Causal varlen attention with grouped KV heads over full-space Q/K/V, in plain f32 loops:
-/// each row attends to the rows of its own sequence up to itself; query head `h` reads KV
-/// head `h / (n_heads / n_kv_heads)`.
+/// Causal varlen attention with grouped KV heads, in plain f32 loops, in either layout: query
+/// head `h` reads KV head `h / (n_heads / n_kv_heads)`, and each query attends to its
+/// sequence's rows up to its own position. Full space: the queries and keys of sequence `s` are
+/// its batch rows. Compact space: its queries are the compact rows it owns (`qo_indptr`), the
+/// last of its path, and its keys the path's rows (`kv_indices`), so owned query `t` of `q_s`
+/// sits at position `L_s - q_s + t`.
 pub fn causal_gqa(a: &mut AttentionArgs<'_>) {
     let (d, heads, kv_heads) = (a.head_dim, a.n_heads, a.n_kv_heads);
-    let mut weights = Vec::new();
-    for seq in a.cu_seqlens.windows(2) {
-        let (start, end) = (seq[0] as usize, seq[1] as usize);
-        for i in start..end {
+    let (mut weights, mut path) = (Vec::new(), Vec::new());
+    for s in 0..a.n_seqs() {
+        let (start, end) = (a.cu_seqlens[s] as usize, a.cu_seqlens[s + 1] as usize);
+        path.clear();
+        let queries = match a.compact {
+            None => {
+                path.extend(start..end);
+                start..end
+            }
+            Some(CompactLayout { qo_indptr, kv_indices }) => {
+                path.extend(kv_indices[start..end].iter().map(|&r| r as usize));
+                qo_indptr[s] as usize..qo_indptr[s + 1] as usize
+            }
+        };
+        let first_position = path.len() - queries.len();
+        for (t, i) in queries.enumerate() {
+            let keys = &path[..=first_position + t];
             for h in 0..heads {
                 let (q, kv) = (&a.q[(i * heads + h) * d..][..d], h / (heads / kv_heads));
                 let kv_row = |j: usize| (j * kv_heads + kv) * d..(j * kv_heads + kv + 1) * d;
                 weights.clear();
                 weights.extend(
-                    (start..=i).map(|j| q.iter().zip(&a.k[kv_row(j)]).map(|(x, y)| x * y).sum::<f32>() * a.scale),
+                    keys.iter().map(|&j| q.iter().zip(&a.k[kv_row(j)]).map(|(x, y)| x * y).sum::<f32>() * a.scale),
                 );
                 let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 weights.iter_mut().for_each(|w| *w = (*w - max).exp());
                 let sum: f32 = weights.iter().sum();
                 let out = &mut a.out[(i * heads + h) * d..][..d];
                 out.fill(0.0);
-                for (j, w) in (start..=i).zip(&weights) {
+                for (&j, w) in keys.iter().zip(&weights) {
                     out.iter_mut().zip(&a.v[kv_row(j)]).for_each(|(o, v)| *o += w / sum * v);
                 }
             }
@@ -78,10 +100,11 @@ pub fn causal_gqa(a: &mut AttentionArgs<'_>) {
     }
 }
 
-/// One thread's backend: a context on the shared model and the activation buffers, grown to
-/// the largest batch seen and reused.
+/// One thread's backend: a context on the shared model, where its attention runs, and the
+/// activation buffers, grown to the largest batch seen and reused.
 pub struct Backend<'m> {
     ctx: Context<'m>,
+    space: AttentionSpace,
     hidden: Vec<f32>,
     q: Vec<f32>,
     k: Vec<f32>,
@@ -90,25 +113,38 @@ pub struct Backend<'m> {
 }
 
 impl<'m> Backend<'m> {
-    pub fn new(model: &'m Model, max_tokens: usize) -> Result<Backend<'m>, Error> {
+    /// `space`: where the host's attention runs; `Auto` is compact space when the plan shares
+    /// rows, as the library decides it.
+    pub fn new(model: &'m Model, max_tokens: usize, space: AttentionSpace) -> Result<Backend<'m>, Error> {
         let ctx = model.context(max_tokens)?;
-        Ok(Backend { ctx, hidden: Vec::new(), q: Vec::new(), k: Vec::new(), v: Vec::new(), attn: Vec::new() })
+        Ok(Backend { ctx, space, hidden: Vec::new(), q: Vec::new(), k: Vec::new(), v: Vec::new(), attn: Vec::new() })
     }
 
     /// One batch: embed, per layer pre-attention, the host's attention, post-attention; the
-    /// final norm to batch rows; pooling.
+    /// final norm; pooling. In compact space nothing leaves the compact rows until the end,
+    /// where the batch rows are read through `scatter`.
     pub fn run(&mut self, plan: &Plan) -> Result<Output, Error> {
         let model = self.ctx.model();
         let cfg = model.config();
-        let n = plan.n_tokens;
-        self.hidden.resize(plan.n_compact_padded * cfg.hidden_size, 0.0);
-        self.q.resize(n * cfg.q_dim(), 0.0);
-        self.attn.resize(n * cfg.q_dim(), 0.0);
-        self.k.resize(n * cfg.kv_dim(), 0.0);
-        self.v.resize(n * cfg.kv_dim(), 0.0);
+        let compact = match self.space {
+            AttentionSpace::Full => false,
+            AttentionSpace::Compact => true,
+            AttentionSpace::Auto => plan.use_radix,
+        };
+        let (h, rows) = (cfg.hidden_size, if compact { plan.n_compact_padded } else { plan.n_tokens });
+        self.hidden.resize(plan.n_compact_padded * h, 0.0);
+        self.q.resize(rows * cfg.q_dim(), 0.0);
+        self.attn.resize(rows * cfg.q_dim(), 0.0);
+        self.k.resize(rows * cfg.kv_dim(), 0.0);
+        self.v.resize(rows * cfg.kv_dim(), 0.0);
         self.ctx.embed(plan, &mut self.hidden)?;
         for layer in 0..cfg.num_hidden_layers {
-            self.ctx.pre_attention(layer, plan, &self.hidden, &mut self.q, &mut self.k, &mut self.v)?;
+            let (q, k, v) = (&mut self.q, &mut self.k, &mut self.v);
+            if compact {
+                self.ctx.pre_attention_compact(layer, plan, &self.hidden, q, k, v)?;
+            } else {
+                self.ctx.pre_attention(layer, plan, &self.hidden, q, k, v)?;
+            }
             causal_gqa(&mut AttentionArgs {
                 layer,
                 n_heads: cfg.num_attention_heads,
@@ -120,28 +156,46 @@ impl<'m> Backend<'m> {
                 k: &self.k,
                 v: &self.v,
                 out: &mut self.attn,
+                compact: compact.then(|| CompactLayout { qo_indptr: &plan.qo_indptr, kv_indices: &plan.scatter }),
             });
-            self.ctx.post_attention(layer, plan, &self.attn, &mut self.hidden)?;
+            if compact {
+                self.ctx.post_attention_compact(layer, plan, &self.attn, &mut self.hidden)?;
+            } else {
+                self.ctx.post_attention(layer, plan, &self.attn, &mut self.hidden)?;
+            }
         }
-        let mut hidden = vec![0.0; n * cfg.hidden_size];
-        self.ctx.final_norm(plan, &self.hidden, &mut hidden)?;
-        Ok(Output {
-            pooled_last: model.pool(&hidden, &plan.cu_seqlens, Pooling::Last, false)?,
-            pooled_mean: model.pool(&hidden, &plan.cu_seqlens, Pooling::Mean, false)?,
-            hidden,
-            n_compact: plan.n_compact,
-            use_radix: plan.use_radix,
-        })
+        let mut out = vec![0.0; rows * h];
+        let (hidden, pooled_last, pooled_mean) = if compact {
+            self.ctx.final_norm_compact(plan, &self.hidden, &mut out)?;
+            (
+                plan.scatter.iter().flat_map(|&r| &out[r as usize * h..][..h]).copied().collect(),
+                self.ctx.pool_compact(plan, &out, Pooling::Last, false)?,
+                self.ctx.pool_compact(plan, &out, Pooling::Mean, false)?,
+            )
+        } else {
+            self.ctx.final_norm(plan, &self.hidden, &mut out)?;
+            let last = model.pool(&out, &plan.cu_seqlens, Pooling::Last, false)?;
+            let mean = model.pool(&out, &plan.cu_seqlens, Pooling::Mean, false)?;
+            (out, last, mean)
+        };
+        let (n_compact, use_radix) = (plan.n_compact, plan.use_radix);
+        Ok(Output { hidden, pooled_last, pooled_mean, n_compact, use_radix, compact_space: compact })
     }
 }
 
 /// Each batch's id with its output or its error, in queue order.
 pub type Served = Vec<(usize, Result<Output, Error>)>;
 
-/// Serves `batches` in order on this thread's own planner and context: the queue thread plans
-/// ahead while the backend runs.
-pub fn serve(model: &Model, max_tokens: usize, params: PlanParams, batches: Vec<Batch>) -> Result<Served, Error> {
-    let mut backend = Backend::new(model, max_tokens)?;
+/// Serves `batches` in order on this thread's own planner and context, the host's attention in
+/// `space`: the queue thread plans ahead while the backend runs.
+pub fn serve(
+    model: &Model,
+    max_tokens: usize,
+    params: PlanParams,
+    space: AttentionSpace,
+    batches: Vec<Batch>,
+) -> Result<Served, Error> {
+    let mut backend = Backend::new(model, max_tokens, space)?;
     let mut planner = Planner::new()?;
     // Capacity 1: the queue is at most one plan ahead of the one it is building.
     let (to_backend, plans) = mpsc::sync_channel::<(usize, Result<Plan, Error>)>(1);

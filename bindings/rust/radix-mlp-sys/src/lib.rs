@@ -7,6 +7,16 @@
 //! Conventions: every fallible call returns an `rmlp_status` (0 ok, negative errors; values
 //! are pinned once released) and, on error, leaves a message naming the argument and index in
 //! the calling thread's `rmlp_last_error()`. The library never aborts, exits or prints.
+//!
+//! Handles (`rmlp_planner`, `rmlp_model`, `rmlp_context`) carry a magic word, set at creation and
+//! cleared when freed: a call handed a freed handle or another kind of handle (a planner where a
+//! context belongs) returns `RMLP_ERR_INVALID_ARGUMENT` ("context was freed or is not an
+//! rmlp_context handle"), and freeing one twice does nothing the second time. This is a
+//! best-effort check, not a guarantee: reading freed memory is itself undefined behaviour, and a
+//! handle whose memory was reused for a new handle of the same kind looks alive. Planners and
+//! contexts are single-threaded: a call that finds one in use by another thread returns
+//! `RMLP_ERR_BUSY` and changes nothing (calls from the same thread nest, so a host attention
+//! callback may call `rmlp_attention` on the context running it).
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_char, c_void};
@@ -14,7 +24,7 @@ use core::ffi::{c_char, c_void};
 /// Major version: the SONAME carries it; a change means the ABI broke.
 pub const RMLP_VERSION_MAJOR: u32 = 0;
 /// Minor version: additions that keep the ABI.
-pub const RMLP_VERSION_MINOR: u32 = 1;
+pub const RMLP_VERSION_MINOR: u32 = 2;
 /// Patch version: fixes only.
 pub const RMLP_VERSION_PATCH: u32 = 0;
 /// The version as one number, `major << 16 | minor << 8 | patch`, as `rmlp_version()` returns it.
@@ -50,6 +60,11 @@ pub const RMLP_ERR_FORMAT: rmlp_status = -10;
 /// The checkpoint does not fit: unsupported architecture or dtype, a missing tensor, a shape
 /// that disagrees with config.json; the message names the tensor or key.
 pub const RMLP_ERR_MODEL: rmlp_status = -11;
+/// The planner or context is in use by a call on another thread. Planners and contexts are
+/// single-threaded objects (one per thread, or calls serialised by the host); the call changed
+/// nothing and may be retried once the other call has returned. A model is not exclusive: any
+/// number of threads may use one through their own contexts.
+pub const RMLP_ERR_BUSY: rmlp_status = -12;
 
 /// Bit of `rmlp_build_flags()`: the library was compiled with CUDA kernels.
 pub const RMLP_BUILD_CUDA: u32 = 1;
@@ -65,6 +80,19 @@ pub const RMLP_DEFAULT_THRESHOLD: f64 = 0.85;
 pub const RMLP_DEFAULT_PAD_MULTIPLE: u32 = 8;
 /// Largest accepted padding multiple (GEMM tiles want 8 to 256; more only wastes rows).
 pub const RMLP_MAX_PAD_MULTIPLE: u32 = 4096;
+
+/// The rule by which the gate of `rmlp_plan_build` decides between radix and the identity.
+pub type rmlp_gate = i32;
+/// This library's rule (default): radix iff `threshold >= 1.0` or `n_distinct / n_tokens <
+/// threshold` (unpadded count, in double precision); `threshold == 0` turns radix off and skips
+/// the trie.
+pub const RMLP_GATE_DISTINCT: rmlp_gate = 0;
+/// The rule of text-embeddings-inference's in-tree RadixMLP code, so that a host switching from
+/// it changes no decision: in single precision (TEI's threshold is an `f32`), radix is off when
+/// `threshold <= 1e-6` (the trie is skipped) or the batch is empty; otherwise radix iff
+/// `threshold >= 1.0` or `padded / n_tokens < threshold`, where `padded` is `n_distinct` rounded
+/// up to `pad_multiple_of` when `pad` is set (the length of the padded compact batch).
+pub const RMLP_GATE_TEI: rmlp_gate = 1;
 
 /// Decoder architecture (`model_type` in config.json).
 pub type rmlp_arch = i32;
@@ -108,6 +136,22 @@ pub const RMLP_POOLING_MEAN: rmlp_pooling = 2;
 /// The first token.
 pub const RMLP_POOLING_FIRST: rmlp_pooling = 3;
 
+/// Where attention runs (shared/DESIGN.md, "Attention in compact space"), a context setting
+/// (`rmlp_context_params::attention_space`) and the layout of `rmlp_attention_args`.
+pub type rmlp_attention_space = i32;
+/// Full space: Q/K/V are scattered to the batch's N rows and every sequence attends over its
+/// whole length (the default; what 0.1.0 did).
+pub const RMLP_ATTENTION_FULL: rmlp_attention_space = 0;
+/// Compact space: only the compact rows a sequence owns are queries (N' in all), its keys are
+/// its path through `scatter` (a paged KV layout with page size 1); nothing is scattered before
+/// attention nor gathered after it, and the whole forward stays on N' rows. Exact: the same
+/// function as full space, with fewer score pairs on shared prefixes.
+pub const RMLP_ATTENTION_COMPACT: rmlp_attention_space = 1;
+/// Compact when the plan shares rows (`use_radix`), full otherwise (the two coincide then).
+/// Compact never computes more than full: it drops the queries a sequence shares with an
+/// earlier one and the copies around attention.
+pub const RMLP_ATTENTION_AUTO: rmlp_attention_space = 2;
+
 /// A loaded model: config and weights on one device. Read-only after load: any number of
 /// contexts on any threads may use it at once.
 pub struct rmlp_model {
@@ -115,7 +159,8 @@ pub struct rmlp_model {
 }
 
 /// Workspace for running batches of up to `max_tokens` tokens through a model. One per thread
-/// (or stream); per-layer calls and forwards through it never allocate.
+/// (or stream); per-layer calls and forwards through it never allocate. A call that finds the
+/// context in a call on another thread returns `RMLP_ERR_BUSY` instead of sharing the workspace.
 pub struct rmlp_context {
     _opaque: [u8; 0],
 }
@@ -124,7 +169,9 @@ pub struct rmlp_context {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rmlp_model_params {
-    /// Must be `sizeof(rmlp_model_params)`.
+    /// `sizeof(rmlp_model_params)` of the caller's header; versioned like `rmlp_plan_params`
+    /// (an older, smaller struct gets the defaults for the fields it lacks; a newer, larger one
+    /// must have zero bytes past this library's fields).
     pub struct_size: u32,
     /// `RMLP_DEVICE_CPU` (default) or `RMLP_DEVICE_CUDA`.
     pub device: rmlp_device,
@@ -135,6 +182,11 @@ pub struct rmlp_model_params {
     /// on CUDA. Checkpoint tensors are converted at load (F16/BF16/F32 to this dtype, rounding
     /// to nearest even) in chunks through pinned memory, never as a second full host copy.
     pub dtype: rmlp_dtype,
+    /// Skip the load's check that every weight the model uses is finite (default false: a NaN or
+    /// infinity in a weight is refused with `RMLP_ERR_MODEL` naming the tensor and the element).
+    /// The check reads every weight once more; set this to save that time on trusted checkpoints.
+    /// Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
+    pub skip_finite_check: bool,
 }
 
 /// A model's configuration, as read from its config.json (and checked against its tensors).
@@ -158,12 +210,19 @@ pub struct rmlp_model_config {
     pub rope_theta: f64,
     /// The LM head is the embedding matrix.
     pub tie_word_embeddings: bool,
-    /// Q/K/V projections have biases (Qwen2; `attention_bias` for Llama/Mistral).
+    /// Q/K/V projections have biases: always for Qwen2, `attention_bias` for Llama and Qwen3,
+    /// never for Mistral (transformers' Mistral has no biases and ignores `attention_bias`).
     pub attention_bias: bool,
     /// Per-head RMSNorm of q and k before RoPE (Qwen3).
     pub qk_norm: bool,
     /// The checkpoint has an LM head (own `lm_head.weight` or tied), so `rmlp_score_pair` works.
     pub has_lm_head: bool,
+    /// The O projection has a bias: `attention_bias` for Llama and Qwen3 (never Qwen2, Mistral).
+    /// Added after 0.1.0, in what was padding: zero-initialise a config built by hand.
+    pub o_proj_bias: bool,
+    /// The MLP's gate, up and down projections have biases: `mlp_bias` for Llama (no other
+    /// architecture has them). Added after 0.1.0, like `o_proj_bias`.
+    pub mlp_bias: bool,
 }
 
 /// One layer's attention, as the library hands it to a host's attention function: causal
@@ -202,8 +261,37 @@ pub struct rmlp_attention_args {
     /// (then `cu_seqlens` must be the set plan's `cu_seqlens` pointer).
     pub cu_seqlens_device: *const u32,
     /// The longest sequence, in rows (what varlen flash-attention calls max_seqlen). Filled in
-    /// by the library for callbacks; ignored by `rmlp_attention`, which computes it.
+    /// by the library for callbacks, from the plan of the call (a callback captured in a CUDA
+    /// graph keeps the value of the capture: size launches from counts if replays may bring
+    /// longer sequences); ignored by `rmlp_attention`, whose launch depends on counts alone.
     pub max_seqlen: u32,
+    /// Added after 0.1.0 (a 0.1.0 callback never reads past `max_seqlen`; `rmlp_attention` reads
+    /// only the fields above; `rmlp_attention_compact` reads all). The layout of q, k, v, out:
+    /// `RMLP_ATTENTION_FULL` as above, or `RMLP_ATTENTION_COMPACT`: q and out
+    /// (n_compact, n_heads, head_dim) are the plan's compact rows, each the query of the
+    /// sequence that owns it (sequence s: rows `qo_indptr[s] .. qo_indptr[s+1]`); k and v
+    /// (n_compact, n_kv_heads, head_dim) hold each compact row's key and value once; sequence s
+    /// reads the keys `kv_indices[kv_indptr[s] .. kv_indptr[s+1])` (its path: `kv_indptr` is
+    /// `cu_seqlens`, `kv_indices` the plan's `scatter`), causal aligned bottom-right (its q_s
+    /// queries are the last q_s of its L_s keys: query t sees keys 0 .. L_s - q_s + t). These
+    /// are the arrays of a FlashInfer paged prefill with page size 1 as they are (last page
+    /// length 1), or of a varlen flash-attention after gathering each path's K/V.
+    pub layout: rmlp_attention_space,
+    /// N': rows of q, k, v, out in the compact layout (`qo_indptr[n_seqs]`); 0 in full space.
+    pub n_compact: u32,
+    /// (n_seqs + 1) host memory, compact layout: owned query rows per sequence. NULL in full space.
+    pub qo_indptr: *const u32,
+    /// (n_seqs + 1) host memory, compact layout: `cu_seqlens`. NULL in full space.
+    pub kv_indptr: *const u32,
+    /// (n_tokens) host memory, compact layout: each sequence's path, the plan's `scatter`.
+    pub kv_indices: *const u32,
+    /// The same three in the model's memory: device copies on CUDA (made by
+    /// `rmlp_context_set_plan`; `kv_indptr_device` is `cu_seqlens_device`), equal to the host
+    /// pointers on the CPU. For `rmlp_attention_compact` on CUDA: device arrays, or all three
+    /// NULL to use the set plan's copies (then the host arrays must be the set plan's).
+    pub qo_indptr_device: *const u32,
+    pub kv_indptr_device: *const u32,
+    pub kv_indices_device: *const u32,
 }
 
 /// One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the
@@ -216,7 +304,9 @@ pub struct rmlp_attention_args {
 /// separate tensors happen to lie back to back in memory) or stacked, as TEI and vLLM hold
 /// them: `layers.N.self_attn.qkv_proj.weight` (q_dim + 2 * kv_dim, hidden) with q rows, then
 /// k, then v, and `layers.N.mlp.gate_up_proj.weight` (2 * intermediate, hidden) with gate rows,
-/// then up (biases likewise: `qkv_proj.bias`).
+/// then up (biases likewise: `qkv_proj.bias`, `gate_up_proj.bias`; `o_proj.bias` and
+/// `down_proj.bias` as they are). The biases must be those the config's `attention_bias`,
+/// `o_proj_bias` and `mlp_bias` call for, no more.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rmlp_weight_binding {
@@ -239,16 +329,22 @@ pub type rmlp_attention_fn =
 
 /// Reusable plan builder. Holds all scratch and the output arrays of the last plan, so
 /// steady-state builds allocate nothing. Not thread-safe: use one planner per thread;
-/// planners on different threads run concurrently.
+/// planners on different threads run concurrently. A call that finds the planner in use by
+/// another thread returns `RMLP_ERR_BUSY` instead of corrupting it.
 pub struct rmlp_planner {
     _opaque: [u8; 0],
 }
 
 /// How a plan is built. Get one from `rmlp_plan_default_params()` and change fields.
+///
+/// Versioned by `struct_size`, like every params struct of this ABI: a caller compiled against
+/// an older header passes its smaller struct (a size an earlier release had) and the fields it
+/// lacks take their defaults; a caller compiled against a newer header may pass a larger one
+/// whose extra bytes (fields this library does not know) are all zero. Any other size is refused.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rmlp_plan_params {
-    /// Must be `sizeof(rmlp_plan_params)` of the header the caller was compiled with.
+    /// `sizeof(rmlp_plan_params)` of the header the caller was compiled with.
     pub struct_size: u32,
     /// Pad the compact rows to a multiple of `pad_multiple_of` (default false).
     pub pad: bool,
@@ -257,13 +353,19 @@ pub struct rmlp_plan_params {
     /// Gate (the semantics of TEI's `--radix-mlp-threshold`): radix is used iff
     /// `threshold >= 1.0` or `n_distinct / n_tokens < threshold`; `0` turns radix off and skips
     /// the trie. Otherwise the plan is the identity. Must not be NaN or negative (default 0.85).
+    /// `gate` picks the exact rule.
     pub threshold: f64,
+    /// `RMLP_GATE_DISTINCT` (default: the unpadded count, as above) or `RMLP_GATE_TEI` (TEI's
+    /// in-tree rule: the padded compact length, single precision, off at `threshold <= 1e-6`).
+    /// Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
+    pub gate: rmlp_gate,
 }
 
 /// A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
 /// space (one row per distinct (token, position) path). The arrays belong to the planner
-/// and stay valid until its next `rmlp_plan_build` or `rmlp_planner_free`; they may be NULL
-/// when their length is 0.
+/// and stay valid until its next `rmlp_plan_build`, `rmlp_planner_reserve` or
+/// `rmlp_planner_free`; they may be NULL when their length is 0. A host that keeps a plan
+/// longer copies its arrays (and sets `planner` to NULL in the copy).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rmlp_plan {
@@ -301,6 +403,46 @@ pub struct rmlp_plan {
     /// (n_seqs + 1) the batch's cu_seqlens, copied: the model calls take the sequence
     /// boundaries from here, so they always agree with the maps.
     pub cu_seqlens: *const u32,
+    /// The planner whose arrays these are (set by `rmlp_plan_build`), or NULL for a plan whose
+    /// arrays the host owns (a zero-initialised plan it filled in itself, as 0.1.0 hosts do). The
+    /// model calls check a plan with a planner against it: once the planner has built again,
+    /// reserved or been freed, the plan is refused (`RMLP_ERR_INVALID_ARGUMENT`, "the plan is
+    /// stale" / "the plan's planner was freed") instead of read from arrays that changed or are
+    /// gone. The freed case is best-effort, like every handle check.
+    pub planner: *const rmlp_planner,
+    /// The planner's build count when this plan was built (compared with its current count).
+    pub generation: u64,
+    /// The layout of attention in compact space (added after 0.1.0; NULL in a plan a host fills
+    /// in itself, which then cannot run compact attention). (n_seqs + 1): sequence s owns the
+    /// compact rows `qo_indptr[s] .. qo_indptr[s+1]`, the first occurrences of its paths, which
+    /// are the last `qo_indptr[s+1] - qo_indptr[s]` rows of its path (a sequence that repeats or
+    /// prefixes an earlier one owns none); `qo_indptr[n_seqs] == n_compact`. The identity plan:
+    /// `cu_seqlens`.
+    pub qo_indptr: *const u32,
+    /// The runs of consecutive compact rows the sequences' paths are made of (one per trie branch
+    /// a path passes; a sequence's rows past its first new row form its last run): path s is runs
+    /// `run_indptr[s] .. run_indptr[s+1]`, run r covering the batch rows `run_start[r] ..` (the
+    /// next run's start, or the sequence's end), which read the consecutive compact rows
+    /// `scatter[run_start[r]] ..`: `scatter[run_start[r] + i] == scatter[run_start[r]] + i`.
+    /// Where one run ends its successor never continues its compact rows (runs are maximal).
+    pub n_runs: u32,
+    /// (n_seqs + 1) first run of each sequence.
+    pub run_indptr: *const u32,
+    /// (n_runs) batch row where each run starts.
+    pub run_start: *const u32,
+}
+
+/// How a context runs, for `rmlp_context_create_with_params`. Get one from
+/// `rmlp_context_default_params()` and change fields; versioned by `struct_size` like the
+/// other params structs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_context_params {
+    /// `sizeof(rmlp_context_params)` of the caller's header.
+    pub struct_size: u32,
+    /// Where `rmlp_forward` runs attention (default `RMLP_ATTENTION_FULL`): the built-in
+    /// attention, or the host's callback, which then gets `rmlp_attention_args` in that layout.
+    pub attention_space: rmlp_attention_space,
 }
 
 #[allow(improper_ctypes)] // rmlp_planner is opaque: only pointers to it cross the ABI
@@ -321,7 +463,18 @@ extern "C" {
     /// `RMLP_ERR_NO_DEVICE` (with `*count = 0`) when the driver reports none.
     pub fn rmlp_cuda_device_count(count: *mut i32) -> rmlp_status;
 
-    /// The default plan parameters: no padding (multiple 8 when enabled), threshold 0.85.
+    /// Sets how many threads the CPU path uses: OpenBLAS's thread pool, one per process (the
+    /// layer code itself runs on the calling thread). It starts at OpenBLAS's own choice
+    /// (`OPENBLAS_NUM_THREADS`, else one per core); a server running one context per worker
+    /// thread usually wants 1. `RMLP_ERR_INVALID_ARGUMENT` for 0, or for more threads than this
+    /// OpenBLAS can run (the count then stays as it was). Process-wide: call it at startup or
+    /// between batches, not while another thread is in a CPU model call.
+    pub fn rmlp_set_cpu_threads(n_threads: u32) -> rmlp_status;
+    /// The number of threads the CPU path uses now (see `rmlp_set_cpu_threads`).
+    pub fn rmlp_cpu_threads() -> u32;
+
+    /// The default plan parameters: no padding (multiple 8 when enabled), threshold 0.85,
+    /// `RMLP_GATE_DISTINCT`.
     pub fn rmlp_plan_default_params() -> rmlp_plan_params;
 
     /// Plan parameters as a deployment sets them, from the environment, starting from
@@ -330,13 +483,18 @@ extern "C" {
     ///   radix off, 1 or more always uses it); a number >= 0.
     /// * `RADIX_MLP_PAD`: pad the compact rows to this multiple (1..`RMLP_MAX_PAD_MULTIPLE`);
     ///   unset or empty means no padding.
+    /// * `RADIX_MLP_GATE`: `distinct` (default, `RMLP_GATE_DISTINCT`) or `tei`
+    ///   (`RMLP_GATE_TEI`, the rule of TEI's in-tree code).
     /// An unset variable keeps the default; a set but invalid one is an error naming the variable
     /// and its value (`*out` then holds the defaults), never a silent default.
     pub fn rmlp_plan_params_from_env(out: *mut rmlp_plan_params) -> rmlp_status;
 
     /// Creates a planner in `*out` (set to NULL on failure).
     pub fn rmlp_planner_create(out: *mut *mut rmlp_planner) -> rmlp_status;
-    /// Frees a planner and the arrays of its last plan. NULL is a no-op.
+    /// Frees a planner and the arrays of its last plan. NULL is a no-op. A handle that is not a
+    /// live planner (freed already, or another kind of handle) or a planner in use by a call on
+    /// another thread is left alone, with a message in `rmlp_last_error()` (which a free that
+    /// succeeds leaves empty).
     pub fn rmlp_planner_free(planner: *mut rmlp_planner);
     /// Grows the planner's scratch for batches of up to `n_tokens` tokens in `n_seqs`
     /// sequences (padded to a multiple of `max_pad_multiple`, 0 or 1 for none, at most
@@ -354,8 +512,11 @@ extern "C" {
     /// Loads a model from a Hugging Face / Candle checkpoint: a directory with config.json and
     /// model.safetensors (or model.safetensors.index.json and its shards), or the path of a
     /// .safetensors file whose folder holds config.json. `params`: NULL for the defaults.
-    pub fn rmlp_model_load(path: *const c_char, params: *const rmlp_model_params, out: *mut *mut rmlp_model)
-        -> rmlp_status;
+    pub fn rmlp_model_load(
+        path: *const c_char,
+        params: *const rmlp_model_params,
+        out: *mut *mut rmlp_model,
+    ) -> rmlp_status;
     /// A CUDA model from weights the host already holds on the device (no copy; see
     /// `rmlp_weight_binding`). `config` describes the model (as `rmlp_model_get_config` would;
     /// `has_lm_head` is ignored and set from the tensors: `lm_head.weight`, or the embedding when
@@ -369,21 +530,42 @@ extern "C" {
         params: *const rmlp_model_params,
         out: *mut *mut rmlp_model,
     ) -> rmlp_status;
-    /// Frees a model. NULL is a no-op. Contexts of the model must be freed first. A bound model's
-    /// tensors stay the host's.
+    /// Frees a model. NULL is a no-op. Contexts of the model must be freed first: a model that
+    /// still has contexts is not freed (so they never run on freed weights), nor is a handle that
+    /// is not a live model; either leaves a message in `rmlp_last_error()` (empty after a free
+    /// that succeeds). A bound model's tensors stay the host's.
     pub fn rmlp_model_free(model: *mut rmlp_model);
     /// Copies the model's configuration into `*out`.
     pub fn rmlp_model_get_config(model: *const rmlp_model, out: *mut rmlp_model_config) -> rmlp_status;
+    /// What the load of a checkpoint found that does not stop it but that the host should know,
+    /// as transformers would warn of it: tensors of the checkpoint that the model does not use
+    /// (a config.json with fewer layers than the checkpoint, another `model_type` than the one
+    /// the weights were trained as, biases an architecture does not have). `*out` is a
+    /// NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
+    /// nothing to report (and for bound models), else one line per finding, each ending in '\n'.
+    pub fn rmlp_model_load_report(model: *const rmlp_model, out: *mut *const c_char) -> rmlp_status;
 
     /// Creates a context for batches of up to `max_tokens` tokens (plans padded by up to
     /// `RMLP_MAX_PAD_MULTIPLE - 1` rows fit too) and at most `max_tokens` sequences. The model
-    /// must outlive it. On CUDA this allocates the whole device workspace (activations of a
-    /// forward, the plan's maps, a 32 MiB cuBLAS workspace), pinned staging for plans, a cuBLAS
-    /// handle and events, so that nothing after it allocates; its stream is the legacy default
-    /// stream until `rmlp_context_set_stream`.
+    /// must outlive it (`rmlp_model_free` refuses a model that still has contexts). On CUDA this
+    /// allocates the whole device workspace (activations of a forward, the plan's maps, a 32 MiB
+    /// cuBLAS workspace), pinned staging for plans, a cuBLAS handle and events, so that nothing
+    /// after it allocates; its stream is the legacy default stream until `rmlp_context_set_stream`.
     pub fn rmlp_context_create(model: *const rmlp_model, max_tokens: usize, out: *mut *mut rmlp_context)
         -> rmlp_status;
-    /// Frees a context. NULL is a no-op. On CUDA it first waits for the context's stream.
+    /// The defaults of `rmlp_context_params` (`struct_size` set, attention in full space).
+    pub fn rmlp_context_default_params() -> rmlp_context_params;
+    /// `rmlp_context_create` with `params` (NULL: the defaults).
+    pub fn rmlp_context_create_with_params(
+        model: *const rmlp_model,
+        max_tokens: usize,
+        params: *const rmlp_context_params,
+        out: *mut *mut rmlp_context,
+    ) -> rmlp_status;
+    /// Frees a context. NULL is a no-op. On CUDA it first waits for the context's stream. A handle
+    /// that is not a live context, or a context in use by a call (on another thread, or the call
+    /// whose host attention callback is freeing it), is left alone with a message in
+    /// `rmlp_last_error()` (empty after a free that succeeds).
     pub fn rmlp_context_free(context: *mut rmlp_context);
     /// Sets the stream (`cudaStream_t` of the model's device; NULL: the legacy default stream) on
     /// which every later call through this context enqueues its work, the cuBLAS handle's
@@ -450,20 +632,98 @@ extern "C" {
     pub fn rmlp_attention(context: *mut rmlp_context, args: *const rmlp_attention_args) -> rmlp_status;
     /// The whole model on one batch: embed, every layer (with `attention(user_data, ...)` or the
     /// built-in attention when NULL), final norm. `out` (n_tokens, hidden_size) receives the last
-    /// hidden states of every batch row.
+    /// hidden states of every batch row. Attention runs in the context's `attention_space`
+    /// (full by default; compact as in `rmlp_forward_compact`, then the final rows are scattered).
     ///
     /// CUDA: `out` is device memory in the model's dtype; call `rmlp_context_set_plan(plan)`
     /// first. Like the per-layer calls, the forward only enqueues work on the context's stream:
-    /// it never allocates or synchronises, so it may be captured in a CUDA graph (the graph then
-    /// replays this plan's shapes; call `rmlp_context_set_plan` again, outside the capture,
-    /// before replaying it for another batch of the same shape). The host callback gets device
-    /// pointers, `args->cu_seqlens_device`, `args->max_seqlen` and the stream.
+    /// it never allocates or synchronises, so it may be captured in a CUDA graph. The graph holds
+    /// the plan's counts (n_tokens, n_seqs, n_compact, n_compact_padded) and nothing else of it:
+    /// call `rmlp_context_set_plan` again, outside the capture, with any plan of the same counts
+    /// (other tokens, other sequence lengths) before replaying it; a plan of other counts needs
+    /// a graph of its own. The host callback gets device pointers, `args->cu_seqlens_device`,
+    /// `args->max_seqlen` and the stream.
     pub fn rmlp_forward(
         context: *mut rmlp_context,
         plan: *const rmlp_plan,
         attention: rmlp_attention_fn,
         user_data: *mut c_void,
         out: *mut c_void,
+    ) -> rmlp_status;
+
+    /// Attention in compact space (`RMLP_ATTENTION_COMPACT`), for hosts that keep attention:
+    /// the first half of layer `layer` with no scatter: `q` (n_compact_padded, n_heads,
+    /// head_dim), `k` and `v` (n_compact_padded, n_kv_heads, head_dim) are written for every
+    /// compact row (the plan needs its `qo_indptr`: one from `rmlp_plan_build`). CUDA as for
+    /// `rmlp_layer_pre_attention`.
+    pub fn rmlp_layer_pre_attention_compact(
+        context: *mut rmlp_context,
+        layer: u32,
+        plan: *const rmlp_plan,
+        hidden: *const c_void,
+        q: *mut c_void,
+        k: *mut c_void,
+        v: *mut c_void,
+    ) -> rmlp_status;
+    /// The second half of layer `layer` with no gather: `attn` (n_compact_padded, n_heads,
+    /// head_dim) is the compact attention output (rows past n_compact are not read for anything
+    /// that reaches an output).
+    pub fn rmlp_layer_post_attention_compact(
+        context: *mut rmlp_context,
+        layer: u32,
+        plan: *const rmlp_plan,
+        attn: *const c_void,
+        hidden: *mut c_void,
+    ) -> rmlp_status;
+    /// The final RMSNorm of `hidden` (n_compact_padded, hidden_size) into `out`
+    /// (n_compact_padded, hidden_size), compact rows (no scatter): read them per batch row
+    /// through the plan's `scatter`, or pool them with `rmlp_context_pool_compact`.
+    pub fn rmlp_final_norm_compact(
+        context: *mut rmlp_context,
+        plan: *const rmlp_plan,
+        hidden: *const c_void,
+        out: *mut c_void,
+    ) -> rmlp_status;
+    /// The built-in attention in the compact layout: `args->layout` must be
+    /// `RMLP_ATTENTION_COMPACT`, with `n_compact`, `qo_indptr`, `kv_indptr` (= `cu_seqlens`) and
+    /// `kv_indices` (host memory, checked); q, out (n_compact, n_heads, head_dim), k, v
+    /// (n_compact, n_kv_heads, head_dim) as `rmlp_attention` takes them. On CUDA the three
+    /// `*_device` arrays, or NULL for the set plan's copies.
+    pub fn rmlp_attention_compact(context: *mut rmlp_context, args: *const rmlp_attention_args) -> rmlp_status;
+    /// The whole model on one batch in compact space, embedding to final norm on N' rows, with
+    /// `attention(user_data, args)` in the compact layout (or the built-in one when NULL): `out`
+    /// (n_compact_padded, hidden_size) receives the final-normed compact rows (batch row i's
+    /// state is row `scatter[i]`; `rmlp_context_pool_compact` and `rmlp_score_pair_compact`
+    /// read them so). CUDA as for `rmlp_forward`; the callback gets the device arrays too.
+    pub fn rmlp_forward_compact(
+        context: *mut rmlp_context,
+        plan: *const rmlp_plan,
+        attention: rmlp_attention_fn,
+        user_data: *mut c_void,
+        out: *mut c_void,
+    ) -> rmlp_status;
+    /// `rmlp_context_pool` of the batch rows of compact hidden states: `hidden`
+    /// (n_compact_padded, hidden_size, e.g. `rmlp_forward_compact`'s output) read through the
+    /// plan's `scatter`; `out` (n_seqs, hidden_size) host f32. On CUDA `rmlp_context_set_plan`
+    /// first, and the call synchronises the stream.
+    pub fn rmlp_context_pool_compact(
+        context: *mut rmlp_context,
+        plan: *const rmlp_plan,
+        hidden: *const c_void,
+        pooling: rmlp_pooling,
+        normalize: bool,
+        out: *mut f32,
+    ) -> rmlp_status;
+    /// `rmlp_score_pair` at each sequence's last row of compact hidden states (read through
+    /// the plan's `scatter`): `logits` (n_seqs, 2), `prob_a` (n_seqs), host memory.
+    pub fn rmlp_score_pair_compact(
+        context: *mut rmlp_context,
+        plan: *const rmlp_plan,
+        hidden: *const c_void,
+        token_a: u32,
+        token_b: u32,
+        logits: *mut f32,
+        prob_a: *mut f32,
     ) -> rmlp_status;
 
     /// Pools hidden states per sequence (host memory, f32): `hidden` (n_tokens, hidden_size),

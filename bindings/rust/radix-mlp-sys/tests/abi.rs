@@ -27,13 +27,14 @@ fn linked_library_matches_header() {
 #[test]
 #[cfg(target_pointer_width = "64")]
 fn struct_layout_matches_c() {
-    assert_eq!((size_of::<rmlp_plan_params>(), align_of::<rmlp_plan_params>()), (24, 8));
+    assert_eq!((size_of::<rmlp_plan_params>(), align_of::<rmlp_plan_params>()), (32, 8)); // 24 in 0.1.0
     assert_eq!(offset_of!(rmlp_plan_params, struct_size), 0);
     assert_eq!(offset_of!(rmlp_plan_params, pad), 4);
     assert_eq!(offset_of!(rmlp_plan_params, pad_multiple_of), 8);
     assert_eq!(offset_of!(rmlp_plan_params, threshold), 16);
+    assert_eq!(offset_of!(rmlp_plan_params, gate), 24);
 
-    assert_eq!((size_of::<rmlp_plan>(), align_of::<rmlp_plan>()), (88, 8));
+    assert_eq!((size_of::<rmlp_plan>(), align_of::<rmlp_plan>()), (136, 8)); // 88 in 0.1.0
     assert_eq!(offset_of!(rmlp_plan, n_compact_padded), 16);
     assert_eq!(offset_of!(rmlp_plan, use_radix), 20);
     assert_eq!(offset_of!(rmlp_plan, compact_ratio), 24);
@@ -41,6 +42,31 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_plan, fold_gather), 40);
     assert_eq!(offset_of!(rmlp_plan, compact_parent), 72);
     assert_eq!(offset_of!(rmlp_plan, cu_seqlens), 80);
+    assert_eq!(offset_of!(rmlp_plan, planner), 88);
+    assert_eq!(offset_of!(rmlp_plan, generation), 96);
+    assert_eq!(offset_of!(rmlp_plan, qo_indptr), 104);
+    assert_eq!(offset_of!(rmlp_plan, n_runs), 112);
+    assert_eq!(offset_of!(rmlp_plan, run_indptr), 120);
+    assert_eq!(offset_of!(rmlp_plan, run_start), 128);
+
+    // 96 in 0.1.0: `layout` sits in what was the padding after `max_seqlen`.
+    assert_eq!((size_of::<rmlp_attention_args>(), align_of::<rmlp_attention_args>()), (152, 8));
+    assert_eq!(offset_of!(rmlp_attention_args, scale), 24);
+    assert_eq!(offset_of!(rmlp_attention_args, cu_seqlens), 32);
+    assert_eq!(offset_of!(rmlp_attention_args, stream), 72);
+    assert_eq!(offset_of!(rmlp_attention_args, cu_seqlens_device), 80);
+    assert_eq!(offset_of!(rmlp_attention_args, max_seqlen), 88);
+    assert_eq!(offset_of!(rmlp_attention_args, layout), 92);
+    assert_eq!(offset_of!(rmlp_attention_args, n_compact), 96);
+    assert_eq!(offset_of!(rmlp_attention_args, qo_indptr), 104);
+    assert_eq!(offset_of!(rmlp_attention_args, kv_indptr), 112);
+    assert_eq!(offset_of!(rmlp_attention_args, kv_indices), 120);
+    assert_eq!(offset_of!(rmlp_attention_args, qo_indptr_device), 128);
+    assert_eq!(offset_of!(rmlp_attention_args, kv_indptr_device), 136);
+    assert_eq!(offset_of!(rmlp_attention_args, kv_indices_device), 144);
+
+    assert_eq!((size_of::<rmlp_context_params>(), align_of::<rmlp_context_params>()), (8, 4));
+    assert_eq!(offset_of!(rmlp_context_params, attention_space), 4);
 }
 
 #[test]
@@ -50,6 +76,10 @@ fn default_params_match_constants() {
     assert!(!p.pad);
     assert_eq!(p.pad_multiple_of, RMLP_DEFAULT_PAD_MULTIPLE);
     assert_eq!(p.threshold, RMLP_DEFAULT_THRESHOLD);
+    assert_eq!(p.gate, RMLP_GATE_DISTINCT);
+    let c = unsafe { rmlp_context_default_params() };
+    assert_eq!(c.struct_size as usize, size_of::<rmlp_context_params>());
+    assert_eq!(c.attention_space, RMLP_ATTENTION_FULL);
 }
 
 #[test]
@@ -67,6 +97,7 @@ fn status_strings_are_non_empty() {
         RMLP_ERR_IO,
         RMLP_ERR_FORMAT,
         RMLP_ERR_MODEL,
+        RMLP_ERR_BUSY,
         -1000,
     ];
     let strings: Vec<String> =
@@ -86,7 +117,16 @@ fn last_error_is_set_and_cleared() {
     assert_eq!(unsafe { rmlp_planner_create(&mut planner) }, RMLP_OK);
     // One token in one sequence, with the given cu_seqlens.
     let mut build = |cu: [u32; 2]| unsafe {
-        rmlp_plan_build(planner, [0u32].as_ptr(), [0u32].as_ptr(), 1, cu.as_ptr(), 1, core::ptr::null(), out.as_mut_ptr())
+        rmlp_plan_build(
+            planner,
+            [0u32].as_ptr(),
+            [0u32].as_ptr(),
+            1,
+            cu.as_ptr(),
+            1,
+            core::ptr::null(),
+            out.as_mut_ptr(),
+        )
     };
     assert_eq!(build([1, 1]), RMLP_ERR_INVALID_SEQLENS);
     let msg = unsafe { CStr::from_ptr(rmlp_last_error()) }.to_str().unwrap().to_owned();

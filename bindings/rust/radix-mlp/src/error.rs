@@ -31,6 +31,10 @@ pub enum Status {
     Format,
     /// `RMLP_ERR_MODEL`: the checkpoint is unsupported or disagrees with its config.
     Model,
+    /// `RMLP_ERR_BUSY`: the planner or context is in a call on another thread (they are
+    /// single-threaded); nothing was done. Safe Rust cannot get this (`&mut self`), only a
+    /// handle shared through raw pointers.
+    Busy,
     /// Any other code, as the library returned it.
     Unknown(i32),
 }
@@ -50,6 +54,7 @@ impl Status {
             sys::RMLP_ERR_IO => Status::Io,
             sys::RMLP_ERR_FORMAT => Status::Format,
             sys::RMLP_ERR_MODEL => Status::Model,
+            sys::RMLP_ERR_BUSY => Status::Busy,
             other => Status::Unknown(other),
         }
     }
@@ -68,6 +73,7 @@ impl Status {
             Status::Io => sys::RMLP_ERR_IO,
             Status::Format => sys::RMLP_ERR_FORMAT,
             Status::Model => sys::RMLP_ERR_MODEL,
+            Status::Busy => sys::RMLP_ERR_BUSY,
             Status::Unknown(code) => code,
         }
     }

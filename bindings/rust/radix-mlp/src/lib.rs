@@ -15,12 +15,32 @@
 //! [`Model::pool`] or [`Context::score_pair`]. Model calls take a [`PlanView`] or an owned
 //! [`Plan`] ([`AsPlan`]).
 //!
+//! Attention runs in full space (every sequence over its batch rows) or in compact space (only
+//! the compact rows a sequence owns are queries, its keys its path through `scatter`: exact,
+//! with fewer score pairs on shared prefixes): a context setting ([`ContextParams`],
+//! [`AttentionSpace`]; [`Model::context_with`], [`Context::new_with`]) for [`Context::forward`],
+//! or the whole forward on the compact rows ([`Context::forward_compact`], then
+//! [`Context::pool_compact`] / [`Context::score_pair_compact`]); hosts that keep attention get
+//! the compact layout in [`AttentionArgs::compact`] and call the `*_compact` per-layer methods.
+//!
 //! # Linking
 //!
-//! `radix-mlp-sys` links `libradix_mlp` from `RADIX_MLP_LIB_DIR` (a CMake build or install
-//! folder), else from the `libdir` of `pkg-config radix_mlp`, else from the system linker
-//! paths; `RADIX_MLP_STATIC=1` links `libradix_mlp.a`. With the shared library, the loader must
-//! find it at run time too (`LD_LIBRARY_PATH` or an installed prefix).
+//! `radix-mlp-sys` links `libradix_mlp` from `RADIX_MLP_LIB_DIR` (a CMake build folder or the
+//! `lib` folder of an install), else from the `libdir` of `pkg-config radix_mlp`, else from where
+//! the linker looks by itself; found nowhere, the build stops with a message saying what to set.
+//! `RADIX_MLP_STATIC=1` links `libradix_mlp.a` and what it needs (from `pkg-config --static`);
+//! `RADIX_MLP_PLAN_ONLY=1` links the planner alone (`libradix_mlp_plan`: nothing but libc to
+//! load; then only the planner functions may be called). With the shared library from a named
+//! folder, this crate's tests run without `LD_LIBRARY_PATH` (an rpath); a host's binary gets the
+//! same from three lines in its build script (README.md, "Building and linking").
+//!
+//! # Serving
+//!
+//! [`PlanParams::from_env`] reads the deployment's switches (`RADIX_MLP_THRESHOLD`,
+//! `RADIX_MLP_PAD`); [`Context::new`] makes a context that holds an `Arc` of its [`Model`]
+//! ([`SharedContext`]), for a server struct or a `'static` worker thread; [`set_cpu_threads`]
+//! sets OpenBLAS's thread count; [`set_planner_scratch_limit`] bounds what
+//! [`compute_fold_and_scatter`] keeps per thread.
 //!
 //! # Switching TEI from the published crate
 //!
@@ -68,6 +88,7 @@
 //! # Ok::<(), radix_mlp::Error>(())
 //! ```
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use radix_mlp_sys as sys;
 
@@ -77,10 +98,10 @@ mod planner;
 
 pub use error::{Error, Status};
 pub use model::{
-    Architecture, AttentionArgs, Context, DType, Device, Model, ModelConfig, ModelParams, PairScore, Pooling,
-    WeightBinding,
+    Architecture, AttentionArgs, AttentionSpace, CompactLayout, Context, ContextParams, DType, Device, Model,
+    ModelConfig, ModelHolder, ModelParams, PairScore, Pooling, SharedContext, WeightBinding,
 };
-pub use planner::{AsPlan, Plan, PlanParams, PlanView, Planner};
+pub use planner::{AsPlan, Gate, PathRun, Plan, PlanParams, PlanView, Planner};
 /// `compact_parent` of a path's first row and of padding rows.
 pub const NO_PARENT: u32 = sys::RMLP_NO_PARENT;
 
@@ -106,8 +127,60 @@ pub fn cuda_device_count() -> Result<i32, Error> {
     Ok(count)
 }
 
+/// Sets how many threads the CPU path uses (`rmlp_set_cpu_threads`): OpenBLAS's thread pool,
+/// one per process (the layer code itself runs on the calling thread). It starts at OpenBLAS's own
+/// choice (`OPENBLAS_NUM_THREADS`, else one per core); a server that runs a [`Context`] per
+/// worker thread usually wants 1, its workers being the parallelism. `Status::InvalidArgument`
+/// for 0, or for more threads than this OpenBLAS can run (the count then stays as it was).
+/// Process-wide: call it at startup, not while another thread is in a CPU model call.
+pub fn set_cpu_threads(n_threads: usize) -> Result<(), Error> {
+    let n = u32::try_from(n_threads).map_err(|_| {
+        Error::new(Status::InvalidArgument, format!("radix_mlp::set_cpu_threads: n_threads={n_threads} exceeds 2^32-1"))
+    })?;
+    // SAFETY: a plain call with a value argument.
+    Error::check(unsafe { sys::rmlp_set_cpu_threads(n) })
+}
+
+/// The number of threads the CPU path uses now (`rmlp_cpu_threads`; see [`set_cpu_threads`]).
+pub fn cpu_threads() -> usize {
+    // SAFETY: no arguments, returns a value.
+    unsafe { sys::rmlp_cpu_threads() as usize }
+}
+
+/// A thread's planner for [`compute_fold_and_scatter`] and the largest batch it has planned
+/// (its scratch has grown to that size and stays).
+struct ThreadPlanner {
+    planner: Planner,
+    peak: usize,
+}
+
 thread_local! {
-    static PLANNER: RefCell<Option<Planner>> = const { RefCell::new(None) };
+    static PLANNER: RefCell<Option<ThreadPlanner>> = const { RefCell::new(None) };
+}
+
+/// See [`set_planner_scratch_limit`]; `usize::MAX` is no limit.
+static SCRATCH_LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Bounds the memory [`compute_fold_and_scatter`] keeps per thread between calls. Each thread
+/// reuses one planner, whose scratch grows to the largest batch it has planned and stays there,
+/// so that steady-state calls allocate nothing; after a batch of more than `max_tokens` tokens
+/// (or sequences) the thread's planner is freed as the call returns, and the thread's next call
+/// makes a new one, as large as that call's batch needs. `None` (the default) keeps every
+/// planner. Process-wide, from each thread's next call. (A [`Planner`] of your own is yours to
+/// drop and remake.)
+pub fn set_planner_scratch_limit(max_tokens: Option<usize>) {
+    SCRATCH_LIMIT.store(max_tokens.unwrap_or(usize::MAX), Ordering::Relaxed);
+}
+
+/// The limit [`set_planner_scratch_limit`] set, `None` for none.
+pub fn planner_scratch_limit() -> Option<usize> {
+    Some(SCRATCH_LIMIT.load(Ordering::Relaxed)).filter(|&n| n != usize::MAX)
+}
+
+/// Frees the calling thread's [`compute_fold_and_scatter`] planner and its scratch now (for a
+/// worker about to idle); the thread's next call makes a new one.
+pub fn release_planner_scratch() {
+    PLANNER.with(|cell| cell.borrow_mut().take());
 }
 
 /// The published `radix_mlp` crate's function: folds a batch into its distinct
@@ -122,7 +195,8 @@ thread_local! {
 ///   never a padding row.
 ///
 /// Always folds (threshold 1.0; the gate is the caller's, as in TEI). Empty `input_ids` give
-/// four empty vectors whatever `cu_seq_lengths` is. Each thread reuses one [`Planner`].
+/// four empty vectors whatever `cu_seq_lengths` is. Each thread reuses one [`Planner`]
+/// ([`set_planner_scratch_limit`] bounds what it keeps between calls).
 ///
 /// # Panics
 ///
@@ -143,20 +217,26 @@ pub fn compute_fold_and_scatter(
         u32::try_from(n)
             .unwrap_or_else(|_| panic!("radix_mlp::compute_fold_and_scatter: pad_multiple_of={n} exceeds 2^32-1"))
     });
-    let params = PlanParams { threshold: 1.0, pad_multiple_of };
+    let params = PlanParams { threshold: 1.0, pad_multiple_of, gate: Gate::Distinct };
     let result = PLANNER.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let planner = match &mut *slot {
-            Some(planner) => planner,
-            empty => empty.insert(Planner::new()?),
+        let held = match &mut *slot {
+            Some(held) => held,
+            empty => empty.insert(ThreadPlanner { planner: Planner::new()?, peak: 0 }),
         };
-        let plan = planner.build(input_ids, position_ids, cu_seq_lengths, &params)?;
-        Ok::<_, Error>((
-            plan.compact_input_ids().to_vec(),
-            plan.compact_position_ids().to_vec(),
-            plan.scatter().to_vec(),
-            plan.fold_gather().to_vec(),
-        ))
+        held.peak = held.peak.max(input_ids.len()).max(cu_seq_lengths.len());
+        let built = held.planner.build(input_ids, position_ids, cu_seq_lengths, &params).map(|plan| {
+            (
+                plan.compact_input_ids().to_vec(),
+                plan.compact_position_ids().to_vec(),
+                plan.scatter().to_vec(),
+                plan.fold_gather().to_vec(),
+            )
+        });
+        if held.peak > SCRATCH_LIMIT.load(Ordering::Relaxed) {
+            *slot = None; // an oversized batch: give its scratch back
+        }
+        built
     });
     result.unwrap_or_else(|e| panic!("radix_mlp::compute_fold_and_scatter: {e}"))
 }

@@ -10,13 +10,16 @@
 //! describe: the slice methods refuse such a model (`Status::Unsupported`), and the `unsafe`
 //! `*_device` methods take raw device pointers instead, after [`Context::set_plan`].
 use core::ffi::c_void;
+use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use std::any::Any;
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::fmt;
+use std::ops::Deref;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::Arc;
 
 use radix_mlp_sys as sys;
 
@@ -58,6 +61,10 @@ pub struct ModelConfig {
     pub qk_norm: bool,
     /// The checkpoint has an LM head, so [`Context::score_pair`] works.
     pub has_lm_head: bool,
+    /// The O projection has a bias (`attention_bias` of Llama and Qwen3).
+    pub o_proj_bias: bool,
+    /// The MLP's gate, up and down projections have biases (`mlp_bias` of Llama).
+    pub mlp_bias: bool,
 }
 
 impl ModelConfig {
@@ -97,6 +104,8 @@ impl From<&sys::rmlp_model_config> for ModelConfig {
             attention_bias: c.attention_bias,
             qk_norm: c.qk_norm,
             has_lm_head: c.has_lm_head,
+            o_proj_bias: c.o_proj_bias,
+            mlp_bias: c.mlp_bias,
         }
     }
 }
@@ -134,11 +143,13 @@ pub struct ModelParams {
     pub device: Device,
     /// F32 on the CPU; F32, F16 or BF16 on CUDA (checkpoints are converted at load).
     pub dtype: DType,
+    /// Skip the check that every weight is finite (a NaN or infinity is `Status::Model` otherwise).
+    pub skip_finite_check: bool,
 }
 
 impl Default for ModelParams {
     fn default() -> ModelParams {
-        ModelParams { device: Device::Cpu, dtype: DType::F32 }
+        ModelParams { device: Device::Cpu, dtype: DType::F32, skip_finite_check: false }
     }
 }
 
@@ -154,6 +165,7 @@ impl ModelParams {
             }
         }
         p.dtype = self.dtype.raw();
+        p.skip_finite_check = self.skip_finite_check;
         p
     }
 }
@@ -195,6 +207,8 @@ impl From<&ModelConfig> for sys::rmlp_model_config {
             attention_bias: c.attention_bias,
             qk_norm: c.qk_norm,
             has_lm_head: c.has_lm_head,
+            o_proj_bias: c.o_proj_bias,
+            mlp_bias: c.mlp_bias,
         }
     }
 }
@@ -217,6 +231,69 @@ impl Pooling {
             Pooling::Mean => sys::RMLP_POOLING_MEAN,
             Pooling::First => sys::RMLP_POOLING_FIRST,
         }
+    }
+}
+
+/// Where attention runs (`rmlp_attention_space`; shared/DESIGN.md, "Attention in compact
+/// space"): a [`Context`] setting ([`ContextParams`]) and the layout of [`AttentionArgs`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum AttentionSpace {
+    /// Full space (the default): Q/K/V are scattered to the batch's rows and every sequence
+    /// attends over its whole length.
+    #[default]
+    Full,
+    /// Compact space: only the compact rows a sequence owns are its queries, its keys are its
+    /// path through the plan's `scatter` (a paged KV layout with page size 1); the forward stays
+    /// on the compact rows. The same function as full space, with fewer score pairs on shared
+    /// prefixes.
+    Compact,
+    /// Compact when the plan shares rows (`use_radix`), full otherwise. Never a layout.
+    Auto,
+}
+
+impl AttentionSpace {
+    fn raw(self) -> sys::rmlp_attention_space {
+        match self {
+            AttentionSpace::Full => sys::RMLP_ATTENTION_FULL,
+            AttentionSpace::Compact => sys::RMLP_ATTENTION_COMPACT,
+            AttentionSpace::Auto => sys::RMLP_ATTENTION_AUTO,
+        }
+    }
+
+    fn from_raw(space: sys::rmlp_attention_space) -> Option<AttentionSpace> {
+        match space {
+            sys::RMLP_ATTENTION_FULL => Some(AttentionSpace::Full),
+            sys::RMLP_ATTENTION_COMPACT => Some(AttentionSpace::Compact),
+            sys::RMLP_ATTENTION_AUTO => Some(AttentionSpace::Auto),
+            _ => None,
+        }
+    }
+}
+
+/// How a context runs (`rmlp_context_params`), for [`Model::context_with`] and
+/// [`Context::new_with`]: the library's defaults by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextParams {
+    /// Where [`Context::forward`] (and [`Context::forward_with_attention`], whose callback then
+    /// gets that layout) runs attention; the output is batch rows either way.
+    pub attention_space: AttentionSpace,
+}
+
+impl Default for ContextParams {
+    /// `rmlp_context_default_params()`: attention in full space.
+    fn default() -> ContextParams {
+        // SAFETY: no arguments, returns a value.
+        let raw = unsafe { sys::rmlp_context_default_params() };
+        ContextParams { attention_space: AttentionSpace::from_raw(raw.attention_space).unwrap_or_default() }
+    }
+}
+
+impl ContextParams {
+    fn raw(&self) -> sys::rmlp_context_params {
+        // SAFETY: no arguments, returns a value (struct_size set, padding the library's).
+        let mut raw = unsafe { sys::rmlp_context_default_params() };
+        raw.attention_space = self.attention_space.raw();
+        raw
     }
 }
 
@@ -302,7 +379,7 @@ impl Model {
             });
             names.push(name); // keeps the pointer above alive (moving a CString keeps its buffer)
         }
-        let params = ModelParams { device: Device::Cuda(device_index), dtype };
+        let params = ModelParams { device: Device::Cuda(device_index), dtype, skip_finite_check: false };
         let raw_params = params.raw();
         let raw_config = sys::rmlp_model_config::from(config);
         let mut raw = core::ptr::null_mut();
@@ -346,14 +423,51 @@ impl Model {
         &self.config
     }
 
-    /// A workspace for batches of up to `max_tokens` tokens (`rmlp_context_create`).
+    /// What the load found and accepted, as transformers warns of it (`rmlp_model_load_report`):
+    /// tensors of the checkpoint the model does not use, one line per finding. Empty when the load
+    /// used every tensor, and for bound models.
+    pub fn load_report(&self) -> &str {
+        let mut text = core::ptr::null();
+        // SAFETY: `self.raw` is a live model and `text` an out pointer.
+        let status = unsafe { sys::rmlp_model_load_report(self.raw.as_ptr(), &mut text) };
+        if status != sys::RMLP_OK || text.is_null() {
+            return "";
+        }
+        // SAFETY: a NUL-terminated text the model owns until it is freed, which `&self` outlives.
+        unsafe { CStr::from_ptr(text) }.to_str().unwrap_or("")
+    }
+
+    /// A workspace for batches of up to `max_tokens` tokens (`rmlp_context_create`), borrowing
+    /// the model; [`Context::new`] makes one that holds an `Arc` of it instead ([`SharedContext`]).
     pub fn context(&self, max_tokens: usize) -> Result<Context<'_>, Error> {
+        self.context_with(max_tokens, ContextParams::default())
+    }
+
+    /// [`context`](Self::context) with `params` (`rmlp_context_create_with_params`), such as
+    /// attention in compact space:
+    ///
+    /// ```no_run
+    /// use radix_mlp::{AttentionSpace, ContextParams, Model};
+    ///
+    /// let model = Model::load("integration_tests/fixtures/qwen3_tiny")?;
+    /// let ctx = model.context_with(16384, ContextParams { attention_space: AttentionSpace::Auto })?;
+    /// assert_eq!(ctx.attention_space(), AttentionSpace::Auto);
+    /// # Ok::<(), radix_mlp::Error>(())
+    /// ```
+    pub fn context_with(&self, max_tokens: usize, params: ContextParams) -> Result<Context<'_>, Error> {
+        Ok(Context { raw: self.create_context(max_tokens, &params)?, model: self, params, _borrow: PhantomData })
+    }
+
+    /// `rmlp_context_create_with_params`; the caller ties the context to this model's lifetime.
+    fn create_context(&self, max_tokens: usize, params: &ContextParams) -> Result<NonNull<sys::rmlp_context>, Error> {
         let mut raw = core::ptr::null_mut();
-        // SAFETY: `self.raw` is a live model that the returned context borrows; `raw` is an out pointer.
-        Error::check(unsafe { sys::rmlp_context_create(self.raw.as_ptr(), max_tokens, &mut raw) })?;
-        let raw = NonNull::new(raw)
-            .ok_or_else(|| Error::new(Status::Internal, "rmlp_context_create returned OK and NULL".into()))?;
-        Ok(Context { raw, model: self })
+        let raw_params = params.raw();
+        // SAFETY: `self.raw` is a live model, which every context is made to outlive; `raw_params`
+        // a valid params struct; `raw` is an out pointer.
+        Error::check(unsafe {
+            sys::rmlp_context_create_with_params(self.raw.as_ptr(), max_tokens, &raw_params, &mut raw)
+        })?;
+        NonNull::new(raw).ok_or_else(|| Error::new(Status::Internal, "rmlp_context_create returned OK and NULL".into()))
     }
 
     /// Pools `hidden` (at least `n_tokens * hidden_size` floats, `n_tokens = cu_seqlens[last]`)
@@ -419,6 +533,15 @@ fn path_cstring(path: &Path) -> Option<CString> {
     CString::new(path.to_str()?).ok()
 }
 
+/// The scores of `rmlp_score_pair`'s outputs: `logits` (n_seqs, 2), `prob_a` (n_seqs).
+fn pair_scores(logits: &[f32], prob_a: &[f32]) -> Vec<PairScore> {
+    prob_a
+        .iter()
+        .zip(logits.chunks_exact(2))
+        .map(|(&prob_a, l)| PairScore { logit_a: l[0], logit_b: l[1], prob_a })
+        .collect()
+}
+
 /// Err unless `len >= rows * width`.
 fn check_len(fn_name: &str, name: &str, len: usize, rows: usize, width: usize) -> Result<(), Error> {
     if rows.checked_mul(width).is_some_and(|need| len >= need) {
@@ -431,10 +554,18 @@ fn to_u32(fn_name: &str, name: &str, value: usize) -> Result<u32, Error> {
     u32::try_from(value).map_err(|_| Error::new(Status::TooLarge, format!("{fn_name}: {name}={value} exceeds 2^32-1")))
 }
 
-/// One layer's attention in f32, full space (batch rows): causal attention of every sequence
-/// over its own rows, query head `h` reading KV head `h / (n_heads / n_kv_heads)`. The library
-/// hands one to the callback of [`Context::forward_with_attention`]; a host fills one in to call
-/// [`Context::attention`].
+/// One layer's attention in f32: causal attention of every sequence over its own rows, query
+/// head `h` reading KV head `h / (n_heads / n_kv_heads)`. The library hands one to the callback
+/// of [`Context::forward_with_attention`] and [`Context::forward_compact_with_attention`]; a host
+/// fills one in to call [`Context::attention`] or [`Context::attention_compact`].
+///
+/// Two layouts: full space (`compact` is `None`), where `q`, `k`, `v` and `out` have a row per
+/// batch row (n_tokens), or compact space (`compact` is `Some`), where they have a row per
+/// compact row (n_compact): sequence `s` owns the queries `qo_indptr[s] .. qo_indptr[s+1]`,
+/// the last of its path, and reads the keys and values of its path, the rows
+/// `kv_indices[cu_seqlens[s] .. cu_seqlens[s+1]]`, causal aligned bottom-right (its owned query
+/// `t` of `q_s` sees path positions `0 ..= L_s - q_s + t`). Those are the arrays of a FlashInfer
+/// paged prefill with page size 1 (`kv_indptr` = `cu_seqlens`, `kv_indices`).
 #[derive(Debug)]
 pub struct AttentionArgs<'a> {
     pub layer: usize,
@@ -443,16 +574,27 @@ pub struct AttentionArgs<'a> {
     pub head_dim: usize,
     /// Softmax scale, `1 / sqrt(head_dim)`.
     pub scale: f32,
-    /// (n_seqs + 1) row offsets of the sequences.
+    /// (n_seqs + 1) row offsets of the sequences in the batch (`kv_indptr` in compact space).
     pub cu_seqlens: &'a [u32],
-    /// (n_tokens, n_heads, head_dim) queries, RoPE applied.
+    /// (rows, n_heads, head_dim) queries, RoPE applied.
     pub q: &'a [f32],
-    /// (n_tokens, n_kv_heads, head_dim) keys, RoPE applied.
+    /// (rows, n_kv_heads, head_dim) keys, RoPE applied.
     pub k: &'a [f32],
-    /// (n_tokens, n_kv_heads, head_dim) values.
+    /// (rows, n_kv_heads, head_dim) values.
     pub v: &'a [f32],
-    /// (n_tokens, n_heads, head_dim) output.
+    /// (rows, n_heads, head_dim) output.
     pub out: &'a mut [f32],
+    /// The compact layout, or `None` for full space.
+    pub compact: Option<CompactLayout<'a>>,
+}
+
+/// The layout of attention in compact space ([`AttentionArgs::compact`]): the plan's arrays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactLayout<'a> {
+    /// (n_seqs + 1) the compact rows each sequence owns (its queries); the last entry is n_compact.
+    pub qo_indptr: &'a [u32],
+    /// (n_tokens) each sequence's path, `cu_seqlens[s] .. cu_seqlens[s+1]`: the plan's `scatter`.
+    pub kv_indices: &'a [u32],
 }
 
 impl AttentionArgs<'_> {
@@ -463,6 +605,27 @@ impl AttentionArgs<'_> {
     /// Sequences of the batch: `cu_seqlens.len() - 1`.
     pub fn n_seqs(&self) -> usize {
         self.cu_seqlens.len().saturating_sub(1)
+    }
+    /// [`AttentionSpace::Full`] or [`AttentionSpace::Compact`]: the layout of `q`, `k`, `v`, `out`.
+    pub fn layout(&self) -> AttentionSpace {
+        if self.compact.is_some() {
+            AttentionSpace::Compact
+        } else {
+            AttentionSpace::Full
+        }
+    }
+    /// N': the compact rows (`qo_indptr[n_seqs]`) in compact space, 0 in full space.
+    pub fn n_compact(&self) -> usize {
+        self.compact.and_then(|c| c.qo_indptr.last()).map_or(0, |&n| n as usize)
+    }
+    /// Rows of `q`, `k`, `v` and `out`: [`n_compact`](Self::n_compact) in compact space,
+    /// [`n_tokens`](Self::n_tokens) in full space.
+    pub fn n_rows(&self) -> usize {
+        if self.compact.is_some() {
+            self.n_compact()
+        } else {
+            self.n_tokens()
+        }
     }
 }
 
@@ -478,10 +641,13 @@ unsafe fn raw_slice<'a, T>(ptr: *mut T, len: usize) -> Option<&'a mut [T]> {
     }
 }
 
+/// A host's attention, as the `*_with_attention` methods take it.
+type HostAttention<'f> = &'f mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>;
+
 /// The callback's state: the host's function and the error it returned, kept in full because
 /// `rmlp_forward` replaces the thread's message with its own.
 struct Callback<'f> {
-    attention: &'f mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
+    attention: HostAttention<'f>,
     error: Option<Error>,
 }
 
@@ -504,6 +670,17 @@ unsafe fn args_view(a: &sys::rmlp_attention_args) -> Option<AttentionArgs<'_>> {
     if a.dtype != sys::RMLP_DTYPE_F32 {
         return None;
     }
+    let (rows, compact) = match AttentionSpace::from_raw(a.layout)? {
+        AttentionSpace::Full => (n, None),
+        AttentionSpace::Compact => (
+            a.n_compact as usize,
+            Some(CompactLayout {
+                qo_indptr: raw_slice(a.qo_indptr.cast_mut(), n_seqs + 1)?,
+                kv_indices: raw_slice(a.kv_indices.cast_mut(), n)?,
+            }),
+        ),
+        AttentionSpace::Auto => return None,
+    };
     Some(AttentionArgs {
         layer: a.layer as usize,
         n_heads: a.n_heads as usize,
@@ -511,10 +688,11 @@ unsafe fn args_view(a: &sys::rmlp_attention_args) -> Option<AttentionArgs<'_>> {
         head_dim: a.head_dim as usize,
         scale: a.scale,
         cu_seqlens: raw_slice(a.cu_seqlens.cast_mut(), n_seqs + 1)?,
-        q: raw_slice(a.q.cast::<f32>().cast_mut(), n * qd)?,
-        k: raw_slice(a.k.cast::<f32>().cast_mut(), n * kvd)?,
-        v: raw_slice(a.v.cast::<f32>().cast_mut(), n * kvd)?,
-        out: raw_slice(a.out.cast::<f32>(), n * qd)?,
+        q: raw_slice(a.q.cast::<f32>().cast_mut(), rows * qd)?,
+        k: raw_slice(a.k.cast::<f32>().cast_mut(), rows * kvd)?,
+        v: raw_slice(a.v.cast::<f32>().cast_mut(), rows * kvd)?,
+        out: raw_slice(a.out.cast::<f32>(), rows * qd)?,
+        compact,
     })
 }
 
@@ -530,7 +708,10 @@ unsafe extern "C" fn trampoline(user_data: *mut c_void, args: *const sys::rmlp_a
         let a = unsafe { &*args };
         match unsafe { args_view(a) } {
             Some(mut view) => (state.attention)(&mut view),
-            None => Err(Error::new(Status::Internal, format!("attention args of layer {}: NULL or not F32", a.layer))),
+            None => Err(Error::new(
+                Status::Internal,
+                format!("attention args of layer {}: NULL, not F32 or an unknown layout {}", a.layer, a.layout),
+            )),
         }
     }));
     let error = match result {
@@ -558,23 +739,90 @@ unsafe extern "C" fn trampoline(user_data: *mut c_void, args: *const sys::rmlp_a
 /// A workspace for running batches of up to `max_tokens` tokens through a [`Model`]
 /// (`rmlp_context`); calls through it never allocate. `Send` but not `Sync`: one per thread.
 ///
+/// It holds its model by `M`: a borrow, `Context<'m>` from [`Model::context`], or a share,
+/// [`SharedContext`] (`Context<'static, Arc<Model>>`) from [`Context::new`], which keeps the
+/// model alive and ties the context to no borrow, so that a server keeps it in one struct beside
+/// anything else or moves it into a `'static` thread or task.
+///
 /// ```compile_fail
 /// fn sync<T: Sync>() {}
 /// sync::<radix_mlp::Context<'static>>();
 /// ```
-pub struct Context<'m> {
+pub struct Context<'m, M: ModelHolder = &'m Model> {
     raw: NonNull<sys::rmlp_context>,
-    model: &'m Model,
+    /// Dropped after `raw` is freed (Drop runs before the fields), so the model outlives it.
+    model: M,
+    params: ContextParams,
+    _borrow: PhantomData<&'m Model>,
 }
 
+/// A context holding a share of its model: what [`Context::new`] makes.
+pub type SharedContext = Context<'static, Arc<Model>>;
+
+mod holder {
+    pub trait Sealed {}
+    impl Sealed for &super::Model {}
+    impl Sealed for std::sync::Arc<super::Model> {}
+}
+
+/// How a [`Context`] holds its model: `&Model` or `Arc<Model>` (sealed: the context trusts it to
+/// give the model it was made for, every time).
+pub trait ModelHolder: Deref<Target = Model> + holder::Sealed {}
+impl ModelHolder for &Model {}
+impl ModelHolder for Arc<Model> {}
+
 // SAFETY: a context is heap memory with no thread affinity, used by one thread at a time
-// (`&mut self` on every call, !Sync); the model it reads is Sync.
-unsafe impl Send for Context<'_> {}
+// (`&mut self` on every call, !Sync); the model it reads is Sync, and `M: Send` moves its holder.
+unsafe impl<M: ModelHolder + Send> Send for Context<'_, M> {}
 
 impl<'m> Context<'m> {
     /// The model this context runs.
     pub fn model(&self) -> &'m Model {
         self.model
+    }
+}
+
+impl<'m> Context<'m, Arc<Model>> {
+    /// A workspace for batches of up to `max_tokens` tokens (`rmlp_context_create`) that holds a
+    /// share of its model and keeps it alive; the model is freed with its last holder.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use radix_mlp::{Context, Model, SharedContext};
+    ///
+    /// let model = Arc::new(Model::load("integration_tests/fixtures/qwen3_tiny")?);
+    /// let mut ctx: SharedContext = Context::new(Arc::clone(&model), 16384)?; // one per worker
+    /// let worker = std::thread::spawn(move || {
+    ///     // ctx.forward(&plan, &mut out) for every batch this thread takes
+    ///     ctx.model().config().hidden_size
+    /// });
+    /// assert_eq!(worker.join().unwrap(), model.config().hidden_size);
+    /// # Ok::<(), radix_mlp::Error>(())
+    /// ```
+    pub fn new(model: Arc<Model>, max_tokens: usize) -> Result<Context<'m, Arc<Model>>, Error> {
+        Context::new_with(model, max_tokens, ContextParams::default())
+    }
+
+    /// [`new`](Self::new) with `params` (`rmlp_context_create_with_params`), such as
+    /// [`AttentionSpace::Compact`].
+    pub fn new_with(
+        model: Arc<Model>,
+        max_tokens: usize,
+        params: ContextParams,
+    ) -> Result<Context<'m, Arc<Model>>, Error> {
+        Ok(Context { raw: model.create_context(max_tokens, &params)?, model, params, _borrow: PhantomData })
+    }
+
+    /// The model this context runs, as the share it holds (clone it for another worker's context).
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+}
+
+impl<M: ModelHolder> Context<'_, M> {
+    /// Where [`forward`](Self::forward) runs attention ([`ContextParams::attention_space`]).
+    pub fn attention_space(&self) -> AttentionSpace {
+        self.params.attention_space
     }
 
     /// Err unless the model computes in host memory (the CPU): slices are host memory.
@@ -619,6 +867,24 @@ impl<'m> Context<'m> {
         let raw = self.plan("radix_mlp::Context::forward_device", plan)?;
         // SAFETY: `raw` points into `plan`; the caller vouches for `out`.
         Error::check(unsafe { sys::rmlp_forward(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out) })
+    }
+
+    /// [`forward_compact`](Self::forward_compact) on the device (`rmlp_forward_compact`), after
+    /// [`set_plan`](Self::set_plan) with the same plan: enqueues and returns, like
+    /// [`forward_device`](Self::forward_device).
+    ///
+    /// # Safety
+    /// `out` must be device memory of the model's device with room for n_compact_padded x
+    /// hidden_size values of the model's dtype, not used by anything else until the stream has
+    /// run the forward.
+    pub unsafe fn forward_compact_device<P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        out: *mut c_void,
+    ) -> Result<(), Error> {
+        let raw = self.plan("radix_mlp::Context::forward_compact_device", plan)?;
+        // SAFETY: `raw` points into `plan`; the caller vouches for `out`.
+        Error::check(unsafe { sys::rmlp_forward_compact(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out) })
     }
 
     /// Pools `hidden` (the model's memory: device memory in its dtype on CUDA) per sequence
@@ -683,9 +949,62 @@ impl<'m> Context<'m> {
                 prob_a.as_mut_ptr(),
             )
         })?;
-        Ok((0..n_seqs)
-            .map(|s| PairScore { logit_a: logits[2 * s], logit_b: logits[2 * s + 1], prob_a: prob_a[s] })
-            .collect())
+        Ok(pair_scores(&logits, &prob_a))
+    }
+
+    /// [`pool_compact`](Self::pool_compact) of `hidden` in the model's memory (device memory in
+    /// its dtype on CUDA, after [`set_plan`](Self::set_plan) with the same plan), into host f32;
+    /// on CUDA it synchronises the context's stream.
+    ///
+    /// # Safety
+    /// `hidden` must hold the plan's n_compact_padded rows of hidden_size values in the model's
+    /// memory and dtype (host f32 on the CPU).
+    pub unsafe fn pool_compact_device<P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        hidden: *const c_void,
+        pooling: Pooling,
+        normalize: bool,
+    ) -> Result<Vec<f32>, Error> {
+        let raw = plan.as_raw()?;
+        let mut out = vec![0.0f32; raw.n_seqs as usize * self.model.config.hidden_size];
+        // SAFETY: `raw` points into `plan`; `out` has n_seqs rows of hidden_size floats; the
+        // caller vouches for `hidden`.
+        Error::check(unsafe {
+            sys::rmlp_context_pool_compact(self.raw.as_ptr(), &raw, hidden, pooling.raw(), normalize, out.as_mut_ptr())
+        })?;
+        Ok(out)
+    }
+
+    /// [`score_pair_compact`](Self::score_pair_compact) on `hidden` in the model's memory (device
+    /// memory in its dtype on CUDA); on CUDA it synchronises the context's stream.
+    ///
+    /// # Safety
+    /// As [`pool_compact_device`](Self::pool_compact_device).
+    pub unsafe fn score_pair_compact_device<P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        hidden: *const c_void,
+        token_a: u32,
+        token_b: u32,
+    ) -> Result<Vec<PairScore>, Error> {
+        let raw = plan.as_raw()?;
+        let n_seqs = raw.n_seqs as usize;
+        let (mut logits, mut prob_a) = (vec![0.0f32; 2 * n_seqs], vec![0.0f32; n_seqs]);
+        // SAFETY: `raw` points into `plan`; the output vectors have 2 * n_seqs and n_seqs floats;
+        // the caller vouches for `hidden`.
+        Error::check(unsafe {
+            sys::rmlp_score_pair_compact(
+                self.raw.as_ptr(),
+                &raw,
+                hidden,
+                token_a,
+                token_b,
+                logits.as_mut_ptr(),
+                prob_a.as_mut_ptr(),
+            )
+        })?;
+        Ok(pair_scores(&logits, &prob_a))
     }
 
     /// The C plan, with the one check the library leaves out: padding rows' token ids, which
@@ -706,36 +1025,72 @@ impl<'m> Context<'m> {
         Ok(raw)
     }
 
-    /// The whole model on one batch with the built-in attention (`rmlp_forward`): `out`
-    /// (at least n_tokens x hidden_size) receives the last hidden states of every batch row.
+    /// The whole model on one batch with the built-in attention (`rmlp_forward`, in the
+    /// context's [`attention_space`](Self::attention_space)): `out` (at least n_tokens x
+    /// hidden_size) receives the last hidden states of every batch row.
     pub fn forward<P: AsPlan + ?Sized>(&mut self, plan: &P, out: &mut [f32]) -> Result<(), Error> {
-        const FN: &str = "radix_mlp::Context::forward";
-        self.host_memory(FN)?;
-        let raw = self.plan(FN, plan)?;
-        check_len(FN, "out", out.len(), raw.n_tokens as usize, self.model.config.hidden_size)?;
-        // SAFETY: `raw` points into `plan`, borrowed for the call; `out` is long enough.
-        Error::check(unsafe {
-            sys::rmlp_forward(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out.as_mut_ptr().cast())
-        })
+        self.run_forward("radix_mlp::Context::forward", plan, out, None, false)
     }
 
-    /// [`forward`](Self::forward) with the host's attention, called once per layer. An error it
-    /// returns, or a panic (caught: status `Internal`), stops the forward; the result carries the
-    /// library's message (which layer) followed by the host's.
+    /// [`forward`](Self::forward) with the host's attention, called once per layer in the layout
+    /// of the context's [`attention_space`](Self::attention_space) (see [`AttentionArgs`]). An
+    /// error it returns, or a panic (caught: status `Internal`), stops the forward; the result
+    /// carries the library's message (which layer) followed by the host's.
     pub fn forward_with_attention<P: AsPlan + ?Sized>(
         &mut self,
         plan: &P,
         out: &mut [f32],
         attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        const FN: &str = "radix_mlp::Context::forward_with_attention";
-        self.host_memory(FN)?;
-        let raw = self.plan(FN, plan)?;
-        check_len(FN, "out", out.len(), raw.n_tokens as usize, self.model.config.hidden_size)?;
+        self.run_forward("radix_mlp::Context::forward_with_attention", plan, out, Some(attention), false)
+    }
+
+    /// The whole model on one batch in compact space, embedding to final norm on the compact
+    /// rows, with the built-in attention (`rmlp_forward_compact`, whatever the context's
+    /// setting): `out` (at least n_compact_padded x hidden_size) receives the final-normed compact
+    /// rows; batch row `i`'s state is row `scatter[i]`. Read them out with
+    /// [`pool_compact`](Self::pool_compact) or [`score_pair_compact`](Self::score_pair_compact).
+    pub fn forward_compact<P: AsPlan + ?Sized>(&mut self, plan: &P, out: &mut [f32]) -> Result<(), Error> {
+        self.run_forward("radix_mlp::Context::forward_compact", plan, out, None, true)
+    }
+
+    /// [`forward_compact`](Self::forward_compact) with the host's attention, which gets the
+    /// compact layout ([`AttentionArgs::compact`]); errors and panics as in
+    /// [`forward_with_attention`](Self::forward_with_attention).
+    pub fn forward_compact_with_attention<P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        out: &mut [f32],
+        attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        self.run_forward("radix_mlp::Context::forward_compact_with_attention", plan, out, Some(attention), true)
+    }
+
+    /// `rmlp_forward` (`out` batch rows) or `rmlp_forward_compact` (compact rows), with the host's
+    /// attention or the built-in one.
+    fn run_forward<P: AsPlan + ?Sized>(
+        &mut self,
+        fn_name: &str,
+        plan: &P,
+        out: &mut [f32],
+        attention: Option<HostAttention<'_>>,
+        compact: bool,
+    ) -> Result<(), Error> {
+        self.host_memory(fn_name)?;
+        let raw = self.plan(fn_name, plan)?;
+        let rows = if compact { raw.n_compact_padded } else { raw.n_tokens };
+        check_len(fn_name, "out", out.len(), rows as usize, self.model.config.hidden_size)?;
+        let call = if compact { sys::rmlp_forward_compact } else { sys::rmlp_forward };
+        let Some(attention) = attention else {
+            // SAFETY: `raw` points into `plan`, borrowed for the call; `out` is long enough.
+            return Error::check(unsafe {
+                call(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out.as_mut_ptr().cast())
+            });
+        };
         let mut state = Callback { attention, error: None };
-        // SAFETY: as in `forward`; `state` outlives the call and only the trampoline uses it.
+        // SAFETY: as above; `state` outlives the call and only the trampoline uses it.
         let code = unsafe {
-            sys::rmlp_forward(
+            call(
                 self.raw.as_ptr(),
                 &raw,
                 Some(trampoline),
@@ -771,19 +1126,47 @@ impl<'m> Context<'m> {
         k: &mut [f32],
         v: &mut [f32],
     ) -> Result<(), Error> {
-        const FN: &str = "radix_mlp::Context::pre_attention";
-        self.host_memory(FN)?;
-        let raw = self.plan(FN, plan)?;
+        self.layer_pre_attention("radix_mlp::Context::pre_attention", layer, plan, hidden, [q, k, v], false)
+    }
+
+    /// First half of `layer` in compact space (`rmlp_layer_pre_attention_compact`), no scatter:
+    /// reads `hidden` (n_compact_padded x hidden_size), writes `q` (n_compact_padded x q_dim), `k`
+    /// and `v` (n_compact_padded x kv_dim) for every compact row: the input of
+    /// [`attention_compact`](Self::attention_compact) or of the host's own compact attention.
+    pub fn pre_attention_compact<P: AsPlan + ?Sized>(
+        &mut self,
+        layer: usize,
+        plan: &P,
+        hidden: &[f32],
+        q: &mut [f32],
+        k: &mut [f32],
+        v: &mut [f32],
+    ) -> Result<(), Error> {
+        self.layer_pre_attention("radix_mlp::Context::pre_attention_compact", layer, plan, hidden, [q, k, v], true)
+    }
+
+    fn layer_pre_attention<P: AsPlan + ?Sized>(
+        &mut self,
+        fn_name: &str,
+        layer: usize,
+        plan: &P,
+        hidden: &[f32],
+        [q, k, v]: [&mut [f32]; 3],
+        compact: bool,
+    ) -> Result<(), Error> {
+        self.host_memory(fn_name)?;
+        let raw = self.plan(fn_name, plan)?;
         let c = &self.model.config;
-        let n = raw.n_tokens as usize;
-        check_len(FN, "hidden", hidden.len(), raw.n_compact_padded as usize, c.hidden_size)?;
-        check_len(FN, "q", q.len(), n, c.q_dim())?;
-        check_len(FN, "k", k.len(), n, c.kv_dim())?;
-        check_len(FN, "v", v.len(), n, c.kv_dim())?;
-        let layer = to_u32(FN, "layer", layer)?;
+        let rows = if compact { raw.n_compact_padded } else { raw.n_tokens } as usize;
+        check_len(fn_name, "hidden", hidden.len(), raw.n_compact_padded as usize, c.hidden_size)?;
+        check_len(fn_name, "q", q.len(), rows, c.q_dim())?;
+        check_len(fn_name, "k", k.len(), rows, c.kv_dim())?;
+        check_len(fn_name, "v", v.len(), rows, c.kv_dim())?;
+        let layer = to_u32(fn_name, "layer", layer)?;
+        let call = if compact { sys::rmlp_layer_pre_attention_compact } else { sys::rmlp_layer_pre_attention };
         // SAFETY: `raw` points into `plan`; every buffer is long enough and they are distinct.
         Error::check(unsafe {
-            sys::rmlp_layer_pre_attention(
+            call(
                 self.raw.as_ptr(),
                 layer,
                 &raw,
@@ -804,58 +1187,140 @@ impl<'m> Context<'m> {
         attn: &[f32],
         hidden: &mut [f32],
     ) -> Result<(), Error> {
-        const FN: &str = "radix_mlp::Context::post_attention";
-        self.host_memory(FN)?;
-        let raw = self.plan(FN, plan)?;
+        self.layer_post_attention("radix_mlp::Context::post_attention", layer, plan, attn, hidden, false)
+    }
+
+    /// Second half of `layer` in compact space (`rmlp_layer_post_attention_compact`), no gather:
+    /// `attn` (n_compact_padded x q_dim) is the compact attention output; `hidden` is updated in
+    /// place.
+    pub fn post_attention_compact<P: AsPlan + ?Sized>(
+        &mut self,
+        layer: usize,
+        plan: &P,
+        attn: &[f32],
+        hidden: &mut [f32],
+    ) -> Result<(), Error> {
+        self.layer_post_attention("radix_mlp::Context::post_attention_compact", layer, plan, attn, hidden, true)
+    }
+
+    fn layer_post_attention<P: AsPlan + ?Sized>(
+        &mut self,
+        fn_name: &str,
+        layer: usize,
+        plan: &P,
+        attn: &[f32],
+        hidden: &mut [f32],
+        compact: bool,
+    ) -> Result<(), Error> {
+        self.host_memory(fn_name)?;
+        let raw = self.plan(fn_name, plan)?;
         let c = &self.model.config;
-        check_len(FN, "attn", attn.len(), raw.n_tokens as usize, c.q_dim())?;
-        check_len(FN, "hidden", hidden.len(), raw.n_compact_padded as usize, c.hidden_size)?;
-        let layer = to_u32(FN, "layer", layer)?;
+        let rows = if compact { raw.n_compact_padded } else { raw.n_tokens } as usize;
+        check_len(fn_name, "attn", attn.len(), rows, c.q_dim())?;
+        check_len(fn_name, "hidden", hidden.len(), raw.n_compact_padded as usize, c.hidden_size)?;
+        let layer = to_u32(fn_name, "layer", layer)?;
+        let call = if compact { sys::rmlp_layer_post_attention_compact } else { sys::rmlp_layer_post_attention };
         // SAFETY: `raw` points into `plan`; both buffers are long enough and distinct.
-        Error::check(unsafe {
-            sys::rmlp_layer_post_attention(
-                self.raw.as_ptr(),
-                layer,
-                &raw,
-                attn.as_ptr().cast(),
-                hidden.as_mut_ptr().cast(),
-            )
-        })
+        Error::check(unsafe { call(self.raw.as_ptr(), layer, &raw, attn.as_ptr().cast(), hidden.as_mut_ptr().cast()) })
     }
 
     /// The final RMSNorm of `hidden` (n_compact_padded x hidden_size) scattered to the batch
     /// rows (`rmlp_final_norm`): `out` (n_tokens x hidden_size).
     pub fn final_norm<P: AsPlan + ?Sized>(&mut self, plan: &P, hidden: &[f32], out: &mut [f32]) -> Result<(), Error> {
-        const FN: &str = "radix_mlp::Context::final_norm";
-        self.host_memory(FN)?;
-        let raw = self.plan(FN, plan)?;
+        self.run_final_norm("radix_mlp::Context::final_norm", plan, hidden, out, false)
+    }
+
+    /// The final RMSNorm of `hidden` (n_compact_padded x hidden_size) in compact rows
+    /// (`rmlp_final_norm_compact`, no scatter): `out` (n_compact_padded x hidden_size), as
+    /// [`forward_compact`](Self::forward_compact) gives it.
+    pub fn final_norm_compact<P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        hidden: &[f32],
+        out: &mut [f32],
+    ) -> Result<(), Error> {
+        self.run_final_norm("radix_mlp::Context::final_norm_compact", plan, hidden, out, true)
+    }
+
+    fn run_final_norm<P: AsPlan + ?Sized>(
+        &mut self,
+        fn_name: &str,
+        plan: &P,
+        hidden: &[f32],
+        out: &mut [f32],
+        compact: bool,
+    ) -> Result<(), Error> {
+        self.host_memory(fn_name)?;
+        let raw = self.plan(fn_name, plan)?;
         let h = self.model.config.hidden_size;
-        check_len(FN, "hidden", hidden.len(), raw.n_compact_padded as usize, h)?;
-        check_len(FN, "out", out.len(), raw.n_tokens as usize, h)?;
+        check_len(fn_name, "hidden", hidden.len(), raw.n_compact_padded as usize, h)?;
+        let rows = if compact { raw.n_compact_padded } else { raw.n_tokens } as usize;
+        check_len(fn_name, "out", out.len(), rows, h)?;
+        let call = if compact { sys::rmlp_final_norm_compact } else { sys::rmlp_final_norm };
         // SAFETY: `raw` points into `plan`; both buffers are long enough and distinct.
-        Error::check(unsafe {
-            sys::rmlp_final_norm(self.raw.as_ptr(), &raw, hidden.as_ptr().cast(), out.as_mut_ptr().cast())
-        })
+        Error::check(unsafe { call(self.raw.as_ptr(), &raw, hidden.as_ptr().cast(), out.as_mut_ptr().cast()) })
     }
 
     /// The built-in causal varlen attention with grouped KV heads (`rmlp_attention`), for a host
-    /// that calls the per-layer entry points but has no attention of its own.
+    /// that calls the per-layer entry points but has no attention of its own. Full layout
+    /// (`args.compact` is `None`).
     pub fn attention(&mut self, args: &mut AttentionArgs<'_>) -> Result<(), Error> {
-        const FN: &str = "radix_mlp::Context::attention";
-        self.host_memory(FN)?;
-        let (n, n_seqs) = (args.n_tokens(), args.n_seqs());
+        self.run_attention("radix_mlp::Context::attention", args, false)
+    }
+
+    /// The built-in attention in compact space (`rmlp_attention_compact`): `args.compact` holds
+    /// the layout (the plan's `qo_indptr` and `scatter`), `q`, `k`, `v` and `out` the compact
+    /// rows (as [`pre_attention_compact`](Self::pre_attention_compact) writes them and
+    /// [`post_attention_compact`](Self::post_attention_compact) reads them).
+    pub fn attention_compact(&mut self, args: &mut AttentionArgs<'_>) -> Result<(), Error> {
+        self.run_attention("radix_mlp::Context::attention_compact", args, true)
+    }
+
+    fn run_attention(&mut self, fn_name: &str, args: &mut AttentionArgs<'_>, compact: bool) -> Result<(), Error> {
+        self.host_memory(fn_name)?;
+        let layout = match (&args.compact, compact) {
+            (None, false) => None,
+            (Some(layout), true) => Some(layout),
+            (given, _) => {
+                let (is, takes) = if given.is_some() { ("Some", "attention_compact") } else { ("None", "attention") };
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "{fn_name}: args.compact is {is}: the layout of this call is radix_mlp::Context::{takes}'s"
+                    ),
+                ));
+            }
+        };
+        let (n, n_seqs, rows) = (args.n_tokens(), args.n_seqs(), args.n_rows());
         let (qd, kvd) = (args.n_heads.saturating_mul(args.head_dim), args.n_kv_heads.saturating_mul(args.head_dim));
-        check_len(FN, "q", args.q.len(), n, qd)?;
-        check_len(FN, "k", args.k.len(), n, kvd)?;
-        check_len(FN, "v", args.v.len(), n, kvd)?;
-        check_len(FN, "out", args.out.len(), n, qd)?;
+        check_len(fn_name, "q", args.q.len(), rows, qd)?;
+        check_len(fn_name, "k", args.k.len(), rows, kvd)?;
+        check_len(fn_name, "v", args.v.len(), rows, kvd)?;
+        check_len(fn_name, "out", args.out.len(), rows, qd)?;
+        let null = core::ptr::null::<u32>();
+        let (qo_indptr, kv_indptr, kv_indices) = match layout {
+            None => (null, null, null),
+            Some(layout) => {
+                for (name, len, want) in
+                    [("qo_indptr", layout.qo_indptr.len(), n_seqs + 1), ("kv_indices", layout.kv_indices.len(), n)]
+                {
+                    if len != want {
+                        return Err(Error::new(
+                            Status::InvalidArgument,
+                            format!("{fn_name}: args.compact.{name} has {len} entries, needs {want}"),
+                        ));
+                    }
+                }
+                (layout.qo_indptr.as_ptr(), args.cu_seqlens.as_ptr(), layout.kv_indices.as_ptr())
+            }
+        };
         let raw = sys::rmlp_attention_args {
-            layer: to_u32(FN, "layer", args.layer)?,
-            n_tokens: n as u32,
-            n_seqs: to_u32(FN, "n_seqs", n_seqs)?,
-            n_heads: to_u32(FN, "n_heads", args.n_heads)?,
-            n_kv_heads: to_u32(FN, "n_kv_heads", args.n_kv_heads)?,
-            head_dim: to_u32(FN, "head_dim", args.head_dim)?,
+            layer: to_u32(fn_name, "layer", args.layer)?,
+            n_tokens: to_u32(fn_name, "n_tokens", n)?,
+            n_seqs: to_u32(fn_name, "n_seqs", n_seqs)?,
+            n_heads: to_u32(fn_name, "n_heads", args.n_heads)?,
+            n_kv_heads: to_u32(fn_name, "n_kv_heads", args.n_kv_heads)?,
+            head_dim: to_u32(fn_name, "head_dim", args.head_dim)?,
             scale: args.scale,
             dtype: sys::RMLP_DTYPE_F32,
             cu_seqlens: args.cu_seqlens.as_ptr(),
@@ -866,10 +1331,26 @@ impl<'m> Context<'m> {
             stream: core::ptr::null_mut(),
             cu_seqlens_device: args.cu_seqlens.as_ptr(),
             max_seqlen: 0,
+            layout: if compact { sys::RMLP_ATTENTION_COMPACT } else { sys::RMLP_ATTENTION_FULL },
+            n_compact: if compact { to_u32(fn_name, "n_compact", rows)? } else { 0 },
+            qo_indptr,
+            kv_indptr,
+            kv_indices,
+            qo_indptr_device: qo_indptr,
+            kv_indptr_device: kv_indptr,
+            kv_indices_device: kv_indices,
         };
-        // SAFETY: the buffers hold n_tokens rows of their widths (n_tokens = cu_seqlens[n_seqs];
-        // the library checks that cu_seqlens is non-decreasing, so no sequence reaches further).
-        Error::check(unsafe { sys::rmlp_attention(self.raw.as_ptr(), &raw) })
+        // SAFETY: the buffers hold `rows` rows of their widths (n_tokens = cu_seqlens[n_seqs] in
+        // full space, n_compact = qo_indptr[n_seqs] in compact space; the library checks that
+        // both are non-decreasing and every kv_indices entry is below n_compact, so nothing
+        // reaches further); qo_indptr has n_seqs + 1 entries and kv_indices n_tokens.
+        Error::check(unsafe {
+            if compact {
+                sys::rmlp_attention_compact(self.raw.as_ptr(), &raw)
+            } else {
+                sys::rmlp_attention(self.raw.as_ptr(), &raw)
+            }
+        })
     }
 
     /// Reranker scores (`rmlp_score_pair`, Qwen3-Reranker's yes/no): the LM-head logits of
@@ -889,16 +1370,56 @@ impl<'m> Context<'m> {
         // SAFETY: host memory (checked above) holding n_tokens rows of hidden_size f32.
         unsafe { self.score_pair_device(hidden.as_ptr().cast(), cu_seqlens, token_a, token_b) }
     }
+
+    /// Pools compact rows per sequence (`rmlp_context_pool_compact`): `hidden` (at least
+    /// n_compact_padded x hidden_size, the output of [`forward_compact`](Self::forward_compact) or
+    /// [`final_norm_compact`](Self::final_norm_compact)) is read per batch row through the plan's
+    /// `scatter`, so the result equals [`Model::pool`] of the full output: n_seqs x hidden_size.
+    pub fn pool_compact<P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        hidden: &[f32],
+        pooling: Pooling,
+        normalize: bool,
+    ) -> Result<Vec<f32>, Error> {
+        const FN: &str = "radix_mlp::Context::pool_compact";
+        self.compact_rows(FN, plan, hidden)?;
+        // SAFETY: host memory (checked above) holding the plan's n_compact_padded rows.
+        unsafe { self.pool_compact_device(plan, hidden.as_ptr().cast(), pooling, normalize) }
+    }
+
+    /// Reranker scores at each sequence's last row of compact rows (`rmlp_score_pair_compact`):
+    /// [`score_pair`](Self::score_pair) of `hidden` (at least n_compact_padded x hidden_size) read
+    /// through the plan's `scatter`.
+    pub fn score_pair_compact<P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        hidden: &[f32],
+        token_a: u32,
+        token_b: u32,
+    ) -> Result<Vec<PairScore>, Error> {
+        const FN: &str = "radix_mlp::Context::score_pair_compact";
+        self.compact_rows(FN, plan, hidden)?;
+        // SAFETY: host memory (checked above) holding the plan's n_compact_padded rows.
+        unsafe { self.score_pair_compact_device(plan, hidden.as_ptr().cast(), token_a, token_b) }
+    }
+
+    /// Err unless the model is in host memory and `hidden` holds the plan's compact rows.
+    fn compact_rows<P: AsPlan + ?Sized>(&self, fn_name: &str, plan: &P, hidden: &[f32]) -> Result<(), Error> {
+        self.host_memory(fn_name)?;
+        let rows = plan.as_raw()?.n_compact_padded as usize;
+        check_len(fn_name, "hidden", hidden.len(), rows, self.model.config.hidden_size)
+    }
 }
 
-impl Drop for Context<'_> {
+impl<M: ModelHolder> Drop for Context<'_, M> {
     fn drop(&mut self) {
         // SAFETY: `self.raw` came from rmlp_context_create and is freed once, before its model.
         unsafe { sys::rmlp_context_free(self.raw.as_ptr()) }
     }
 }
 
-impl fmt::Debug for Context<'_> {
+impl<M: ModelHolder> fmt::Debug for Context<'_, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Context").field(&self.raw).finish()
     }

@@ -4,12 +4,44 @@
 //! by the library.
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
+use core::ops::Range;
 use core::ptr::NonNull;
 use std::fmt;
 
 use radix_mlp_sys as sys;
 
 use crate::error::{Error, Status};
+
+/// The rule by which the gate decides between radix and the identity (`rmlp_gate`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// This library's rule (the default): radix iff `threshold >= 1.0` or
+    /// `n_distinct / n_tokens < threshold` (unpadded, in `f64`); `threshold == 0.0` turns it off.
+    #[default]
+    Distinct,
+    /// The rule of text-embeddings-inference's in-tree RadixMLP code, so a host switching from it
+    /// changes no decision: in `f32` (TEI's threshold is one), off at `threshold <= 1e-6` (no
+    /// trie) and on empty batches, else radix iff `threshold >= 1.0` or the padded compact
+    /// length over `n_tokens` is below the threshold.
+    Tei,
+}
+
+impl Gate {
+    fn from_raw(gate: sys::rmlp_gate) -> Gate {
+        if gate == sys::RMLP_GATE_TEI {
+            Gate::Tei
+        } else {
+            Gate::Distinct
+        }
+    }
+
+    fn raw(self) -> sys::rmlp_gate {
+        match self {
+            Gate::Distinct => sys::RMLP_GATE_DISTINCT,
+            Gate::Tei => sys::RMLP_GATE_TEI,
+        }
+    }
+}
 
 /// How a plan is built (the safe form of `rmlp_plan_params`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -20,14 +52,42 @@ pub struct PlanParams {
     pub threshold: f64,
     /// Pad the compact rows to a multiple of this (at least 1); `None` for no padding.
     pub pad_multiple_of: Option<u32>,
+    /// Which rule the gate follows (default [`Gate::Distinct`]; [`Gate::Tei`] decides as TEI's
+    /// own code does, on the padded length).
+    pub gate: Gate,
 }
 
 impl Default for PlanParams {
     /// The library's `rmlp_plan_default_params()`: threshold 0.85, no padding.
     fn default() -> PlanParams {
         // SAFETY: no arguments, returns a value.
-        let raw = unsafe { sys::rmlp_plan_default_params() };
-        PlanParams { threshold: raw.threshold, pad_multiple_of: raw.pad.then_some(raw.pad_multiple_of) }
+        PlanParams::from_raw(&unsafe { sys::rmlp_plan_default_params() })
+    }
+}
+
+impl PlanParams {
+    /// The safe form of params the library made (its defaults, or the environment's).
+    fn from_raw(raw: &sys::rmlp_plan_params) -> PlanParams {
+        PlanParams {
+            threshold: raw.threshold,
+            pad_multiple_of: raw.pad.then_some(raw.pad_multiple_of),
+            gate: Gate::from_raw(raw.gate),
+        }
+    }
+
+    /// The switches a deployment sets in the environment, starting from the defaults
+    /// (`rmlp_plan_params_from_env`): `RADIX_MLP_THRESHOLD` (the gate, TEI's
+    /// `--radix-mlp-threshold`), `RADIX_MLP_PAD` (pad the compact rows to this multiple) and
+    /// `RADIX_MLP_GATE` (`distinct` or `tei`, the [`Gate`]); see
+    /// README.md, "Deployment switches". An unset or empty variable keeps the default; a set but
+    /// invalid one is an error naming the variable and its value, never a silent default.
+    pub fn from_env() -> Result<PlanParams, Error> {
+        let mut raw = MaybeUninit::<sys::rmlp_plan_params>::uninit();
+        // SAFETY: `raw` is a valid out pointer; the library writes it whatever it returns.
+        let code = unsafe { sys::rmlp_plan_params_from_env(raw.as_mut_ptr()) };
+        Error::check(code)?;
+        // SAFETY: written by rmlp_plan_params_from_env on RMLP_OK.
+        Ok(PlanParams::from_raw(&unsafe { raw.assume_init() }))
     }
 }
 
@@ -42,6 +102,7 @@ impl From<&PlanParams> for sys::rmlp_plan_params {
         if let Some(multiple) = params.pad_multiple_of {
             raw.pad_multiple_of = multiple;
         }
+        raw.gate = params.gate.raw();
         raw
     }
 }
@@ -49,7 +110,8 @@ impl From<&PlanParams> for sys::rmlp_plan_params {
 /// Reusable plan builder (`rmlp_planner`): keeps its scratch and the arrays of its last plan,
 /// so steady-state builds allocate nothing.
 ///
-/// `Send` but not `Sync`: use one planner per thread.
+/// `Send` but not `Sync`: use one planner per thread. (The library refuses a planner used by two
+/// threads at once with [`Status::Busy`], which `&mut self` already rules out here.)
 ///
 /// ```compile_fail
 /// fn sync<T: Sync>() {}
@@ -131,6 +193,9 @@ impl Planner {
             ("compact_position_ids", raw.compact_position_ids, rows),
             ("compact_parent", raw.compact_parent, rows),
             ("cu_seqlens", raw.cu_seqlens, raw.n_seqs + 1),
+            ("qo_indptr", raw.qo_indptr, raw.n_seqs + 1),
+            ("run_indptr", raw.run_indptr, raw.n_seqs + 1),
+            ("run_start", raw.run_start, raw.n_runs),
         ] {
             if ptr.is_null() && len > 0 {
                 return Err(Error::new(
@@ -243,6 +308,43 @@ impl<'a> PlanView<'a> {
         unsafe { rows(self.raw.cu_seqlens, self.raw.n_seqs + 1) }
     }
 
+    /// (n_seqs + 1) the layout of attention in compact space: sequence `s` owns (is the first to
+    /// reach) the compact rows `qo_indptr[s] .. qo_indptr[s+1]`, which are the last rows of its
+    /// path; `qo_indptr[n_seqs] == n_compact`. The identity plan's is `cu_seqlens`.
+    pub fn qo_indptr(&self) -> &'a [u32] {
+        // SAFETY: as in `fold_gather`.
+        unsafe { rows(self.raw.qo_indptr, self.raw.n_seqs + 1) }
+    }
+    /// Runs of consecutive compact rows the sequences' paths are made of (see [`PathRun`]).
+    pub fn n_runs(&self) -> usize {
+        self.raw.n_runs as usize
+    }
+    /// (n_seqs + 1) first run of each sequence: sequence `s` is runs `run_indptr[s] .. run_indptr[s+1]`.
+    pub fn run_indptr(&self) -> &'a [u32] {
+        // SAFETY: as in `fold_gather`.
+        unsafe { rows(self.raw.run_indptr, self.raw.n_seqs + 1) }
+    }
+    /// (n_runs) batch row where each run starts.
+    pub fn run_start(&self) -> &'a [u32] {
+        // SAFETY: as in `fold_gather`.
+        unsafe { rows(self.raw.run_start, self.raw.n_runs) }
+    }
+    /// The compact rows sequence `s` owns: its queries in compact space (`qo_indptr[s] .. qo_indptr[s+1]`).
+    ///
+    /// # Panics
+    /// When `s >= n_seqs`.
+    pub fn owned_rows(&self, s: usize) -> Range<usize> {
+        owned_rows(self.qo_indptr(), s)
+    }
+    /// The path of sequence `s` (its keys in compact space, `scatter[cu_seqlens[s] .. cu_seqlens[s+1]]`)
+    /// as runs of consecutive compact rows.
+    ///
+    /// # Panics
+    /// When `s >= n_seqs` (or the plan has no layout, which a built plan always has).
+    pub fn path_runs(&self, s: usize) -> impl Iterator<Item = PathRun> + 'a {
+        path_runs(self.cu_seqlens(), self.scatter(), self.run_indptr(), self.run_start(), s)
+    }
+
     /// Copies the plan out of the planner.
     pub fn to_owned(&self) -> Plan {
         Plan {
@@ -260,6 +362,9 @@ impl<'a> PlanView<'a> {
             compact_position_ids: self.compact_position_ids().to_vec(),
             compact_parent: self.compact_parent().to_vec(),
             cu_seqlens: self.cu_seqlens().to_vec(),
+            qo_indptr: self.qo_indptr().to_vec(),
+            run_indptr: self.run_indptr().to_vec(),
+            run_start: self.run_start().to_vec(),
         }
     }
 }
@@ -270,7 +375,39 @@ impl fmt::Debug for PlanView<'_> {
     }
 }
 
-/// An owned plan: the fields of [`PlanView`], arrays copied into `Vec`s.
+/// One run of a sequence's path ([`PlanView::path_runs`]): the batch rows `batch_start ..
+/// batch_start + len` read the consecutive compact rows `compact_start .. compact_start + len`.
+/// A CPU attention can run one GEMM per run over its keys, with no gather.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathRun {
+    pub batch_start: usize,
+    pub compact_start: usize,
+    pub len: usize,
+}
+
+fn owned_rows(qo_indptr: &[u32], s: usize) -> Range<usize> {
+    qo_indptr[s] as usize..qo_indptr[s + 1] as usize
+}
+
+/// The runs of sequence `s`: run `r` ends where the next starts, the last one at the sequence's end.
+fn path_runs<'a>(
+    cu_seqlens: &'a [u32],
+    scatter: &'a [u32],
+    run_indptr: &'a [u32],
+    run_start: &'a [u32],
+    s: usize,
+) -> impl Iterator<Item = PathRun> + 'a {
+    let (first, last, end) = (run_indptr[s] as usize, run_indptr[s + 1] as usize, cu_seqlens[s + 1] as usize);
+    (first..last).map(move |r| {
+        let start = run_start[r] as usize;
+        let next = if r + 1 < last { run_start[r + 1] as usize } else { end };
+        PathRun { batch_start: start, compact_start: scatter[start] as usize, len: next - start }
+    })
+}
+
+/// An owned plan: the fields of [`PlanView`], arrays copied into `Vec`s. The layout of compact
+/// attention (`qo_indptr`, `run_indptr`, `run_start`) may be left empty in a plan made by hand:
+/// the model calls then refuse attention in compact space, as the library does for such a plan.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub n_tokens: usize,
@@ -287,6 +424,23 @@ pub struct Plan {
     pub compact_position_ids: Vec<u32>,
     pub compact_parent: Vec<u32>,
     pub cu_seqlens: Vec<u32>,
+    /// (n_seqs + 1, or empty) see [`PlanView::qo_indptr`].
+    pub qo_indptr: Vec<u32>,
+    /// (n_seqs + 1, or empty) see [`PlanView::run_indptr`].
+    pub run_indptr: Vec<u32>,
+    /// (n_runs) see [`PlanView::run_start`].
+    pub run_start: Vec<u32>,
+}
+
+impl Plan {
+    /// See [`PlanView::owned_rows`].
+    pub fn owned_rows(&self, s: usize) -> Range<usize> {
+        owned_rows(&self.qo_indptr, s)
+    }
+    /// See [`PlanView::path_runs`].
+    pub fn path_runs(&self, s: usize) -> impl Iterator<Item = PathRun> + '_ {
+        path_runs(&self.cu_seqlens, &self.scatter, &self.run_indptr, &self.run_start, s)
+    }
 }
 
 mod sealed {
@@ -331,7 +485,15 @@ impl AsPlan for Plan {
             compact_position_ids: self.compact_position_ids.as_ptr(),
             compact_parent: self.compact_parent.as_ptr(),
             cu_seqlens: self.cu_seqlens.as_ptr(),
+            planner: core::ptr::null(), // the arrays are this Plan's own
+            generation: 0,
+            qo_indptr: or_null(&self.qo_indptr),
+            n_runs: count("n_runs", self.run_start.len())?,
+            run_indptr: or_null(&self.run_indptr),
+            run_start: or_null(&self.run_start),
         };
+        // The layout is optional (NULL when empty), but whole when given.
+        let seqs = |len: usize| if len == 0 { 0 } else { self.n_seqs + 1 };
         let rows = self.n_compact_padded;
         for (name, len, want) in [
             ("fold_gather", self.fold_gather.len(), rows),
@@ -340,6 +502,8 @@ impl AsPlan for Plan {
             ("compact_position_ids", self.compact_position_ids.len(), rows),
             ("compact_parent", self.compact_parent.len(), rows),
             ("cu_seqlens", self.cu_seqlens.len(), self.n_seqs + 1),
+            ("qo_indptr", self.qo_indptr.len(), seqs(self.qo_indptr.len())),
+            ("run_indptr", self.run_indptr.len(), seqs(self.run_indptr.len())),
         ] {
             if len != want {
                 return Err(Error::new(
@@ -349,5 +513,14 @@ impl AsPlan for Plan {
             }
         }
         Ok(raw)
+    }
+}
+
+/// The array's pointer, NULL when it is empty (a plan without the compact layout).
+fn or_null(v: &[u32]) -> *const u32 {
+    if v.is_empty() {
+        core::ptr::null()
+    } else {
+        v.as_ptr()
     }
 }

@@ -7,9 +7,9 @@
 mod common;
 
 use common::{max_abs_diff, Fixture, NAMES, TOLERANCE};
-use radix_mlp::{AttentionArgs, Error, Model, Plan, PlanParams, Planner, Pooling, Status};
+use radix_mlp::{AttentionArgs, Error, Gate, Model, Plan, PlanParams, Planner, Pooling, Status};
 
-const ALWAYS: PlanParams = PlanParams { threshold: 1.0, pad_multiple_of: None };
+const ALWAYS: PlanParams = PlanParams { threshold: 1.0, pad_multiple_of: None, gate: Gate::Distinct };
 
 fn load(f: &Fixture) -> Model {
     Model::load(&f.dir).unwrap_or_else(|e| panic!("{}: {e}", f.name))
@@ -30,6 +30,7 @@ fn forward_matches_transformers() {
         let f = Fixture::load(name);
         let model = load(&f);
         let cfg = model.config().clone();
+        assert_eq!(model.load_report(), "", "{name}: the load uses every tensor");
         assert_eq!(f.tensor("last_hidden").shape, [f.input_ids.len(), cfg.hidden_size]);
         let mut planner = Planner::new().unwrap();
         let plan = planner.build(&f.input_ids, &f.position_ids, &f.cu_seqlens, &ALWAYS).unwrap();
@@ -63,7 +64,7 @@ fn per_layer_and_callback_match_forward() {
         let f = Fixture::load(name);
         let model = load(&f);
         let cfg = model.config().clone();
-        let padded = PlanParams { threshold: 1.0, pad_multiple_of: Some(8) };
+        let padded = PlanParams { threshold: 1.0, pad_multiple_of: Some(8), gate: Gate::Distinct };
         let plan = owned_plan(&f, &padded);
         let (n, rows, h) = (plan.n_tokens, plan.n_compact_padded, cfg.hidden_size);
         let mut ctx = model.context(n).unwrap();
@@ -88,6 +89,7 @@ fn per_layer_and_callback_match_forward() {
                 k: &k,
                 v: &v,
                 out: &mut attn,
+                compact: None,
             };
             ctx.attention(&mut args).unwrap();
             ctx.post_attention(layer, &plan, &attn, &mut hidden).unwrap();
@@ -154,7 +156,7 @@ fn errors_carry_the_messages() {
     assert!(error(ctx.forward(&bad, &mut out)).message.contains("scatter has 149 entries"));
     // A padding row's token id, which the library does not check (it would read past the
     // embedding matrix): refused in Rust.
-    let mut bad = owned_plan(&f, &PlanParams { threshold: 1.0, pad_multiple_of: Some(64) });
+    let mut bad = owned_plan(&f, &PlanParams { threshold: 1.0, pad_multiple_of: Some(64), gate: Gate::Distinct });
     *bad.compact_input_ids.last_mut().unwrap() = 1 << 30;
     let err = error(ctx.embed(&bad, &mut out.repeat(2)));
     let last = bad.n_compact_padded - 1;

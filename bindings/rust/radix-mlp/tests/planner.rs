@@ -10,7 +10,7 @@ const SHARED_POS: [u32; 6] = [0, 1, 2, 0, 1, 2];
 const SHARED_CU: [u32; 3] = [0, 3, 6];
 
 fn params(threshold: f64, pad_multiple_of: Option<u32>) -> PlanParams {
-    PlanParams { threshold, pad_multiple_of }
+    PlanParams { threshold, pad_multiple_of, gate: Default::default() }
 }
 
 fn plan(ids: &[u32], pos: &[u32], cu: &[u32], params: &PlanParams) -> Plan {
@@ -269,4 +269,60 @@ fn one_planner_per_thread_matches_serial() {
             assert_eq!(free_fn.2, [0, 1, 2, 0, 1, 3]);
         }
     });
+}
+
+/// The layout of attention in compact space of a plan: what `qo_indptr` and the path runs
+/// promise (shared/DESIGN.md, "Attention in compact space"), checked against the maps.
+fn check_layout(p: &Plan, case: &str) {
+    assert_eq!(p.qo_indptr.len(), p.n_seqs + 1, "{case}");
+    assert_eq!((p.qo_indptr[0], p.qo_indptr[p.n_seqs] as usize), (0, p.n_compact), "{case}");
+    for s in 0..p.n_seqs {
+        let (begin, end) = (p.cu_seqlens[s] as usize, p.cu_seqlens[s + 1] as usize);
+        let path = &p.scatter[begin..end];
+        // Owned rows: the compact rows first reached in this sequence, the last rows of its path.
+        let owned = p.owned_rows(s);
+        assert!(owned.start <= owned.end && owned.len() <= path.len(), "{case}: sequence {s}");
+        let first_here: Vec<u32> =
+            (0..p.n_compact as u32).filter(|&r| (begin..end).contains(&(p.fold_gather[r as usize] as usize))).collect();
+        assert_eq!(first_here, owned.clone().map(|r| r as u32).collect::<Vec<_>>(), "{case}: sequence {s} owns");
+        assert_eq!(&path[path.len() - owned.len()..], &first_here[..], "{case}: sequence {s}'s owned suffix");
+        // Runs: maximal pieces of consecutive compact rows that reassemble the path.
+        let (mut at, mut rebuilt, mut last_end) = (begin, Vec::new(), None);
+        for run in p.path_runs(s) {
+            assert!(run.len > 0 && run.batch_start == at, "{case}: sequence {s}: {run:?} at row {at}");
+            assert_ne!(Some(run.compact_start), last_end, "{case}: sequence {s}: {run:?} continues its predecessor");
+            rebuilt.extend((run.compact_start..run.compact_start + run.len).map(|r| r as u32));
+            at += run.len;
+            last_end = Some(run.compact_start + run.len);
+        }
+        assert_eq!((at, &rebuilt[..]), (end, path), "{case}: sequence {s}'s runs");
+    }
+}
+
+#[test]
+fn compact_layout() {
+    // [1, 2, 3] then [1, 2, 4]: the second owns only its last row, its path is two runs.
+    let on = plan(&SHARED_IDS, &SHARED_POS, &SHARED_CU, &params(1.0, Some(8)));
+    assert_eq!(on.qo_indptr, [0, 3, 4]);
+    assert_eq!((on.run_indptr.as_slice(), on.run_start.as_slice()), ([0, 1, 3].as_slice(), [0, 3, 5].as_slice()));
+    let runs: Vec<_> = on.path_runs(1).map(|r| (r.batch_start, r.compact_start, r.len)).collect();
+    assert_eq!(runs, [(3, 0, 2), (5, 3, 1)]);
+    assert_eq!(on.owned_rows(1), 3..4);
+    // The identity plan: every sequence owns its rows, in one run.
+    let off = plan(&SHARED_IDS, &SHARED_POS, &SHARED_CU, &params(0.0, None));
+    assert_eq!((off.qo_indptr.as_slice(), off.run_start.as_slice()), (SHARED_CU.as_slice(), [0, 3].as_slice()));
+
+    let mut rng = Rng(0xC0DE);
+    let mut planner = Planner::new().unwrap();
+    for case in 0..2000 {
+        let (ids, pos, cu) = random_batch(&mut rng);
+        let p = params([0.0, 0.85, 1.0][rng.below(3) as usize], [None, Some(8)][rng.below(2) as usize]);
+        let view = planner.build(&ids, &pos, &cu, &p).unwrap();
+        let owned = view.to_owned();
+        check_layout(&owned, &format!("case {case}: ids {ids:?} pos {pos:?} cu {cu:?}"));
+        assert_eq!((view.qo_indptr(), view.n_runs()), (&owned.qo_indptr[..], owned.run_start.len()));
+        for s in 0..owned.n_seqs {
+            assert!(view.path_runs(s).eq(owned.path_runs(s)) && view.owned_rows(s) == owned.owned_rows(s));
+        }
+    }
 }

@@ -8,7 +8,17 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The five fixture checkpoints.
-pub const NAMES: [&str; 5] = ["qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny", "qwen3_embedding_noprefix"];
+pub const NAMES: [&str; 9] = [
+    "qwen3_tiny",
+    "qwen3_bf16",
+    "qwen2_sharded",
+    "llama_tiny",
+    "qwen3_embedding_noprefix",
+    "llama_bias",
+    "qwen3_bias",
+    "qwen2_bias",
+    "mistral_bias",
+];
 
 /// Tolerance against transformers (the fixtures' README).
 pub const TOLERANCE: f32 = 1e-4;

@@ -1,6 +1,7 @@
 /*
- * main.c: a C host that knows radix_mlp only through its installed header and library, as a
- * C++ engine or any C program would (built by run.sh through find_package and pkg-config).
+ * plan_host.c: a C host of the planner alone, knowing radix_mlp only through its installed header
+ * and library, as a C++ engine or any C program would. run.sh builds it against libradix_mlp_plan
+ * (shared and static, which must need nothing beyond libc) and against libradix_mlp.
  * Plans the RadixMLP example batch and checks what a host relies on.
  */
 #include <stdio.h>
@@ -11,7 +12,7 @@
 #define EXPECT(cond)                                                                                            \
     do {                                                                                                        \
         if (!(cond)) {                                                                                          \
-            fprintf(stderr, "c_host: check failed: %s (%s)\n", #cond, rmlp_last_error());                        \
+            fprintf(stderr, "plan_host: check failed: %s (%s)\n", #cond, rmlp_last_error());                    \
             return 1;                                                                                           \
         }                                                                                                       \
     } while (0)
@@ -38,7 +39,7 @@ int main(void) {
     EXPECT(rmlp_plan_build(planner, ids, pos, 15, bad_cu, 3, NULL, &plan) == RMLP_ERR_INVALID_SEQLENS);
     EXPECT(strstr(rmlp_last_error(), "cu_seqlens[2]=8 < cu_seqlens[1]=9") != NULL);
     rmlp_planner_free(planner);
-    printf("c_host: radix_mlp %s: 15 tokens -> %u compact rows (%u padded)\n", rmlp_version_string(), n_compact,
+    printf("plan_host: radix_mlp %s: 15 tokens -> %u compact rows (%u padded)\n", rmlp_version_string(), n_compact,
            n_padded);
     return 0;
 }

@@ -1,0 +1,27 @@
+"""set_cpu_threads / cpu_threads: OpenBLAS's thread count, set and read back; 0 and counts beyond
+what OpenBLAS can run refused with the library's message, the count unchanged."""
+
+import pytest
+
+import radix_mlp
+
+
+def test_cpu_threads_set_and_refused():
+    start = radix_mlp.cpu_threads()
+    assert start >= 1
+    try:
+        for n in (1, 2):
+            radix_mlp.set_cpu_threads(n)
+            assert radix_mlp.cpu_threads() == n
+        with pytest.raises(radix_mlp.RadixMLPError) as err:
+            radix_mlp.set_cpu_threads(0)
+        assert err.value.status == radix_mlp.RMLP_ERR_INVALID_ARGUMENT
+        assert "rmlp_set_cpu_threads: n_threads is 0" in str(err.value)
+        with pytest.raises(radix_mlp.RadixMLPError) as err:
+            radix_mlp.set_cpu_threads(1 << 20)
+        assert "n_threads=1048576 exceeds the" in str(err.value)
+        with pytest.raises(ValueError):
+            radix_mlp.set_cpu_threads(-1)
+        assert radix_mlp.cpu_threads() == 2, "a refused count changes nothing"
+    finally:
+        radix_mlp.set_cpu_threads(start)

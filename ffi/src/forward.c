@@ -1,0 +1,130 @@
+/*
+ * forward.c: the whole model on one batch, rmlp_forward (batch rows out, attention in the
+ * context's space) and rmlp_forward_compact (compact rows out, attention in compact space), and
+ * the CPU loop behind both; a CUDA model's forward goes on to model_cuda.c and gpu/layer.cu.
+ *
+ * Full space: per layer, Q/K/V are scattered to the batch rows, attention runs over each
+ * sequence's rows, its output is gathered back. Compact space: nothing leaves the N' compact
+ * rows; the built-in attention reads q, k, v in place from the fused qkv rows and writes the
+ * compact attention output, a host callback gets dense q, k, v of the compact rows and the
+ * layout arrays (rmlp_attention_args, RMLP_ATTENTION_COMPACT).
+ */
+#include <math.h>
+
+#include "../../cpu/cpu_ops.h"
+#include "../../cpu/layer.h"
+#include "context_checks.h"
+#include "export.h"
+#include "guard.h"
+#include "model_cuda.h"
+#include "model_internal.h"
+
+/* The arguments the library hands an attention callback for this plan, in `space`, over the
+ * given buffers (q, k, v, out: batch rows in full space, compact rows in compact space). */
+static rmlp_attention_args attention_args(const rmlp_model_config *cfg, const rmlp_plan *plan,
+                                          rmlp_attention_space space, void *q, void *k, void *v, void *out) {
+    rmlp_attention_args args = {
+        .n_tokens = plan->n_tokens,
+        .n_seqs = plan->n_seqs,
+        .n_heads = cfg->num_attention_heads,
+        .n_kv_heads = cfg->num_key_value_heads,
+        .head_dim = cfg->head_dim,
+        .scale = 1.0f / sqrtf((float)cfg->head_dim),
+        .dtype = RMLP_DTYPE_F32,
+        .cu_seqlens = plan->cu_seqlens,
+        .q = q,
+        .k = k,
+        .v = v,
+        .out = out,
+        .cu_seqlens_device = plan->cu_seqlens, /* the CPU's memory is the host's */
+        .layout = space,
+    };
+    for (uint32_t s = 0; s < plan->n_seqs; s++) {
+        uint32_t len = plan->cu_seqlens[s + 1] - plan->cu_seqlens[s];
+        if (len > args.max_seqlen) args.max_seqlen = len;
+    }
+    if (space == RMLP_ATTENTION_COMPACT) {
+        args.n_compact = plan->n_compact;
+        args.qo_indptr = args.qo_indptr_device = plan->qo_indptr;
+        args.kv_indptr = args.kv_indptr_device = plan->cu_seqlens;
+        args.kv_indices = args.kv_indices_device = plan->scatter;
+    }
+    return args;
+}
+
+/* The CPU forward: embedding, layers, final norm into out (batch rows, or compact rows). */
+static rmlp_status cpu_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
+                               rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+    const rmlp_model_config *cfg = &context->model->config;
+    const model_weights *w = &context->model->weights;
+    cpu_workspace *ws = &context->ws;
+    bool compact = space == RMLP_ATTENTION_COMPACT;
+    size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
+    size_t width = qd + 2 * kvd;
+    /* compact: the callback's output goes where post-attention reads it (cap_compact rows) */
+    rmlp_attention_args args = attention_args(cfg, plan, space, ws->q, ws->k, ws->v, compact ? ws->attn_c : ws->attn);
+    /* the built-in compact attention reads q, k, v in place from the fused qkv rows */
+    cpu_attention_rows fused = {ws->qkv, ws->qkv + qd, ws->qkv + qd + kvd, ws->attn_c, width, width, width, qd};
+    cpu_embed(cfg, w, plan, ws->hidden);
+    for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
+        const layer_weights *lw = &w->layers[layer];
+        args.layer = layer;
+        if (!compact) {
+            cpu_pre_attention(cfg, lw, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
+            if (attention != NULL) {
+                rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
+                if (status != RMLP_OK) return status;
+            } else {
+                cpu_attention(ws->q, ws->k, ws->v, plan->cu_seqlens, plan->n_seqs, args.n_heads, args.n_kv_heads,
+                              args.head_dim, args.scale, ws->scores, ws->attn);
+            }
+            cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
+        } else if (attention != NULL) {
+            cpu_pre_attention_compact(cfg, lw, ws, plan, ws->hidden, plan->n_compact, ws->q, ws->k, ws->v);
+            rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
+            if (status != RMLP_OK) return status;
+            cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
+        } else {
+            cpu_project_qkv(cfg, lw, ws, plan, ws->hidden);
+            cpu_compact_attention(&fused, plan->qo_indptr, plan->cu_seqlens, plan->scatter, plan->n_seqs,
+                                  args.n_heads, args.n_kv_heads, args.head_dim, args.scale, ws->scores);
+            cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
+        }
+    }
+    if (compact_out)
+        cpu_final_norm_compact(cfg, w, plan, ws->hidden, out);
+    else
+        cpu_final_norm(cfg, w, ws, plan, ws->hidden, out);
+    return RMLP_OK;
+}
+
+static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
+                           rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+    rmlp_status status = rmlp_check_call(fn, context, plan);
+    if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){out}, (const char *[]){"out"}, 1);
+    if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
+    if (status == RMLP_OK) status = rmlp_check_window(fn, &context->model->config, plan->cu_seqlens, plan->n_seqs);
+    space = rmlp_resolve_space(space, plan);
+    if (status == RMLP_OK && space == RMLP_ATTENTION_COMPACT) status = rmlp_check_compact_plan(fn, plan);
+    if (status != RMLP_OK) return status;
+    if (context->gpu != NULL) return cuda_forward(fn, context, plan, space, attention, user_data, out, compact_out);
+    return cpu_forward(fn, context, plan, space, attention, user_data, out, compact_out);
+}
+
+RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
+                                     void *user_data, void *out) {
+    static const char fn[] = "rmlp_forward";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status
+                             : rmlp_guard_leave(context, forward(fn, context, plan, context->attention_space,
+                                                                 attention, user_data, out, false));
+}
+
+RMLP_EXPORT rmlp_status rmlp_forward_compact(rmlp_context *context, const rmlp_plan *plan,
+                                             rmlp_attention_fn attention, void *user_data, void *out) {
+    static const char fn[] = "rmlp_forward_compact";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status
+                             : rmlp_guard_leave(context, forward(fn, context, plan, RMLP_ATTENTION_COMPACT, attention,
+                                                                 user_data, out, true));
+}

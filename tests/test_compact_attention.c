@@ -1,0 +1,128 @@
+/*
+ * test_compact_attention.c: the CPU attention in compact space (cpu/attention.c,
+ * cpu_compact_attention) against the full-space one on the same batch. For random batches with
+ * shared prefixes (deep trees from a small vocabulary, duplicate and empty sequences, sequences
+ * that are prefixes of others) and planner-built plans: random compact Q/K/V, scattered to the
+ * batch rows for cpu_attention; each compact row's output must equal the full-space output of
+ * the row it was folded from (fold_gather), within fp32 rounding of a different sgemm split
+ * (1e-5 relative to the largest |value|). Q/K/V are read both from separate buffers and from
+ * the columns of one fused qkv buffer (the layer's layout), GQA 4:1 and 1:1, odd head dims. Also
+ * the layout's invariants: a sequence's owned rows are the last rows of its path, in order.
+ */
+#include <math.h>
+
+#include "cpu_ops.h"
+#include "test_util.h"
+
+/* qo_indptr (n_seqs + 1): the compact rows whose first occurrence lies in sequence s, from the
+ * strictly increasing fold_gather. */
+static void owned_ranges(const rmlp_plan *plan, uint32_t *qo_indptr) {
+    uint32_t j = 0;
+    for (uint32_t s = 0; s <= plan->n_seqs; s++) {
+        while (j < plan->n_compact && plan->fold_gather[j] < plan->cu_seqlens[s]) j++;
+        qo_indptr[s] = j;
+    }
+}
+
+static float *random_floats(uint64_t *rng, size_t n) {
+    float *x = tu_xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)((double)(tu_rand(rng) >> 11) * 0x1p-53 * 4.0 - 2.0);
+    return x;
+}
+
+static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t nkv, size_t hd, int fused,
+                       const char *what) {
+    size_t nc = plan->n_compact, nt = plan->n_tokens, qd = nh * hd, kvd = nkv * hd, width = qd + 2 * kvd;
+    uint32_t *qo = tu_xmalloc((plan->n_seqs + 1) * sizeof(uint32_t));
+    owned_ranges(plan, qo);
+    CHECK_EQ(qo[plan->n_seqs], nc, "%s: every compact row is owned by one sequence", what);
+    size_t longest = 0, bad_suffix = 0;
+    for (uint32_t s = 0; s < plan->n_seqs; s++) {
+        size_t len = plan->cu_seqlens[s + 1] - plan->cu_seqlens[s], owned = qo[s + 1] - qo[s];
+        if (len > longest) longest = len;
+        for (size_t t = 0; t < owned; t++) /* owned row t is path position len - owned + t */
+            bad_suffix += plan->scatter[plan->cu_seqlens[s] + len - owned + t] != qo[s] + t;
+    }
+    CHECK(bad_suffix == 0, "%s: %zu owned rows are not the last rows of their path", what, bad_suffix);
+
+    /* Compact q, k, v (fused: one (nc, width) buffer; else three), and their batch-row copies. */
+    float *qkv = random_floats(rng, nc * width);
+    float *qc = fused ? qkv : random_floats(rng, nc * qd), *kc = fused ? qkv + qd : random_floats(rng, nc * kvd);
+    float *vc = fused ? qkv + qd + kvd : random_floats(rng, nc * kvd);
+    size_t qs = fused ? width : qd, ks = fused ? width : kvd;
+    float *q = tu_xmalloc(nt * qd * 4), *k = tu_xmalloc(nt * kvd * 4), *v = tu_xmalloc(nt * kvd * 4);
+    for (size_t i = 0; i < nt; i++) {
+        size_t c = plan->scatter[i];
+        memcpy(q + i * qd, qc + c * qs, qd * 4);
+        memcpy(k + i * kvd, kc + c * ks, kvd * 4);
+        memcpy(v + i * kvd, vc + c * ks, kvd * 4);
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest) * 4);
+    float *full = tu_xmalloc(nt * qd * 4), *out = tu_xmalloc((nc + 1) * qd * 4);
+    cpu_attention(q, k, v, plan->cu_seqlens, plan->n_seqs, nh, nkv, hd, scale, scratch, full);
+    for (size_t i = 0; i < (nc + 1) * qd; i++) out[i] = NAN; /* row nc: must stay untouched */
+    cpu_attention_rows rows = {qc, kc, vc, out, qs, ks, ks, qd};
+    cpu_compact_attention(&rows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, scale, scratch);
+    double max_err = 0, max_ref = 0;
+    size_t nan = 0;
+    for (size_t j = 0; j < nc; j++)
+        for (size_t d = 0; d < qd; d++) {
+            float got = out[j * qd + d], want = full[(size_t)plan->fold_gather[j] * qd + d];
+            if (!isfinite(got)) nan++;
+            if (fabs(got - want) > max_err) max_err = fabs(got - want);
+            if (fabs(want) > max_ref) max_ref = fabs(want);
+        }
+    CHECK(nan == 0 && max_err <= 1e-5 * (max_ref > 1 ? max_ref : 1),
+          "%s: %zu unwritten/NaN outputs, max |compact - full| %.3g (max |full| %.3g)", what, nan, max_err, max_ref);
+    size_t touched = 0;
+    for (size_t d = 0; d < qd; d++) touched += !isnan(out[nc * qd + d]);
+    CHECK(touched == 0, "%s: wrote past the compact rows", what);
+    if (!fused) free(qc), free(kc), free(vc);
+    free(qkv), free(q), free(k), free(v), free(scratch), free(full), free(out), free(qo);
+}
+
+int main(void) {
+    static const tu_batch_shape shapes[] = {
+        {1, 9, 4, 0, 0},    {4, 40, 2, 0, 0},   {8, 70, 3, 30, 0}, {32, 20, 2, 16, 0},
+        {6, 150, 50, 90, 0}, {12, 30, 1, 0, 0}, {5, 64, 2, 64, 0},
+    };
+    static const size_t heads[][3] = {{4, 1, 16}, {2, 2, 12}, {8, 2, 7}};
+    uint64_t rng = 0xC0FFEE;
+    rmlp_planner *planner = NULL;
+    if (!CHECK(rmlp_planner_create(&planner) == RMLP_OK, "planner: %s", rmlp_last_error())) return tu_summary();
+    rmlp_plan_params params = tu_params(1.0, 0);
+    /* By hand: a duplicate (owns nothing), a prefix of another (nothing), a branch, an empty one. */
+    static const uint32_t ids[] = {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3, 1, 2, 7, 8, 9, 9};
+    static const uint32_t pos[] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 0, 1, 2, 3, 0, 1};
+    static const uint32_t cu[] = {0, 5, 10, 13, 17, 17, 19};
+    rmlp_plan by_hand;
+    if (CHECK(rmlp_plan_build(planner, ids, pos, 19, cu, 6, &params, &by_hand) == RMLP_OK, "plan: %s",
+              rmlp_last_error()))
+        for (size_t hh = 0; hh < sizeof heads / sizeof heads[0]; hh++)
+            for (int fused = 0; fused < 2; fused++)
+                check_case(&rng, &by_hand, heads[hh][0], heads[hh][1], heads[hh][2], fused,
+                           "duplicate, prefix, branch");
+    for (int rep = 0; rep < 6; rep++)
+        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+            tu_batch b = tu_random_batch(&rng, &shapes[sh]);
+            rmlp_plan plan;
+            if (b.n_tokens == 0 || !CHECK(rmlp_plan_build(planner, b.ids, b.pos, b.n_tokens, b.cu, b.n_seqs, &params,
+                                                          &plan) == RMLP_OK,
+                                          "plan: %s", rmlp_last_error())) {
+                tu_batch_free(&b);
+                continue;
+            }
+            for (size_t hh = 0; hh < sizeof heads / sizeof heads[0]; hh++)
+                for (int fused = 0; fused < 2; fused++) {
+                    char what[160];
+                    snprintf(what, sizeof what, "shape %zu rep %d (N=%u N'=%u) heads %zu/%zu hd %zu %s", sh, rep,
+                             plan.n_tokens, plan.n_compact, heads[hh][0], heads[hh][1], heads[hh][2],
+                             fused ? "fused" : "separate");
+                    check_case(&rng, &plan, heads[hh][0], heads[hh][1], heads[hh][2], fused, what);
+                }
+            tu_batch_free(&b);
+        }
+    rmlp_planner_free(planner);
+    return tu_summary();
+}
