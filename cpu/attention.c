@@ -3,21 +3,23 @@
  * space (every batch row) and in compact space (owned compact rows over their paths).
  * Per sequence and query head, blocks of ATTN_TILE query rows: S = Q K^T * scale over the keys
  * up to the block's last row (sgemm), causal mask, max-subtracted softmax, O = P V (sgemm).
- * Scratch is one block of scores, so memory stays linear in the sequence length.
+ * Scratch is one block of scores (and in compact space a path's K and V rows of one head), so
+ * memory stays linear in the sequence length.
  *
  * Compact space (shared/DESIGN.md, "Attention in compact space"): a sequence's keys are its
  * path, the compact rows kv_indices[kv_indptr[s] .. kv_indptr[s+1]) (the plan's scatter over
  * cu_seqlens: a paged KV layout with page size 1); its queries are only the compact rows it owns,
  * qo_indptr[s] .. qo_indptr[s+1], the last q_s rows of its path. Owned query t sits at path
- * position L - q + t and sees path positions 0 .. L - q + t (causal, aligned bottom-right). A path
- * is a few runs of consecutive compact rows (one per trie branch it passes), so each product runs
- * as one sgemm per run with no gather: the scores of a block are written run by run into one row
- * per query holding every key the block can see, the softmax runs over the whole row in fp32 (the
- * two-pass form of an online softmax across runs: the scratch holds the row anyway), then O = P V
- * accumulates run by run (beta 0, then 1). Runs are found by walking kv_indices, so any
- * kv_indices is correct; planner-built ones have few runs.
+ * position L - q + t and sees path positions 0 .. L - q + t (causal, aligned bottom-right). The
+ * products are the full-space ones over the owned queries only: a path that is one run of
+ * consecutive compact rows (a sequence that shares nothing, or the first of a prefix) is read in
+ * place; any other path's K and V rows are first copied into scratch, once per KV head, so each
+ * query tile still takes one sgemm for its scores and one for P V, whatever the number of runs (a
+ * sgemm per run was measured slower on short runs, the reranking case: many small calls). The copy
+ * is the full-space scatter's, restricted to that sequence's keys.
  */
 #include <math.h>
+#include <string.h>
 
 #include <cblas.h>
 
@@ -25,7 +27,9 @@
 
 #define ATTN_TILE 64
 
-size_t cpu_attention_scratch_floats(size_t max_seq_len) { return (size_t)ATTN_TILE * (max_seq_len ? max_seq_len : 1); }
+size_t cpu_attention_scratch_floats(size_t max_seq_len, size_t head_dim) {
+    return (size_t)(ATTN_TILE + 2 * head_dim) * (max_seq_len ? max_seq_len : 1);
+}
 
 /* Row r of scores (rows, cols) sees keys 0 .. first_row + r. */
 static void softmax_causal(float *scores, size_t rows, size_t cols, size_t first_row) {
@@ -68,41 +72,51 @@ void cpu_attention(const float *q, const float *k, const float *v, const uint32_
     }
 }
 
-/* The run starting at path position p (< keys): its length (consecutive compact rows). */
-static size_t run_length(const uint32_t *path, size_t p, size_t keys) {
-    size_t n = 1;
-    while (p + n < keys && path[p + n] == path[p] + n) n++;
-    return n;
+/* Whether the path's rows are consecutive compact rows. */
+static int one_run(const uint32_t *path, size_t len) {
+    for (size_t p = 1; p < len; p++)
+        if (path[p] != path[0] + p) return 0;
+    return 1;
 }
 
 void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_indptr, const uint32_t *kv_indptr,
                            const uint32_t *kv_indices, size_t n_seqs, size_t n_heads, size_t n_kv_heads,
                            size_t head_dim, float scale, float *scratch) {
-    size_t group = n_heads / n_kv_heads;
-    int qs = (int)rows->q_stride, ks = (int)rows->k_stride, vs = (int)rows->v_stride, os = (int)rows->out_stride;
+    size_t group = n_heads / n_kv_heads, longest = 0;
+    for (size_t s = 0; s < n_seqs; s++)
+        if (kv_indptr[s + 1] - kv_indptr[s] > longest) longest = kv_indptr[s + 1] - kv_indptr[s];
+    float *scores = scratch, *kbuf = scratch + (size_t)ATTN_TILE * longest, *vbuf = kbuf + longest * head_dim;
+    int qs = (int)rows->q_stride, os = (int)rows->out_stride;
     for (size_t s = 0; s < n_seqs; s++) {
         size_t len = kv_indptr[s + 1] - kv_indptr[s], q0 = qo_indptr[s], owned = qo_indptr[s + 1] - q0;
+        if (owned == 0) continue;
         const uint32_t *path = kv_indices + kv_indptr[s];
         size_t before = len - owned; /* path positions before the first owned query */
-        for (size_t h = 0; h < n_heads; h++) {
-            const float *qh = rows->q + q0 * rows->q_stride + h * head_dim;
-            const float *kh = rows->k + (h / group) * head_dim, *vh = rows->v + (h / group) * head_dim;
-            float *oh = rows->out + q0 * rows->out_stride + h * head_dim;
-            for (size_t t0 = 0; t0 < owned; t0 += ATTN_TILE) {
-                size_t n = owned - t0 < ATTN_TILE ? owned - t0 : ATTN_TILE;
-                size_t keys = before + t0 + n; /* the tile's last query sees keys 0 .. keys-1 */
-                for (size_t p = 0, run; p < keys; p += run) {
-                    run = run_length(path, p, keys);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)run, (int)head_dim, scale,
-                                qh + t0 * rows->q_stride, qs, kh + (size_t)path[p] * rows->k_stride, ks, 0.0f,
-                                scratch + p, (int)keys);
+        int in_place = one_run(path, len);
+        for (size_t g = 0; g < n_kv_heads; g++) {
+            const float *kg = rows->k + (size_t)path[0] * rows->k_stride + g * head_dim;
+            const float *vg = rows->v + (size_t)path[0] * rows->v_stride + g * head_dim;
+            int ks = (int)rows->k_stride, vs = (int)rows->v_stride;
+            if (!in_place) { /* the path's K and V rows of this head, dense */
+                for (size_t p = 0; p < len; p++) {
+                    memcpy(kbuf + p * head_dim, rows->k + (size_t)path[p] * rows->k_stride + g * head_dim,
+                           head_dim * sizeof(float));
+                    memcpy(vbuf + p * head_dim, rows->v + (size_t)path[p] * rows->v_stride + g * head_dim,
+                           head_dim * sizeof(float));
                 }
-                softmax_causal(scratch, n, keys, before + t0);
-                for (size_t p = 0, run; p < keys; p += run) {
-                    run = run_length(path, p, keys);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)head_dim, (int)run, 1.0f,
-                                scratch + p, (int)keys, vh + (size_t)path[p] * rows->v_stride, vs, p ? 1.0f : 0.0f,
-                                oh + t0 * rows->out_stride, os);
+                kg = kbuf, vg = vbuf, ks = vs = (int)head_dim;
+            }
+            for (size_t h = g * group; h < (g + 1) * group; h++) {
+                const float *qh = rows->q + q0 * rows->q_stride + h * head_dim;
+                float *oh = rows->out + q0 * rows->out_stride + h * head_dim;
+                for (size_t t0 = 0; t0 < owned; t0 += ATTN_TILE) {
+                    size_t n = owned - t0 < ATTN_TILE ? owned - t0 : ATTN_TILE;
+                    size_t keys = before + t0 + n; /* the tile's last query sees keys 0 .. keys-1 */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)keys, (int)head_dim, scale,
+                                qh + t0 * rows->q_stride, qs, kg, ks, 0.0f, scores, (int)keys);
+                    softmax_causal(scores, n, keys, before + t0);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)head_dim, (int)keys, 1.0f,
+                                scores, (int)keys, vg, vs, 0.0f, oh + t0 * rows->out_stride, os);
                 }
             }
         }

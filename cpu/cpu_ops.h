@@ -33,8 +33,8 @@ void cpu_gather_rows(const float *src, size_t src_stride, const uint32_t *index,
 
 /* Causal attention of every sequence over its own rows, grouped KV heads.
  * q, out (n_tokens, n_heads, head_dim); k, v (n_tokens, n_kv_heads, head_dim);
- * scratch: cpu_attention_scratch_floats(max_seq_len) floats. */
-size_t cpu_attention_scratch_floats(size_t max_seq_len);
+ * scratch: cpu_attention_scratch_floats(max_seq_len, head_dim) floats (either layout). */
+size_t cpu_attention_scratch_floats(size_t max_seq_len, size_t head_dim);
 void cpu_attention(const float *q, const float *k, const float *v, const uint32_t *cu_seqlens, size_t n_seqs,
                    size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *scratch, float *out);
 
@@ -51,7 +51,7 @@ typedef struct cpu_attention_rows {
  * qo_indptr[s] .. qo_indptr[s+1] (the last rows of its path), over its path, the compact rows
  * kv_indices[kv_indptr[s] .. kv_indptr[s+1]) (bottom-right aligned). Rows of `rows` are compact
  * rows; only owned rows of out are written. qo_indptr, kv_indptr (n_seqs + 1); kv_indices
- * (kv_indptr[n_seqs]). scratch: cpu_attention_scratch_floats(longest path) floats. */
+ * (kv_indptr[n_seqs]). scratch: cpu_attention_scratch_floats(longest path, head_dim) floats. */
 void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_indptr, const uint32_t *kv_indptr,
                            const uint32_t *kv_indices, size_t n_seqs, size_t n_heads, size_t n_kv_heads,
                            size_t head_dim, float scale, float *scratch);

@@ -24,7 +24,7 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
         {&ws->normed, max_compact * hidden, "normed"}, {&ws->qkv, max_compact * (qd + 2 * kvd), "qkv"},
         {&ws->attn_c, max_compact * qd, "attn_c"},     {&ws->gu, max_compact * 2 * inter, "gate_up"},
         {&ws->act, max_compact * inter, "act"},        {&ws->proj, max_compact * hidden, "proj"},
-        {&ws->scores, cpu_attention_scratch_floats(max_tokens), "scores"},
+        {&ws->scores, cpu_attention_scratch_floats(max_tokens, cfg->head_dim), "scores"},
         {&ws->hidden, max_compact * hidden, "hidden"}, {&ws->q, max_tokens * qd, "q"},
         {&ws->attn, max_tokens * qd, "attn"},          {&ws->k, max_tokens * kvd, "k"},
         {&ws->v, max_tokens * kvd, "v"},

@@ -21,7 +21,7 @@ typedef struct cpu_workspace {
     float *gu;     /* (cap_compact, 2 * intermediate) */
     float *act;    /* (cap_compact, intermediate) */
     float *proj;   /* (cap_compact, hidden) */
-    float *scores; /* attention scratch, cpu_attention_scratch_floats(cap_tokens) */
+    float *scores; /* attention scratch, cpu_attention_scratch_floats(cap_tokens, head_dim) */
     /* for whole forwards */
     float *hidden;    /* (cap_compact, hidden) */
     float *q, *attn;  /* (cap_tokens, q_dim) */

@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-packages=(build-essential cmake pkg-config cbindgen libopenblas-dev libjansson-dev python3 python3-numpy
+packages=(build-essential cmake pkg-config cbindgen libopenblas-dev libjansson-dev python3 python3-numpy python3-pip
   python3-pytest valgrind clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

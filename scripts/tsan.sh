@@ -21,5 +21,9 @@ cmake --build build-tsan "$jobs" --target test_concurrency test_model_threads te
 # what this is for: our threads, our buffers. tests/tsan.supp holds the suppressions (none needed
 # so far), each with its reason, never one for the library's own code.
 export OPENBLAS_NUM_THREADS=1
+# The tests must load build-tsan's instrumented library (their RUNPATH), not another build's that a
+# LD_LIBRARY_PATH set for the other steps would put first: TSan cannot see the atomics of
+# uninstrumented code and would report the guards' hand-overs as races.
+unset LD_LIBRARY_PATH
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp"
 ctest --test-dir build-tsan --output-on-failure --no-tests=error -L tsan

@@ -58,7 +58,7 @@ static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t n
         memcpy(v + i * kvd, vc + c * ks, kvd * 4);
     }
     float scale = 1.0f / sqrtf((float)hd);
-    float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest) * 4);
+    float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, hd) * 4);
     float *full = tu_xmalloc(nt * qd * 4), *out = tu_xmalloc((nc + 1) * qd * 4);
     cpu_attention(q, k, v, plan->cu_seqlens, plan->n_seqs, nh, nkv, hd, scale, scratch, full);
     for (size_t i = 0; i < (nc + 1) * qd; i++) out[i] = NAN; /* row nc: must stay untouched */

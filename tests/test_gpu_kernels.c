@@ -326,7 +326,7 @@ static void test_attention(uint64_t *rng, int di) {
                 float scale = 1.0f / sqrtf((float)hd);
                 float *q = random_values(rng, nq, -3, 3, dt), *k = random_values(rng, nk, -1, 1, dt);
                 float *v = random_values(rng, nk, -1, 1, dt), *ref = tu_xmalloc(nq * 4);
-                float *scratch = tu_xmalloc(cpu_attention_scratch_floats(max_len) * 4);
+                float *scratch = tu_xmalloc(cpu_attention_scratch_floats(max_len, hd) * 4);
                 cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, scale, scratch, ref);
 
                 void *d_q = upload(q, nq, dt), *d_k = upload(k, nk, dt), *d_v = upload(v, nk, dt);
@@ -385,7 +385,7 @@ static void test_compact_attention(uint64_t *rng, int di) {
         owned_ranges(&plan, qo);
         uint32_t *d_qo = upload_u32(qo, ns + 1), *d_cu = upload_u32(b.cu, ns + 1);
         uint32_t *d_idx = upload_u32(plan.scatter, b.n_tokens);
-        float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest) * 4);
+        float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, 256) * 4);
         for (size_t a = 0; a < COUNT(head_dims); a++)
             for (size_t h = 0; h < COUNT(heads); h++)
                 for (int fused = 0; fused < 2; fused++) {
@@ -452,7 +452,7 @@ static void test_graph_capture(uint64_t *rng) {
     cpu_rope(qkv_ref + nq * hd, rows, stride, nkv, hd, pos, 1e6);
     float *q = random_values(rng, an, -3, 3, dt), *k = random_values(rng, ak, -1, 1, dt);
     float *v = random_values(rng, ak, -1, 1, dt), *attn_ref = tu_xmalloc(an * 4);
-    float *scratch = tu_xmalloc(cpu_attention_scratch_floats(130) * 4);
+    float *scratch = tu_xmalloc(cpu_attention_scratch_floats(130, ahd) * 4);
     cpu_attention(q, k, v, cu, n_seqs, anh, ankv, ahd, scale, scratch, attn_ref);
 
     void *d_qkv = upload(qkv, rows * stride, dt), *d_qn = upload(qn, hd, dt), *d_kn = upload(kn, hd, dt);
@@ -481,7 +481,7 @@ static void test_graph_capture(uint64_t *rng) {
          * batch's (130): the launch is sized from the counts, so every row is computed. */
         uint32_t cu_b[3] = {0, 10, 10 + 187};
         CUDA_MUST(cudaMemcpy(d_cu, cu_b, sizeof cu_b, cudaMemcpyHostToDevice));
-        float *scratch_b = tu_xmalloc(cpu_attention_scratch_floats(187) * 4);
+        float *scratch_b = tu_xmalloc(cpu_attention_scratch_floats(187, ahd) * 4);
         cpu_attention(q, k, v, cu_b, n_seqs, anh, ankv, ahd, scale, scratch_b, attn_ref);
         CUDA_MUST(cudaMemset(d_out, 0xFF, an * elem_size(dt)));
         CUDA_MUST(cudaGraphLaunch(exec, stream));

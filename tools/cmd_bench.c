@@ -11,7 +11,9 @@
  * in compact space (rmlp_forward_compact, attention over paths), its time, speedup over off and
  * max |off - compact|. --quick: the three smallest grid cases; --case NAME: only
  * the cases whose name contains NAME (may be given several times); --dump-batches FILE: each
- * case's batch and pooled outputs as a JSON line (bench_dump.h), for bench/peer_transformers.py.
+ * case's batch and pooled outputs as a JSON line (bench_dump.h), for bench/peer_transformers.py;
+ * --batches FILE: the batches of FILE (bench_batches.h: real text, or what --dump-batches wrote)
+ * instead of the built-in cases, radix on at threshold 1 (always).
  *
  * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on/compact runs and
  * keeps the fastest of each, timed with the wall clock; attention timed through the callback.
@@ -29,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench_batches.h"
 #include "bench_cuda.h"
 #include "bench_dump.h"
 #include "cli.h"
@@ -55,7 +58,7 @@ typedef struct bench_args {
     unsigned long layers, repeat; /* 0: the device's default */
     const char *only[16];
     size_t n_only;
-    const char *keep_model, *model_dir, *dump_path;
+    const char *keep_model, *model_dir, *dump_path, *batches_path;
 } bench_args;
 
 static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"}; /* indexed by rmlp_dtype */
@@ -240,10 +243,12 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
 static int usage(FILE *to) {
     fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
                 "                      [--case NAME]... [--quick] [--keep-model DIR | --model DIR]\n"
-                "                      [--dump-batches FILE]\n"
+                "                      [--dump-batches FILE] [--batches FILE]\n"
                 "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
                 "  --device cuda: device 0, --dtype bf16, all 28 layers, --repeat 5 (median and min of R alternating\n"
-                "                 pairs after a warm-up pair, timed with CUDA events)\n");
+                "                 pairs after a warm-up pair, timed with CUDA events)\n"
+                "  --batches FILE: the batches of FILE, JSON lines {\"case\", \"input_ids\", \"cu_seqlens\"} (what\n"
+                "                 --dump-batches writes), in place of the built-in cases\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -263,6 +268,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (strcmp(flag, "--keep-model") == 0) a->keep_model = argv[++i];
         else if (strcmp(flag, "--model") == 0) a->model_dir = argv[++i];
         else if (strcmp(flag, "--dump-batches") == 0) a->dump_path = argv[++i];
+        else if (strcmp(flag, "--batches") == 0) a->batches_path = argv[++i];
         else if (strcmp(flag, "--device") == 0) {
             const char *v = argv[++i];
             if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
@@ -282,6 +288,11 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if (a->keep_model && a->model_dir) {
         fprintf(stderr, "radixmlp: --keep-model writes the built-in model, --model loads another: give one\n");
+        return 2;
+    }
+    if (a->batches_path && a->quick) {
+        fprintf(stderr, "radixmlp: --quick picks built-in cases, --batches %s brings its own: give one\n",
+                a->batches_path);
         return 2;
     }
     if (a->model_dir && a->layers) {
@@ -355,19 +366,24 @@ int cmd_bench(int argc, char **argv) {
     /* Before writing a model of 1.8 GB: is there a device to run it on? */
     if (a.cuda && bench_cuda_available(device_name, sizeof device_name) != 0) return 1;
     if (a.cuda) fprintf(stderr, "radixmlp bench: cuda device 0: %s\n", device_name);
+    bench_batch *batches = NULL; /* --batches: the cases, in place of the built-in ones */
+    size_t n_batches = 0;
+    if (a.batches_path && bench_batches_read(a.batches_path, &batches, &n_batches) != 0) return 1;
     FILE *dump = NULL;
     if (a.dump_path && (dump = fopen(a.dump_path, "w")) == NULL) {
         fprintf(stderr, "radixmlp: --dump-batches %s: %s\n", a.dump_path, strerror(errno));
+        bench_batches_free(batches, n_batches);
         return 1;
     }
     rmlp_model_config cfg;
     rmlp_model *model = NULL;
     if (load_model(&a, &cfg, &model) != 0) {
         if (dump) fclose(dump);
+        bench_batches_free(batches, n_batches);
         return 1;
     }
     if (a.model_dir) a.layers = cfg.num_hidden_layers;
-    size_t n_cases = a.quick ? 3 : sizeof cases / sizeof cases[0];
+    size_t n_cases = batches ? n_batches : a.quick ? 3 : sizeof cases / sizeof cases[0];
     if (!a.json && !a.cuda)
         printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
                "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
@@ -382,24 +398,26 @@ int cmd_bench(int argc, char **argv) {
     }
     size_t n_run = 0;
     for (size_t k = 0; rc == 0 && k < n_cases; k++) {
-        const bench_case *c = &cases[k];
+        bench_case from_file = {batches ? batches[k].name : NULL, 0, 0, 0, 1.0};
+        const bench_case *c = batches ? &from_file : &cases[k];
         int wanted = a.n_only == 0;
         for (size_t o = 0; o < a.n_only; o++) wanted |= strstr(c->name, a.only[o]) != NULL;
         if (!wanted) continue;
         n_run++;
-        workload w;
-        if (make_workload(c, &w) != 0) {
+        workload w = batches ? batches[k].w : (workload){0};
+        if (!batches && make_workload(c, &w) != 0) {
             rc = 1;
             break;
         }
-        clamp_ids(&w, cfg.vocab_size);
+        if (!batches) clamp_ids(&w, cfg.vocab_size); /* a file's ids are the model's, or refused */
         fprintf(stderr, "radixmlp bench: %s (%zu tokens, %lu layers)...\n", c->name, w.n_tokens, a.layers);
         rc = a.cuda ? cuda_case(&a, device_name, model, &cfg, c, &w, dump) : cpu_case(&a, model, &cfg, c, &w, dump);
-        workload_free(&w);
+        if (!batches) workload_free(&w);
     }
     if (n_run == 0)
         fprintf(stderr, "radixmlp bench: no case%s matches the --case names given\n", a.quick ? " of --quick" : "");
     rmlp_model_free(model);
+    bench_batches_free(batches, n_batches);
     if (dump && fclose(dump) != 0 && rc == 0) {
         fprintf(stderr, "radixmlp: --dump-batches %s: %s\n", a.dump_path, strerror(errno));
         rc = 1;

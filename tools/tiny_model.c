@@ -2,6 +2,7 @@
  * tiny_model.c: the random checkpoint writer of tiny_model.h. Tensors are generated while
  * they are written, so a model larger than memory could be written too.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +41,17 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
 #define ADD(rows_, cols_, norm_, ...) \
     (snprintf(specs[n].name, sizeof specs[n].name, __VA_ARGS__), specs[n].rows = rows_, specs[n].cols = cols_, \
      specs[n++].is_norm = norm_)
+    /* The biases transformers' modeling code gives each architecture (as model/config.c reads them). */
+    bool qkv_bias = c->architecture == RMLP_ARCH_QWEN2 || (c->attention_bias && c->architecture != RMLP_ARCH_MISTRAL);
+    bool o_bias = c->attention_bias && (c->architecture == RMLP_ARCH_LLAMA || c->architecture == RMLP_ARCH_QWEN3);
+    bool mlp_bias = c->mlp_bias && c->architecture == RMLP_ARCH_LLAMA;
     ADD(c->vocab_size, h, 0, "model.embed_tokens.weight");
     for (uint32_t l = 0; l < c->num_hidden_layers; l++) {
         ADD(h, 0, 1, "model.layers.%u.input_layernorm.weight", l);
         ADD(qd, h, 0, "model.layers.%u.self_attn.q_proj.weight", l);
         ADD(kvd, h, 0, "model.layers.%u.self_attn.k_proj.weight", l);
         ADD(kvd, h, 0, "model.layers.%u.self_attn.v_proj.weight", l);
-        if (c->attention_bias) {
+        if (qkv_bias) {
             ADD(qd, 0, 0, "model.layers.%u.self_attn.q_proj.bias", l);
             ADD(kvd, 0, 0, "model.layers.%u.self_attn.k_proj.bias", l);
             ADD(kvd, 0, 0, "model.layers.%u.self_attn.v_proj.bias", l);
@@ -56,10 +61,16 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
             ADD(c->head_dim, 0, 1, "model.layers.%u.self_attn.k_norm.weight", l);
         }
         ADD(h, qd, 0, "model.layers.%u.self_attn.o_proj.weight", l);
+        if (o_bias) ADD(h, 0, 0, "model.layers.%u.self_attn.o_proj.bias", l);
         ADD(h, 0, 1, "model.layers.%u.post_attention_layernorm.weight", l);
         ADD(inter, h, 0, "model.layers.%u.mlp.gate_proj.weight", l);
         ADD(inter, h, 0, "model.layers.%u.mlp.up_proj.weight", l);
         ADD(h, inter, 0, "model.layers.%u.mlp.down_proj.weight", l);
+        if (mlp_bias) {
+            ADD(inter, 0, 0, "model.layers.%u.mlp.gate_proj.bias", l);
+            ADD(inter, 0, 0, "model.layers.%u.mlp.up_proj.bias", l);
+            ADD(h, 0, 0, "model.layers.%u.mlp.down_proj.bias", l);
+        }
     }
     ADD(h, 0, 1, "model.norm.weight");
     if (!c->tie_word_embeddings) ADD(c->vocab_size, h, 0, "lm_head.weight");
@@ -76,11 +87,12 @@ static int write_config(const char *dir, const rmlp_model_config *c) {
             "{\"model_type\": \"%s\", \"vocab_size\": %u, \"hidden_size\": %u, \"intermediate_size\": %u,\n"
             " \"num_hidden_layers\": %u, \"num_attention_heads\": %u, \"num_key_value_heads\": %u, \"head_dim\": %u,\n"
             " \"max_position_embeddings\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
-            " \"tie_word_embeddings\": %s, \"attention_bias\": %s, \"hidden_act\": \"silu\", \"sliding_window\": %u}\n",
+            " \"tie_word_embeddings\": %s, \"attention_bias\": %s, \"mlp_bias\": %s, \"hidden_act\": \"silu\",\n"
+            " \"sliding_window\": %u}\n",
             model_type(c->architecture), c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
             c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings, c->rms_norm_eps,
             c->rope_theta, c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
-            c->sliding_window);
+            c->mlp_bias ? "true" : "false", c->sliding_window);
     return fclose(f) == 0 ? 0 : -1;
 }
 
