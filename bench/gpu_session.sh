@@ -12,7 +12,8 @@
 #   4. bench/peer_transformers.py: transformers (sdpa; flash_attention_2 if flash_attn is there) on
 #      the same checkpoint and batches, timed the same way, outputs compared with ours;
 #   5. bench/summarize_gpu.py: one table, printed last.
-# Run from the repository root on the device machine, carrying .debs (gpu/CHECKLIST.md, step 4):
+# Run from the repository root on the device machine, carrying .debs and third_party/flashinfer
+# (gpu/CHECKLIST.md, step 2):
 #   bash bench/gpu_session.sh
 # Environment: RMLP_GS_BUDGET (seconds for the whole script, default 570), RMLP_GS_CTEST=0/1 (skip or
 # run the GPU tests; default: run them unless first_run.sh passed them), RMLP_GS_REPEAT (5),
@@ -43,6 +44,7 @@ rmlp_environment 2>&1 | tee -a "$OUT/session.log"
 
 # --- 1. build --------------------------------------------------------------------------------
 rmlp_device_deps .debs >>"$OUT/session.log" 2>&1 || log "no OpenBLAS/jansson: the configure will fail (carry [\".debs\"])"
+rmlp_flashinfer_headers 2>&1 | tee -a "$OUT/session.log"
 rmlp_find_cublas >"$OUT/cublas.txt" 2>&1
 tee -a "$OUT/session.log" <"$OUT/cublas.txt"
 rm -f "$OUT/cublas.txt"
@@ -52,7 +54,7 @@ if [ -z "$run_ctest" ]; then
   [ -f "$build/.first_run_passed" ] && run_ctest=0 && log "first_run.sh passed the GPU tests in $build: ctest skipped"
 fi
 targets=(radixmlp)
-[ "$run_ctest" != 0 ] && targets+=(test_gpu_probe test_gpu_kernels test_gpu_model)
+[ "$run_ctest" != 0 ] && targets+=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer)
 log "configure + build ${targets[*]}"
 if timeout "$(rmlp_slot 300 200)" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' \
     -j${RMLP_GS_JOBS:-$(nproc)} --target ${targets[*]}" >"$OUT/build.log" 2>&1; then

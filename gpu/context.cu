@@ -2,10 +2,11 @@
  * context.cu: what a CUDA context holds and the per-batch setup. At creation, everything a
  * batch of up to max_tokens tokens needs is allocated at once — one device arena (activations
  * in the model's dtype, the plan's maps, the cuBLAS workspace), pinned staging for the maps, a
- * cuBLAS handle, two events — so no later call allocates. rmlp_context_set_plan copies the
- * host plan into the pinned staging (the host may rebuild its plan right after) and from there
- * to the device with one asynchronous copy on the context's stream; the layer calls then check
- * that the plan they are handed is that one.
+ * cuBLAS handle, two events, FlashInfer's plan workspace (gpu/flashinfer.h) — so no later call
+ * allocates. rmlp_context_set_plan copies the host plan into the pinned staging (the host may
+ * rebuild its plan right after) and from there to the device with one asynchronous copy on the
+ * context's stream, and plans FlashInfer's work split for both attention layouts the same way;
+ * the layer calls then check that the plan they are handed is that one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ extern "C" void gpu_context_free(gpu_context *ctx) {
      * sync is needed (nor safe: the host may already have destroyed the stream it set). */
     gpu_device_guard guard(ctx->model->device);
     gpu_blas_destroy(ctx->blas);
+    gpu_flashinfer_free(ctx->fi);
     if (ctx->staged_free != NULL) (void)cudaEventDestroy(ctx->staged_free);
     if (ctx->stream_switch != NULL) (void)cudaEventDestroy(ctx->stream_switch);
     if (ctx->staging != NULL) (void)cudaFreeHost(ctx->staging);
@@ -97,6 +99,9 @@ extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model
         status = gpu_fail(fn, "cudaMemset (workspace)", error);
     if (status == RMLP_OK)
         status = gpu_blas_create(fn, ctx->stream, ctx->blas_workspace, GPU_BLAS_WORKSPACE_BYTES, &ctx->blas);
+    if (status == RMLP_OK) /* at most max_tokens sequences, of up to `rows` rows in either layout */
+        status = gpu_flashinfer_create(fn, model->dtype, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+                                       rows, max_tokens, &ctx->fi);
     if (status == RMLP_OK && (error = cudaDeviceSynchronize()) != cudaSuccess)
         status = gpu_fail(fn, "cudaDeviceSynchronize (after setting up the context)", error);
     if (status != RMLP_OK) {
@@ -154,6 +159,7 @@ extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, co
     if (ctx->staged_pending) GPU_TRY(fn, cudaEventSynchronize(ctx->staged_free));
     ctx->staged_pending = false;
     ctx->plan.set = false;
+    gpu_flashinfer_unplan(ctx->fi);
     size_t nc = plan->n_compact_padded, nt = plan->n_tokens, ns = plan->n_seqs;
     uint32_t *s = ctx->staging;
     /* Layout: fold (nc) | scatter (nt) | ids (nc) | pos (nc) | cu (ns + 1) | qo_indptr (ns + 1). */
@@ -166,8 +172,16 @@ extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, co
     memcpy(s + at_cu, plan->cu_seqlens, (ns + 1) * sizeof *s);
     if (plan->qo_indptr != NULL) memcpy(s + at_qo, plan->qo_indptr, (ns + 1) * sizeof *s);
     GPU_TRY(fn, cudaMemcpyAsync(ctx->maps, s, words * sizeof *s, cudaMemcpyHostToDevice, ctx->stream));
+    /* FlashInfer's work split for both layouts, planned here so the forward only launches: its
+     * pinned staging is covered by the same event (gpu/flashinfer.h). */
+    rmlp_status fi_status = gpu_flashinfer_plan(fn, ctx->fi, GPU_FI_FULL, plan->cu_seqlens, plan->cu_seqlens, ns,
+                                                ctx->stream);
+    if (fi_status == RMLP_OK && plan->qo_indptr != NULL)
+        fi_status =
+            gpu_flashinfer_plan(fn, ctx->fi, GPU_FI_COMPACT, plan->qo_indptr, plan->cu_seqlens, ns, ctx->stream);
     GPU_TRY(fn, cudaEventRecord(ctx->staged_free, ctx->stream));
     ctx->staged_pending = true;
+    if (fi_status != RMLP_OK) return fi_status;
     uint32_t longest = 0;
     for (size_t i = 0; i < ns; i++)
         if (plan->cu_seqlens[i + 1] - plan->cu_seqlens[i] > longest) longest = plan->cu_seqlens[i + 1] - plan->cu_seqlens[i];

@@ -12,6 +12,9 @@
 #   rmlp_find_sanitizer        sets RMLP_SANITIZER to compute-sanitizer's path (PATH or the toolkit).
 #   rmlp_device_deps [DEBS]    makes OpenBLAS, jansson and pkg-config findable: nothing when they
 #                              are installed, else unpacks the carried .debs (gpu/device_deps.sh).
+#   rmlp_flashinfer_headers    says whether FlashInfer's headers were carried (third_party/flashinfer,
+#                              which scripts/setup.sh fetches here; the configure then builds FlashInfer's
+#                              attention); returns 1 when they are missing (the reference attention only).
 #   rmlp_cmake_configure DIR   configures a CUDA build in DIR (Ninja when there): architectures from
 #                              the device's compute capability (90 without a device), warnings NOT
 #                              errors (RMLP_WERROR=OFF: a newer compiler's warnings go to the log),
@@ -117,6 +120,17 @@ rmlp_device_deps() {
   fi
   echo "deps: unpacking the carried $debs into /tmp/rmlp-deps"
   . gpu/device_deps.sh install "$debs" /tmp/rmlp-deps
+}
+
+rmlp_flashinfer_headers() {
+  local dir=third_party/flashinfer
+  if [ -f "$dir/VERSION" ] && [ -f "$dir/include/flashinfer/attention/prefill.cuh" ]; then
+    echo "FlashInfer: $(cut -d' ' -f1-2 "$dir/VERSION") headers in $dir ($(du -sh "$dir" | cut -f1)): its attention is built"
+    return 0
+  fi
+  echo "FlashInfer: NO headers in $dir (here: scripts/setup.sh fetches them; carry [\"third_party/flashinfer\"]): the" \
+    "build has the reference attention only and test_gpu_flashinfer skips"
+  return 1
 }
 
 rmlp_cmake_configure() {

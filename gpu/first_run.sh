@@ -2,21 +2,23 @@
 # first_run.sh: every CUDA path's correctness on a lent GPU in ONE device call (at most ~9 minutes):
 #   0. the machine: nvidia-smi -L, driver, nvcc, gcc, cmake, compute-sanitizer, the cuBLAS found
 #      (gpu/device_env.sh: the one search for libcublas, toolkit lib64 or pip wheel);
-#   1. OpenBLAS/jansson from the carried .debs when the machine lacks them;
+#   1. OpenBLAS/jansson from the carried .debs when the machine lacks them; FlashInfer's carried
+#      headers (third_party/flashinfer: without them the build has the reference attention only);
 #   2. a CUDA build of only what the GPU tests and radixmlp need, warnings kept in the log, not
 #      errors (RMLP_WERROR=OFF), in build-gpu/ (ignored by git; a warm machine keeps it for the
 #      benchmark call, bench/gpu_session.sh, which reuses it);
 #   3. ctest -L gpu with a timeout per test;
-#   4. compute-sanitizer: memcheck on test_gpu_kernels and on the quick model test, then
-#      racecheck, synccheck and initcheck on test_gpu_kernels (the model test mostly instruments
-#      cuBLAS); each bounded by what is left of the budget, the most valuable first.
+#   4. compute-sanitizer: memcheck on test_gpu_kernels, on the quick model test and on
+#      test_gpu_flashinfer, then racecheck, synccheck and initcheck on test_gpu_kernels (the model
+#      test mostly instruments cuBLAS); each bounded by what is left of the budget, the most
+#      valuable first.
 # Without a GPU it says SKIP and exits 0 having run nothing, unless RMLP_FR_DRY_RUN=1, which runs
 # every step anyway (the tests then skip with their message; for checking the script here).
-# Usage, from the repository root (device `run`, carry [".debs"], timeout_s 600):
+# Usage, from the repository root (device `run`, carry [".debs", "third_party/flashinfer"], timeout_s 600):
 #   bash gpu/first_run.sh
 # Files under $OUT (5): summary.txt (the machine, each step's outcome and timing, pass/fail lines,
 # sanitizer summaries: read this first), build.log, ctest_gpu.log, errors.txt (every measured error
-# line of test_gpu_model and test_gpu_kernels' failures), sanitizers.log (each run's tail).
+# line of test_gpu_model and test_gpu_flashinfer, the GPU tests' failures), sanitizers.log (each run's tail).
 # Environment: RMLP_FR_BUDGET (seconds, default 540), RMLP_FR_BUILD (default build-gpu),
 # RMLP_FR_JOBS (default: the core count), RMLP_FR_SANITIZE=0 (skip step 4).
 set -uo pipefail
@@ -59,9 +61,10 @@ if ! record rmlp_device_deps .debs; then
   say "FAILED: the build needs OpenBLAS and jansson"
   exit 1
 fi
+record rmlp_flashinfer_headers || status=1
 
 # --- 2. build ---------------------------------------------------------------------------------------
-targets=(test_gpu_probe test_gpu_kernels test_gpu_model radixmlp)
+targets=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer radixmlp)
 say "configure + build ${targets[*]}"
 t=$(rmlp_slot 300 150)
 if timeout "$t" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' -j$jobs \
@@ -86,8 +89,9 @@ grep -E 'Test +#[0-9]+: .*(Passed|Failed|\*\*\*|Not Run|Skipped)|tests passed|SK
 grep -E '^[0-9]+: [0-9]+ passed, [0-9]+ failed|^[0-9]+ passed, [0-9]+ failed|^device 0' "$OUT/ctest_gpu.log" |
   tee -a "$summary"
 {
-  echo "# test_gpu_model's measured errors and comparisons, then every FAIL line of the GPU tests"
-  grep -E 'max abs|bit-identical|differs \(' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
+  echo "# test_gpu_model's and test_gpu_flashinfer's measured errors and comparisons, which attention kernel the"
+  echo "# model test saw, then every FAIL line of the GPU tests"
+  grep -E 'max abs|bit-identical|differs \(|attention kernel' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
   grep -E 'FAIL' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
 } >"$OUT/errors.txt"
 fails=$(grep -c 'FAIL' "$OUT/ctest_gpu.log")
@@ -107,7 +111,8 @@ else
   fixtures=$PWD/integration_tests/fixtures
   # tool, test, what runs it; the most valuable first.
   runs=("memcheck|test_gpu_kernels|--leak-check full" "memcheck|test_gpu_model|--leak-check full"
-    "racecheck|test_gpu_kernels|" "synccheck|test_gpu_kernels|" "initcheck|test_gpu_kernels|")
+    "memcheck|test_gpu_flashinfer|--leak-check full" "racecheck|test_gpu_kernels|" "synccheck|test_gpu_kernels|"
+    "initcheck|test_gpu_kernels|")
   n_left=${#runs[@]}
   for r in "${runs[@]}"; do
     IFS='|' read -r tool test extra <<<"$r"

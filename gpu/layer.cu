@@ -224,6 +224,56 @@ static rmlp_status check_builtin(const char *fn, const rmlp_attention_args *a) {
     return RMLP_OK;
 }
 
+/* Does `a` describe the batch of the set plan (its own host arrays and counts)? Then the FlashInfer
+ * work split rmlp_context_set_plan made is this batch's. */
+static bool is_set_plan(const gpu_plan_state *p, const rmlp_attention_args *a, bool compact) {
+    if (!p->set || a->n_seqs != p->plan.n_seqs || a->n_tokens != p->plan.n_tokens) return false;
+    if (!compact) return a->cu_seqlens == p->plan.cu_seqlens;
+    return a->qo_indptr == p->plan.qo_indptr && a->kv_indptr == p->plan.cu_seqlens &&
+           a->kv_indices == p->plan.scatter && a->n_compact == p->plan.n_compact;
+}
+
+/* Does the built-in attention run FlashInfer's kernel for `a` over `rows`? */
+static bool takes_flashinfer(const gpu_context *ctx, const rmlp_attention_args *a, const gpu_compact_rows *rows,
+                             bool compact) {
+    return is_set_plan(&ctx->plan, a, compact) &&
+           gpu_flashinfer_ready(ctx->fi, compact ? GPU_FI_COMPACT : GPU_FI_FULL, rows, a->n_seqs,
+                                compact ? a->n_compact : a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim);
+}
+
+extern "C" bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp_attention_args *a, bool compact) {
+    size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
+    gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
+    return takes_flashinfer(ctx, a, &rows, compact);
+}
+
+/* The built-in attention over `rows` (q/k/v/out with their strides) and the device layout arrays,
+ * full space (kv_indices NULL, qo = kv_indptr = cu_seqlens) or compact: FlashInfer's kernel where the
+ * context planned it for this batch and it takes these buffers (gpu/flashinfer.h), else the
+ * reference kernel of gpu/attention.cu (f32, other head dims, other batches, odd strides). */
+static rmlp_status builtin_attention(const char *fn, gpu_context *ctx, const rmlp_attention_args *a,
+                                     const gpu_compact_rows *rows, const uint32_t *qo, const uint32_t *kv_indptr,
+                                     const uint32_t *kv_indices) {
+    rmlp_status status = check_builtin(fn, a);
+    if (status != RMLP_OK) return status;
+    bool compact = kv_indices != NULL;
+    if (takes_flashinfer(ctx, a, rows, compact)) {
+        LAUNCH(compact ? "FlashInfer batch prefill (paged KV, page size 1)" : "FlashInfer batch prefill (ragged KV)",
+               (long)a->layer,
+               gpu_flashinfer_run(ctx->fi, compact ? GPU_FI_COMPACT : GPU_FI_FULL, rows, qo, kv_indptr, kv_indices,
+                                  a->scale, ctx->stream));
+    } else if (compact) {
+        LAUNCH("gpu_compact_attention", (long)a->layer,
+               gpu_compact_attention(rows, qo, kv_indptr, kv_indices, a->n_seqs, a->n_compact, a->n_heads,
+                                     a->n_kv_heads, a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
+    } else {
+        LAUNCH("gpu_attention", (long)a->layer,
+               gpu_attention(rows->q, rows->k, rows->v, rows->out, kv_indptr, a->n_seqs, a->n_tokens, a->n_heads,
+                             a->n_kv_heads, a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
+    }
+    return RMLP_OK;
+}
+
 extern "C" rmlp_status gpu_attention_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *a) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     const gpu_plan_state *p = &ctx->plan;
@@ -236,24 +286,9 @@ extern "C" rmlp_status gpu_attention_run(const char *fn, gpu_context *ctx, const
                              "set by rmlp_context_set_plan: pass device offsets, or the set plan's own");
         cu = p->cu;
     }
-    rmlp_status status = check_builtin(fn, a);
-    if (status != RMLP_OK) return status;
-    LAUNCH("gpu_attention", (long)a->layer,
-           gpu_attention(a->q, a->k, a->v, a->out, cu, a->n_seqs, a->n_tokens, a->n_heads, a->n_kv_heads,
-                         a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
-    return RMLP_OK;
-}
-
-/* Compact attention over `rows` (q/k/v/out with their strides) and the device layout arrays. */
-static rmlp_status compact_attention(const char *fn, gpu_context *ctx, const rmlp_attention_args *a,
-                                     const gpu_compact_rows *rows, const uint32_t *qo, const uint32_t *kv_indptr,
-                                     const uint32_t *kv_indices) {
-    rmlp_status status = check_builtin(fn, a);
-    if (status != RMLP_OK) return status;
-    LAUNCH("gpu_compact_attention", (long)a->layer,
-           gpu_compact_attention(rows, qo, kv_indptr, kv_indices, a->n_seqs, a->n_compact, a->n_heads, a->n_kv_heads,
-                                 a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
-    return RMLP_OK;
+    size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
+    gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
+    return builtin_attention(fn, ctx, a, &rows, cu, cu, NULL);
 }
 
 extern "C" rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *a) {
@@ -274,7 +309,7 @@ extern "C" rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ct
     }
     size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
     gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
-    return compact_attention(fn, ctx, a, &rows, qo, kv_indptr, kv_indices);
+    return builtin_attention(fn, ctx, a, &rows, qo, kv_indptr, kv_indices);
 }
 
 extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_space space,
@@ -327,7 +362,7 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
             if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
         } else {
             status = project_qkv(fn, ctx, layer, ctx->hidden, false, NULL, NULL, NULL);
-            if (status == RMLP_OK) status = compact_attention(fn, ctx, &args, &fused, p->qo, p->cu, p->scatter);
+            if (status == RMLP_OK) status = builtin_attention(fn, ctx, &args, &fused, p->qo, p->cu, p->scatter);
             if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
         }
         if (status != RMLP_OK) return status;

@@ -69,6 +69,9 @@ rmlp_status gpu_post_attention_compact(const char *fn, gpu_context *ctx, uint32_
 rmlp_status gpu_final_norm_compact(const char *fn, gpu_context *ctx, const void *hidden, void *out);
 /* The built-in attention in the compact layout; NULL device arrays mean the set plan's copies. */
 rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *args);
+/* Would the two calls above run FlashInfer's kernel (gpu/flashinfer.h) for args (dense q, k, v, out)
+ * rather than the reference kernel? The same decision they take; for tests. */
+bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp_attention_args *args, bool compact);
 
 /* The whole model on the set plan: internal buffers, `attention` (or the built-in) in full or
  * compact space (RMLP_ATTENTION_FULL / COMPACT), `out`: batch rows (n_tokens, hidden), or with

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what radix-mlp needs from Debian's packages (when run as root and something is
-# missing) and builds everything into build/ (CUDA too when nvcc is found).
+# missing), fetches FlashInfer's headers when nvcc is found, and builds everything into build/ (CUDA
+# too when nvcc is found).
 # Usage: scripts/setup.sh [extra cmake arguments]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +20,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# FlashInfer's attention kernels for the CUDA build (gpu/flashinfer.cu): the headers they include, from a
+# pinned flashinfer-python wheel on PyPI (checked against its sha256), into third_party/flashinfer/ (ignored
+# by git; a GPU machine gets them carried, gpu/CHECKLIST.md). Only where nvcc is; without them (no network)
+# the CUDA build runs the reference attention kernel and says so.
+FLASHINFER_VERSION=0.7.2.post1
+FLASHINFER_SHA256=bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49
+nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
+if [ -n "$nvcc" ]; then
+  python3 scripts/fetch_flashinfer.py "$FLASHINFER_VERSION" "$FLASHINFER_SHA256" third_party/flashinfer \
+    "$(dirname "$nvcc")/../include" || echo "setup: FlashInfer's headers not fetched: CUDA attention is the reference kernel"
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null

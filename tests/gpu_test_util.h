@@ -1,10 +1,11 @@
 /*
- * gpu_test_util.h: what the tests of the CUDA path (test_gpu_kernels.c, test_gpu_model.c) share:
- * F16 and BF16 on the host (round to nearest even, as the device's __float2half_rn and
- * __float2bfloat16_rn and the library's upload do), conversions of little-endian storage to and
- * from fp32, and device buffers that must be had: a failed CUDA call there ends the test with its
- * summary line (nothing after it would mean anything). Include after test_util.h (it CHECKs), in
- * the one translation unit of a test.
+ * gpu_test_util.h: what the tests of the CUDA path (test_gpu_kernels.c, test_gpu_flashinfer.c,
+ * test_gpu_model.c) share: F16 and BF16 on the host (round to nearest even, as the device's
+ * __float2half_rn and __float2bfloat16_rn and the library's upload do), conversions of
+ * little-endian storage to and from fp32, random inputs, device buffers that must be had (a failed
+ * CUDA call there ends the test with its summary line: nothing after it would mean anything), and
+ * the kernel tests' comparison with per-element and norm tolerances. Include after test_util.h (it
+ * CHECKs), in the one translation unit of a test.
  */
 #ifndef RMLP_GPU_TEST_UTIL_H
 #define RMLP_GPU_TEST_UTIL_H
@@ -55,6 +56,13 @@ static inline size_t elem_size(rmlp_dtype dt) { return dt == RMLP_DTYPE_F32 ? 4 
 /* f as the dtype stores it, back in fp32. */
 static inline float round_to(rmlp_dtype dt, float f) {
     return dt == RMLP_DTYPE_F16 ? f16_to_f32(f32_to_f16(f)) : dt == RMLP_DTYPE_BF16 ? bf16_to_f32(f32_to_bf16(f)) : f;
+}
+
+/* n uniform values in [lo, hi], rounded to dt. */
+static inline float *random_values(uint64_t *rng, size_t n, float lo, float hi, rmlp_dtype dt) {
+    float *x = tu_xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = round_to(dt, lo + (hi - lo) * (float)((tu_rand(rng) >> 40) * 0x1p-24));
+    return x;
 }
 
 /* out (n) fp32 = the n elements of dtype dt at p (little-endian, possibly unaligned). */
@@ -117,6 +125,65 @@ static inline float *download_as(const void *d, size_t n, rmlp_dtype dt) {
     dtype_to_f32(h, dt, n, x);
     free(h);
     return x;
+}
+
+static inline void *upload(const float *x, size_t n, rmlp_dtype dt) {
+    void *d = dev_alloc(n * elem_size(dt));
+    upload_as(d, x, n, dt);
+    return d;
+}
+
+static inline void *upload_u32(const uint32_t *x, size_t n) {
+    void *d = dev_alloc(n * sizeof(uint32_t));
+    CUDA_MUST(cudaMemcpy(d, x, n * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* n elements of dtype dt, every byte 0xFF (NaN). */
+static inline void *poisoned(size_t n, rmlp_dtype dt) {
+    void *d = dev_alloc(n * elem_size(dt));
+    CUDA_MUST(cudaMemset(d, 0xFF, n * elem_size(dt)));
+    return d;
+}
+
+/* A launcher's return value, then its stream: a fault inside the kernel shows here. */
+static inline int launched_on(cudaError_t error, const char *what, cudaStream_t stream) {
+    if (!CHECK(error == cudaSuccess, "%s: launch returned %s", what, cudaGetErrorString(error))) return 0;
+    CUDA_MUST(cudaStreamSynchronize(stream));
+    return 1;
+}
+
+/* FlashInfer's query tile in CUDA-graph mode (FA2DetermineCtaTileQ of (rows - sequences + 1) x the
+ * GQA group, computed in 32 bits): the 128-row tiles gpu/flashinfer.cu instantiates when above 64;
+ * other batches take the reference attention. */
+static inline int flashinfer_tiles_128(size_t n_rows, size_t n_seqs, size_t group) {
+    uint32_t longest = (uint32_t)n_rows - (uint32_t)n_seqs + 1u;
+    return (uint64_t)longest * group > 64;
+}
+
+/* ---- comparison of kernel outputs ------------------------------------------------------------ */
+
+/* |got - ref| <= atol + rtol * |ref| per element, and ||got - ref|| <= norm * ||ref|| overall. */
+typedef struct tol {
+    double atol, rtol, norm;
+} tol;
+
+static inline void compare(const char *what, const float *got, const float *ref, size_t n, tol t) {
+    size_t bad = n, worst = 0;
+    double err2 = 0, ref2 = 0, worst_excess = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]), bound = t.atol + t.rtol * fabs((double)ref[i]);
+        double excess = isnan(d) ? INFINITY : d - bound;
+        if (!(d <= bound) && bad == n) bad = i; /* NaN fails too */
+        if (excess > worst_excess) worst = i, worst_excess = excess;
+        err2 += d * d;
+        ref2 += (double)ref[i] * ref[i];
+    }
+    if (!CHECK(bad == n, "%s: element %zu is %.9g, want %.9g (largest excess at %zu: %.9g vs %.9g)", what, bad,
+               bad < n ? got[bad] : 0.0, bad < n ? ref[bad] : 0.0, worst, (double)got[worst], (double)ref[worst]))
+        return;
+    CHECK(sqrt(err2) <= t.norm * sqrt(ref2), "%s: relative norm error %.3g > %.3g", what,
+          sqrt(err2 / (ref2 ? ref2 : 1)), t.norm);
 }
 
 #endif

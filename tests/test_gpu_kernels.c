@@ -30,71 +30,15 @@ static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"};
 static const size_t ROWS[] = {1, 3, 7, 19, 733};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* |got - ref| <= atol + rtol * |ref| per element, and ||got - ref|| <= norm * ||ref|| overall.
- * fp32: the GPU does the CPU's arithmetic in another order (and with FMA); fp16/bf16: outputs
- * rounded once (half an ulp: 2^-11, 2^-8 relative), the residual once more before the norm. */
-typedef struct tol {
-    double atol, rtol, norm;
-} tol;
+/* Per dtype (tol: gpu_test_util.h). fp32: the GPU does the CPU's arithmetic in another order (and
+ * with FMA); fp16/bf16: outputs rounded once (half an ulp: 2^-11, 2^-8 relative), the residual
+ * once more before the norm. */
 static const tol TOLS[] = {{1e-5, 1e-5, 1e-5}, {1e-3, 1e-2, 1e-2}, {8e-3, 2e-2, 2e-2}};
 static const tol EXACT = {0, 0, 0};
 
 static cudaStream_t stream;
 
-/* n uniform values in [lo, hi], rounded to dt. */
-static float *random_values(uint64_t *rng, size_t n, float lo, float hi, rmlp_dtype dt) {
-    float *x = tu_xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) x[i] = round_to(dt, lo + (hi - lo) * (float)((tu_rand(rng) >> 40) * 0x1p-24));
-    return x;
-}
-
-/* ---- device buffers ------------------------------------------------------------------------- */
-
-static void *upload(const float *x, size_t n, rmlp_dtype dt) {
-    void *d = dev_alloc(n * elem_size(dt));
-    upload_as(d, x, n, dt);
-    return d;
-}
-
-static void *upload_u32(const uint32_t *x, size_t n) {
-    void *d = dev_alloc(n * sizeof(uint32_t));
-    CUDA_MUST(cudaMemcpy(d, x, n * sizeof(uint32_t), cudaMemcpyHostToDevice));
-    return d;
-}
-
-/* n elements of dtype dt, every byte 0xFF (NaN). */
-static void *poisoned(size_t n, rmlp_dtype dt) {
-    void *d = dev_alloc(n * elem_size(dt));
-    CUDA_MUST(cudaMemset(d, 0xFF, n * elem_size(dt)));
-    return d;
-}
-
-/* The launcher's return value, then the stream: a fault inside the kernel shows here. */
-static int launched(cudaError_t error, const char *what) {
-    if (!CHECK(error == cudaSuccess, "%s: launch returned %s", what, cudaGetErrorString(error))) return 0;
-    CUDA_MUST(cudaStreamSynchronize(stream));
-    return 1;
-}
-
-/* ---- comparison ----------------------------------------------------------------------------- */
-
-static void compare(const char *what, const float *got, const float *ref, size_t n, tol t) {
-    size_t bad = n, worst = 0;
-    double err2 = 0, ref2 = 0, worst_excess = -INFINITY;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - (double)ref[i]), bound = t.atol + t.rtol * fabs((double)ref[i]);
-        double excess = isnan(d) ? INFINITY : d - bound;
-        if (!(d <= bound) && bad == n) bad = i; /* NaN fails too */
-        if (excess > worst_excess) worst = i, worst_excess = excess;
-        err2 += d * d;
-        ref2 += (double)ref[i] * ref[i];
-    }
-    if (!CHECK(bad == n, "%s: element %zu is %.9g, want %.9g (largest excess at %zu: %.9g vs %.9g)", what, bad,
-               bad < n ? got[bad] : 0.0, bad < n ? ref[bad] : 0.0, worst, (double)got[worst], (double)ref[worst]))
-        return;
-    CHECK(sqrt(err2) <= t.norm * sqrt(ref2), "%s: relative norm error %.3g > %.3g", what,
-          sqrt(err2 / (ref2 ? ref2 : 1)), t.norm);
-}
+static int launched(cudaError_t error, const char *what) { return launched_on(error, what, stream); }
 
 /* ---- the kernels ---------------------------------------------------------------------------- */
 

@@ -1,7 +1,9 @@
 /*
  * test_gpu_model.c: the whole model on a CUDA device (RMLP_DEVICE_CUDA) against the CPU path
  * and the Hugging Face transformers fixtures, in F32, F16 and BF16. For every fixture in
- * integration_tests/fixtures and for a random model whose sizes are not multiples of 8:
+ * integration_tests/fixtures, a random model whose sizes are not multiples of 8 and one of
+ * head_dim 64 (whose built-in attention in F16/BF16 is FlashInfer's, gpu/flashinfer.h):
+ *   - which attention kernel the built-in attention takes, in both layouts;
  *   - rmlp_forward, radix off and on, against the CPU path's rmlp_forward and (F32) against
  *     transformers' last_hidden; radix on against radix off on the device;
  *   - rmlp_context_pool (last, mean, normalised) and rmlp_score_pair on the device output;
@@ -34,6 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ffi/src/model_internal.h"
+#include "../gpu/flashinfer.h"
+#include "../gpu/runner.h"
 #include "../model/checkpoint.h"
 #include "../model/safetensors.h"
 #include "../tools/tiny_model.h"
@@ -427,6 +432,32 @@ static int fixture_reference(const char *dir, const char *name, int with_expecte
     return 0;
 }
 
+/* The built-in attention of ctx takes FlashInfer's kernel exactly where it should (gpu/flashinfer.h:
+ * f16/bf16, head_dim 64 or 128, a build with FlashInfer, batches it tiles by 128 rows), in both
+ * layouts, on `plan` once set (internal: the context's CUDA half). */
+static void check_attention_kernel(rmlp_context *ctx, const rmlp_plan *plan, const rmlp_model_config *c,
+                                   rmlp_dtype dt, const char *name) {
+    if (!CHECK(rmlp_context_set_plan(ctx, plan) == RMLP_OK, "%s: set_plan: %s", name, rmlp_last_error())) return;
+    void *d = dev_alloc(256); /* aligned: only the pointers are looked at */
+    size_t group = c->num_attention_heads / c->num_key_value_heads;
+    int fi = gpu_flashinfer_supports(dt, c->num_attention_heads, c->num_key_value_heads, c->head_dim);
+    for (int compact = 0; compact < 2; compact++) {
+        rmlp_attention_args a = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs, .n_heads = c->num_attention_heads,
+                                 .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim, .scale = 1.0f,
+                                 .dtype = dt, .cu_seqlens = plan->cu_seqlens, .q = d, .k = d, .v = d, .out = d,
+                                 .n_compact = plan->n_compact, .qo_indptr = plan->qo_indptr,
+                                 .kv_indptr = plan->cu_seqlens, .kv_indices = plan->scatter};
+        int want = fi && flashinfer_tiles_128(compact ? plan->n_compact : plan->n_tokens, plan->n_seqs, group);
+        int got = gpu_attention_uses_flashinfer(ctx->gpu, &a, compact);
+        CHECK(got == want, "%s: %s attention (radix %s) takes %s, want %s", name, compact ? "compact" : "full",
+              plan->use_radix ? "on" : "off", got ? "FlashInfer" : "the reference kernel",
+              want ? "FlashInfer" : "the reference kernel");
+        printf("  %-58s %s\n", compact ? "attention kernel, compact" : "attention kernel, full space",
+               got ? "FlashInfer" : "reference");
+    }
+    cudaFree(d);
+}
+
 /* Everything a loaded CUDA model must do, in one dtype. */
 static void test_model_dtype(const char *path, const char *name, const reference *r, int di) {
     rmlp_dtype dt = DTYPES[di];
@@ -482,6 +513,7 @@ static void test_model_dtype(const char *path, const char *name, const reference
         if (pl) expect_identical("per-layer entry points + rmlp_attention", pl, got[1], n, di, 0);
         free(pl);
     }
+    for (int radix = 0; radix < 2; radix++) check_attention_kernel(ctx, &r->plans[radix], &r->cfg, dt, name);
     for (int radix = 0; radix < 2; radix++) test_compact_dtype(ctx, r, radix, dt, di, name, got[radix]);
     free(got[0]), free(got[1]);
     cudaFree(d_out);
@@ -498,16 +530,12 @@ static void test_fixture(const char *dir, const char *name) {
     reference_free(&r);
 }
 
-/* A random Qwen3-shaped model whose sizes are not multiples of 8 (hidden 60, head_dim 12, 5 query
- * heads over 1 KV head, intermediate 100, vocab 101), so the kernels' element paths and odd GEMM
- * shapes run, on 733 tokens in 19 sequences sharing a 16-token prefix. */
-static void test_odd_model(void) {
-    rmlp_model_config cfg = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 101, .hidden_size = 60,
-                             .intermediate_size = 100, .num_hidden_layers = 2, .num_attention_heads = 5,
-                             .num_key_value_heads = 1, .head_dim = 12, .max_position_embeddings = 1024,
-                             .rms_norm_eps = 1e-6, .rope_theta = 1e6, .tie_word_embeddings = false, .qk_norm = true};
-    char dir[] = "/tmp/rmlp_gpu_odd_XXXXXX", file[96];
-    if (!CHECK(mkdtemp(dir) != NULL && tiny_model_write(dir, &cfg, 11) == 0, "writing the odd-sized model")) return;
+/* A random Qwen3-shaped model (tools/tiny_model.c) on 733 tokens in 19 sequences sharing a 16-token
+ * prefix: test_model_dtype in each dtype. */
+static void test_random_model(const rmlp_model_config *config, const char *name) {
+    rmlp_model_config cfg = *config;
+    char dir[] = "/tmp/rmlp_gpu_random_XXXXXX", file[96];
+    if (!CHECK(mkdtemp(dir) != NULL && tiny_model_write(dir, &cfg, 11) == 0, "writing the %s", name)) return;
     /* 19 sequences of 20-56 tokens (the last fills up to 733), all starting with the same 16. */
     uint64_t rng = 0x0DDu;
     fixture_batch b = {tu_xmalloc(733 * 4), tu_xmalloc(733 * 4), tu_xmalloc(20 * 4), 733, 19};
@@ -524,8 +552,8 @@ static void test_odd_model(void) {
     }
     reference r;
     if (reference_setup(dir, NULL, b, &r)) {
-        printf("odd-sized model: N=%zu N'=%u\n", r.b.n_tokens, r.plans[1].n_compact);
-        for (int di = 0; di < (int)COUNT(DTYPES); di++) test_model_dtype(dir, "odd-sized model", &r, di);
+        printf("%s: N=%zu N'=%u\n", name, r.b.n_tokens, r.plans[1].n_compact);
+        for (int di = 0; di < (int)COUNT(DTYPES); di++) test_model_dtype(dir, name, &r, di);
     }
     reference_free(&r);
     snprintf(file, sizeof file, "%s/model.safetensors", dir), remove(file);
@@ -1019,7 +1047,18 @@ int main(int argc, char **argv) {
     size_t n_fixtures = quick != NULL && strcmp(quick, "1") == 0 ? 3 : COUNT(FIXTURES);
     for (size_t f = 0; f < n_fixtures; f++)
         if (n_fixtures == COUNT(FIXTURES) || f != 1) test_fixture(argv[1], FIXTURES[f]); /* quick: tiny, sharded */
-    test_odd_model();
+    /* sizes that are not multiples of 8 (hidden 60, head_dim 12, 5 query heads over 1 KV head,
+     * intermediate 100): the kernels' element paths, odd GEMM shapes, the reference attention */
+    const rmlp_model_config odd = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 101, .hidden_size = 60,
+                                   .intermediate_size = 100, .num_hidden_layers = 2, .num_attention_heads = 5,
+                                   .num_key_value_heads = 1, .head_dim = 12, .max_position_embeddings = 1024,
+                                   .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true};
+    test_random_model(&odd, "odd-sized model");
+    /* 4 query heads of 64 over 2 KV heads: FlashInfer's attention in f16/bf16 (gpu/flashinfer.h) */
+    rmlp_model_config fi_shaped = odd;
+    fi_shaped.hidden_size = 96, fi_shaped.intermediate_size = 160, fi_shaped.num_attention_heads = 4;
+    fi_shaped.num_key_value_heads = 2, fi_shaped.head_dim = 64;
+    test_random_model(&fi_shaped, "model of head_dim 64");
     test_bind(argv[1], "qwen3_tiny");
     test_bind(argv[1], "qwen2_sharded");
     test_bind(argv[1], "qwen3_bf16");

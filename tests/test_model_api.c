@@ -230,6 +230,23 @@ static void test_compact_calls(const char *dir) {
     CHECK(rmlp_forward_compact(ctx, &plan, NULL, NULL, out) == RMLP_OK, "compact forward: %s", rmlp_last_error());
     CHECK(rmlp_context_pool_compact(ctx, &plan, out, RMLP_POOLING_LAST, false, pooled) == RMLP_OK,
           "compact pool after errors: %s", rmlp_last_error());
+
+    /* A context with a prefix cache runs the built-in attention only. */
+    rmlp_context *cached = NULL;
+    cp = rmlp_context_default_params();
+    cp.cache_bytes = 1u << 20;
+    if (CHECK(rmlp_context_create_with_params(model, 6, &cp, &cached) == RMLP_OK, "cached context: %s",
+              rmlp_last_error())) {
+        expect(rmlp_forward(cached, &plan, attention_failing, NULL, out), RMLP_ERR_UNSUPPORTED,
+               "the context has a prefix cache, whose forward runs the built-in attention",
+               "host attention on a context with a prefix cache");
+        rmlp_cache_stats st;
+        expect(rmlp_context_cache_stats(cached, NULL), RMLP_ERR_INVALID_ARGUMENT, "out is NULL", "cache stats into NULL");
+        CHECK(rmlp_forward(cached, &plan, NULL, NULL, out) == RMLP_OK && rmlp_context_cache_stats(cached, &st) == RMLP_OK &&
+                  st.batches == 1 && st.computed_tokens == plan.n_compact,
+              "cached forward after a refusal: %s", rmlp_last_error());
+    }
+    rmlp_context_free(cached);
     free(hidden), free(out), free(q), free(kv), free(attn);
     rmlp_planner_free(planner);
     rmlp_context_free(ctx);

@@ -1,7 +1,7 @@
 /*
  * test_version.c: the runtime version matches the header the test was compiled with, and the
  * build flags agree with what rmlp_cuda_device_count answers (a host decides from these whether
- * it can use the GPU path).
+ * it can use the GPU path) and with the build's configuration (FlashInfer).
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,7 +21,14 @@ int main(void) {
           want);
 
     uint32_t flags = rmlp_build_flags();
-    CHECK((flags & ~(uint32_t)RMLP_BUILD_CUDA) == 0, "rmlp_build_flags()=%#x has unknown bits", flags);
+    CHECK((flags & ~(uint32_t)(RMLP_BUILD_CUDA | RMLP_BUILD_FLASHINFER)) == 0,
+          "rmlp_build_flags()=%#x has unknown bits", flags);
+    CHECK((flags & RMLP_BUILD_FLASHINFER) == 0 || (flags & RMLP_BUILD_CUDA) != 0,
+          "rmlp_build_flags()=%#x: FlashInfer without CUDA", flags);
+    /* What CMake configured (RMLP_WITH_FLASHINFER) is what the library says it has. */
+    CHECK(((flags & RMLP_BUILD_FLASHINFER) != 0) == (RMLP_EXPECT_FLASHINFER != 0),
+          "rmlp_build_flags()=%#x, but this build was configured %s FlashInfer", flags,
+          RMLP_EXPECT_FLASHINFER ? "with" : "without");
 
     int32_t count = -1;
     rmlp_status status = rmlp_cuda_device_count(&count);

@@ -34,6 +34,7 @@
 #include "bench_batches.h"
 #include "bench_cuda.h"
 #include "bench_dump.h"
+#include "bench_trace.h"
 #include "cli.h"
 #include "radix_mlp.h"
 #include "tiny_model.h"
@@ -59,6 +60,8 @@ typedef struct bench_args {
     const char *only[16];
     size_t n_only;
     const char *keep_model, *model_dir, *dump_path, *batches_path;
+    const char *trace;                   /* --trace NAME: the prefix cache's traces instead of the cases */
+    unsigned long cache_mb, passages;    /* of the traces */
 } bench_args;
 
 static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"}; /* indexed by rmlp_dtype */
@@ -244,11 +247,14 @@ static int usage(FILE *to) {
     fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
                 "                      [--case NAME]... [--quick] [--keep-model DIR | --model DIR]\n"
                 "                      [--dump-batches FILE] [--batches FILE]\n"
+                "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
                 "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
                 "  --device cuda: device 0, --dtype bf16, all 28 layers, --repeat 5 (median and min of R alternating\n"
                 "                 pairs after a warm-up pair, timed with CUDA events)\n"
                 "  --batches FILE: the batches of FILE, JSON lines {\"case\", \"input_ids\", \"cu_seqlens\"} (what\n"
-                "                 --dump-batches writes), in place of the built-in cases\n");
+                "                 --dump-batches writes), in place of the built-in cases\n"
+                "  --trace NAME: a stream of batches through a context without and with the prefix cache (CPU;\n"
+                "                --cache-mb, default 1024; --passages per query of the rerank trace, default 32)\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -269,6 +275,17 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (strcmp(flag, "--model") == 0) a->model_dir = argv[++i];
         else if (strcmp(flag, "--dump-batches") == 0) a->dump_path = argv[++i];
         else if (strcmp(flag, "--batches") == 0) a->batches_path = argv[++i];
+        else if (strcmp(flag, "--trace") == 0) {
+            a->trace = argv[++i];
+            if (!bench_trace_known(a->trace)) {
+                fprintf(stderr, "radixmlp: --trace expects rerank, long_prefix, no_sharing or all, got '%s'\n", a->trace);
+                return 2;
+            }
+        } else if (strcmp(flag, "--cache-mb") == 0) {
+            if (cli_parse_ulong(flag, argv[++i], 1ul << 20, &a->cache_mb) != 0) return 2;
+        } else if (strcmp(flag, "--passages") == 0) {
+            if (cli_parse_ulong(flag, argv[++i], 4096, &a->passages) != 0 || a->passages == 0) return 2;
+        }
         else if (strcmp(flag, "--device") == 0) {
             const char *v = argv[++i];
             if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
@@ -303,6 +320,12 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         fprintf(stderr, "radixmlp: --dtype %s needs --device cuda (the CPU path is f32)\n", DTYPE_NAMES[a->dtype]);
         return 2;
     }
+    if (a->trace && (a->cuda || a->quick || a->batches_path)) {
+        fprintf(stderr, "radixmlp: --trace runs on the CPU, without --quick or --batches\n");
+        return 2;
+    }
+    if (a->cache_mb == 0) a->cache_mb = 1024;
+    if (a->passages == 0) a->passages = 32;
     if (a->dtype < 0) a->dtype = a->cuda ? RMLP_DTYPE_BF16 : RMLP_DTYPE_F32;
     if (a->layers == 0) a->layers = a->cuda ? 28 : 2;
     if (a->repeat == 0) a->repeat = a->cuda ? 5 : 1;
@@ -383,6 +406,12 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     if (a.model_dir) a.layers = cfg.num_hidden_layers;
+    if (a.trace) {
+        rc = bench_trace(a.trace, model, &cfg, a.cache_mb, a.passages, a.json);
+        rmlp_model_free(model);
+        if (dump) fclose(dump);
+        return rc;
+    }
     size_t n_cases = batches ? n_batches : a.quick ? 3 : sizeof cases / sizeof cases[0];
     if (!a.json && !a.cuda)
         printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",

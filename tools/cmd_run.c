@@ -2,7 +2,7 @@
  * cmd_run.c: `radixmlp run`: a checkpoint on a JSONL batch.
  *   radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]
  *                [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--gate distinct|tei]
- *                [--no-radix] [--attention full|compact|auto] [--max-batch-tokens N]
+ *                [--no-radix] [--attention full|compact|auto] [--cache-mb N] [--max-batch-tokens N]
  * Each input line is {"input_ids": [...]} (one sequence, positions 0..len-1). The file is one
  * batch, or batches of at most N tokens. Each output line, in input order, is
  * {"index": i, "embedding": [...]} (pooling), {"index": i, "hidden_states": [[...], ...]}
@@ -10,7 +10,9 @@
  * probability of token A against token B at the last position). --attention compact runs the
  * whole forward in compact space (rmlp_forward_compact) and reads the pooled rows, scores and
  * hidden states through the plan's scatter; auto does so when the gate chose radix. A summary
- * per batch (N, N', ratio, gate, attention, plan and forward time) goes to stderr.
+ * per batch (N, N', ratio, gate, attention, plan and forward time) goes to stderr. --cache-mb N
+ * gives the context a prefix KV cache of N MB (rows seen in an earlier batch are not computed
+ * again); its counters go to stderr at the end.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -30,6 +32,7 @@ typedef struct run_args {
     unsigned long max_batch_tokens;
     rmlp_plan_params params;
     rmlp_attention_space attention;
+    unsigned long cache_mb;
 } run_args;
 
 typedef struct sequences {
@@ -41,7 +44,7 @@ typedef struct sequences {
 static int run_usage(FILE *to) {
     fprintf(to, "usage: radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]\n"
                 "                    [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--gate distinct|tei]\n"
-                "                    [--no-radix] [--attention full|compact|auto] [--max-batch-tokens N]\n");
+                "                    [--no-radix] [--attention full|compact|auto] [--cache-mb N] [--max-batch-tokens N]\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -70,6 +73,8 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
                 if (cli_parse_ulong(flag, value, UINT32_MAX, &a->max_batch_tokens) != 0) return -1;
             } else if (strcmp(flag, "--gate") == 0) {
                 if (cli_parse_gate(flag, value, &a->params.gate) != 0) return -1;
+            } else if (strcmp(flag, "--cache-mb") == 0) {
+                if (cli_parse_ulong(flag, value, 1ul << 20, &a->cache_mb) != 0) return -1;
             } else if (strcmp(flag, "--attention") == 0) {
                 if (cli_parse_attention(flag, value, &a->attention) != 0) return -1;
             } else if (strcmp(flag, "--pooling") == 0) {
@@ -261,7 +266,9 @@ int cmd_run(int argc, char **argv) {
     if (status == RMLP_OK) status = rmlp_model_load_report(model, &report);
     if (status == RMLP_OK && report[0] != '\0') fprintf(stderr, "radixmlp: %s: %s", a.model, report);
     if (status == RMLP_OK) status = rmlp_model_get_config(model, &r.cfg);
-    if (status == RMLP_OK) status = rmlp_context_create(model, max_tokens, &r.ctx);
+    rmlp_context_params context_params = rmlp_context_default_params();
+    context_params.cache_bytes = (uint64_t)a.cache_mb << 20;
+    if (status == RMLP_OK) status = rmlp_context_create_with_params(model, max_tokens, &context_params, &r.ctx);
     if (status == RMLP_OK) status = rmlp_planner_create(&r.planner);
     int rc = 0;
     if (status != RMLP_OK) {
@@ -281,6 +288,15 @@ int cmd_run(int argc, char **argv) {
             rc = run_batch(&r, &seqs, first, last, out) == 0 ? 0 : 1;
         }
     }
+    rmlp_cache_stats st;
+    if (rc == 0 && a.cache_mb != 0 && rmlp_context_cache_stats(r.ctx, &st) == RMLP_OK)
+        fprintf(stderr,
+                "radixmlp run: prefix cache: %llu batches (%llu bypassed), %llu of %llu rows hit (%.1f%%), %llu computed, "
+                "%llu evicted, %llu of %llu slots used (%.1f of %lu MB)\n",
+                (unsigned long long)st.batches, (unsigned long long)st.bypassed, (unsigned long long)st.hit_tokens,
+                (unsigned long long)st.lookups, st.lookups ? 100.0 * st.hit_tokens / st.lookups : 0.0,
+                (unsigned long long)st.computed_tokens, (unsigned long long)st.evicted_tokens,
+                (unsigned long long)st.slots_used, (unsigned long long)st.slots, st.bytes_in_use / 1048576.0, a.cache_mb);
     free(r.pos), free(r.cu), free(r.hidden), free(r.pooled), free(r.logits), free(r.probs);
     free(seqs.ids), free(seqs.starts);
     rmlp_planner_free(r.planner);

@@ -23,8 +23,13 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(argv[1], "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(argv[1], "version") == 0) {
-        printf("radixmlp %s (header %d.%d.%d)%s\n", rmlp_version_string(), RMLP_VERSION_MAJOR, RMLP_VERSION_MINOR,
-               RMLP_VERSION_PATCH, (rmlp_build_flags() & RMLP_BUILD_CUDA) ? ", CUDA" : "");
+        uint32_t flags = rmlp_build_flags();
+        const char *attention = (flags & RMLP_BUILD_FLASHINFER)
+                                    ? " (attention: FlashInfer for f16/bf16 head_dim 64/128)"
+                                    : " (attention: the reference kernel, no FlashInfer)";
+        printf("radixmlp %s (header %d.%d.%d)%s%s\n", rmlp_version_string(), RMLP_VERSION_MAJOR, RMLP_VERSION_MINOR,
+               RMLP_VERSION_PATCH, (flags & RMLP_BUILD_CUDA) ? ", CUDA" : "",
+               (flags & RMLP_BUILD_CUDA) ? attention : "");
         return 0;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return usage(stdout);

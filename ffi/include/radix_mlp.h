@@ -27,6 +27,11 @@
 // Bit of `rmlp_build_flags()`: the library was compiled with CUDA kernels.
 #define RMLP_BUILD_CUDA 1
 
+// Bit of `rmlp_build_flags()`: the CUDA build has FlashInfer's attention kernels, which the
+// built-in attention runs for F16/BF16 models of head_dim 64 or 128 (else, and without this bit,
+// its reference kernel).
+#define RMLP_BUILD_FLASHINFER 2
+
 // `compact_parent` value of a row that starts its path (first token of a sequence) and
 // of padding rows.
 #define RMLP_NO_PARENT 4294967295
@@ -190,7 +195,37 @@ typedef struct rmlp_context_params {
   // Where `rmlp_forward` runs attention (default `RMLP_ATTENTION_FULL`): the built-in
   // attention, or the host's callback, which then gets `rmlp_attention_args` in that layout.
   rmlp_attention_space attention_space;
+  // Bytes of the context's prefix KV cache (default 0: none), fixed at creation: token slots
+  // holding each layer's K and V and the final hidden state of a row (model dtype), a radix tree
+  // over (token, position) paths, LRU eviction of unlocked leaves. With a cache, `rmlp_forward`
+  // and `rmlp_forward_compact` compute only the compact rows the cache lacks (attention in
+  // compact space, over cached plus computed keys) and cache them; the outputs are the same up
+  // to fp32 rounding. A batch whose new rows do not fit even after evicting every unlocked row
+  // runs without the cache (counted as bypassed), with no error. The cache needs the built-in
+  // attention (a host callback is refused) and is not used by the per-layer calls. Freeing the
+  // context frees it; like the context, it is used by one thread at a time.
+  uint64_t cache_bytes;
 } rmlp_context_params;
+
+// What a context's prefix cache did since its creation (`rmlp_context_cache_stats`). Tokens are
+// compact rows: a batch's distinct (token, position) paths.
+typedef struct rmlp_cache_stats {
+  // Batches run with a cache; of them, run without it because their new rows did not fit.
+  uint64_t batches;
+  uint64_t bypassed;
+  // Compact rows looked up; of them, found in the cache (their K/V reused in every layer).
+  uint64_t lookups;
+  uint64_t hit_tokens;
+  // Rows computed and cached; rows evicted to make room.
+  uint64_t computed_tokens;
+  uint64_t evicted_tokens;
+  // Slots in the cache, slots holding a row, and the bytes of one slot and of all of them.
+  uint64_t slots;
+  uint64_t slots_used;
+  uint64_t bytes_per_slot;
+  uint64_t bytes_budget;
+  uint64_t bytes_in_use;
+} rmlp_cache_stats;
 
 // A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
 // space (one row per distinct (token, position) path). The arrays belong to the planner
@@ -558,6 +593,12 @@ extern rmlp_status rmlp_context_create(const struct rmlp_model *model, size_t ma
 
 // The defaults of `rmlp_context_params` (`struct_size` set, attention in full space).
 extern struct rmlp_context_params rmlp_context_default_params(void);
+
+// The prefix cache's counters (all zero for a context without a cache).
+extern rmlp_status rmlp_context_cache_stats(struct rmlp_context *context, struct rmlp_cache_stats *out);
+
+// Empties the prefix cache (the counters stay). OK for a context without a cache.
+extern rmlp_status rmlp_context_cache_clear(struct rmlp_context *context);
 
 // `rmlp_context_create` with `params` (NULL: the defaults).
 extern rmlp_status rmlp_context_create_with_params(const struct rmlp_model *model, size_t max_tokens, const struct rmlp_context_params *params, struct rmlp_context **out);

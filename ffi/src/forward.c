@@ -8,11 +8,18 @@
  * rows; the built-in attention reads q, k, v in place from the fused qkv rows and writes the
  * compact attention output, a host callback gets dense q, k, v of the compact rows and the
  * layout arrays (rmlp_attention_args, RMLP_ATTENTION_COMPACT).
+ *
+ * With a prefix cache (cache/kv_cache.h), the forward is the compact one over the rows the cache
+ * lacks: their K and V go into their slots layer by layer, attention reads every key of a path
+ * from the slots (kv_indices = the slots of the path), and their final hidden states go into the
+ * slots too; the output is then read from the slots of all rows, cached or computed.
  */
 #include <math.h>
+#include <string.h>
 
 #include "../../cpu/cpu_ops.h"
 #include "../../cpu/layer.h"
+#include "../../cache/kv_cache.h"
 #include "context_checks.h"
 #include "export.h"
 #include "guard.h"
@@ -98,6 +105,62 @@ static rmlp_status cpu_forward(const char *fn, rmlp_context *context, const rmlp
     return RMLP_OK;
 }
 
+/* Copies rows of src (n, dim, at src_stride) to dst's rows index[m] (dim, at dst_stride). */
+static void put_rows(float *dst, size_t dst_stride, const uint32_t *index, const float *src, size_t src_stride,
+                     size_t n, size_t dim) {
+    for (size_t m = 0; m < n; m++) memcpy(dst + (size_t)index[m] * dst_stride, src + m * src_stride, dim * sizeof(float));
+}
+
+/* The CPU forward against the prefix cache: only the rows the cache lacks are computed. Returns 1
+ * (nothing done) when the batch's new rows do not fit the cache: it then runs without it. */
+static int cpu_forward_cached(rmlp_context *context, const rmlp_plan *plan, void *out, bool compact_out) {
+    kv_cache *c = context->cache;
+    kv_batch *b = &c->batch;
+    if (kv_pool_begin(c->pool, plan, b) != 0) return 1;
+    const rmlp_model_config *cfg = &context->model->config;
+    const model_weights *w = &context->model->weights;
+    cpu_workspace *ws = &context->ws;
+    size_t m = b->n_computed, hsz = cfg->hidden_size, kvd = c->kv_dim;
+    size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, width = qd + 2 * kvd;
+    /* the computed rows as a plan of their own for the position-wise calls */
+    rmlp_plan rows = *plan;
+    rows.n_compact = rows.n_compact_padded = (uint32_t)m;
+    for (size_t r = 0; r < m; r++) {
+        uint32_t j = b->computed[r];
+        c->ids[r] = plan->compact_input_ids[j], c->pos[r] = plan->compact_position_ids[j], c->slots[r] = b->slot_of[j];
+    }
+    rows.compact_input_ids = c->ids, rows.compact_position_ids = c->pos;
+    for (size_t i = 0; i < plan->n_tokens; i++) c->path[i] = b->slot_of[plan->scatter[i]];
+    float scale = 1.0f / sqrtf((float)cfg->head_dim);
+    if (m > 0) {
+        cpu_embed(cfg, w, &rows, ws->hidden);
+        for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
+            const layer_weights *lw = &w->layers[layer];
+            float *k = c->k + (size_t)layer * c->n_slots * kvd, *v = c->v + (size_t)layer * c->n_slots * kvd;
+            cpu_project_qkv(cfg, lw, ws, &rows, ws->hidden);
+            put_rows(k, kvd, c->slots, ws->qkv + qd, width, m, kvd);
+            put_rows(v, kvd, c->slots, ws->qkv + qd + kvd, width, m, kvd);
+            cpu_attention_rows attn = {ws->qkv, k, v, ws->attn_c, width, kvd, kvd, qd};
+            cpu_compact_attention(&attn, b->cqo_indptr, plan->cu_seqlens, c->path, plan->n_seqs,
+                                  cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, scale,
+                                  ws->scores);
+            cpu_post_attention_compact(cfg, lw, ws, &rows, ws->attn_c, ws->hidden);
+        }
+        cpu_final_norm_compact(cfg, w, &rows, ws->hidden, ws->proj);
+        put_rows(c->hidden, hsz, c->slots, ws->proj, hsz, m, hsz);
+    }
+    kv_pool_end(c->pool, plan, b, 1);
+    /* the output, read from the slots: compact rows, or batch rows through scatter */
+    float *o = out;
+    size_t n_out = compact_out ? plan->n_compact : plan->n_tokens;
+    for (size_t i = 0; i < n_out; i++) {
+        uint32_t slot = b->slot_of[compact_out ? i : plan->scatter[i]];
+        memcpy(o + i * hsz, c->hidden + (size_t)slot * hsz, hsz * sizeof(float));
+    }
+    if (compact_out) memset(o + plan->n_compact * hsz, 0, (plan->n_compact_padded - plan->n_compact) * hsz * sizeof(float));
+    return 0;
+}
+
 static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
                            rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
     rmlp_status status = rmlp_check_call(fn, context, plan);
@@ -108,6 +171,15 @@ static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_pla
     if (status == RMLP_OK && space == RMLP_ATTENTION_COMPACT) status = rmlp_check_compact_plan(fn, plan);
     if (status != RMLP_OK) return status;
     if (context->gpu != NULL) return cuda_forward(fn, context, plan, space, attention, user_data, out, compact_out);
+    if (context->cache != NULL) {
+        if (attention != NULL)
+            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the context has a prefix cache, whose forward runs the "
+                             "built-in attention: pass attention=NULL, or use a context without a cache");
+        status = rmlp_check_compact_plan(fn, plan);
+        if (status != RMLP_OK) return status;
+        if (cpu_forward_cached(context, plan, out, compact_out) == 0) return RMLP_OK;
+        space = RMLP_ATTENTION_COMPACT; /* the batch does not fit the cache: the same forward without it */
+    }
     return cpu_forward(fn, context, plan, space, attention, user_data, out, compact_out);
 }
 

@@ -14,6 +14,7 @@
 #include "../../cpu/cpu_ops.h"
 #include "../../cpu/layer.h"
 #include "../../cpu/pool.h"
+#include "../../cache/kv_cache.h"
 #include "../../model/audit.h"
 #include "../../model/config.h"
 #include "../../model/weights.h"
@@ -209,6 +210,9 @@ static rmlp_status context_create(const char *fn, const rmlp_model *model, size_
         read.attention_space != RMLP_ATTENTION_AUTO)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->attention_space=%d is not RMLP_ATTENTION_FULL, "
                          "COMPACT or AUTO", read.attention_space);
+    if (read.cache_bytes != 0 && model->gpu != NULL)
+        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "params->cache_bytes=%llu: the prefix cache runs on the CPU in "
+                         "this release (CUDA contexts take cache_bytes=0)", (unsigned long long)read.cache_bytes);
     rmlp_context *context = rmlp_calloc(1, sizeof *context);
     if (context == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context (%zu bytes) failed", sizeof *context);
@@ -233,6 +237,14 @@ static rmlp_status context_create(const char *fn, const rmlp_model *model, size_
                          "allocating the workspace's %s buffer (%zu bytes) for %zu tokens failed", failed_name,
                          failed_bytes, max_tokens);
     }
+    if (read.cache_bytes != 0 &&
+        (context->cache = kv_cache_new(&model->config, read.cache_bytes, max_tokens,
+                                       max_tokens + RMLP_MAX_PAD_MULTIPLE - 1, &failed_name, &failed_bytes)) == NULL) {
+        cpu_workspace_free(&context->ws);
+        free(context);
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the %s (%zu bytes) of a %llu-byte cache failed",
+                         failed_name, failed_bytes, (unsigned long long)read.cache_bytes);
+    }
     *out = context;
     return count_context(model, +1);
 }
@@ -253,6 +265,7 @@ RMLP_EXPORT void rmlp_context_free(rmlp_context *context) {
     count_context(context->model, -1);
     if (context->gpu != NULL) cuda_context_free(context);
     cpu_workspace_free(&context->ws);
+    kv_cache_free(context->cache);
     free(context);
 }
 
@@ -515,6 +528,26 @@ RMLP_EXPORT rmlp_status rmlp_context_pool_compact(rmlp_context *context, const r
     return status != RMLP_OK ? status
                              : rmlp_guard_leave(context, pool(fn, context, hidden, true, plan, 0, NULL, 0, pooling,
                                                               normalize, out));
+}
+
+static rmlp_status cache_stats(const char *fn, rmlp_context *context, rmlp_cache_stats *out) {
+    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+    *out = context->cache != NULL ? kv_cache_stats(context->cache) : (rmlp_cache_stats){0};
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_cache_stats(rmlp_context *context, rmlp_cache_stats *out) {
+    static const char fn[] = "rmlp_context_cache_stats";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, cache_stats(fn, context, out));
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_cache_clear(rmlp_context *context) {
+    static const char fn[] = "rmlp_context_cache_clear";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    if (status != RMLP_OK) return status;
+    if (context->cache != NULL) kv_pool_clear(context->cache->pool);
+    return rmlp_guard_leave(context, RMLP_OK);
 }
 
 static rmlp_status set_stream(const char *fn, rmlp_context *context, void *stream) {

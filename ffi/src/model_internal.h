@@ -32,6 +32,7 @@ struct rmlp_context {
     cpu_workspace ws;         /* on CUDA only cap_tokens / cap_compact are set (the arrays stay NULL) */
     struct gpu_context *gpu;  /* CUDA contexts; NULL on the CPU */
     rmlp_attention_space attention_space; /* of rmlp_forward (rmlp_context_params) */
+    struct kv_cache *cache;   /* the prefix KV cache (CPU), or NULL */
 };
 
 #endif

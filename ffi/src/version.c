@@ -14,9 +14,12 @@ RMLP_EXPORT const char *rmlp_version_string(void) {
 }
 
 RMLP_EXPORT uint32_t rmlp_build_flags(void) {
+    uint32_t flags = 0;
 #ifdef RMLP_WITH_CUDA
-    return RMLP_BUILD_CUDA;
-#else
-    return 0;
+    flags |= RMLP_BUILD_CUDA;
 #endif
+#ifdef RMLP_WITH_FLASHINFER
+    flags |= RMLP_BUILD_FLASHINFER;
+#endif
+    return flags;
 }

@@ -11,7 +11,8 @@ major version must match the one these bindings are written for.
 - ``Model.load(path)``, ``model.context(max_tokens, attention="full"|"compact"|"auto")`` ->
   ``Context.forward(plan)``, ``pool(...)``, ``score_pair(...)``; in compact space
   ``Context.forward_compact(plan)`` (compact rows), ``pool_compact``, ``score_pair_compact``;
-  ``embed(model, sequences)``.
+  ``embed(model, sequences)``. ``model.context(max_tokens, cache_bytes=n)``: a prefix KV cache
+  across batches (``Context.cache_stats()``, ``Context.cache_clear()``).
 - Every error status of the library raises ``RadixMLPError`` (a RuntimeError) carrying
   ``rmlp_last_error()``; argument problems found in Python raise ValueError / TypeError.
 
@@ -53,7 +54,7 @@ from ._loader import LIB as _LIB
 from ._loader import LIB_PATH as library_path
 from ._loader import LibraryNotFound
 from .errors import RadixMLPError, check as _check, last_error, status_string
-from .model import Context, Model, ModelConfig, embed, pool
+from .model import CacheStats, Context, Model, ModelConfig, embed, pool
 from .planner import Plan, Planner, PlanParams, compute_fold_and_scatter, plan_params_from_env
 
 __version__ = "%d.%d.%d" % (_abi.RMLP_VERSION_MAJOR, _abi.RMLP_VERSION_MINOR, _abi.RMLP_VERSION_PATCH)
@@ -137,6 +138,7 @@ __all__ = [
     "plan_params_from_env",
     "Model",
     "ModelConfig",
+    "CacheStats",
     "Context",
     "pool",
     "embed",

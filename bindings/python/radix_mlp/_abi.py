@@ -8,7 +8,7 @@ from the header when a compiler is available.
 """
 
 import ctypes
-from ctypes import POINTER, c_bool, c_char_p, c_double, c_float, c_int32, c_size_t, c_uint32, c_void_p
+from ctypes import POINTER, c_bool, c_char_p, c_double, c_float, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
 
 # Version the bindings are written for. The major version must match the library's.
 RMLP_VERSION_MAJOR = 0
@@ -17,6 +17,7 @@ RMLP_VERSION_PATCH = 0
 RMLP_VERSION = (RMLP_VERSION_MAJOR << 16) | (RMLP_VERSION_MINOR << 8) | RMLP_VERSION_PATCH
 
 RMLP_BUILD_CUDA = 1
+RMLP_BUILD_FLASHINFER = 2
 RMLP_NO_PARENT = 4294967295
 RMLP_DEFAULT_THRESHOLD = 0.85
 RMLP_DEFAULT_PAD_MULTIPLE = 8
@@ -156,7 +157,7 @@ class rmlp_plan(ctypes.Structure):
         ("compact_parent", _u32_p),
         ("cu_seqlens", _u32_p),
         ("planner", c_void_p),
-        ("generation", ctypes.c_uint64),
+        ("generation", c_uint64),
         ("qo_indptr", _u32_p),
         ("n_runs", c_uint32),
         ("run_indptr", _u32_p),
@@ -168,7 +169,14 @@ class rmlp_context_params(ctypes.Structure):
     _fields_ = [
         ("struct_size", c_uint32),
         ("attention_space", rmlp_attention_space),
+        ("cache_bytes", c_uint64),
     ]
+
+
+class rmlp_cache_stats(ctypes.Structure):
+    _fields_ = [(name, c_uint64) for name in (
+        "batches", "bypassed", "lookups", "hit_tokens", "computed_tokens", "evicted_tokens", "slots", "slots_used",
+        "bytes_per_slot", "bytes_budget", "bytes_in_use")]
 
 
 class rmlp_attention_args(ctypes.Structure):
@@ -206,7 +214,7 @@ class rmlp_weight_binding(ctypes.Structure):
         ("data", c_void_p),
         ("dtype", rmlp_dtype),
         ("ndim", c_uint32),
-        ("shape", ctypes.c_uint64 * 2),
+        ("shape", c_uint64 * 2),
     ]
 
 
@@ -217,7 +225,8 @@ STRUCT_SIZES = {
     "rmlp_model_config": 64,
     "rmlp_plan": 136,
     "rmlp_attention_args": 152,
-    "rmlp_context_params": 8,
+    "rmlp_context_params": 16,
+    "rmlp_cache_stats": 88,
     "rmlp_weight_binding": 40,
 }
 
@@ -254,6 +263,8 @@ PROTOTYPES = {
     "rmlp_model_load_report": (rmlp_status, [_handle, POINTER(c_char_p)]),
     "rmlp_context_create": (rmlp_status, [_handle, c_size_t, _handle_p]),
     "rmlp_context_default_params": (rmlp_context_params, []),
+    "rmlp_context_cache_stats": (rmlp_status, [_handle, POINTER(rmlp_cache_stats)]),
+    "rmlp_context_cache_clear": (rmlp_status, [_handle]),
     "rmlp_context_create_with_params": (rmlp_status, [_handle, c_size_t, POINTER(rmlp_context_params), _handle_p]),
     "rmlp_context_free": (None, [_handle]),
     "rmlp_context_set_stream": (rmlp_status, [_handle, c_void_p]),

@@ -1,4 +1,4 @@
-"""Models: Model (load, config), Context (forward, pool, score_pair), pool, embed.
+"""Models: Model (load, config), Context (forward, pool, score_pair, prefix cache), pool, embed.
 
 On the CPU everything is numpy float32. A model loaded with ``device="cuda"`` keeps its weights
 and activations in device memory, which numpy cannot hold: the array methods refuse it, and the
@@ -20,7 +20,7 @@ from .errors import RadixMLPError, check, last_error
 from ._handle import _Handle
 from .planner import Plan, PlanParams, _thread_planner
 
-__all__ = ["ModelConfig", "Model", "Context", "pool", "embed"]
+__all__ = ["ModelConfig", "CacheStats", "Model", "Context", "pool", "embed"]
 
 _POOLING = {"last": _abi.RMLP_POOLING_LAST, "mean": _abi.RMLP_POOLING_MEAN, "first": _abi.RMLP_POOLING_FIRST}
 _DEVICES = {"cpu": _abi.RMLP_DEVICE_CPU, "cuda": _abi.RMLP_DEVICE_CUDA}
@@ -95,6 +95,29 @@ class ModelConfig:
         )
 
 
+@dataclass(frozen=True)
+class CacheStats:
+    """What a context's prefix cache did since the context was made (``rmlp_cache_stats``, from
+    ``Context.cache_stats()``; all zero without a cache). Tokens are compact rows: a batch's
+    distinct (token, position) paths. ``batches`` run on the context, of them ``bypassed`` (run
+    without the cache: their new rows did not fit); ``lookups`` rows looked up, of them
+    ``hit_tokens`` found (nothing computed for them); ``computed_tokens`` computed and cached,
+    ``evicted_tokens`` evicted to make room; ``slots`` in the cache (``bytes_budget //
+    bytes_per_slot``), ``slots_used`` holding a row, ``bytes_in_use`` theirs."""
+
+    batches: int
+    bypassed: int
+    lookups: int
+    hit_tokens: int
+    computed_tokens: int
+    evicted_tokens: int
+    slots: int
+    slots_used: int
+    bytes_per_slot: int
+    bytes_budget: int
+    bytes_in_use: int
+
+
 class Model(_Handle):
     """A loaded checkpoint (``rmlp_model``), read-only and shareable across threads.
     Create with ``Model.load(path)``. ``close()`` also closes the model's live contexts."""
@@ -143,10 +166,11 @@ class Model(_Handle):
             warnings.warn("%s: %s" % (os.fsdecode(path), text.strip()), RuntimeWarning, stacklevel=2)
         return cls(handle, ModelConfig._from_c(c_config), device=device, dtype=dtype, load_report=text)
 
-    def context(self, max_tokens, attention="full"):
+    def context(self, max_tokens, attention="full", cache_bytes=0):
         """A Context for batches of up to ``max_tokens`` tokens; ``attention`` is where its
-        forward runs attention: "full", "compact" or "auto" (see Context)."""
-        return Context(self, max_tokens, attention=attention)
+        forward runs attention: "full", "compact" or "auto"; ``cache_bytes`` the budget of its
+        prefix KV cache, 0 for none (see Context)."""
+        return Context(self, max_tokens, attention=attention, cache_bytes=cache_bytes)
 
     def close(self):
         for context in list(getattr(self, "_contexts", ())):
@@ -167,9 +191,17 @@ class Context(_Handle):
     "full" (the default: every sequence over its batch rows), "compact" (only the compact rows a
     sequence owns are queries, its keys its path through the plan's ``scatter``: the same result,
     fewer score pairs on shared prefixes) or "auto" (compact when the plan shares rows).
-    ``forward`` returns batch rows either way; ``forward_compact`` keeps the compact rows."""
+    ``forward`` returns batch rows either way; ``forward_compact`` keeps the compact rows.
 
-    def __init__(self, model, max_tokens, attention="full"):
+    ``cache_bytes`` (``rmlp_context_params.cache_bytes``, default 0: none) is the byte budget of a
+    prefix KV cache kept across batches: ``forward`` and ``forward_compact`` then compute only the
+    compact rows earlier batches did not leave in it (each row's K/V in every layer and its final
+    hidden state, least recently used evicted first) and return the same outputs up to fp32
+    rounding; a batch whose new rows do not fit runs without it, with no error (counted in
+    ``cache_stats().bypassed``). CPU models only (a CUDA model raises RMLP_ERR_UNSUPPORTED).
+    ``cache_stats()`` returns the counters, ``cache_clear()`` empties it."""
+
+    def __init__(self, model, max_tokens, attention="full", cache_bytes=0):
         super().__init__(LIB.rmlp_context_free)
         if not isinstance(model, Model):
             raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
@@ -179,11 +211,18 @@ class Context(_Handle):
             raise ValueError("max_tokens=%d must be at least 1" % max_tokens)
         if attention not in _ATTENTION:
             raise ValueError("attention=%r must be one of 'full', 'compact', 'auto'" % (attention,))
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)):
+            raise TypeError("cache_bytes must be an int, got %r" % (cache_bytes,))
+        cache_bytes = int(cache_bytes)
+        if not 0 <= cache_bytes < 1 << 64:
+            raise ValueError("cache_bytes=%d must be in [0, 2^64)" % cache_bytes)
         self.model = model
         self.max_tokens = int(max_tokens)
         self.attention = attention
+        self.cache_bytes = cache_bytes
         params = LIB.rmlp_context_default_params()
         params.attention_space = _ATTENTION[attention]
+        params.cache_bytes = self.cache_bytes
         handle = ctypes.c_void_p()
         check(LIB.rmlp_context_create_with_params(model._live(), self.max_tokens, ctypes.byref(params),
                                                   ctypes.byref(handle)))
@@ -199,6 +238,20 @@ class Context(_Handle):
             raise RadixMLPError(_abi.RMLP_ERR_UNSUPPORTED,
                                 "Context.%s: the model is on %s, whose activations are device memory: use the "
                                 "*_device methods" % (what, self.model.device))
+
+    def cache_stats(self):
+        """The prefix cache's counters since the context was made (``rmlp_context_cache_stats``), a
+        CacheStats; all zero for a context without a cache."""
+        stats = _abi.rmlp_cache_stats()
+        with self._lock:
+            check(LIB.rmlp_context_cache_stats(self._live(), ctypes.byref(stats)))
+        return CacheStats(**{name: int(getattr(stats, name)) for name, _ in stats._fields_})
+
+    def cache_clear(self):
+        """Empties the prefix cache (``rmlp_context_cache_clear``): later batches compute every row
+        again; the counters stay. Does nothing on a context without a cache."""
+        with self._lock:
+            check(LIB.rmlp_context_cache_clear(self._live()))
 
     def set_plan(self, plan):
         """Per-batch setup (``rmlp_context_set_plan``): on CUDA copies the plan's maps to the device
@@ -370,8 +423,9 @@ class Context(_Handle):
         return logits, prob_a
 
     def __repr__(self):
-        return "Context(max_tokens=%d, attention=%r%s)" % (self.max_tokens, self.attention,
-                                                           ", closed" if self.closed else "")
+        cache = ", cache_bytes=%d" % self.cache_bytes if self.cache_bytes else ""
+        return "Context(max_tokens=%d, attention=%r%s%s)" % (self.max_tokens, self.attention, cache,
+                                                             ", closed" if self.closed else "")
 
 
 def pool(hidden, cu_seqlens, pooling="last", normalize=False):

@@ -15,7 +15,7 @@ from radix_mlp import _abi
 from conftest import HEADER, HERE
 
 STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args",
-           "rmlp_context_params"]
+           "rmlp_context_params", "rmlp_cache_stats"]
 
 # Offsets of selected fields, as a C program compiled against ffi/include/radix_mlp.h printed
 # them (sizeof/offsetof, LP64): the layout the bindings rely on.
@@ -50,6 +50,9 @@ KNOWN_OFFSETS = {
     ("rmlp_attention_args", "qo_indptr"): 104,
     ("rmlp_attention_args", "kv_indices_device"): 144,
     ("rmlp_context_params", "attention_space"): 4,
+    ("rmlp_context_params", "cache_bytes"): 8,
+    ("rmlp_cache_stats", "hit_tokens"): 24,
+    ("rmlp_cache_stats", "bytes_in_use"): 80,
 }
 
 
@@ -64,6 +67,7 @@ def test_known_offsets():
     assert _abi.STRUCT_SIZES["rmlp_plan_params"] == 32  # 24 in 0.1.0, before `gate`
     assert _abi.STRUCT_SIZES["rmlp_plan"] == 136  # 88 in 0.1.0, before `planner` ... `run_start`
     assert _abi.STRUCT_SIZES["rmlp_attention_args"] == 152  # 96 in 0.1.0, before `layout` ... `kv_indices_device`
+    assert _abi.STRUCT_SIZES["rmlp_context_params"] == 16  # 8 before `cache_bytes`
 
 
 def test_layout_matches_header_compiled():

@@ -68,6 +68,10 @@ pub const RMLP_ERR_BUSY: rmlp_status = -12;
 
 /// Bit of `rmlp_build_flags()`: the library was compiled with CUDA kernels.
 pub const RMLP_BUILD_CUDA: u32 = 1;
+/// Bit of `rmlp_build_flags()`: the CUDA build has FlashInfer's attention kernels, which the
+/// built-in attention runs for F16/BF16 models of head_dim 64 or 128 (else, and without this bit,
+/// its reference kernel).
+pub const RMLP_BUILD_FLASHINFER: u32 = 2;
 
 /// `compact_parent` value of a row that starts its path (first token of a sequence) and
 /// of padding rows.
@@ -443,6 +447,38 @@ pub struct rmlp_context_params {
     /// Where `rmlp_forward` runs attention (default `RMLP_ATTENTION_FULL`): the built-in
     /// attention, or the host's callback, which then gets `rmlp_attention_args` in that layout.
     pub attention_space: rmlp_attention_space,
+    /// Bytes of the context's prefix KV cache (default 0: none), fixed at creation: token slots
+    /// holding each layer's K and V and the final hidden state of a row (model dtype), a radix tree
+    /// over (token, position) paths, LRU eviction of unlocked leaves. With a cache, `rmlp_forward`
+    /// and `rmlp_forward_compact` compute only the compact rows the cache lacks (attention in
+    /// compact space, over cached plus computed keys) and cache them; the outputs are the same up
+    /// to fp32 rounding. A batch whose new rows do not fit even after evicting every unlocked row
+    /// runs without the cache (counted as bypassed), with no error. The cache needs the built-in
+    /// attention (a host callback is refused) and is not used by the per-layer calls. Freeing the
+    /// context frees it; like the context, it is used by one thread at a time.
+    pub cache_bytes: u64,
+}
+
+/// What a context's prefix cache did since its creation (`rmlp_context_cache_stats`). Tokens are
+/// compact rows: a batch's distinct (token, position) paths.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct rmlp_cache_stats {
+    /// Batches run with a cache; of them, run without it because their new rows did not fit.
+    pub batches: u64,
+    pub bypassed: u64,
+    /// Compact rows looked up; of them, found in the cache (their K/V reused in every layer).
+    pub lookups: u64,
+    pub hit_tokens: u64,
+    /// Rows computed and cached; rows evicted to make room.
+    pub computed_tokens: u64,
+    pub evicted_tokens: u64,
+    /// Slots in the cache, slots holding a row, and the bytes of one slot and of all of them.
+    pub slots: u64,
+    pub slots_used: u64,
+    pub bytes_per_slot: u64,
+    pub bytes_budget: u64,
+    pub bytes_in_use: u64,
 }
 
 #[allow(improper_ctypes)] // rmlp_planner is opaque: only pointers to it cross the ABI
@@ -555,6 +591,10 @@ extern "C" {
         -> rmlp_status;
     /// The defaults of `rmlp_context_params` (`struct_size` set, attention in full space).
     pub fn rmlp_context_default_params() -> rmlp_context_params;
+    /// The prefix cache's counters (all zero for a context without a cache).
+    pub fn rmlp_context_cache_stats(context: *mut rmlp_context, out: *mut rmlp_cache_stats) -> rmlp_status;
+    /// Empties the prefix cache (the counters stay). OK for a context without a cache.
+    pub fn rmlp_context_cache_clear(context: *mut rmlp_context) -> rmlp_status;
     /// `rmlp_context_create` with `params` (NULL: the defaults).
     pub fn rmlp_context_create_with_params(
         model: *const rmlp_model,

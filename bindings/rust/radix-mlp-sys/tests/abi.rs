@@ -65,8 +65,23 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_attention_args, kv_indptr_device), 136);
     assert_eq!(offset_of!(rmlp_attention_args, kv_indices_device), 144);
 
-    assert_eq!((size_of::<rmlp_context_params>(), align_of::<rmlp_context_params>()), (8, 4));
+    // 8 before `cache_bytes`.
+    assert_eq!((size_of::<rmlp_context_params>(), align_of::<rmlp_context_params>()), (16, 8));
     assert_eq!(offset_of!(rmlp_context_params, attention_space), 4);
+    assert_eq!(offset_of!(rmlp_context_params, cache_bytes), 8);
+
+    assert_eq!((size_of::<rmlp_cache_stats>(), align_of::<rmlp_cache_stats>()), (88, 8));
+    assert_eq!(offset_of!(rmlp_cache_stats, batches), 0);
+    assert_eq!(offset_of!(rmlp_cache_stats, bypassed), 8);
+    assert_eq!(offset_of!(rmlp_cache_stats, lookups), 16);
+    assert_eq!(offset_of!(rmlp_cache_stats, hit_tokens), 24);
+    assert_eq!(offset_of!(rmlp_cache_stats, computed_tokens), 32);
+    assert_eq!(offset_of!(rmlp_cache_stats, evicted_tokens), 40);
+    assert_eq!(offset_of!(rmlp_cache_stats, slots), 48);
+    assert_eq!(offset_of!(rmlp_cache_stats, slots_used), 56);
+    assert_eq!(offset_of!(rmlp_cache_stats, bytes_per_slot), 64);
+    assert_eq!(offset_of!(rmlp_cache_stats, bytes_budget), 72);
+    assert_eq!(offset_of!(rmlp_cache_stats, bytes_in_use), 80);
 }
 
 #[test]
@@ -80,6 +95,7 @@ fn default_params_match_constants() {
     let c = unsafe { rmlp_context_default_params() };
     assert_eq!(c.struct_size as usize, size_of::<rmlp_context_params>());
     assert_eq!(c.attention_space, RMLP_ATTENTION_FULL);
+    assert_eq!(c.cache_bytes, 0);
 }
 
 #[test]

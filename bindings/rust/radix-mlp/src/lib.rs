@@ -23,6 +23,12 @@
 //! [`Context::pool_compact`] / [`Context::score_pair_compact`]); hosts that keep attention get
 //! the compact layout in [`AttentionArgs::compact`] and call the `*_compact` per-layer methods.
 //!
+//! A context can keep a prefix KV cache across batches ([`ContextParams::cache_bytes`], a byte
+//! budget; CPU models): [`Context::forward`] and [`Context::forward_compact`] then compute only
+//! the rows earlier batches did not leave in it, for the same outputs (a reranker's query, an
+//! embedder's instruction computed once, not once per batch); [`Context::cache_stats`] counts
+//! hits and evictions, [`Context::cache_clear`] empties it.
+//!
 //! # Linking
 //!
 //! `radix-mlp-sys` links `libradix_mlp` from `RADIX_MLP_LIB_DIR` (a CMake build folder or the
@@ -98,8 +104,8 @@ mod planner;
 
 pub use error::{Error, Status};
 pub use model::{
-    Architecture, AttentionArgs, AttentionSpace, CompactLayout, Context, ContextParams, DType, Device, Model,
-    ModelConfig, ModelHolder, ModelParams, PairScore, Pooling, SharedContext, WeightBinding,
+    Architecture, AttentionArgs, AttentionSpace, CacheStats, CompactLayout, Context, ContextParams, DType, Device,
+    Model, ModelConfig, ModelHolder, ModelParams, PairScore, Pooling, SharedContext, WeightBinding,
 };
 pub use planner::{AsPlan, Gate, PathRun, Plan, PlanParams, PlanView, Planner};
 /// `compact_parent` of a path's first row and of padding rows.

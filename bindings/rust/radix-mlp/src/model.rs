@@ -271,20 +271,33 @@ impl AttentionSpace {
 }
 
 /// How a context runs (`rmlp_context_params`), for [`Model::context_with`] and
-/// [`Context::new_with`]: the library's defaults by default.
+/// [`Context::new_with`]: the library's defaults by default (set the fields you need and take
+/// the rest with `..ContextParams::default()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContextParams {
     /// Where [`Context::forward`] (and [`Context::forward_with_attention`], whose callback then
     /// gets that layout) runs attention; the output is batch rows either way.
     pub attention_space: AttentionSpace,
+    /// Bytes of the context's prefix KV cache (0, the default: none), fixed at creation. With a
+    /// cache, [`Context::forward`] and [`Context::forward_compact`] compute only the compact rows
+    /// that earlier batches did not leave in it (each row's K/V in every layer and its final
+    /// hidden state are kept, least recently used evicted first) and give the same outputs up to
+    /// fp32 rounding; a batch whose new rows do not fit runs without the cache, with no error
+    /// ([`CacheStats::bypassed`]). CPU models only (a CUDA model's context is `Status::Unsupported`);
+    /// the `*_with_attention` forwards are refused on it (the cache needs the built-in attention)
+    /// and the per-layer calls do not use it. See [`Context::cache_stats`], [`Context::cache_clear`].
+    pub cache_bytes: u64,
 }
 
 impl Default for ContextParams {
-    /// `rmlp_context_default_params()`: attention in full space.
+    /// `rmlp_context_default_params()`: attention in full space, no cache.
     fn default() -> ContextParams {
         // SAFETY: no arguments, returns a value.
         let raw = unsafe { sys::rmlp_context_default_params() };
-        ContextParams { attention_space: AttentionSpace::from_raw(raw.attention_space).unwrap_or_default() }
+        ContextParams {
+            attention_space: AttentionSpace::from_raw(raw.attention_space).unwrap_or_default(),
+            cache_bytes: raw.cache_bytes,
+        }
     }
 }
 
@@ -293,7 +306,51 @@ impl ContextParams {
         // SAFETY: no arguments, returns a value (struct_size set, padding the library's).
         let mut raw = unsafe { sys::rmlp_context_default_params() };
         raw.attention_space = self.attention_space.raw();
+        raw.cache_bytes = self.cache_bytes;
         raw
+    }
+}
+
+/// What a context's prefix cache did since the context was made (`rmlp_cache_stats`, from
+/// [`Context::cache_stats`]; all zero without a cache). Tokens are compact rows: a batch's
+/// distinct (token, position) paths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CacheStats {
+    /// Batches run on the context; of them, run without the cache because their new rows did not
+    /// fit it.
+    pub batches: u64,
+    pub bypassed: u64,
+    /// Compact rows looked up; of them, found in the cache (nothing computed for them).
+    pub lookups: u64,
+    pub hit_tokens: u64,
+    /// Rows computed and cached; rows evicted to make room.
+    pub computed_tokens: u64,
+    pub evicted_tokens: u64,
+    /// Slots in the cache (`bytes_budget / bytes_per_slot`) and slots holding a row.
+    pub slots: u64,
+    pub slots_used: u64,
+    /// Bytes of one slot (a row's K and V in every layer and its hidden state), the budget, and
+    /// the bytes of the slots in use.
+    pub bytes_per_slot: u64,
+    pub bytes_budget: u64,
+    pub bytes_in_use: u64,
+}
+
+impl From<&sys::rmlp_cache_stats> for CacheStats {
+    fn from(s: &sys::rmlp_cache_stats) -> CacheStats {
+        CacheStats {
+            batches: s.batches,
+            bypassed: s.bypassed,
+            lookups: s.lookups,
+            hit_tokens: s.hit_tokens,
+            computed_tokens: s.computed_tokens,
+            evicted_tokens: s.evicted_tokens,
+            slots: s.slots,
+            slots_used: s.slots_used,
+            bytes_per_slot: s.bytes_per_slot,
+            bytes_budget: s.bytes_budget,
+            bytes_in_use: s.bytes_in_use,
+        }
     }
 }
 
@@ -450,8 +507,12 @@ impl Model {
     /// use radix_mlp::{AttentionSpace, ContextParams, Model};
     ///
     /// let model = Model::load("integration_tests/fixtures/qwen3_tiny")?;
-    /// let ctx = model.context_with(16384, ContextParams { attention_space: AttentionSpace::Auto })?;
+    /// let params = ContextParams { attention_space: AttentionSpace::Auto, ..ContextParams::default() };
+    /// let ctx = model.context_with(16384, params)?;
     /// assert_eq!(ctx.attention_space(), AttentionSpace::Auto);
+    /// // With a 64 MiB prefix cache: later batches reuse the rows earlier ones computed.
+    /// let cached = model.context_with(16384, ContextParams { cache_bytes: 64 << 20, ..ContextParams::default() })?;
+    /// assert_eq!(cached.cache_stats()?.bytes_budget, 64 << 20);
     /// # Ok::<(), radix_mlp::Error>(())
     /// ```
     pub fn context_with(&self, max_tokens: usize, params: ContextParams) -> Result<Context<'_>, Error> {
@@ -825,6 +886,22 @@ impl<M: ModelHolder> Context<'_, M> {
         self.params.attention_space
     }
 
+    /// The prefix cache's counters since the context was made (`rmlp_context_cache_stats`; all
+    /// zero for a context without a cache, [`ContextParams::cache_bytes`]).
+    pub fn cache_stats(&self) -> Result<CacheStats, Error> {
+        let mut out = sys::rmlp_cache_stats::default();
+        // SAFETY: `self.raw` is a live context (no other thread uses it: !Sync); `out` an out pointer.
+        Error::check(unsafe { sys::rmlp_context_cache_stats(self.raw.as_ptr(), &mut out) })?;
+        Ok(CacheStats::from(&out))
+    }
+
+    /// Empties the prefix cache (`rmlp_context_cache_clear`): the next batches compute every
+    /// row again; the counters stay. Does nothing on a context without a cache.
+    pub fn cache_clear(&mut self) -> Result<(), Error> {
+        // SAFETY: `self.raw` is a live context, borrowed mutably for the call.
+        Error::check(unsafe { sys::rmlp_context_cache_clear(self.raw.as_ptr()) })
+    }
+
     /// Err unless the model computes in host memory (the CPU): slices are host memory.
     fn host_memory(&self, fn_name: &str) -> Result<(), Error> {
         match self.model.params.device {
@@ -1035,7 +1112,8 @@ impl<M: ModelHolder> Context<'_, M> {
     /// [`forward`](Self::forward) with the host's attention, called once per layer in the layout
     /// of the context's [`attention_space`](Self::attention_space) (see [`AttentionArgs`]). An
     /// error it returns, or a panic (caught: status `Internal`), stops the forward; the result
-    /// carries the library's message (which layer) followed by the host's.
+    /// carries the library's message (which layer) followed by the host's. A context with a
+    /// prefix cache ([`ContextParams::cache_bytes`]) refuses it (`Status::Unsupported`).
     pub fn forward_with_attention<P: AsPlan + ?Sized>(
         &mut self,
         plan: &P,

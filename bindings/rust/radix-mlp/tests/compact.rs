@@ -28,7 +28,7 @@ fn relative_diff(got: &[f32], want: &[f32]) -> f32 {
 }
 
 fn space(attention_space: AttentionSpace) -> ContextParams {
-    ContextParams { attention_space }
+    ContextParams { attention_space, ..ContextParams::default() }
 }
 
 #[test]

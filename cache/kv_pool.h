@@ -1,0 +1,71 @@
+/*
+ * kv_pool.h: the index of a context's prefix KV cache (shared/DESIGN.md, "the KV tree"): token
+ * slots, a radix tree over (token id, position id) paths whose nodes are slots, reference counts
+ * that lock the slots a batch uses, and LRU eviction of unlocked leaves. What a slot holds (each
+ * layer's K and V and the final hidden state of its row) lives with the context, on the CPU or the
+ * device; this file only says which slot holds which row. Pure C, no dependencies.
+ *
+ * A batch goes through begin and end. begin matches the plan's compact rows against the tree in
+ * their order (a row's parent comes first): a row whose path is in the tree is a hit and reuses its
+ * slot; every other row must be computed and gets a free slot, evicting least recently used
+ * unlocked leaves when the free slots run short. The tree is prefix-closed (only leaves are
+ * evicted, paths are inserted whole), so a sequence's cached rows are the start of its path and its
+ * computed rows are the end of the rows it owns. When the pool cannot hold the new rows even after
+ * evicting everything unlocked, begin changes nothing and says so (the batch then runs without the
+ * cache). end makes the computed rows cached, or, after a failure, releases them.
+ */
+#ifndef RMLP_CACHE_KV_POOL_H
+#define RMLP_CACHE_KV_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "radix_mlp.h"
+
+typedef struct kv_pool kv_pool;
+
+/* Counters since the pool was made (rmlp_cache_stats gives them to the host). */
+typedef struct kv_pool_counts {
+    uint64_t batches, bypassed;  /* batches begun; of them, run without the cache (too small) */
+    uint64_t lookups, hits;      /* compact rows looked up; of them, found cached */
+    uint64_t computed, evicted;  /* rows computed and cached; rows evicted */
+    uint32_t slots, used;        /* slots in all; holding a row */
+} kv_pool_counts;
+
+/* A pool of n_slots slots (0: every batch bypasses), NULL when out of memory. */
+kv_pool *kv_pool_new(uint32_t n_slots);
+void kv_pool_free(kv_pool *pool);
+
+/* One batch's view of the pool, filled by kv_pool_begin (arrays of the caller's):
+ *   slot_of (n_compact):    the slot of each compact row, cached or computed
+ *   computed (n_compact):   the compact rows to compute, in order, n_computed of them
+ *   cqo_indptr (n_seqs + 1): sequence s computes computed[cqo_indptr[s] .. cqo_indptr[s+1]], the last
+ *                            of the compact rows it owns (the rest of them are cached). */
+typedef struct kv_batch {
+    uint32_t *slot_of, *computed, *cqo_indptr;
+    uint32_t n_computed;
+} kv_batch;
+
+/* Matches plan (with its qo_indptr) against the pool and locks every slot the batch uses.
+ * Returns 0, or 1 when the new rows do not fit (nothing changed; count as bypassed). */
+int kv_pool_begin(kv_pool *pool, const rmlp_plan *plan, kv_batch *batch);
+
+/* Ends the batch begun with these arguments: with keep, its computed rows become cached; without,
+ * they are released (their slots hold nothing valid). Every slot of the batch is unlocked and
+ * marked used now. */
+void kv_pool_end(kv_pool *pool, const rmlp_plan *plan, const kv_batch *batch, int keep);
+
+/* Forgets every cached row (no batch may be in progress). */
+void kv_pool_clear(kv_pool *pool);
+
+kv_pool_counts kv_pool_counts_of(const kv_pool *pool);
+
+/* The key of a used slot: its parent slot (RMLP_NO_PARENT at a path's start), token and
+ * position. 0, or -1 when the slot is free or out of range. For tests. */
+int kv_pool_key(const kv_pool *pool, uint32_t slot, uint32_t *parent, uint32_t *token, uint32_t *position);
+
+/* Checks the invariants between batches: no slot locked, used + free == slots, every used slot
+ * reachable by its key with a used parent, child counts right. 0, or 1 with why. For tests. */
+int kv_pool_check(const kv_pool *pool, char *why, size_t why_len);
+
+#endif
