@@ -54,7 +54,7 @@ if [ -z "$run_ctest" ]; then
   [ -f "$build/.first_run_passed" ] && run_ctest=0 && log "first_run.sh passed the GPU tests in $build: ctest skipped"
 fi
 targets=(radixmlp)
-[ "$run_ctest" != 0 ] && targets+=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer)
+[ "$run_ctest" != 0 ] && targets+=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer test_gpu_cache)
 log "configure + build ${targets[*]}"
 if timeout "$(rmlp_slot 300 200)" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' \
     -j${RMLP_GS_JOBS:-$(nproc)} --target ${targets[*]}" >"$OUT/build.log" 2>&1; then

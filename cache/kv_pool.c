@@ -278,3 +278,42 @@ int kv_pool_check(const kv_pool *p, char *why, size_t why_len) {
     free(children);
     return bad;
 }
+
+/* ---- rows one at a time (generation) --------------------------------------------------------- */
+
+uint32_t kv_pool_find(const kv_pool *p, uint32_t parent, uint32_t token, uint32_t position) {
+    uint32_t e = p->table[table_find(p, parent, token, position)];
+    return e == 0 ? NONE : e - 1;
+}
+
+int kv_pool_reserve(kv_pool *p, uint32_t need) {
+    if (p->n_free < need) evict(p, need);
+    return p->n_free < need;
+}
+
+uint32_t kv_pool_add_child(kv_pool *p, uint32_t parent, uint32_t token, uint32_t position) {
+    uint32_t at = table_find(p, parent, token, position), s = p->free[--p->n_free];
+    p->nodes[s] = (pool_node){parent, token, position, 0, 1, SLOT_NEW, p->clock};
+    p->table[at] = s + 1;
+    if (parent != ROOT) p->nodes[parent].children++;
+    return s;
+}
+
+void kv_pool_commit(kv_pool *p, uint32_t slot) {
+    p->nodes[slot].state = SLOT_CACHED;
+    p->counts.computed++;
+}
+
+void kv_pool_lock(kv_pool *p, uint32_t slot) { p->nodes[slot].locks++; }
+
+void kv_pool_unlock(kv_pool *p, uint32_t slot) {
+    p->nodes[slot].locks--;
+    p->nodes[slot].tick = ++p->clock;
+}
+
+uint32_t kv_pool_parent(const kv_pool *p, uint32_t slot) { return p->nodes[slot].parent; }
+
+void kv_pool_count_lookups(kv_pool *p, uint32_t lookups, uint32_t hits) {
+    p->counts.lookups += lookups;
+    p->counts.hits += hits;
+}

@@ -68,4 +68,33 @@ int kv_pool_key(const kv_pool *pool, uint32_t slot, uint32_t *parent, uint32_t *
  * reachable by its key with a used parent, child counts right. 0, or 1 with why. For tests. */
 int kv_pool_check(const kv_pool *pool, char *why, size_t why_len);
 
+/* ---- rows one at a time, for generation (ffi/src/generate.c) -------------------------------------
+ * A generation session appends one row per active sequence and step below the sequence's last slot
+ * and holds one lock on that last slot (which keeps its whole path: only unlocked leaves go). */
+
+/* The used slot with key (parent, token, position), cached or new, or UINT32_MAX. */
+uint32_t kv_pool_find(const kv_pool *pool, uint32_t parent, uint32_t token, uint32_t position);
+
+/* Evicts least recently used unlocked leaves until `need` slots are free. 0, or 1 when that many
+ * cannot be freed (what was evicted stays evicted: it was unlocked, so nothing used it). */
+int kv_pool_reserve(kv_pool *pool, uint32_t need);
+
+/* A free slot (there must be one: kv_pool_reserve) as the child (parent, token, position) of a used
+ * slot (or RMLP_NO_PARENT), new (its row not computed yet) and locked once. Its key must not be in
+ * the tree (kv_pool_find). */
+uint32_t kv_pool_add_child(kv_pool *pool, uint32_t parent, uint32_t token, uint32_t position);
+
+/* A new slot's row is computed: it becomes cached (counted as computed). */
+void kv_pool_commit(kv_pool *pool, uint32_t slot);
+
+/* One more lock on a used slot; one lock less (and the slot marked used now). */
+void kv_pool_lock(kv_pool *pool, uint32_t slot);
+void kv_pool_unlock(kv_pool *pool, uint32_t slot);
+
+/* The parent slot of a used slot (RMLP_NO_PARENT at a path's start). */
+uint32_t kv_pool_parent(const kv_pool *pool, uint32_t slot);
+
+/* Counts `lookups` rows looked up one at a time, `hits` of them found cached. */
+void kv_pool_count_lookups(kv_pool *pool, uint32_t lookups, uint32_t hits);
+
 #endif

@@ -64,7 +64,7 @@ fi
 record rmlp_flashinfer_headers || status=1
 
 # --- 2. build ---------------------------------------------------------------------------------------
-targets=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer radixmlp)
+targets=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer test_gpu_cache radixmlp)
 say "configure + build ${targets[*]}"
 t=$(rmlp_slot 300 150)
 if timeout "$t" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' -j$jobs \
@@ -91,7 +91,7 @@ grep -E '^[0-9]+: [0-9]+ passed, [0-9]+ failed|^[0-9]+ passed, [0-9]+ failed|^de
 {
   echo "# test_gpu_model's and test_gpu_flashinfer's measured errors and comparisons, which attention kernel the"
   echo "# model test saw, then every FAIL line of the GPU tests"
-  grep -E 'max abs|bit-identical|differs \(|attention kernel' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
+  grep -E 'max abs|bit-identical|differs \(|attention kernel|worst warm vs cold' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
   grep -E 'FAIL' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
 } >"$OUT/errors.txt"
 fails=$(grep -c 'FAIL' "$OUT/ctest_gpu.log")
@@ -112,7 +112,7 @@ else
   # tool, test, what runs it; the most valuable first.
   runs=("memcheck|test_gpu_kernels|--leak-check full" "memcheck|test_gpu_model|--leak-check full"
     "memcheck|test_gpu_flashinfer|--leak-check full" "racecheck|test_gpu_kernels|" "synccheck|test_gpu_kernels|"
-    "initcheck|test_gpu_kernels|")
+    "initcheck|test_gpu_kernels|" "memcheck|test_gpu_cache|--leak-check full")
   n_left=${#runs[@]}
   for r in "${runs[@]}"; do
     IFS='|' read -r tool test extra <<<"$r"
@@ -124,7 +124,7 @@ else
       continue
     fi
     args=()
-    [ "$test" = test_gpu_model ] && args=("$fixtures")
+    [ "$test" = test_gpu_model ] || [ "$test" = test_gpu_cache ] && args=("$fixtures")
     start=$SECONDS
     # shellcheck disable=SC2086 # $extra is a word list
     (cd "$build/tests" && RMLP_GPU_MODEL_QUICK=1 RMLP_GPU_KERNELS_QUICK=1 timeout "$t" "$RMLP_SANITIZER" \

@@ -33,6 +33,11 @@ extern "C" {
 cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *index, size_t rows,
                             size_t dim, rmlp_dtype dtype, cudaStream_t stream);
 
+/* dst[index[r]] = src[r] for r < rows: computed rows into the prefix cache's slots. dst (any rows,
+ * dst_row_stride >= dim); src (rows, src_row_stride >= dim); index (rows), distinct. */
+cudaError_t gpu_put_rows(void *dst, size_t dst_row_stride, const uint32_t *index, const void *src,
+                         size_t src_row_stride, size_t rows, size_t dim, rmlp_dtype dtype, cudaStream_t stream);
+
 /* dst[r, 0:dim] = src[0:dim] for r < rows: a bias broadcast to every row (the layer prefills a
  * GEMM's output with its bias and lets the GEMM accumulate onto it). dst (rows, dst_row_stride
  * >= dim); src (dim). */

@@ -1,8 +1,8 @@
 /*
- * rows.cu: row gather, dst[r] = src[index[r]], row broadcast, dst[r] = src, and row add,
+ * rows.cu: row gather, dst[r] = src[index[r]], row put, dst[index[r]] = src[r], row broadcast, dst[r] = src, and row add,
  * dst[r] += src. The gather serves the embedding lookup of compact ids, the scatter of compact
  * rows to the batch's full rows, and the gather of full rows back to compact ones; the
- * broadcast writes a bias into every row of a GEMM output before the GEMM accumulates onto it,
+ * put writes computed rows into the prefix cache's slots; the broadcast writes a bias into every row of a GEMM output before the GEMM accumulates onto it,
  * and the add puts a bias onto rows that already hold a value (the residual stream) before a
  * GEMM accumulates onto them. Gather and broadcast copy bits, so the dtype only sets the element
  * size; the add loads, adds in fp32 and stores in the dtype. Rows move as 16-byte vectors when
@@ -42,6 +42,39 @@ extern "C" cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_ro
         return launch_gather<uint4>(dst, src, stride_bytes / 16, index, rows, row_bytes / 16, stream);
     if (elem == 4) return launch_gather<uint32_t>(dst, src, src_row_stride, index, rows, dim, stream);
     return launch_gather<uint16_t>(dst, src, src_row_stride, index, rows, dim, stream);
+}
+
+/* dst[index[r]] (units), dst rows at dst_stride = src (rows, units), src rows at src_stride. */
+template <typename U>
+static __global__ void put_rows_kernel(U *__restrict__ dst, size_t dst_stride, const uint32_t *__restrict__ index,
+                                       const U *__restrict__ src, size_t src_stride, size_t rows, size_t units) {
+    size_t r = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
+    if (r >= rows) return;
+    const U *s = src + r * src_stride;
+    U *d = dst + (size_t)index[r] * dst_stride;
+    for (size_t c = threadIdx.x; c < units; c += blockDim.x) d[c] = s[c];
+}
+
+template <typename U>
+static cudaError_t launch_put(void *dst, size_t dst_stride, const uint32_t *index, const void *src, size_t src_stride,
+                              size_t rows, size_t units, cudaStream_t stream) {
+    dim3 block = row_block(units);
+    put_rows_kernel<U><<<row_grid(rows, block), block, 0, stream>>>((U *)dst, dst_stride, index, (const U *)src,
+                                                                     src_stride, rows, units);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gpu_put_rows(void *dst, size_t dst_row_stride, const uint32_t *index, const void *src,
+                                    size_t src_row_stride, size_t rows, size_t dim, rmlp_dtype dtype,
+                                    cudaStream_t stream) {
+    size_t elem = dtype_size(dtype);
+    if (elem == 0 || dst_row_stride < dim || src_row_stride < dim || rows > INT32_MAX) return cudaErrorInvalidValue;
+    if (rows == 0 || dim == 0) return cudaSuccess;
+    size_t row_bytes = dim * elem, dst_bytes = dst_row_stride * elem, src_bytes = src_row_stride * elem;
+    if (row_bytes % 16 == 0 && dst_bytes % 16 == 0 && src_bytes % 16 == 0 && aligned16(dst) && aligned16(src))
+        return launch_put<uint4>(dst, dst_bytes / 16, index, src, src_bytes / 16, rows, row_bytes / 16, stream);
+    if (elem == 4) return launch_put<uint32_t>(dst, dst_row_stride, index, src, src_row_stride, rows, dim, stream);
+    return launch_put<uint16_t>(dst, dst_row_stride, index, src, src_row_stride, rows, dim, stream);
 }
 
 /* dst (rows, units) at dst_stride = src (units) on every row. */

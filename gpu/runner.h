@@ -79,6 +79,30 @@ bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp_attention_
 rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_space space, rmlp_attention_fn attention,
                         void *user_data, void *out, bool compact_out);
 
+/* ---- the prefix cache's device side (cache.cu) ------------------------------------------------ */
+
+typedef struct gpu_cache gpu_cache;
+
+/* Storage for n_slots slots (each layer's K and V and the final hidden state of a row, in the
+ * model's dtype) and the batch arrays of ctx's capacity. RMLP_ERR_OUT_OF_MEMORY names the bytes. */
+rmlp_status gpu_cache_create(const char *fn, const gpu_context *ctx, uint32_t n_slots, gpu_cache **out);
+void gpu_cache_free(gpu_cache *cache);
+
+/* A batch against the cache, host arrays from the index (cache/kv_cache.h, kv_cache_begin) for the
+ * plan set on the context: the n_computed rows to compute (ids, pos, slots), every batch row's
+ * slot (path, n_tokens), the computed rows of each sequence (cqo_indptr, n_seqs + 1) and the slot
+ * of each output row (out_slots, n_out). */
+typedef struct gpu_cached_batch {
+    const uint32_t *ids, *pos, *slots, *path, *cqo_indptr, *out_slots;
+    uint32_t n_computed, n_out;
+} gpu_cached_batch;
+
+/* The forward through the cache: computes the new rows into their slots, then out = the slots'
+ * hidden states of the output rows (batch rows, or with compact_out the compact rows, padding
+ * zeroed). Synchronises on the previous cached forward's copy; refused while capturing. */
+rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_cache *cache, const gpu_cached_batch *batch,
+                               void *out, bool compact_out);
+
 /* ---- read-outs (readout.cu): run on the stream, then synchronise it ---------------------------- */
 
 /* hidden: batch rows, or (compact) compact rows read through the set plan's scatter. */

@@ -23,33 +23,6 @@
 #include "../cache/kv_cache.h"
 #include "test_util.h"
 
-/* A batch of the trace: sequences from a few "documents" of a small vocabulary, so later batches
- * repeat, extend and diverge from earlier paths. */
-static tu_batch trace_batch(uint64_t *rng, uint32_t max_seqs, uint32_t max_len) {
-    static const uint32_t docs[4][24] = {{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28},
-                                        {5, 6, 7, 8, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49},
-                                        {50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73},
-                                        {5, 6, 7, 8, 9, 10, 11, 12, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95}};
-    tu_batch b = {0};
-    b.n_seqs = tu_rand_range(rng, 1, max_seqs);
-    b.cu = tu_xmalloc((b.n_seqs + 1) * sizeof(uint32_t));
-    b.ids = tu_xmalloc(b.n_seqs * max_len * sizeof(uint32_t));
-    b.pos = tu_xmalloc(b.n_seqs * max_len * sizeof(uint32_t));
-    b.cu[0] = 0;
-    for (size_t s = 0; s < b.n_seqs; s++) {
-        uint32_t len = tu_rand_range(rng, 1, max_len), doc = tu_rand_range(rng, 0, 3);
-        uint32_t own = tu_rand_range(rng, 0, 2) == 0 ? tu_rand_range(rng, 0, len) : len; /* diverge here */
-        for (uint32_t t = 0; t < len; t++) {
-            uint32_t row = b.cu[s] + t;
-            b.ids[row] = t < own && t < 24 ? docs[doc][t] : tu_rand_range(rng, 100, 999);
-            b.pos[row] = t;
-        }
-        b.cu[s + 1] = b.cu[s] + len;
-    }
-    b.n_tokens = b.cu[b.n_seqs];
-    return b;
-}
-
 static void test_index(void) {
     static const uint32_t slot_counts[] = {0, 1, 7, 40, 400};
     rmlp_planner *planner = NULL;
@@ -60,7 +33,7 @@ static void test_index(void) {
         uint32_t *slot_of = tu_xmalloc(64 * 20 * 4), *computed = tu_xmalloc(64 * 20 * 4), *cqo = tu_xmalloc(65 * 4);
         size_t hits = 0, bypassed = 0, bad_hits = 0, bad_order = 0;
         for (int batch = 0; pool != NULL && batch < 300; batch++) {
-            tu_batch b = trace_batch(&rng, 16, 40);
+            tu_batch b = tu_trace_batch(&rng, 16, 40);
             rmlp_plan_params params = tu_params(batch % 3 == 0 ? 0.0 : 1.0, batch % 5 == 0 ? 8 : 0);
             rmlp_plan plan;
             if (!CHECK(rmlp_plan_build(planner, b.ids, b.pos, b.n_tokens, b.cu, b.n_seqs, &params, &plan) == RMLP_OK,
@@ -122,7 +95,7 @@ static void test_model(const char *dir) {
                "load: %s", rmlp_last_error()))
         return;
     const size_t cap = 16 * 40, hsz = cfg.hidden_size;
-    uint64_t slot_bytes = kv_cache_slot_bytes(&cfg);
+    uint64_t slot_bytes = kv_cache_slot_bytes(&cfg, sizeof(float));
     static const uint64_t slot_budgets[] = {0, 3, 60, 300, 3000}; /* 0: smaller than one slot */
     rmlp_context *cold = NULL;
     rmlp_planner *planner = NULL;
@@ -140,7 +113,7 @@ static void test_model(const char *dir) {
         double worst = 0.0;
         size_t tokens = 0, compact_rows = 0;
         for (int batch = 0; batch < 40; batch++) {
-            tu_batch b = trace_batch(&rng, 16, 40);
+            tu_batch b = tu_trace_batch(&rng, 16, 40);
             rmlp_plan_params pp = tu_params(batch % 4 == 0 ? 0.0 : 1.0, batch % 3 == 0 ? 8 : 0);
             rmlp_plan plan;
             int ok = CHECK(rmlp_plan_build(planner, b.ids, b.pos, b.n_tokens, b.cu, b.n_seqs, &pp, &plan) == RMLP_OK &&
@@ -210,7 +183,7 @@ static void test_model(const char *dir) {
     params.cache_bytes = 100 * slot_bytes;
     rmlp_context *warm = NULL;
     uint64_t rng = 1;
-    tu_batch b = trace_batch(&rng, 4, 10);
+    tu_batch b = tu_trace_batch(&rng, 4, 10);
     rmlp_plan_params pp = tu_params(1.0, 0);
     rmlp_plan plan;
     if (CHECK(rmlp_context_create_with_params(model, cap, &params, &warm) == RMLP_OK &&
@@ -256,7 +229,7 @@ static void *run_thread(void *arg) {
     thread_result *r = arg;
     shared_trace *t = r->trace;
     rmlp_context_params params = rmlp_context_default_params();
-    params.cache_bytes = 200 * kv_cache_slot_bytes(&t->model->config); /* evicts along the trace */
+    params.cache_bytes = 200 * kv_cache_slot_bytes(&t->model->config, sizeof(float)); /* evicts along the trace */
     rmlp_context *ctx = NULL;
     rmlp_planner *planner = NULL;
     float *out = malloc(t->cap * t->hsz * sizeof(float));
@@ -296,7 +269,7 @@ static void test_threads(const char *dir) {
     t.hsz = t.model->config.hidden_size;
     uint64_t rng = 0x7457;
     for (int b = 0; b < THREAD_BATCHES; b++) {
-        t.batches[b] = trace_batch(&rng, 16, 40);
+        t.batches[b] = tu_trace_batch(&rng, 16, 40);
         t.want[b] = tu_xmalloc(t.batches[b].n_tokens * t.hsz * sizeof(float));
         rmlp_plan_params pp = rmlp_plan_default_params();
         pp.threshold = 1.0;

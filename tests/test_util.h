@@ -159,6 +159,34 @@ static inline tu_batch tu_random_batch(uint64_t *rng, const tu_batch_shape *shap
 
 /* A plan whose arrays the test owns (a planner's arrays change on its next build), so it names no
  * planner. */
+/* A batch of a prefix-cache trace (test_prefix_cache, test_gpu_cache): sequences from a few
+ * "documents" of a small vocabulary (ids 5..999), so later batches repeat, extend and diverge
+ * from earlier paths. */
+static inline tu_batch tu_trace_batch(uint64_t *rng, uint32_t max_seqs, uint32_t max_len) {
+    static const uint32_t docs[4][24] = {{5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28},
+                                        {5, 6, 7, 8, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49},
+                                        {50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73},
+                                        {5, 6, 7, 8, 9, 10, 11, 12, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91, 92, 93, 94, 95}};
+    tu_batch b = {0};
+    b.n_seqs = tu_rand_range(rng, 1, max_seqs);
+    b.cu = tu_xmalloc((b.n_seqs + 1) * sizeof(uint32_t));
+    b.ids = tu_xmalloc(b.n_seqs * max_len * sizeof(uint32_t));
+    b.pos = tu_xmalloc(b.n_seqs * max_len * sizeof(uint32_t));
+    b.cu[0] = 0;
+    for (size_t s = 0; s < b.n_seqs; s++) {
+        uint32_t len = tu_rand_range(rng, 1, max_len), doc = tu_rand_range(rng, 0, 3);
+        uint32_t own = tu_rand_range(rng, 0, 2) == 0 ? tu_rand_range(rng, 0, len) : len; /* diverge here */
+        for (uint32_t t = 0; t < len; t++) {
+            uint32_t row = b.cu[s] + t;
+            b.ids[row] = t < own && t < 24 ? docs[doc][t] : tu_rand_range(rng, 100, 999);
+            b.pos[row] = t;
+        }
+        b.cu[s + 1] = b.cu[s] + len;
+    }
+    b.n_tokens = b.cu[b.n_seqs];
+    return b;
+}
+
 static inline rmlp_plan tu_plan_copy(const rmlp_plan *p) {
     rmlp_plan c = *p;
     c.planner = NULL;

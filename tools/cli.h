@@ -6,6 +6,7 @@
 #define RMLP_TOOLS_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "radix_mlp.h"
 
@@ -31,7 +32,19 @@ double cli_sort_median(double *values, size_t n);
 /* Wall clock in milliseconds (monotonic). */
 double cli_now_ms(void);
 
+/* Sequences read from a JSONL file of {"input_ids": [...]} lines (radixmlp run and generate). */
+typedef struct cli_sequences {
+    uint32_t *ids;    /* (n_tokens) */
+    uint32_t *starts; /* (n_seqs + 1) */
+    size_t n_tokens, n_seqs;
+} cli_sequences;
+
+/* Reads every line's input_ids (at least one each; "-": stdin) into seqs (the caller frees ids and
+ * starts). Returns 0, or -1 after printing an error naming the file and line. */
+int cli_read_jsonl(const char *path, cli_sequences *seqs);
+
 int cmd_plan(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 

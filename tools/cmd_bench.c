@@ -33,6 +33,7 @@
 
 #include "bench_batches.h"
 #include "bench_cuda.h"
+#include "bench_decode.h"
 #include "bench_dump.h"
 #include "bench_trace.h"
 #include "cli.h"
@@ -62,6 +63,8 @@ typedef struct bench_args {
     const char *keep_model, *model_dir, *dump_path, *batches_path;
     const char *trace;                   /* --trace NAME: the prefix cache's traces instead of the cases */
     unsigned long cache_mb, passages;    /* of the traces */
+    int decode;                          /* --decode: generation steps instead (bench_decode.h) */
+    unsigned long decode_steps;
 } bench_args;
 
 static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"}; /* indexed by rmlp_dtype */
@@ -248,13 +251,16 @@ static int usage(FILE *to) {
                 "                      [--case NAME]... [--quick] [--keep-model DIR | --model DIR]\n"
                 "                      [--dump-batches FILE] [--batches FILE]\n"
                 "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
+                "                      [--decode [--decode-steps N]]\n"
                 "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
                 "  --device cuda: device 0, --dtype bf16, all 28 layers, --repeat 5 (median and min of R alternating\n"
                 "                 pairs after a warm-up pair, timed with CUDA events)\n"
                 "  --batches FILE: the batches of FILE, JSON lines {\"case\", \"input_ids\", \"cu_seqlens\"} (what\n"
                 "                 --dump-batches writes), in place of the built-in cases\n"
                 "  --trace NAME: a stream of batches through a context without and with the prefix cache (CPU;\n"
-                "                --cache-mb, default 1024; --passages per query of the rerank trace, default 32)\n");
+                "                --cache-mb, default 1024; --passages per query of the rerank trace, default 32)\n"
+                "  --decode: generation steps (CPU): batched with and without shared-prefix attention vs one at a\n"
+                "                time, shared prefix 1024/2048, M = 1..64 (--decode-steps per session, default 16)\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -264,6 +270,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         const char *flag = argv[i];
         if (strcmp(flag, "--json") == 0) a->json = 1;
         else if (strcmp(flag, "--quick") == 0) a->quick = 1;
+        else if (strcmp(flag, "--decode") == 0) a->decode = 1;
         else if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout) - 1;
         else if (i + 1 >= argc) return usage(stderr);
         else if (strcmp(flag, "--layers") == 0) {
@@ -283,6 +290,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             }
         } else if (strcmp(flag, "--cache-mb") == 0) {
             if (cli_parse_ulong(flag, argv[++i], 1ul << 20, &a->cache_mb) != 0) return 2;
+        } else if (strcmp(flag, "--decode-steps") == 0) {
+            if (cli_parse_count(flag, argv[++i], 100000, &a->decode_steps) != 0) return 2;
         } else if (strcmp(flag, "--passages") == 0) {
             if (cli_parse_ulong(flag, argv[++i], 4096, &a->passages) != 0 || a->passages == 0) return 2;
         }
@@ -324,6 +333,11 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         fprintf(stderr, "radixmlp: --trace runs on the CPU, without --quick or --batches\n");
         return 2;
     }
+    if (a->decode && (a->cuda || a->quick || a->batches_path || a->trace)) {
+        fprintf(stderr, "radixmlp: --decode runs on the CPU, without --quick, --batches or --trace\n");
+        return 2;
+    }
+    if (a->decode_steps == 0) a->decode_steps = 16;
     if (a->cache_mb == 0) a->cache_mb = 1024;
     if (a->passages == 0) a->passages = 32;
     if (a->dtype < 0) a->dtype = a->cuda ? RMLP_DTYPE_BF16 : RMLP_DTYPE_F32;
@@ -406,6 +420,12 @@ int cmd_bench(int argc, char **argv) {
         return 1;
     }
     if (a.model_dir) a.layers = cfg.num_hidden_layers;
+    if (a.decode) {
+        rc = bench_decode(model, &cfg, a.decode_steps, a.repeat, a.only, a.n_only, a.json);
+        rmlp_model_free(model);
+        if (dump) fclose(dump);
+        return rc;
+    }
     if (a.trace) {
         rc = bench_trace(a.trace, model, &cfg, a.cache_mb, a.passages, a.json);
         rmlp_model_free(model);

@@ -35,11 +35,7 @@ typedef struct run_args {
     unsigned long cache_mb;
 } run_args;
 
-typedef struct sequences {
-    uint32_t *ids;    /* (n_tokens) */
-    uint32_t *starts; /* (n_seqs + 1) */
-    size_t n_tokens, n_seqs;
-} sequences;
+typedef cli_sequences sequences;
 
 static int run_usage(FILE *to) {
     fprintf(to, "usage: radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]\n"
@@ -107,8 +103,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     return 0;
 }
 
-/* Reads every line's input_ids. Errors name the file and line. */
-static int read_jsonl(const char *path, sequences *seqs) {
+int cli_read_jsonl(const char *path, cli_sequences *seqs) {
     FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (in == NULL) {
         fprintf(stderr, "radixmlp: cannot open %s\n", path);
@@ -249,7 +244,7 @@ int cmd_run(int argc, char **argv) {
     if (argc > 0 && strcmp(argv[0], "--help") == 0) return run_usage(stdout);
     if (parse_run_args(argc, argv, &a) != 0) return run_usage(stderr);
     sequences seqs;
-    if (read_jsonl(a.input, &seqs) != 0) return 1;
+    if (cli_read_jsonl(a.input, &seqs) != 0) return 1;
 
     size_t max_tokens = 0, max_seqs = 0;
     for (size_t first = 0, last; first < seqs.n_seqs; first = last) {

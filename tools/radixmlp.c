@@ -3,6 +3,7 @@
  *   radixmlp plan   plans a built-in reranking batch (no model needed)
  *   radixmlp run    runs a checkpoint on a JSONL batch: embeddings, hidden states or scores
  *   radixmlp bench  radix off vs on on a built-in random model shaped like Qwen3-0.6B layers
+ *   radixmlp generate  greedy or sampled generation from prompts sharing prefixes (one batch)
  *   radixmlp version
  * `radixmlp COMMAND --help` describes each command's options.
  */
@@ -13,7 +14,7 @@
 #include "radix_mlp.h"
 
 static int usage(FILE *to) {
-    fprintf(to, "usage: radixmlp plan|run|bench|version [options]   (radixmlp COMMAND --help for options)\n");
+    fprintf(to, "usage: radixmlp plan|run|generate|bench|version [options]   (radixmlp COMMAND --help for options)\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "plan") == 0) return cmd_plan(argc - 2, argv + 2);
     if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(argv[1], "bench") == 0) return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(argv[1], "generate") == 0) return cmd_generate(argc - 2, argv + 2);
     if (strcmp(argv[1], "version") == 0) {
         uint32_t flags = rmlp_build_flags();
         const char *attention = (flags & RMLP_BUILD_FLASHINFER)

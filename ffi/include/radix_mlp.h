@@ -370,6 +370,36 @@ typedef rmlp_status (*rmlp_attention_fn)(void *user_data, const struct rmlp_atte
 // How `rmlp_pool` turns a sequence's rows into one vector.
 typedef int32_t rmlp_pooling;
 
+// Options of a generation session (`rmlp_generate_begin`): get them from
+// `rmlp_generate_default_params()` and change fields; versioned by `struct_size`.
+typedef struct rmlp_generate_params {
+  // `sizeof(rmlp_generate_params)` of the caller's header.
+  uint32_t struct_size;
+  // Most rows a sequence may append (default 256): sizes the session's state; a step that would
+  // pass it for a sequence is refused (finish the sequence first).
+  uint32_t max_new_tokens;
+  // Shared-prefix (cascade) attention (default true): the keys of a prefix node are read once per
+  // step for every sequence below it, partial softmax states merged with their log-sum-exp in
+  // fp32. False: each sequence attends over its whole path alone (the same function up to fp32
+  // rounding; for comparisons).
+  bool shared_prefix_attention;
+} rmlp_generate_params;
+
+// What a context's generation session did since `rmlp_generate_begin` (`rmlp_generate_get_stats`).
+typedef struct rmlp_generate_stats {
+  // Sequences of the session, and of them still active.
+  uint64_t n_seqs;
+  uint64_t n_active;
+  // Steps run; rows appended in them (one per active sequence and step); of those, computed
+  // (the others were found in the cache, or shared with another sequence's row of the same step).
+  uint64_t steps;
+  uint64_t rows;
+  uint64_t rows_computed;
+  // Wall time of the steps, and of their attention, in milliseconds.
+  double step_ms;
+  double attention_ms;
+} rmlp_generate_stats;
+
 // Success.
 #define RMLP_OK 0
 
@@ -747,6 +777,42 @@ extern rmlp_status rmlp_score_pair(struct rmlp_context *context, const void *hid
 // `n_tokens == 0` (with `n_seqs >= 1`) gives an empty plan. On error `*out` is zeroed and
 // the planner stays usable.
 extern rmlp_status rmlp_plan_build(struct rmlp_planner *planner, const uint32_t *input_ids, const uint32_t *position_ids, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, const struct rmlp_plan_params *params, struct rmlp_plan *out);
+
+// The defaults of `rmlp_generate_params` (`struct_size` set, 256 new tokens, shared-prefix
+// attention on).
+extern struct rmlp_generate_params rmlp_generate_default_params(void);
+
+// Begins a generation session on a context with a prefix cache (`cache_bytes != 0`; CPU) and a
+// model with an LM head: prefills the plan's sequences (every one non-empty) through the cache,
+// so prompt rows become cache slots shared where the prompts share, and writes `logits`
+// (n_seqs, vocab_size): the LM head at each prompt's last token. Every sequence is then active,
+// its last row locked in the cache. `params`: NULL for the defaults. One session per context:
+// `rmlp_generate_end` it before the next. Allocates the session's state (freed by
+// `rmlp_generate_end` or `rmlp_context_free`); the steps allocate nothing. Prompts whose new
+// rows do not fit the cache are `RMLP_ERR_TOO_LARGE`.
+extern rmlp_status rmlp_generate_begin(struct rmlp_context *context, const struct rmlp_plan *plan, const struct rmlp_generate_params *params, float *logits);
+
+// One decode step: `tokens` (n_tokens) one token id per active sequence, in ascending sequence
+// order (`n_tokens` must equal the active count); each is appended to its sequence at the next
+// position as a row of the cache (a row already cached, or appended by another sequence in the
+// same step, is reused), the new rows run through the model as one matrix, and `logits`
+// (n_tokens, vocab_size) gets the LM head at each. A cache too full for the new rows (every
+// unlocked row evicted) is `RMLP_ERR_OUT_OF_MEMORY` and changes nothing.
+extern rmlp_status rmlp_generate_step(struct rmlp_context *context, const uint32_t *tokens, size_t n_tokens, float *logits);
+
+// Finishes sequence `seq` (its index in the plan of `rmlp_generate_begin`): it leaves the
+// active set and its rows stay in the cache, unlocked (evictable, and found by later prompts).
+extern rmlp_status rmlp_generate_finish(struct rmlp_context *context, uint32_t seq);
+
+// Ends the session: finishes every active sequence and frees the session. OK without one.
+extern rmlp_status rmlp_generate_end(struct rmlp_context *context);
+
+// The active sequences: their count in `n_active`, and, when `seqs` is not NULL, their indices
+// ascending in `seqs` (room for n_seqs). Without a session: 0.
+extern rmlp_status rmlp_generate_active(struct rmlp_context *context, uint32_t *seqs, size_t *n_active);
+
+// The session's counters (zero without a session).
+extern rmlp_status rmlp_generate_get_stats(struct rmlp_context *context, struct rmlp_generate_stats *out);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -12,7 +12,8 @@
  * With a prefix cache (cache/kv_cache.h), the forward is the compact one over the rows the cache
  * lacks: their K and V go into their slots layer by layer, attention reads every key of a path
  * from the slots (kv_indices = the slots of the path), and their final hidden states go into the
- * slots too; the output is then read from the slots of all rows, cached or computed.
+ * slots too; the output is then read from the slots of all rows, cached or computed. On a CUDA
+ * context the same runs on the device (gpu/cache.cu).
  */
 #include <math.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "../../cpu/cpu_ops.h"
 #include "../../cpu/layer.h"
 #include "../../cache/kv_cache.h"
+#include "cached_rows.h"
 #include "context_checks.h"
 #include "export.h"
 #include "guard.h"
@@ -105,59 +107,41 @@ static rmlp_status cpu_forward(const char *fn, rmlp_context *context, const rmlp
     return RMLP_OK;
 }
 
-/* Copies rows of src (n, dim, at src_stride) to dst's rows index[m] (dim, at dst_stride). */
-static void put_rows(float *dst, size_t dst_stride, const uint32_t *index, const float *src, size_t src_stride,
-                     size_t n, size_t dim) {
-    for (size_t m = 0; m < n; m++) memcpy(dst + (size_t)index[m] * dst_stride, src + m * src_stride, dim * sizeof(float));
+/* The compact attention of a cached batch's computed rows over their paths' slots. */
+typedef struct cached_batch_attention {
+    const rmlp_model_config *cfg;
+    const rmlp_plan *plan;
+    const kv_cache *cache;
+    float *scores;
+} cached_batch_attention;
+
+static void attend_paths(void *arg, const cpu_attention_rows *rows) {
+    const cached_batch_attention *a = arg;
+    const rmlp_model_config *cfg = a->cfg;
+    cpu_compact_attention(rows, a->cache->batch.cqo_indptr, a->plan->cu_seqlens, a->cache->path, a->plan->n_seqs,
+                          cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim,
+                          1.0f / sqrtf((float)cfg->head_dim), a->scores);
 }
 
 /* The CPU forward against the prefix cache: only the rows the cache lacks are computed. Returns 1
  * (nothing done) when the batch's new rows do not fit the cache: it then runs without it. */
 static int cpu_forward_cached(rmlp_context *context, const rmlp_plan *plan, void *out, bool compact_out) {
     kv_cache *c = context->cache;
-    kv_batch *b = &c->batch;
-    if (kv_pool_begin(c->pool, plan, b) != 0) return 1;
-    const rmlp_model_config *cfg = &context->model->config;
-    const model_weights *w = &context->model->weights;
-    cpu_workspace *ws = &context->ws;
-    size_t m = b->n_computed, hsz = cfg->hidden_size, kvd = c->kv_dim;
-    size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, width = qd + 2 * kvd;
+    if (kv_cache_begin(c, plan, compact_out) != 0) return 1;
+    size_t hsz = context->model->config.hidden_size;
     /* the computed rows as a plan of their own for the position-wise calls */
     rmlp_plan rows = *plan;
-    rows.n_compact = rows.n_compact_padded = (uint32_t)m;
-    for (size_t r = 0; r < m; r++) {
-        uint32_t j = b->computed[r];
-        c->ids[r] = plan->compact_input_ids[j], c->pos[r] = plan->compact_position_ids[j], c->slots[r] = b->slot_of[j];
-    }
+    rows.n_compact = rows.n_compact_padded = c->batch.n_computed;
     rows.compact_input_ids = c->ids, rows.compact_position_ids = c->pos;
-    for (size_t i = 0; i < plan->n_tokens; i++) c->path[i] = b->slot_of[plan->scatter[i]];
-    float scale = 1.0f / sqrtf((float)cfg->head_dim);
-    if (m > 0) {
-        cpu_embed(cfg, w, &rows, ws->hidden);
-        for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
-            const layer_weights *lw = &w->layers[layer];
-            float *k = c->k + (size_t)layer * c->n_slots * kvd, *v = c->v + (size_t)layer * c->n_slots * kvd;
-            cpu_project_qkv(cfg, lw, ws, &rows, ws->hidden);
-            put_rows(k, kvd, c->slots, ws->qkv + qd, width, m, kvd);
-            put_rows(v, kvd, c->slots, ws->qkv + qd + kvd, width, m, kvd);
-            cpu_attention_rows attn = {ws->qkv, k, v, ws->attn_c, width, kvd, kvd, qd};
-            cpu_compact_attention(&attn, b->cqo_indptr, plan->cu_seqlens, c->path, plan->n_seqs,
-                                  cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, scale,
-                                  ws->scores);
-            cpu_post_attention_compact(cfg, lw, ws, &rows, ws->attn_c, ws->hidden);
-        }
-        cpu_final_norm_compact(cfg, w, &rows, ws->hidden, ws->proj);
-        put_rows(c->hidden, hsz, c->slots, ws->proj, hsz, m, hsz);
-    }
-    kv_pool_end(c->pool, plan, b, 1);
+    cached_batch_attention attention = {&context->model->config, plan, c, context->ws.scores};
+    if (rows.n_compact > 0) cached_rows_run(context, &rows, c->slots, attend_paths, &attention);
+    kv_pool_end(c->pool, plan, &c->batch, 1);
     /* the output, read from the slots: compact rows, or batch rows through scatter */
     float *o = out;
-    size_t n_out = compact_out ? plan->n_compact : plan->n_tokens;
-    for (size_t i = 0; i < n_out; i++) {
-        uint32_t slot = b->slot_of[compact_out ? i : plan->scatter[i]];
-        memcpy(o + i * hsz, c->hidden + (size_t)slot * hsz, hsz * sizeof(float));
-    }
-    if (compact_out) memset(o + plan->n_compact * hsz, 0, (plan->n_compact_padded - plan->n_compact) * hsz * sizeof(float));
+    for (size_t i = 0; i < c->n_out; i++)
+        memcpy(o + i * hsz, c->hidden + (size_t)c->out_slots[i] * hsz, hsz * sizeof(float));
+    if (compact_out)
+        memset(o + plan->n_compact * hsz, 0, (plan->n_compact_padded - plan->n_compact) * hsz * sizeof(float));
     return 0;
 }
 
@@ -170,16 +154,22 @@ static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_pla
     space = rmlp_resolve_space(space, plan);
     if (status == RMLP_OK && space == RMLP_ATTENTION_COMPACT) status = rmlp_check_compact_plan(fn, plan);
     if (status != RMLP_OK) return status;
-    if (context->gpu != NULL) return cuda_forward(fn, context, plan, space, attention, user_data, out, compact_out);
     if (context->cache != NULL) {
         if (attention != NULL)
             return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the context has a prefix cache, whose forward runs the "
                              "built-in attention: pass attention=NULL, or use a context without a cache");
         status = rmlp_check_compact_plan(fn, plan);
         if (status != RMLP_OK) return status;
-        if (cpu_forward_cached(context, plan, out, compact_out) == 0) return RMLP_OK;
+        if (context->gpu != NULL) {
+            bool bypassed = false;
+            status = cuda_forward_cached(fn, context, plan, out, compact_out, &bypassed);
+            if (status != RMLP_OK || !bypassed) return status;
+        } else if (cpu_forward_cached(context, plan, out, compact_out) == 0) {
+            return RMLP_OK;
+        }
         space = RMLP_ATTENTION_COMPACT; /* the batch does not fit the cache: the same forward without it */
     }
+    if (context->gpu != NULL) return cuda_forward(fn, context, plan, space, attention, user_data, out, compact_out);
     return cpu_forward(fn, context, plan, space, attention, user_data, out, compact_out);
 }
 

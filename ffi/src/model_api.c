@@ -20,6 +20,7 @@
 #include "../../model/weights.h"
 #include "alloc.h"
 #include "export.h"
+#include "generate.h"
 #include "guard.h"
 #include "model_cuda.h"
 #include "context_checks.h"
@@ -192,6 +193,16 @@ RMLP_EXPORT rmlp_context_params rmlp_context_default_params(void) {
     return params;
 }
 
+/* Frees what a context holds, made in full or in part. */
+static void context_release(rmlp_context *context) {
+    if (context->gpu_cache != NULL) cuda_cache_free(context);
+    if (context->gpu != NULL) cuda_context_free(context);
+    cpu_workspace_free(&context->ws);
+    generate_session_free(context->gen);
+    kv_cache_free(context->cache);
+    free(context);
+}
+
 static rmlp_status context_create(const char *fn, const rmlp_model *model, size_t max_tokens,
                                   const rmlp_context_params *params, rmlp_context **out) {
     rmlp_clear_error();
@@ -210,40 +221,32 @@ static rmlp_status context_create(const char *fn, const rmlp_model *model, size_
         read.attention_space != RMLP_ATTENTION_AUTO)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->attention_space=%d is not RMLP_ATTENTION_FULL, "
                          "COMPACT or AUTO", read.attention_space);
-    if (read.cache_bytes != 0 && model->gpu != NULL)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "params->cache_bytes=%llu: the prefix cache runs on the CPU in "
-                         "this release (CUDA contexts take cache_bytes=0)", (unsigned long long)read.cache_bytes);
     rmlp_context *context = rmlp_calloc(1, sizeof *context);
     if (context == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context (%zu bytes) failed", sizeof *context);
     rmlp_guard_init(&context->guard, RMLP_MAGIC_CONTEXT);
     context->model = model;
     context->attention_space = read.attention_space;
-    if (model->gpu != NULL) {
-        rmlp_status status = cuda_context_create(fn, context, max_tokens, max_tokens + RMLP_MAX_PAD_MULTIPLE - 1);
-        if (status != RMLP_OK) {
-            free(context);
-            return status;
-        }
-        *out = context;
-        return count_context(model, +1);
-    }
+    size_t max_compact = max_tokens + RMLP_MAX_PAD_MULTIPLE - 1;
     const char *failed_name = NULL;
     size_t failed_bytes = 0;
-    if (cpu_workspace_alloc(&context->ws, &model->config, max_tokens, max_tokens + RMLP_MAX_PAD_MULTIPLE - 1,
-                            &failed_name, &failed_bytes) != 0) {
-        free(context);
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn,
-                         "allocating the workspace's %s buffer (%zu bytes) for %zu tokens failed", failed_name,
-                         failed_bytes, max_tokens);
-    }
-    if (read.cache_bytes != 0 &&
-        (context->cache = kv_cache_new(&model->config, read.cache_bytes, max_tokens,
-                                       max_tokens + RMLP_MAX_PAD_MULTIPLE - 1, &failed_name, &failed_bytes)) == NULL) {
-        cpu_workspace_free(&context->ws);
-        free(context);
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the %s (%zu bytes) of a %llu-byte cache failed",
-                         failed_name, failed_bytes, (unsigned long long)read.cache_bytes);
+    rmlp_status status = RMLP_OK;
+    if (model->gpu != NULL)
+        status = cuda_context_create(fn, context, max_tokens, max_compact);
+    else if (cpu_workspace_alloc(&context->ws, &model->config, max_tokens, max_compact, &failed_name, &failed_bytes))
+        status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the workspace's %s buffer (%zu bytes) for %zu "
+                           "tokens failed", failed_name, failed_bytes, max_tokens);
+    /* the cache: its index here, its slots here (CPU, fp32) or on the device (the model's dtype) */
+    size_t elem_bytes = model->gpu == NULL || model->dtype == RMLP_DTYPE_F32 ? 4 : 2;
+    if (status == RMLP_OK && read.cache_bytes != 0 &&
+        (context->cache = kv_cache_new(&model->config, read.cache_bytes, elem_bytes, model->gpu == NULL, max_tokens,
+                                       max_compact, &failed_name, &failed_bytes)) == NULL)
+        status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the %s (%zu bytes) of a %llu-byte cache failed",
+                           failed_name, failed_bytes, (unsigned long long)read.cache_bytes);
+    if (status == RMLP_OK && context->cache != NULL && model->gpu != NULL) status = cuda_cache_create(fn, context);
+    if (status != RMLP_OK) {
+        context_release(context);
+        return status;
     }
     *out = context;
     return count_context(model, +1);
@@ -263,10 +266,7 @@ RMLP_EXPORT void rmlp_context_free(rmlp_context *context) {
         !rmlp_guard_retire("rmlp_context_free", context, RMLP_MAGIC_CONTEXT, "context", "rmlp_context"))
         return;
     count_context(context->model, -1);
-    if (context->gpu != NULL) cuda_context_free(context);
-    cpu_workspace_free(&context->ws);
-    kv_cache_free(context->cache);
-    free(context);
+    context_release(context);
 }
 
 
@@ -546,6 +546,9 @@ RMLP_EXPORT rmlp_status rmlp_context_cache_clear(rmlp_context *context) {
     static const char fn[] = "rmlp_context_cache_clear";
     rmlp_status status = rmlp_context_enter(fn, context);
     if (status != RMLP_OK) return status;
+    if (context->gen != NULL) /* its sequences' rows are locked in the cache */
+        return rmlp_guard_leave(context, rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "a "
+                                "generation session is in progress: rmlp_generate_end it first"));
     if (context->cache != NULL) kv_pool_clear(context->cache->pool);
     return rmlp_guard_leave(context, RMLP_OK);
 }

@@ -15,6 +15,7 @@
 
 #ifdef RMLP_WITH_CUDA
 
+#include "../../cache/kv_cache.h"
 #include "../../gpu/device.h"
 #include "../../gpu/runner.h"
 
@@ -161,6 +162,31 @@ rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan 
     return status == RMLP_OK ? gpu_forward(fn, context->gpu, space, attention, user_data, out, compact_out) : status;
 }
 
+rmlp_status cuda_cache_create(const char *fn, rmlp_context *context) {
+    return gpu_cache_create(fn, context->gpu, context->cache->n_slots, &context->gpu_cache);
+}
+
+void cuda_cache_free(rmlp_context *context) { gpu_cache_free(context->gpu_cache); }
+
+rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *out,
+                                bool compact_out, bool *bypassed) {
+    *bypassed = false;
+    rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, true);
+    if (status == RMLP_OK)
+        status = check_device_buffers(fn, context, (const void *[]){out}, (const char *[]){"out"}, 1);
+    if (status != RMLP_OK) return status;
+    kv_cache *c = context->cache;
+    if (kv_cache_begin(c, plan, compact_out) != 0) {
+        *bypassed = true;
+        return RMLP_OK;
+    }
+    gpu_cached_batch batch = {c->ids, c->pos, c->slots, c->path, c->batch.cqo_indptr, c->out_slots,
+                              c->batch.n_computed, c->n_out};
+    status = gpu_forward_cached(fn, context->gpu, context->gpu_cache, &batch, out, compact_out);
+    kv_pool_end(c->pool, plan, &c->batch, status == RMLP_OK); /* after a failure its new rows hold nothing */
+    return status;
+}
+
 /* Compact read-outs read through the set plan's device scatter: compact_plan must be that plan. */
 static rmlp_status check_readout(const char *fn, rmlp_context *context, const void *hidden,
                                  const rmlp_plan *compact_plan) {
@@ -257,6 +283,20 @@ rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_att
 rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
                          rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
     (void)context, (void)plan, (void)space, (void)attention, (void)user_data, (void)out, (void)compact_out;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_cache_create(const char *fn, rmlp_context *context) {
+    (void)context;
+    return no_cuda(fn);
+}
+
+void cuda_cache_free(rmlp_context *context) { (void)context; }
+
+rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *out,
+                                bool compact_out, bool *bypassed) {
+    (void)context, (void)plan, (void)out, (void)compact_out;
+    *bypassed = false;
     return no_cuda(fn);
 }
 

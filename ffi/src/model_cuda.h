@@ -34,6 +34,13 @@ rmlp_status cuda_attention(const char *fn, rmlp_context *context, const rmlp_att
 /* space: RMLP_ATTENTION_FULL or COMPACT (resolved); out: batch rows, or compact rows with compact_out. */
 rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
                          rmlp_attention_fn attention, void *user_data, void *out, bool compact_out);
+/* The device side of context->cache (already made: its index and host arrays). */
+rmlp_status cuda_cache_create(const char *fn, rmlp_context *context);
+void cuda_cache_free(rmlp_context *context);
+/* The forward through the prefix cache (plan checked as a compact plan); *bypassed (nothing done,
+ * RMLP_OK) when the batch's new rows do not fit the cache. */
+rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *out,
+                                bool compact_out, bool *bypassed);
 /* compact_plan NULL: hidden holds batch rows; else compact rows, read through that plan's scatter
  * (the plan set on the context). */
 rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,

@@ -32,7 +32,9 @@ struct rmlp_context {
     cpu_workspace ws;         /* on CUDA only cap_tokens / cap_compact are set (the arrays stay NULL) */
     struct gpu_context *gpu;  /* CUDA contexts; NULL on the CPU */
     rmlp_attention_space attention_space; /* of rmlp_forward (rmlp_context_params) */
-    struct kv_cache *cache;   /* the prefix KV cache (CPU), or NULL */
+    struct kv_cache *cache;   /* the prefix KV cache's index (and on the CPU its slots), or NULL */
+    struct gpu_cache *gpu_cache; /* a CUDA context's cache slots on the device, or NULL */
+    struct generate_session *gen; /* the generation session (generate.c), or NULL */
 };
 
 #endif
