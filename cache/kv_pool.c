@@ -299,6 +299,8 @@ uint32_t kv_pool_add_child(kv_pool *p, uint32_t parent, uint32_t token, uint32_t
     return s;
 }
 
+void kv_pool_discard(kv_pool *p, uint32_t slot) { release(p, slot); }
+
 void kv_pool_commit(kv_pool *p, uint32_t slot) {
     p->nodes[slot].state = SLOT_CACHED;
     p->counts.computed++;

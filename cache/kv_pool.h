@@ -84,6 +84,10 @@ int kv_pool_reserve(kv_pool *pool, uint32_t need);
  * the tree (kv_pool_find). */
 uint32_t kv_pool_add_child(kv_pool *pool, uint32_t parent, uint32_t token, uint32_t position);
 
+/* A new slot whose row could not be computed (a device failure): it leaves the tree, freed. It
+ * must be a leaf (discard a step's new rows children first). */
+void kv_pool_discard(kv_pool *pool, uint32_t slot);
+
 /* A new slot's row is computed: it becomes cached (counted as computed). */
 void kv_pool_commit(kv_pool *pool, uint32_t slot);
 

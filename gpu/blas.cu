@@ -128,9 +128,10 @@ static cudaDataType cuda_type(rmlp_dtype dtype) {
     return dtype == RMLP_DTYPE_F16 ? CUDA_R_16F : dtype == RMLP_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-rmlp_status gpu_linear_gemm(const char *fn, const char *what, cublasHandle_t handle, const void *x, size_t ldx,
-                            size_t rows, size_t in, const void *w, size_t out, void *y, size_t ldy, bool accumulate,
-                            rmlp_dtype dtype) {
+/* y (rows, out) in y_type = x W^T (+ y), x and W in dtype, fp32 accumulation (gpu_linear_gemm). */
+static rmlp_status gemm(const char *fn, const char *what, cublasHandle_t handle, const void *x, size_t ldx,
+                        size_t rows, size_t in, const void *w, size_t out, void *y, size_t ldy, bool accumulate,
+                        rmlp_dtype dtype, cudaDataType y_type) {
     if (rows == 0 || out == 0) return RMLP_OK;
     if (rows > INT_MAX || in > INT_MAX || out > INT_MAX || ldx > INT_MAX || ldy > INT_MAX || ldx < in || ldy < out)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s: GEMM of %zu x %zu by %zu x %zu does not fit cuBLAS's int "
@@ -138,7 +139,7 @@ rmlp_status gpu_linear_gemm(const char *fn, const char *what, cublasHandle_t han
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     cudaDataType t = cuda_type(dtype);
     cublasStatus_t s = api.gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)rows, (int)in, &alpha, w, t,
-                                   (int)in, x, t, (int)ldx, &beta, y, t, (int)ldy, CUBLAS_COMPUTE_32F,
+                                   (int)in, x, t, (int)ldx, &beta, y, y_type, (int)ldy, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) {
         char call[160];
@@ -147,4 +148,15 @@ rmlp_status gpu_linear_gemm(const char *fn, const char *what, cublasHandle_t han
         return blas_fail(fn, call, s);
     }
     return RMLP_OK;
+}
+
+rmlp_status gpu_linear_gemm(const char *fn, const char *what, cublasHandle_t handle, const void *x, size_t ldx,
+                            size_t rows, size_t in, const void *w, size_t out, void *y, size_t ldy, bool accumulate,
+                            rmlp_dtype dtype) {
+    return gemm(fn, what, handle, x, ldx, rows, in, w, out, y, ldy, accumulate, dtype, cuda_type(dtype));
+}
+
+rmlp_status gpu_logits_gemm(const char *fn, const char *what, cublasHandle_t handle, const void *x, size_t rows,
+                            size_t in, const void *w, size_t out, float *y, rmlp_dtype dtype) {
+    return gemm(fn, what, handle, x, in, rows, in, w, out, y, out, false, dtype, CUDA_R_32F);
 }

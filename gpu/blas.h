@@ -56,6 +56,11 @@ rmlp_status gpu_linear_gemm(const char *fn, const char *what, cublasHandle_t han
                             size_t rows, size_t in, const void *w, size_t out, void *y, size_t ldy, bool accumulate,
                             rmlp_dtype dtype);
 
+/* Logits: y (rows, out) fp32 = x (rows, in) W^T, x and W dense in dtype, fp32 accumulation and no
+ * rounding of the result to dtype (a language model's head, whose logits a sampler compares). */
+rmlp_status gpu_logits_gemm(const char *fn, const char *what, cublasHandle_t handle, const void *x, size_t rows,
+                            size_t in, const void *w, size_t out, float *y, rmlp_dtype dtype);
+
 #ifdef __cplusplus
 }
 #endif

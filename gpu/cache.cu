@@ -1,9 +1,7 @@
 /*
  * cache.cu: the device side of a CUDA context's prefix KV cache (cache/kv_cache.h keeps the index
- * on the host): the slots' storage in the model's dtype,
- *   k, v:   (n_layers, n_slots, kv_dim)     layer l's rows at k + l * n_slots * kv_dim
- *   hidden: (n_slots, hidden_size)          the final-normed row
- * and the cached forward, the CUDA twin of cpu_forward_cached (ffi/src/forward.c): only the
+ * on the host): the slots' storage in the model's dtype (struct gpu_cache, model.h), new rows
+ * through the model against the slots (shared with generation, decode.cu), and the cached forward, the CUDA twin of cpu_forward_cached (ffi/src/forward.c): only the
  * batch's new rows are computed, with the layer calls of layer.cu run on them as if they were a
  * plan's compact rows; each layer puts their K and V into their slots and the compact attention
  * reads every key of a path from the slots (kv_indices = the path's slots, the reference kernel
@@ -23,18 +21,6 @@
 #include "kernels.h"
 #include "model.h"
 
-struct gpu_cache {
-    int device;
-    uint32_t n_slots;
-    size_t cap_tokens, cap_compact;
-    void *k, *v, *hidden;      /* slots, in one allocation (store) */
-    void *store;
-    uint32_t *rows;            /* device: the batch arrays, laid out as the staging */
-    uint32_t *staging;         /* pinned host copy of them */
-    size_t words;              /* 4 cap_compact + 2 cap_tokens + 1 */
-    cudaEvent_t staged_free;   /* recorded after the last copy left the staging */
-    bool staged_pending;
-};
 
 extern "C" void gpu_cache_free(gpu_cache *cache) {
     if (cache == NULL) return;
@@ -91,22 +77,6 @@ extern "C" rmlp_status gpu_cache_create(const char *fn, const gpu_context *ctx, 
     return RMLP_OK;
 }
 
-/* Runs the layer calls of layer.cu on the batch's new rows: ctx->plan is the set plan with its
- * compact rows replaced by them for the call's duration, then the set plan again. */
-struct plan_swap {
-    gpu_context *ctx;
-    gpu_plan_state saved;
-    plan_swap(gpu_context *c, const uint32_t *ids, const uint32_t *pos, uint32_t rows) : ctx(c), saved(c->plan) {
-        gpu_plan_state *p = &ctx->plan;
-        p->plan.n_compact = p->plan.n_compact_padded = rows;
-        p->ids = ids, p->pos = pos;
-        p->identity = false;
-    }
-    ~plan_swap() { ctx->plan = saved; }
-    plan_swap(const plan_swap &) = delete;
-    plan_swap &operator=(const plan_swap &) = delete;
-};
-
 #define LAUNCHED(what, layer, call)                                                                                    \
     do {                                                                                                               \
         cudaError_t launch_error_ = (call);                                                                            \
@@ -117,20 +87,57 @@ struct plan_swap {
         }                                                                                                              \
     } while (0)
 
+extern "C" rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, const gpu_cache_rows *r) {
+    const gpu_model *m = ctx->model;
+    const rmlp_model_config *c = &m->config;
+    size_t rows = r->n_rows, h = c->hidden_size, es = gpu_dtype_bytes(m->dtype);
+    size_t qd = (size_t)c->num_attention_heads * c->head_dim, kvd = (size_t)c->num_key_value_heads * c->head_dim;
+    if (rows == 0) return RMLP_OK;
+    cudaStream_t stream = ctx->stream;
+    gpu_rows_swap swap(ctx, r->ids, r->pos, (uint32_t)rows);
+    rmlp_status status = gpu_embed(fn, ctx, ctx->hidden);
+    float scale = 1.0f / sqrtf((float)c->head_dim);
+    for (uint32_t layer = 0; status == RMLP_OK && layer < c->num_hidden_layers; layer++) {
+        char *k = (char *)cache->k + (size_t)layer * cache->n_slots * kvd * es;
+        char *v = (char *)cache->v + (size_t)layer * cache->n_slots * kvd * es;
+        status = gpu_pre_attention_compact(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
+        if (status != RMLP_OK) break;
+        LAUNCHED("gpu_put_rows (K into slots)", layer,
+                 gpu_put_rows(k, kvd, r->slots, ctx->k, kvd, rows, kvd, m->dtype, stream));
+        LAUNCHED("gpu_put_rows (V into slots)", layer,
+                 gpu_put_rows(v, kvd, r->slots, ctx->v, kvd, rows, kvd, m->dtype, stream));
+        gpu_compact_rows attn = {ctx->q, k, v, ctx->attn_c, qd, kvd, kvd, qd};
+        LAUNCHED("gpu_compact_attention", layer,
+                 gpu_compact_attention(&attn, r->qo_indptr, r->kv_indptr, r->kv_indices, r->n_groups, rows,
+                                       c->num_attention_heads, c->num_key_value_heads, c->head_dim, scale, m->dtype,
+                                       stream));
+        status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
+    }
+    if (status == RMLP_OK) status = gpu_final_norm_compact(fn, ctx, ctx->hidden, ctx->normed);
+    if (status != RMLP_OK) return status;
+    LAUNCHED("gpu_put_rows (hidden states into slots)", -1,
+             gpu_put_rows(cache->hidden, h, r->slots, ctx->normed, h, rows, h, m->dtype, stream));
+    return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_cache_check_capture(const char *fn, const gpu_context *ctx) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    GPU_TRY(fn, cudaStreamIsCapturing(ctx->stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the context's stream is capturing a graph, but work through the "
+                         "prefix cache cannot be captured (which rows it computes depends on the cache's state)");
+    return RMLP_OK;
+}
+
 extern "C" rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_cache *cache,
                                           const gpu_cached_batch *b, void *out, bool compact_out) {
     const gpu_model *m = ctx->model;
     GPU_ON_DEVICE(fn, m->device);
-    const rmlp_model_config *c = &m->config;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    GPU_TRY(fn, cudaStreamIsCapturing(ctx->stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the context's stream is capturing a graph, but a forward through "
-                         "the prefix cache cannot be captured (which rows it computes depends on the cache's state)");
+    rmlp_status status = gpu_cache_check_capture(fn, ctx);
+    if (status != RMLP_OK) return status;
     const gpu_plan_state *set = &ctx->plan;
     size_t n_seqs = set->plan.n_seqs, n_tokens = set->plan.n_tokens, rows = b->n_computed;
-    size_t h = c->hidden_size, es = gpu_dtype_bytes(m->dtype);
-    size_t qd = (size_t)c->num_attention_heads * c->head_dim, kvd = (size_t)c->num_key_value_heads * c->head_dim;
+    size_t h = m->config.hidden_size, es = gpu_dtype_bytes(m->dtype);
     /* staging layout: ids (rows) | pos (rows) | slots (rows) | path (n_tokens) | cqo (n_seqs + 1) | out (n_out) */
     size_t at_pos = rows, at_slots = 2 * rows, at_path = 3 * rows, at_cqo = at_path + n_tokens;
     size_t at_out = at_cqo + n_seqs + 1, words = at_out + b->n_out;
@@ -150,37 +157,15 @@ extern "C" rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_
     GPU_TRY(fn, cudaEventRecord(cache->staged_free, ctx->stream));
     cache->staged_pending = true;
     const uint32_t *d = cache->rows;
-    cudaStream_t stream = ctx->stream;
-    if (rows > 0) {
-        const uint32_t *cu = set->cu; /* the set plan's cu_seqlens: kv_indptr over the paths */
-        plan_swap swap(ctx, d, d + at_pos, (uint32_t)rows);
-        rmlp_status status = gpu_embed(fn, ctx, ctx->hidden);
-        float scale = 1.0f / sqrtf((float)c->head_dim);
-        for (uint32_t layer = 0; status == RMLP_OK && layer < c->num_hidden_layers; layer++) {
-            char *k = (char *)cache->k + (size_t)layer * cache->n_slots * kvd * es;
-            char *v = (char *)cache->v + (size_t)layer * cache->n_slots * kvd * es;
-            status = gpu_pre_attention_compact(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
-            if (status != RMLP_OK) break;
-            LAUNCHED("gpu_put_rows (K into slots)", layer,
-                     gpu_put_rows(k, kvd, d + at_slots, ctx->k, kvd, rows, kvd, m->dtype, stream));
-            LAUNCHED("gpu_put_rows (V into slots)", layer,
-                     gpu_put_rows(v, kvd, d + at_slots, ctx->v, kvd, rows, kvd, m->dtype, stream));
-            gpu_compact_rows attn = {ctx->q, k, v, ctx->attn_c, qd, kvd, kvd, qd};
-            LAUNCHED("gpu_compact_attention", layer,
-                     gpu_compact_attention(&attn, d + at_cqo, cu, d + at_path, n_seqs, rows, c->num_attention_heads,
-                                           c->num_key_value_heads, c->head_dim, scale, m->dtype, stream));
-            status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
-        }
-        if (status == RMLP_OK) status = gpu_final_norm_compact(fn, ctx, ctx->hidden, ctx->normed);
-        if (status != RMLP_OK) return status;
-        LAUNCHED("gpu_put_rows (hidden states into slots)", -1,
-                 gpu_put_rows(cache->hidden, h, d + at_slots, ctx->normed, h, rows, h, m->dtype, stream));
-    }
-    /* the output, read from the slots: compact rows (padding zeroed), or batch rows */
+    /* attention: sequence s's computed rows over its path; kv_indptr is the set plan's cu_seqlens */
+    gpu_cache_rows run = {d, d + at_pos, d + at_slots, d + at_cqo, set->cu, d + at_path, rows, n_seqs};
+    status = gpu_cache_run_rows(fn, ctx, cache, &run);
+    /* the output, read from the slots: compact rows (padding zeroed), or batch rows; none without out */
+    if (status != RMLP_OK || out == NULL) return status;
     LAUNCHED("gpu_gather_rows (output from slots)", -1,
-             gpu_gather_rows(out, cache->hidden, h, d + at_out, b->n_out, h, m->dtype, stream));
+             gpu_gather_rows(out, cache->hidden, h, d + at_out, b->n_out, h, m->dtype, ctx->stream));
     if (compact_out && set->plan.n_compact_padded > b->n_out)
         GPU_TRY(fn, cudaMemsetAsync((char *)out + b->n_out * h * es, 0, (set->plan.n_compact_padded - b->n_out) * h * es,
-                                    stream));
+                                    ctx->stream));
     return RMLP_OK;
 }

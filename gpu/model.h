@@ -82,4 +82,38 @@ struct gpu_context {
     gpu_flashinfer *fi;  /* FlashInfer's workspace and plans (gpu/flashinfer.h); NULL: the reference attention */
 };
 
+/* A CUDA context's prefix cache on the device (cache.cu): the slots in the model's dtype,
+ *   k, v:   (n_layers, n_slots, kv_dim)     layer l's rows at k + l * n_slots * kv_dim
+ *   hidden: (n_slots, hidden_size)          the final-normed row
+ * and the batch arrays a cached forward copies from the host index. */
+struct gpu_cache {
+    int device;
+    uint32_t n_slots;
+    size_t cap_tokens, cap_compact;
+    void *k, *v, *hidden;      /* slots, in one allocation (store) */
+    void *store;
+    uint32_t *rows;            /* device: the batch arrays, laid out as the staging */
+    uint32_t *staging;         /* pinned host copy of them */
+    size_t words;              /* 4 cap_compact + 2 cap_tokens + 1 */
+    cudaEvent_t staged_free;   /* recorded after the last copy left the staging */
+    bool staged_pending;
+};
+
+/* The layer calls of layer.cu on rows that are not the set plan's (a cached batch's new rows, a
+ * generation step's): ctx->plan is the set plan with its compact rows replaced by `rows` rows of
+ * device ids and positions for the guard's lifetime, then the set plan again. */
+struct gpu_rows_swap {
+    gpu_context *ctx;
+    gpu_plan_state saved;
+    gpu_rows_swap(gpu_context *c, const uint32_t *ids, const uint32_t *pos, uint32_t rows) : ctx(c), saved(c->plan) {
+        gpu_plan_state *p = &ctx->plan;
+        p->plan.n_compact = p->plan.n_compact_padded = rows;
+        p->ids = ids, p->pos = pos;
+        p->identity = false;
+    }
+    ~gpu_rows_swap() { ctx->plan = saved; }
+    gpu_rows_swap(const gpu_rows_swap &) = delete;
+    gpu_rows_swap &operator=(const gpu_rows_swap &) = delete;
+};
+
 #endif

@@ -97,11 +97,45 @@ typedef struct gpu_cached_batch {
     uint32_t n_computed, n_out;
 } gpu_cached_batch;
 
+/* New rows through the model against the cache's slots, device arrays: the rows' ids, pos, slots
+ * (n_rows each), and attention in groups (gpu_compact_attention's layout): group g's queries are
+ * rows qo_indptr[g] .. qo_indptr[g+1], its keys the slots kv_indices[kv_indptr[g] .. kv_indptr[g+1]),
+ * its queries the last of them. Each layer puts the rows' K/V into their slots before attention;
+ * the final-normed rows go into their slots. On the context's stream. */
+typedef struct gpu_cache_rows {
+    const uint32_t *ids, *pos, *slots, *qo_indptr, *kv_indptr, *kv_indices;
+    size_t n_rows, n_groups;
+} gpu_cache_rows;
+rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, const gpu_cache_rows *rows);
+/* RMLP_ERR_UNSUPPORTED while the context's stream captures a graph (work through the cache waits on
+ * the host for its staging, and depends on the cache's state). */
+rmlp_status gpu_cache_check_capture(const char *fn, const gpu_context *ctx);
+
 /* The forward through the cache: computes the new rows into their slots, then out = the slots'
  * hidden states of the output rows (batch rows, or with compact_out the compact rows, padding
- * zeroed). Synchronises on the previous cached forward's copy; refused while capturing. */
+ * zeroed; nothing when out is NULL: a generation's prefill). Synchronises on the previous cached
+ * forward's copy; refused while capturing. */
 rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_cache *cache, const gpu_cached_batch *batch,
                                void *out, bool compact_out);
+
+/* ---- generation (decode.cu): a session's device arrays ------------------------------------ */
+
+typedef struct gpu_decode gpu_decode;
+
+/* For steps of up to n_seqs new rows whose paths hold at most path_words slots in all, and logits
+ * of up to n_seqs rows. RMLP_ERR_OUT_OF_MEMORY names the bytes. */
+rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx, size_t n_seqs, size_t path_words,
+                              gpu_decode **out);
+void gpu_decode_free(gpu_decode *dec);
+/* A step's new rows (host arrays): ids, pos, slots (n_rows), each row's path of slots root first,
+ * packed (kv_indptr (n_rows + 1), kv_indices), the row itself last: each row attends over its path. */
+rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec, const uint32_t *ids,
+                            const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
+                            const uint32_t *kv_indices);
+/* logits (n, vocab), host memory, fp32 = the LM head of the hidden states in slots (n, host);
+ * synchronises the stream. */
+rmlp_status gpu_decode_logits(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec,
+                              const uint32_t *slots, size_t n, float *logits);
 
 /* ---- read-outs (readout.cu): run on the stream, then synchronise it ---------------------------- */
 

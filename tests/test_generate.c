@@ -19,56 +19,13 @@
  *     step (which changes nothing), a bad params struct: statuses with messages.
  * Usage: test_generate FIXTURES_DIR
  */
-#include <jansson.h>
 #include <math.h>
 
 #include "../cache/kv_cache.h"
 #include "../cache/kv_pool.h"
 #include "../ffi/src/model_internal.h"
 #include "test_util.h"
-
-#define MAX_SEQS 8
-#define MAX_LEN 64
-
-typedef struct gen_fixture {
-    uint32_t n, max_new, eos[4], n_eos;
-    uint32_t prompt[MAX_SEQS][MAX_LEN], prompt_len[MAX_SEQS];
-    uint32_t want[MAX_SEQS][MAX_LEN], want_len[MAX_SEQS];
-} gen_fixture;
-
-static int read_ids(json_t *list, uint32_t *out, uint32_t *n) {
-    if (!json_is_array(list) || json_array_size(list) > MAX_LEN) return -1;
-    *n = (uint32_t)json_array_size(list);
-    for (size_t i = 0; i < *n; i++) out[i] = (uint32_t)json_integer_value(json_array_get(list, i));
-    return 0;
-}
-
-/* Reads dir/generate.json; -1 when the fixture has none (no LM head). */
-static int read_fixture(const char *dir, gen_fixture *f) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/generate.json", dir);
-    json_t *doc = json_load_file(path, 0, NULL);
-    if (doc == NULL) return -1;
-    json_t *prompts = json_object_get(doc, "prompts"), *gen = json_object_get(doc, "generated");
-    json_t *eos = json_object_get(doc, "eos_token_id");
-    memset(f, 0, sizeof *f);
-    f->max_new = (uint32_t)json_integer_value(json_object_get(doc, "max_new_tokens"));
-    f->n = (uint32_t)json_array_size(prompts);
-    int bad = f->n == 0 || f->n > MAX_SEQS || json_array_size(gen) != f->n || json_array_size(eos) > 4;
-    for (size_t e = 0; !bad && e < json_array_size(eos); e++) f->eos[f->n_eos++] = (uint32_t)json_integer_value(json_array_get(eos, e));
-    for (uint32_t s = 0; !bad && s < f->n; s++)
-        bad = read_ids(json_array_get(prompts, s), f->prompt[s], &f->prompt_len[s]) != 0 ||
-              read_ids(json_array_get(gen, s), f->want[s], &f->want_len[s]) != 0;
-    json_decref(doc);
-    return bad ? -2 : 0;
-}
-
-static uint32_t argmax(const float *x, size_t n) {
-    uint32_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = (uint32_t)i;
-    return best;
-}
+#include "gen_fixture.h"
 
 /* The plan of sequences seqs[0 .. n) (len[s] tokens, positions 0..). */
 static int plan_of(rmlp_planner *planner, uint32_t (*seqs)[MAX_LEN * 2], const uint32_t *len, uint32_t n,
@@ -102,13 +59,9 @@ static int full_logits(rmlp_context *plain, rmlp_planner *planner, const uint32_
     return 0;
 }
 
-static uint64_t slot_bytes(const rmlp_model_config *c) {
-    return (2ull * c->num_hidden_layers * c->num_key_value_heads * c->head_dim + c->hidden_size) * sizeof(float);
-}
-
 static rmlp_context *cached_context(const rmlp_model *model, const rmlp_model_config *cfg, uint64_t slots) {
     rmlp_context_params params = rmlp_context_default_params();
-    params.cache_bytes = slots * slot_bytes(cfg);
+    params.cache_bytes = slots * kv_cache_slot_bytes(cfg, sizeof(float));
     rmlp_context *ctx = NULL;
     return rmlp_context_create_with_params(model, MAX_SEQS * MAX_LEN * 2, &params, &ctx) == RMLP_OK ? ctx : NULL;
 }
@@ -175,9 +128,7 @@ static void test_greedy(const char *dir, const char *name) {
             uint32_t t = argmax(lon + i * vocab, vocab);
             seqs[s][len[s]++] = t;
             got_len[s]++;
-            int eos = 0;
-            for (uint32_t e = 0; e < f.n_eos; e++) eos |= t == f.eos[e];
-            if (eos || got_len[s] == f.max_new) {
+            if (gen_done(&f, t, got_len[s])) {
                 ok &= CHECK(rmlp_generate_finish(on, s) == RMLP_OK && rmlp_generate_finish(off, s) == RMLP_OK,
                             "%s: finish %u: %s", name, s, rmlp_last_error());
             } else {

@@ -9,7 +9,11 @@
  *     computed, evicted, bypassed) equal, since one index decides both, and slot bytes in the
  *     model's dtype; after every batch nothing is locked (kv_pool_check);
  *   - a cached forward on a capturing stream is refused (RMLP_ERR_UNSUPPORTED) and the context
- *     works afterwards; a host callback is refused.
+ *     works afterwards; a host callback is refused;
+ *   - generation (gpu/decode.cu) on the fixtures with greedy ids (generate.json): a CUDA session and
+ *     a CPU one in lockstep on the device's tokens, every logits row of begin and of each step
+ *     within the dtype's tolerance of the CPU's; in F32 the greedy ids equal transformers'; after
+ *     the session nothing is locked.
  * Tolerances: F32 1e-4 of the largest value (cuBLAS sums another number of rows in another order
  * when fewer rows are computed), BF16 2e-2 relative norm (test_gpu_model.c explains both).
  * Without a CUDA device it prints SKIP and exits 77.
@@ -24,6 +28,7 @@
 #include "../cache/kv_cache.h"
 #include "../ffi/src/model_internal.h"
 #include "test_util.h"
+#include "gen_fixture.h"
 #include "gpu_test_util.h"
 
 #define SKIP_CODE 77
@@ -196,6 +201,94 @@ static void test_dtype(const char *path, rmlp_model *cpu_model, rmlp_dtype dt, c
     rmlp_model_free(model);
 }
 
+/* ---- generation on the device against the CPU's, on a fixture's prompts ----------------------- */
+
+static void test_generate(const char *dir, const char *name, rmlp_dtype dt, const char *dt_name) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    gen_fixture f;
+    if (!CHECK(read_fixture(path, &f) == 0, "%s: generate.json", name)) return;
+    double limit = dt == RMLP_DTYPE_F32 ? 1e-4 : 2e-2;
+    rmlp_model_params mp = rmlp_model_default_params();
+    mp.device = RMLP_DEVICE_CUDA, mp.dtype = dt;
+    rmlp_model *model = NULL, *cpu_model = NULL;
+    rmlp_model_config cfg;
+    rmlp_planner *planner = NULL;
+    if (!CHECK(rmlp_model_load(path, &mp, &model) == RMLP_OK && rmlp_model_load(path, NULL, &cpu_model) == RMLP_OK &&
+                   rmlp_model_get_config(model, &cfg) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK,
+               "%s %s: load: %s", name, dt_name, rmlp_last_error())) {
+        rmlp_model_free(model), rmlp_model_free(cpu_model);
+        return;
+    }
+    size_t vocab = cfg.vocab_size;
+    rmlp_context_params params = rmlp_context_default_params();
+    params.cache_bytes = 4096 * kv_cache_slot_bytes(&cfg, elem_size(dt));
+    rmlp_context *dev = NULL, *cpu = NULL;
+    rmlp_status status = rmlp_context_create_with_params(model, CAP, &params, &dev);
+    if (status == RMLP_OK) status = rmlp_context_set_stream(dev, stream);
+    params.cache_bytes = 4096 * kv_cache_slot_bytes(&cfg, sizeof(float));
+    if (status == RMLP_OK) status = rmlp_context_create_with_params(cpu_model, CAP, &params, &cpu);
+    float *ld = tu_xmalloc(MAX_SEQS * vocab * 4), *lc = tu_xmalloc(MAX_SEQS * vocab * 4);
+    uint32_t ids[MAX_SEQS * MAX_LEN], pos[MAX_SEQS * MAX_LEN], cu[MAX_SEQS + 1] = {0};
+    for (uint32_t s = 0; s < f.n; s++) {
+        for (uint32_t t = 0; t < f.prompt_len[s]; t++) ids[cu[s] + t] = f.prompt[s][t], pos[cu[s] + t] = t;
+        cu[s + 1] = cu[s] + f.prompt_len[s];
+    }
+    rmlp_plan_params pp = tu_params(1.0, 0);
+    rmlp_plan plan, owned = {0};
+    if (status == RMLP_OK) status = rmlp_plan_build(planner, ids, pos, cu[f.n], cu, f.n, &pp, &plan);
+    if (status == RMLP_OK) owned = tu_plan_copy(&plan), status = rmlp_context_set_plan(dev, &owned);
+    rmlp_generate_params gp = rmlp_generate_default_params();
+    gp.max_new_tokens = f.max_new;
+    if (status == RMLP_OK) status = rmlp_generate_begin(dev, &owned, &gp, ld);
+    if (status == RMLP_OK) status = rmlp_generate_begin(cpu, &owned, &gp, lc);
+    int ok = CHECK(status == RMLP_OK, "%s %s: setup and begin: %s", name, dt_name, rmlp_last_error());
+    uint32_t got[MAX_SEQS][MAX_LEN], got_len[MAX_SEQS] = {0}, active[MAX_SEQS], tokens[MAX_SEQS];
+    size_t n_active = f.n;
+    double worst = 0.0;
+    for (uint32_t s = 0; s < f.n; s++) active[s] = s;
+    for (int step = 0; ok && n_active > 0; step++) {
+        size_t next = 0;
+        for (size_t i = 0; ok && i < n_active; i++) {
+            uint32_t s = active[i];
+            double e = error_of(ld + i * vocab, lc + i * vocab, vocab, dt);
+            worst = e > worst ? e : worst;
+            CHECK(e <= limit, "%s %s, step %d, seq %u: device logits vs the CPU's %.3g (tolerance %g)", name, dt_name,
+                  step, s, e, limit);
+            uint32_t t = argmax(ld + i * vocab, vocab);
+            got[s][got_len[s]++] = t;
+            if (gen_done(&f, t, got_len[s])) {
+                ok = CHECK(rmlp_generate_finish(dev, s) == RMLP_OK && rmlp_generate_finish(cpu, s) == RMLP_OK,
+                           "%s: finish %u: %s", name, s, rmlp_last_error());
+            } else {
+                tokens[next] = t;
+                active[next++] = s;
+            }
+        }
+        n_active = next;
+        if (ok && n_active > 0)
+            ok = CHECK(rmlp_generate_step(dev, tokens, n_active, ld) == RMLP_OK &&
+                           rmlp_generate_step(cpu, tokens, n_active, lc) == RMLP_OK,
+                       "%s %s, step %d: %s", name, dt_name, step, rmlp_last_error());
+    }
+    for (uint32_t s = 0; ok && dt == RMLP_DTYPE_F32 && s < f.n; s++) {
+        int same = got_len[s] == f.want_len[s];
+        for (uint32_t t = 0; same && t < got_len[s]; t++) same = got[s][t] == f.want[s][t];
+        char a[256], b[256];
+        CHECK(same, "%s f32, prompt %u: generated %s, transformers %s", name, s, tu_fmt_array(got[s], got_len[s], a, sizeof a),
+              tu_fmt_array(f.want[s], f.want_len[s], b, sizeof b));
+    }
+    CHECK(rmlp_generate_end(dev) == RMLP_OK && rmlp_generate_end(cpu) == RMLP_OK, "%s: end", name);
+    char why[200];
+    if (dev != NULL) CHECK(kv_pool_check(dev->cache->pool, why, sizeof why) == 0, "%s %s: %s", name, dt_name, why);
+    printf("%s %s: generation, worst device vs CPU logits %.3g\n", name, dt_name, worst);
+    if (owned.fold_gather != NULL) tu_plan_copy_free(&owned);
+    free(ld), free(lc);
+    rmlp_context_free(dev), rmlp_context_free(cpu);
+    rmlp_planner_free(planner);
+    rmlp_model_free(model), rmlp_model_free(cpu_model);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_gpu_cache FIXTURES_DIR\n");
@@ -215,6 +308,11 @@ int main(int argc, char **argv) {
     if (CHECK(rmlp_model_load(path, NULL, &cpu_model) == RMLP_OK, "load %s: %s", path, rmlp_last_error())) {
         test_dtype(path, cpu_model, RMLP_DTYPE_F32, "f32");
         test_dtype(path, cpu_model, RMLP_DTYPE_BF16, "bf16");
+    }
+    static const char *const generating[] = {"qwen3_tiny", "qwen2_bias", "llama_bias", "mistral_bias"};
+    for (size_t i = 0; i < sizeof generating / sizeof generating[0]; i++) {
+        test_generate(argv[1], generating[i], RMLP_DTYPE_F32, "f32");
+        test_generate(argv[1], generating[i], RMLP_DTYPE_BF16, "bf16");
     }
     rmlp_model_free(cpu_model);
     CUDA_MUST(cudaStreamDestroy(stream));

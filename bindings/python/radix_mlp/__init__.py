@@ -13,6 +13,11 @@ major version must match the one these bindings are written for.
   ``Context.forward_compact(plan)`` (compact rows), ``pool_compact``, ``score_pair_compact``;
   ``embed(model, sequences)``. ``model.context(max_tokens, cache_bytes=n)``: a prefix KV cache
   across batches (``Context.cache_stats()``, ``Context.cache_clear()``).
+- ``generate(model, prompts, max_new_tokens, temperature=0, top_k=0, top_p=1, seed=0, eos=None)``:
+  generated ids per prompt (greedy by default, seeded numpy sampling otherwise), the prompts as
+  one batch on the prefix tree; the session underneath: ``Context.generate_begin(plan)`` -> logits,
+  ``generate_step(tokens)``, ``generate_finish(seq)``, ``generate_active()``, ``generate_stats()``,
+  ``generate_end()``.
 - Every error status of the library raises ``RadixMLPError`` (a RuntimeError) carrying
   ``rmlp_last_error()``; argument problems found in Python raise ValueError / TypeError.
 
@@ -54,7 +59,8 @@ from ._loader import LIB as _LIB
 from ._loader import LIB_PATH as library_path
 from ._loader import LibraryNotFound
 from .errors import RadixMLPError, check as _check, last_error, status_string
-from .model import CacheStats, Context, Model, ModelConfig, embed, pool
+from .model import CacheStats, Context, GenerateStats, Model, ModelConfig, embed, pool
+from .generation import generate, sample_token
 from .planner import Plan, Planner, PlanParams, compute_fold_and_scatter, plan_params_from_env
 
 __version__ = "%d.%d.%d" % (_abi.RMLP_VERSION_MAJOR, _abi.RMLP_VERSION_MINOR, _abi.RMLP_VERSION_PATCH)
@@ -139,6 +145,9 @@ __all__ = [
     "Model",
     "ModelConfig",
     "CacheStats",
+    "GenerateStats",
+    "generate",
+    "sample_token",
     "Context",
     "pool",
     "embed",

@@ -179,6 +179,19 @@ class rmlp_cache_stats(ctypes.Structure):
         "bytes_per_slot", "bytes_budget", "bytes_in_use")]
 
 
+class rmlp_generate_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("max_new_tokens", c_uint32),
+        ("shared_prefix_attention", c_bool),
+    ]
+
+
+class rmlp_generate_stats(ctypes.Structure):
+    _fields_ = [(name, c_uint64) for name in ("n_seqs", "n_active", "steps", "rows", "rows_computed")] + [
+        ("step_ms", c_double), ("attention_ms", c_double)]
+
+
 class rmlp_attention_args(ctypes.Structure):
     _fields_ = [
         ("layer", c_uint32),
@@ -228,6 +241,8 @@ STRUCT_SIZES = {
     "rmlp_context_params": 16,
     "rmlp_cache_stats": 88,
     "rmlp_weight_binding": 40,
+    "rmlp_generate_params": 12,
+    "rmlp_generate_stats": 56,
 }
 
 # typedef rmlp_status (*rmlp_attention_fn)(void *user_data, const struct rmlp_attention_args *args);
@@ -310,6 +325,16 @@ PROTOTYPES = {
         rmlp_status,
         [_handle, _u32_p, _u32_p, c_size_t, _u32_p, c_size_t, POINTER(rmlp_plan_params), POINTER(rmlp_plan)],
     ),
+    "rmlp_generate_default_params": (rmlp_generate_params, []),
+    "rmlp_generate_begin": (
+        rmlp_status,
+        [_handle, POINTER(rmlp_plan), POINTER(rmlp_generate_params), POINTER(c_float)],
+    ),
+    "rmlp_generate_step": (rmlp_status, [_handle, _u32_p, c_size_t, POINTER(c_float)]),
+    "rmlp_generate_finish": (rmlp_status, [_handle, c_uint32]),
+    "rmlp_generate_end": (rmlp_status, [_handle]),
+    "rmlp_generate_active": (rmlp_status, [_handle, _u32_p, POINTER(c_size_t)]),
+    "rmlp_generate_get_stats": (rmlp_status, [_handle, POINTER(rmlp_generate_stats)]),
 }
 
 

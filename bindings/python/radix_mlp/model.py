@@ -1,4 +1,5 @@
-"""Models: Model (load, config), Context (forward, pool, score_pair, prefix cache), pool, embed.
+"""Models: Model (load, config), Context (forward, pool, score_pair, prefix cache, generation
+sessions), pool, embed.
 
 On the CPU everything is numpy float32. A model loaded with ``device="cuda"`` keeps its weights
 and activations in device memory, which numpy cannot hold: the array methods refuse it, and the
@@ -20,7 +21,7 @@ from .errors import RadixMLPError, check, last_error
 from ._handle import _Handle
 from .planner import Plan, PlanParams, _thread_planner
 
-__all__ = ["ModelConfig", "CacheStats", "Model", "Context", "pool", "embed"]
+__all__ = ["ModelConfig", "CacheStats", "GenerateStats", "Model", "Context", "pool", "embed"]
 
 _POOLING = {"last": _abi.RMLP_POOLING_LAST, "mean": _abi.RMLP_POOLING_MEAN, "first": _abi.RMLP_POOLING_FIRST}
 _DEVICES = {"cpu": _abi.RMLP_DEVICE_CPU, "cuda": _abi.RMLP_DEVICE_CUDA}
@@ -116,6 +117,24 @@ class CacheStats:
     bytes_per_slot: int
     bytes_budget: int
     bytes_in_use: int
+
+
+@dataclass(frozen=True)
+class GenerateStats:
+    """What a context's generation session did since ``generate_begin`` (``rmlp_generate_stats``,
+    from ``Context.generate_stats()``; all zero without a session): ``n_seqs`` sequences, of them
+    ``n_active`` still active; ``steps`` run, ``rows`` appended in them (one per active sequence
+    and step), of those ``rows_computed`` (the others were cached already, or shared with another
+    sequence's row of the same step); ``step_ms`` the steps' wall time, ``attention_ms`` their
+    attention's."""
+
+    n_seqs: int
+    n_active: int
+    steps: int
+    rows: int
+    rows_computed: int
+    step_ms: float
+    attention_ms: float
 
 
 class Model(_Handle):
@@ -422,6 +441,72 @@ class Context(_Handle):
                                       token_a, token_b, f32_ptr(logits), f32_ptr(prob_a)))
         return logits, prob_a
 
+    # ---- generation (rmlp_generate_*; the loop with sampling: radix_mlp.generate) ----
+
+    def generate_begin(self, plan, max_new_tokens=256, shared_prefix_attention=True):
+        """Begins a generation session (``rmlp_generate_begin``) on a context with a prefix cache
+        (``cache_bytes`` > 0) of a model with an LM head: prefills the plan's sequences
+        (each non-empty) through the cache, shared prefixes once, and returns the logits at each
+        prompt's last token, ``(plan.n_seqs, vocab_size)`` float32. Every sequence is then active.
+        ``max_new_tokens``: the most tokens a sequence may append; ``shared_prefix_attention``:
+        a shared prefix's keys read once per step for every sequence below it (False: each
+        sequence alone; the same up to fp32 rounding). One session per context
+        (``generate_end``). RadixMLPError RMLP_ERR_UNSUPPORTED without a cache or an LM head,
+        RMLP_ERR_TOO_LARGE when the prompts do not fit the cache."""
+        _check_plan(plan)  # the logits are host memory on any device: the library says what it cannot run
+        params = LIB.rmlp_generate_default_params()
+        params.max_new_tokens = as_u32_scalar(max_new_tokens, "max_new_tokens")
+        params.shared_prefix_attention = bool(shared_prefix_attention)
+        c_plan = self._plan_for(plan)
+        logits = np.empty((plan.n_seqs, self.model.config.vocab_size), dtype=np.float32)
+        with self._lock:
+            check(LIB.rmlp_generate_begin(self._live(), ctypes.byref(c_plan), ctypes.byref(params), f32_ptr(logits)))
+        return logits
+
+    def generate_step(self, tokens, out=None):
+        """One decode step (``rmlp_generate_step``): ``tokens`` holds one id per active sequence in
+        ascending sequence order (``generate_active()``); each is appended to its sequence and the
+        logits at the new tokens are returned, ``(len(tokens), vocab_size)`` float32 in the same
+        order (into ``out`` when given). A wrong count, an id outside the vocabulary or a sequence
+        past ``max_new_tokens`` raise RMLP_ERR_INVALID_ARGUMENT; a cache too full for the new rows
+        RMLP_ERR_OUT_OF_MEMORY (nothing changed: finish sequences)."""
+        tokens = as_u32(tokens, "tokens")
+        out = _out_array(out, (tokens.shape[0], self.model.config.vocab_size))
+        dst = out if out.size else np.zeros(1, dtype=np.float32)
+        with self._lock:
+            check(LIB.rmlp_generate_step(self._live(), u32_ptr(tokens), tokens.shape[0], f32_ptr(dst)))
+        return out
+
+    def generate_finish(self, seq):
+        """Finishes sequence ``seq`` (its index in the plan; ``rmlp_generate_finish``): it leaves
+        the active set, its rows stay cached (found by later prompts that continue them). Finishing
+        it twice raises RMLP_ERR_INVALID_ARGUMENT."""
+        seq = as_u32_scalar(seq, "seq")
+        with self._lock:
+            check(LIB.rmlp_generate_finish(self._live(), seq))
+
+    def generate_active(self):
+        """The active sequences of the session, ascending, as a uint32 array (empty without one)."""
+        n = ctypes.c_size_t(0)
+        with self._lock:
+            check(LIB.rmlp_generate_active(self._live(), None, ctypes.byref(n)))
+            seqs = np.zeros(max(n.value, 1), dtype=np.uint32)
+            check(LIB.rmlp_generate_active(self._live(), u32_ptr(seqs), ctypes.byref(n)))
+        return seqs[:n.value].copy()
+
+    def generate_stats(self):
+        """The session's counters (``rmlp_generate_get_stats``), a GenerateStats."""
+        stats = _abi.rmlp_generate_stats()
+        with self._lock:
+            check(LIB.rmlp_generate_get_stats(self._live(), ctypes.byref(stats)))
+        return GenerateStats(**{name: getattr(stats, name) for name, _ in stats._fields_})
+
+    def generate_end(self):
+        """Ends the session (``rmlp_generate_end``): finishes the active sequences and frees it.
+        Does nothing without one."""
+        with self._lock:
+            check(LIB.rmlp_generate_end(self._live()))
+
     def __repr__(self):
         cache = ", cache_bytes=%d" % self.cache_bytes if self.cache_bytes else ""
         return "Context(max_tokens=%d, attention=%r%s%s)" % (self.max_tokens, self.attention, cache,
@@ -449,6 +534,31 @@ def pool(hidden, cu_seqlens, pooling="last", normalize=False):
     return out
 
 
+def plan_sequences(sequences, threshold, what, name):
+    """The plan (gate ``threshold``) of token sequences back to back, positions 0..len-1 each;
+    ValueError for no sequence or an empty one (``what``: the caller, ``name``: the argument)."""
+    if isinstance(sequences, np.ndarray) and sequences.ndim == 2:
+        sequences = list(sequences)
+    sequences = list(sequences)
+    if not sequences:
+        raise ValueError("%s is empty: %s needs at least one sequence" % (name, what))
+    parts = []
+    for i, seq in enumerate(sequences):
+        ids = as_u32(seq, "%s[%d]" % (name, i))
+        if ids.shape[0] == 0:
+            raise ValueError("%s[%d] is empty" % (name, i))
+        parts.append(ids)
+    lengths = np.array([p.shape[0] for p in parts], dtype=np.int64)
+    input_ids = np.concatenate(parts)
+    position_ids = np.concatenate([np.arange(n, dtype=np.uint32) for n in lengths])
+    cu = np.concatenate([[0], np.cumsum(lengths)])
+    if cu[-1] > 0xFFFFFFFF:
+        raise ValueError("the batch has %d tokens, more than 2^32-1" % cu[-1])
+    cu = cu.astype(np.uint32)
+    c_params = PlanParams(threshold=threshold)._to_c()
+    return _thread_planner()._build(input_ids, position_ids, cu, c_params, Plan)
+
+
 def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP_DEFAULT_THRESHOLD,
           attention="full"):
     """Embeds token sequences with ``model``: positions 0..len-1 per sequence, one radix plan
@@ -463,26 +573,7 @@ def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP
         raise ValueError("pooling=%r must be one of 'last', 'mean', 'first'" % (pooling,))
     if attention not in _ATTENTION:
         raise ValueError("attention=%r must be one of 'full', 'compact', 'auto'" % (attention,))
-    if isinstance(sequences, np.ndarray) and sequences.ndim == 2:
-        sequences = list(sequences)
-    sequences = list(sequences)
-    if not sequences:
-        raise ValueError("sequences is empty: embed needs at least one sequence")
-    parts = []
-    for i, seq in enumerate(sequences):
-        ids = as_u32(seq, "sequences[%d]" % i)
-        if ids.shape[0] == 0:
-            raise ValueError("sequences[%d] is empty" % i)
-        parts.append(ids)
-    lengths = np.array([p.shape[0] for p in parts], dtype=np.int64)
-    input_ids = np.concatenate(parts)
-    position_ids = np.concatenate([np.arange(n, dtype=np.uint32) for n in lengths])
-    cu = np.concatenate([[0], np.cumsum(lengths)])
-    if cu[-1] > 0xFFFFFFFF:
-        raise ValueError("the batch has %d tokens, more than 2^32-1" % cu[-1])
-    cu = cu.astype(np.uint32)
-    c_params = PlanParams(threshold=threshold)._to_c()
-    plan = _thread_planner()._build(input_ids, position_ids, cu, c_params, Plan)
+    plan = plan_sequences(sequences, threshold, "embed", "sequences")
     with Context(model, plan.n_tokens, attention=attention) as context:
         hidden = context.forward(plan)
     return pool(hidden, plan.cu_seqlens, pooling=pooling, normalize=normalize)

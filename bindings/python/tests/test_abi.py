@@ -15,7 +15,7 @@ from radix_mlp import _abi
 from conftest import HEADER, HERE
 
 STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args",
-           "rmlp_context_params", "rmlp_cache_stats"]
+           "rmlp_context_params", "rmlp_cache_stats", "rmlp_generate_params", "rmlp_generate_stats"]
 
 # Offsets of selected fields, as a C program compiled against ffi/include/radix_mlp.h printed
 # them (sizeof/offsetof, LP64): the layout the bindings rely on.
@@ -53,6 +53,9 @@ KNOWN_OFFSETS = {
     ("rmlp_context_params", "cache_bytes"): 8,
     ("rmlp_cache_stats", "hit_tokens"): 24,
     ("rmlp_cache_stats", "bytes_in_use"): 80,
+    ("rmlp_generate_params", "shared_prefix_attention"): 8,
+    ("rmlp_generate_stats", "step_ms"): 40,
+    ("rmlp_generate_stats", "attention_ms"): 48,
 }
 
 

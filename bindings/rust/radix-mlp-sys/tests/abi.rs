@@ -82,6 +82,16 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_cache_stats, bytes_per_slot), 64);
     assert_eq!(offset_of!(rmlp_cache_stats, bytes_budget), 72);
     assert_eq!(offset_of!(rmlp_cache_stats, bytes_in_use), 80);
+
+    assert_eq!((size_of::<rmlp_generate_params>(), align_of::<rmlp_generate_params>()), (12, 4));
+    assert_eq!(offset_of!(rmlp_generate_params, max_new_tokens), 4);
+    assert_eq!(offset_of!(rmlp_generate_params, shared_prefix_attention), 8);
+
+    assert_eq!((size_of::<rmlp_generate_stats>(), align_of::<rmlp_generate_stats>()), (56, 8));
+    assert_eq!(offset_of!(rmlp_generate_stats, n_active), 8);
+    assert_eq!(offset_of!(rmlp_generate_stats, rows_computed), 32);
+    assert_eq!(offset_of!(rmlp_generate_stats, step_ms), 40);
+    assert_eq!(offset_of!(rmlp_generate_stats, attention_ms), 48);
 }
 
 #[test]
@@ -96,6 +106,10 @@ fn default_params_match_constants() {
     assert_eq!(c.struct_size as usize, size_of::<rmlp_context_params>());
     assert_eq!(c.attention_space, RMLP_ATTENTION_FULL);
     assert_eq!(c.cache_bytes, 0);
+    let g = unsafe { rmlp_generate_default_params() };
+    assert_eq!(g.struct_size as usize, size_of::<rmlp_generate_params>());
+    assert_eq!(g.max_new_tokens, 256);
+    assert!(g.shared_prefix_attention);
 }
 
 #[test]

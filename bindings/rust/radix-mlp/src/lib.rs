@@ -29,6 +29,12 @@
 //! embedder's instruction computed once, not once per batch); [`Context::cache_stats`] counts
 //! hits and evictions, [`Context::cache_clear`] empties it.
 //!
+//! A context with a cache generates too, on a model with an LM head: [`Context::generate_begin`]
+//! prefills a batch of prompts (shared prefixes once) and returns a [`Generation`], whose
+//! [`Generation::step`] appends one token per active sequence and returns their logits;
+//! [`Context::generate`] runs the loop with the host's pick of tokens, [`Context::generate_greedy`]
+//! with the argmax.
+//!
 //! # Linking
 //!
 //! `radix-mlp-sys` links `libradix_mlp` from `RADIX_MLP_LIB_DIR` (a CMake build folder or the
@@ -99,10 +105,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use radix_mlp_sys as sys;
 
 mod error;
+mod generate;
 mod model;
 mod planner;
 
 pub use error::{Error, Status};
+pub use generate::{argmax, GenerateParams, GenerateStats, Generation};
 pub use model::{
     Architecture, AttentionArgs, AttentionSpace, CacheStats, CompactLayout, Context, ContextParams, DType, Device,
     Model, ModelConfig, ModelHolder, ModelParams, PairScore, Pooling, SharedContext, WeightBinding,

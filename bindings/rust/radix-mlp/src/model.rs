@@ -1084,9 +1084,19 @@ impl<M: ModelHolder> Context<'_, M> {
         Ok(pair_scores(&logits, &prob_a))
     }
 
+    /// The context's handle and its model's configuration, for the crate's other modules
+    /// (generate.rs).
+    pub(crate) fn raw_ptr(&self) -> *mut sys::rmlp_context {
+        self.raw.as_ptr()
+    }
+
+    pub(crate) fn model_config(&self) -> &ModelConfig {
+        &self.model.config
+    }
+
     /// The C plan, with the one check the library leaves out: padding rows' token ids, which
     /// `rmlp_embed` and `rmlp_forward` read without checking them against vocab_size.
-    fn plan<P: AsPlan + ?Sized>(&self, fn_name: &str, plan: &P) -> Result<sys::rmlp_plan, Error> {
+    pub(crate) fn plan<P: AsPlan + ?Sized>(&self, fn_name: &str, plan: &P) -> Result<sys::rmlp_plan, Error> {
         let raw = plan.as_raw()?;
         let vocab = self.model.config.vocab_size;
         if raw.n_compact <= raw.n_compact_padded && raw.n_compact_padded > 0 {

@@ -75,28 +75,57 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 
 /// Every unsigned integer of the (possibly nested) array that follows `"key":`, flattened.
 fn json_numbers(json: &str, key: &str) -> Vec<u32> {
+    json_rows(json, key).concat()
+}
+
+/// The innermost arrays of unsigned integers in the array that follows `"key":` (a flat array is
+/// one row; `[[1, 2], [3]]` two), in order: enough JSON for the fixtures' id lists.
+pub fn json_rows(json: &str, key: &str) -> Vec<Vec<u32>> {
     let quoted = format!("\"{key}\"");
     let at = json.find(&quoted).unwrap_or_else(|| panic!("no {quoted}")) + quoted.len();
     let rest = json[at..].trim_start().strip_prefix(':').expect("':' after the key").trim_start();
     assert!(rest.starts_with('['), "{key} is not an array");
-    let (mut depth, mut numbers, mut current) = (0usize, Vec::new(), None::<u32>);
+    // the open arrays: their numbers, and whether an array opened inside them
+    let (mut open, mut rows, mut current) = (Vec::<(Vec<u32>, bool)>::new(), Vec::new(), None::<u32>);
     for c in rest.chars() {
         if let Some(d) = c.to_digit(10) {
             current = Some(current.unwrap_or(0) * 10 + d);
             continue;
         }
-        numbers.extend(current.take());
+        if let Some(n) = current.take() {
+            open.last_mut().expect("a number inside the array").0.push(n);
+        }
         match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
+            '[' => {
+                if let Some(parent) = open.last_mut() {
+                    parent.1 = true;
+                }
+                open.push((Vec::new(), false));
+            }
+            ']' => {
+                let (numbers, nested) = open.pop().expect("balanced brackets");
+                assert!(!nested || numbers.is_empty(), "{key}: numbers beside arrays");
+                if !nested {
+                    rows.push(numbers);
+                }
+                if open.is_empty() {
+                    return rows;
+                }
+            }
             ',' | ' ' | '\n' | '\r' | '\t' => {}
             other => panic!("{key}: unexpected {other:?} in the array"),
         }
-        if depth == 0 {
-            return numbers;
-        }
     }
     panic!("{key}: unterminated array")
+}
+
+/// The unsigned integer that follows `"key":`.
+pub fn json_u32(json: &str, key: &str) -> u32 {
+    let quoted = format!("\"{key}\"");
+    let at = json.find(&quoted).unwrap_or_else(|| panic!("no {quoted}")) + quoted.len();
+    let rest = json[at..].trim_start().strip_prefix(':').expect("':' after the key").trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|_| panic!("{key}: not an unsigned integer"))
 }
 
 /// The F32 tensors of a safetensors file: an 8-byte little-endian header length, a JSON header
