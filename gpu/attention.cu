@@ -41,6 +41,13 @@ struct AttentionLayout {
     const uint32_t *qo_indptr, *kv_indptr, *kv_indices;
     uint32_t n_seqs;
     size_t q_stride, kv_stride, out_stride;
+    /* Chains of a decode step (gpu_chain_attention): query t of group s is q row
+     * q_index[qo_indptr[s] + t], every key of the group is visible to it, and instead of out the
+     * kernel writes its partial state, (max, sum, unnormalised o) in fp32, at state row
+     * (qo_indptr[s] + t) * n_heads + head (head_dim + 2 floats). nullptr / false otherwise. */
+    const uint32_t *q_index;
+    bool all_visible;
+    float *state;
 };
 
 /* Grid (att_grid_tiles(qo_indptr[n_seqs] as a count, n_seqs), n_heads); T = ceil(head_dim / 32)
@@ -60,21 +67,24 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
     const int t0 = (int)(blockIdx.x - att_first_tile(lay.qo_indptr[seq], seq)) * ATT_BQ, head = blockIdx.y;
     const size_t q_start = lay.qo_indptr[seq], kv_start = lay.kv_indptr[seq];
     const int n_q = (int)(lay.qo_indptr[seq + 1] - q_start);
-    const int before = (int)(lay.kv_indptr[seq + 1] - kv_start) - n_q; /* keys before the first query */
+    const int n_kv = (int)(lay.kv_indptr[seq + 1] - kv_start);
+    /* keys before the first query; a chain's queries see every key (a position past them all) */
+    const int before = lay.all_visible ? n_kv : n_kv - n_q;
     if (t0 >= n_q) return; /* the whole block: before any barrier */
     const int kv_head = head / (n_heads / n_kv_heads);
-    const typename D::S *qh = q + q_start * lay.q_stride + (size_t)head * head_dim;
     const typename D::S *kh = k + (size_t)kv_head * head_dim, *vh = v + (size_t)kv_head * head_dim;
     const uint32_t *path = lay.kv_indices != nullptr ? lay.kv_indices + kv_start : nullptr;
-    typename D::S *oh = out + q_start * lay.out_stride + (size_t)head * head_dim;
+    typename D::S *oh = out != nullptr ? out + q_start * lay.out_stride + (size_t)head * head_dim : nullptr;
 
     for (int i = threadIdx.x; i < ATT_BQ * head_dim; i += blockDim.x) {
         int r = i / head_dim, d = i % head_dim;
-        qs[i] = t0 + r < n_q ? D::load(qh[(size_t)(t0 + r) * lay.q_stride + d]) : 0.0f;
+        size_t row = lay.q_index != nullptr && t0 + r < n_q ? lay.q_index[q_start + t0 + r] : q_start + t0 + r;
+        qs[i] = t0 + r < n_q ? D::load(q[row * lay.q_stride + (size_t)head * head_dim + d]) : 0.0f;
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int row0 = before + t0 + warp * ATT_ROWS; /* this warp's first query, as a key position */
-    const int kend = before + min(t0 + ATT_BQ, n_q); /* keys [0, kend) are visible to some row of the tile */
+    /* keys [0, kend) are visible to some row of the tile */
+    const int kend = lay.all_visible ? n_kv : before + min(t0 + ATT_BQ, n_q);
 
     float m[ATT_ROWS], l[ATT_ROWS], o[ATT_ROWS][T];
 #pragma unroll
@@ -142,6 +152,16 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
     for (int r = 0; r < ATT_ROWS; r++) {
         const int query = t0 + warp * ATT_ROWS + r;
         if (query >= n_q) continue;
+        if (lay.state != nullptr) { /* a chain's partial state: max, sum, o unnormalised */
+            float *st = lay.state + ((q_start + query) * (size_t)n_heads + head) * (size_t)(head_dim + 2);
+            if (lane == 0) st[0] = m[r], st[1] = l[r];
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                int d = lane + 32 * t;
+                if (d < head_dim) st[2 + d] = o[r][t];
+            }
+            continue;
+        }
         const float inv = 1.0f / l[r];
 #pragma unroll
         for (int t = 0; t < T; t++) {
@@ -201,7 +221,7 @@ extern "C" cudaError_t gpu_attention(const void *q, const void *k, const void *v
                                      size_t n_seqs, size_t n_tokens, size_t n_heads, size_t n_kv_heads,
                                      size_t head_dim, float scale, rmlp_dtype dtype, cudaStream_t stream) {
     AttentionLayout lay = {cu_seqlens, cu_seqlens, nullptr, (uint32_t)n_seqs, n_heads * head_dim,
-                           n_kv_heads * head_dim, n_heads * head_dim};
+                           n_kv_heads * head_dim, n_heads * head_dim, nullptr, false, nullptr};
     if (n_seqs > INT32_MAX) return cudaErrorInvalidValue;
     return run_attention(q, k, v, out, lay, n_tokens, n_heads, n_kv_heads, head_dim, scale, dtype, stream);
 }
@@ -212,7 +232,72 @@ extern "C" cudaError_t gpu_compact_attention(const gpu_compact_rows *rows, const
                                              float scale, rmlp_dtype dtype, cudaStream_t stream) {
     if (n_seqs > INT32_MAX || rows->k_stride != rows->v_stride) return cudaErrorInvalidValue;
     AttentionLayout lay = {qo_indptr, kv_indptr, kv_indices, (uint32_t)n_seqs, rows->q_stride, rows->k_stride,
-                           rows->out_stride};
+                           rows->out_stride, nullptr, false, nullptr};
     return run_attention(rows->q, rows->k, rows->v, rows->out, lay, n_compact, n_heads, n_kv_heads, head_dim, scale,
                          dtype, stream);
+}
+
+extern "C" cudaError_t gpu_chain_attention(const gpu_compact_rows *rows, const gpu_chain_layout *chains,
+                                           size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale,
+                                           float *state, rmlp_dtype dtype, cudaStream_t stream) {
+    if (chains->n_chains > INT32_MAX || rows->k_stride != rows->v_stride || state == nullptr)
+        return cudaErrorInvalidValue;
+    AttentionLayout lay = {chains->member_indptr, chains->key_indptr, chains->keys, (uint32_t)chains->n_chains,
+                           rows->q_stride, rows->k_stride, rows->out_stride, chains->members, true, state};
+    return run_attention(rows->q, rows->k, rows->v, nullptr, lay, chains->n_members, n_heads, n_kv_heads, head_dim,
+                         scale, dtype, stream);
+}
+
+/* out row r, head h = the merge of the partial states of r's memberships: with M the largest max,
+ * sum_i o_i e^(m_i - M) / sum_i l_i e^(m_i - M). One warp per (row, head); lane owns dims lane + 32 t. */
+template <class D>
+static __global__ void merge_states_kernel(const float *__restrict__ state, const uint32_t *__restrict__ row_indptr,
+                                           const uint32_t *__restrict__ row_members, size_t n_rows, int n_heads,
+                                           int head_dim, typename D::S *__restrict__ out, size_t out_stride) {
+    const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int head = blockIdx.y, lane = threadIdx.x % 32;
+    if (row >= n_rows) return;
+    const size_t width = (size_t)head_dim + 2;
+    float top = -INFINITY;
+    for (uint32_t i = row_indptr[row]; i < row_indptr[row + 1]; i++)
+        top = fmaxf(top, state[((size_t)row_members[i] * n_heads + head) * width]);
+    float sum = 0.0f;
+    for (uint32_t i = row_indptr[row]; i < row_indptr[row + 1]; i++) {
+        const float *st = state + ((size_t)row_members[i] * n_heads + head) * width;
+        sum += st[1] * expf(st[0] - top);
+    }
+    for (int d = lane; d < head_dim; d += 32) {
+        float acc = 0.0f;
+        for (uint32_t i = row_indptr[row]; i < row_indptr[row + 1]; i++) {
+            const float *st = state + ((size_t)row_members[i] * n_heads + head) * width;
+            acc += st[2 + d] * expf(st[0] - top);
+        }
+        out[row * out_stride + (size_t)head * head_dim + d] = D::store(acc / sum);
+    }
+}
+
+extern "C" cudaError_t gpu_merge_states(const float *state, const uint32_t *row_indptr, const uint32_t *row_members,
+                                        size_t n_rows, size_t n_heads, size_t head_dim, void *out, size_t out_stride,
+                                        rmlp_dtype dtype, cudaStream_t stream) {
+    if (dtype_size(dtype) == 0 || n_heads > 65535 || head_dim == 0 || out_stride < n_heads * head_dim ||
+        n_rows > INT32_MAX)
+        return cudaErrorInvalidValue;
+    if (n_rows == 0 || n_heads == 0) return cudaSuccess;
+    const int warps = 4;
+    dim3 grid((unsigned)((n_rows + warps - 1) / warps), (unsigned)n_heads);
+    int nh = (int)n_heads, hd = (int)head_dim;
+    switch (dtype) {
+    case RMLP_DTYPE_F32:
+        merge_states_kernel<F32><<<grid, warps * 32, 0, stream>>>(state, row_indptr, row_members, n_rows, nh, hd,
+                                                                   (F32::S *)out, out_stride);
+        break;
+    case RMLP_DTYPE_F16:
+        merge_states_kernel<F16><<<grid, warps * 32, 0, stream>>>(state, row_indptr, row_members, n_rows, nh, hd,
+                                                                   (F16::S *)out, out_stride);
+        break;
+    default:
+        merge_states_kernel<BF16><<<grid, warps * 32, 0, stream>>>(state, row_indptr, row_members, n_rows, nh, hd,
+                                                                    (BF16::S *)out, out_stride);
+    }
+    return cudaGetLastError();
 }

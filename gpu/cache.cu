@@ -107,10 +107,19 @@ extern "C" rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_
         LAUNCHED("gpu_put_rows (V into slots)", layer,
                  gpu_put_rows(v, kvd, r->slots, ctx->v, kvd, rows, kvd, m->dtype, stream));
         gpu_compact_rows attn = {ctx->q, k, v, ctx->attn_c, qd, kvd, kvd, qd};
-        LAUNCHED("gpu_compact_attention", layer,
-                 gpu_compact_attention(&attn, r->qo_indptr, r->kv_indptr, r->kv_indices, r->n_groups, rows,
-                                       c->num_attention_heads, c->num_key_value_heads, c->head_dim, scale, m->dtype,
-                                       stream));
+        if (r->chains != NULL) { /* a decode step: partial states per chain, merged per row */
+            LAUNCHED("gpu_chain_attention", layer,
+                     gpu_chain_attention(&attn, r->chains, c->num_attention_heads, c->num_key_value_heads,
+                                         c->head_dim, scale, r->state, m->dtype, stream));
+            LAUNCHED("gpu_merge_states", layer,
+                     gpu_merge_states(r->state, r->row_indptr, r->row_members, rows, c->num_attention_heads,
+                                      c->head_dim, ctx->attn_c, qd, m->dtype, stream));
+        } else {
+            LAUNCHED("gpu_compact_attention", layer,
+                     gpu_compact_attention(&attn, r->qo_indptr, r->kv_indptr, r->kv_indices, r->n_groups, rows,
+                                           c->num_attention_heads, c->num_key_value_heads, c->head_dim, scale,
+                                           m->dtype, stream));
+        }
         status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
     }
     if (status == RMLP_OK) status = gpu_final_norm_compact(fn, ctx, ctx->hidden, ctx->normed);
@@ -158,7 +167,8 @@ extern "C" rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_
     cache->staged_pending = true;
     const uint32_t *d = cache->rows;
     /* attention: sequence s's computed rows over its path; kv_indptr is the set plan's cu_seqlens */
-    gpu_cache_rows run = {d, d + at_pos, d + at_slots, d + at_cqo, set->cu, d + at_path, rows, n_seqs};
+    gpu_cache_rows run = {d, d + at_pos, d + at_slots, d + at_cqo, set->cu, d + at_path, rows, n_seqs, NULL, NULL,
+                          NULL, NULL};
     status = gpu_cache_run_rows(fn, ctx, cache, &run);
     /* the output, read from the slots: compact rows (padding zeroed), or batch rows; none without out */
     if (status != RMLP_OK || out == NULL) return status;

@@ -1,17 +1,19 @@
 /*
  * decode.cu: the device side of a generation session on a CUDA context (ffi/src/generate.c keeps
- * the session and the index on the host). A step's new rows run through the model against the
- * prefix cache's slots (gpu_cache_run_rows, cache.cu) as groups of one query each: row r attends
- * over the slots of its path, the reference compact-attention kernel reading them through the
- * packed path list. The LM head then reads the hidden states of the active sequences' last slots
- * as one GEMM with fp32 logits, copied to the host. The per-sequence attention only: the shared-
- * prefix attention of cpu/decode_attention.c (a node's keys read once per step for every sequence
- * below it) is not written for the device yet.
+ * the session, the index and the step's cut into chains on the host). A step's new rows run through
+ * the model against the prefix cache's slots (gpu_cache_run_rows, cache.cu) with the attention of
+ * cpu/decode_attention.h by chains: each chain's keys are read by one block for up to ATT_BQ of its
+ * queries at once (gpu_chain_attention: partial softmax states in fp32), and each row's states are
+ * merged with the log-sum-exp (gpu_merge_states). With shared-prefix attention a chain is a run of
+ * path nodes a set of sequences shares, so a shared prefix's K/V rows are read once per step for
+ * the sequences below it; without, each row's path is its one chain. The LM head then reads the
+ * hidden states of the active sequences' last slots as one GEMM with fp32 logits, copied to the host.
  *
- * Device arrays of a session (one allocation, `rows`) and their pinned staging, laid out as
- *   ids (n_seqs) | pos (n_seqs) | slots (n_seqs) | qo (n_seqs + 1) | kv_indptr (n_seqs + 1) |
- *   kv_indices (path_words)
- * and logits (n_seqs, vocab) fp32.
+ * Device arrays of a session (one allocation, `rows`) and their pinned staging, laid out per step as
+ *   ids, pos, slots (n_rows each) | key_indptr, member_indptr (n_chains + 1 each) | row_indptr
+ *   (n_rows + 1) | keys | members, row_members (n_members each)
+ * with room for n_seqs rows, 2 n_seqs + 1 chains, key_words keys and max_members memberships; the
+ * chains' states (max_members * n_heads, head_dim + 2) and logits (n_seqs, vocab), fp32.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +26,10 @@
 
 struct gpu_decode {
     int device;
-    size_t n_seqs, path_words, words;
+    size_t n_seqs, key_words, max_members, words;
     uint32_t *rows;    /* device */
     uint32_t *staging; /* pinned host */
+    float *state;      /* device (max_members * n_heads, head_dim + 2) */
     float *logits;     /* device (n_seqs, vocab) */
     cudaEvent_t staged_free;
     bool staged_pending;
@@ -39,22 +42,29 @@ extern "C" void gpu_decode_free(gpu_decode *dec) {
     if (dec->staging != NULL) (void)cudaFreeHost(dec->staging);
     if (dec->rows != NULL) (void)cudaFree(dec->rows);
     if (dec->logits != NULL) (void)cudaFree(dec->logits);
+    if (dec->state != NULL) (void)cudaFree(dec->state);
     (void)cudaGetLastError();
     free(dec);
 }
 
-extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx, size_t n_seqs, size_t path_words,
-                                         gpu_decode **out) {
+extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx, size_t n_seqs, size_t key_words,
+                                         size_t max_members, gpu_decode **out) {
     *out = NULL;
     const gpu_model *m = ctx->model;
+    const rmlp_model_config *c = &m->config;
     GPU_ON_DEVICE(fn, m->device);
     gpu_decode *dec = (gpu_decode *)calloc(1, sizeof *dec);
     if (dec == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the generation session failed");
-    dec->device = m->device, dec->n_seqs = n_seqs, dec->path_words = path_words;
-    dec->words = 5 * n_seqs + 2 + path_words;
-    size_t logits_bytes = n_seqs * m->config.vocab_size * sizeof(float);
+    dec->device = m->device, dec->n_seqs = n_seqs, dec->key_words = key_words, dec->max_members = max_members;
+    dec->words = 3 * n_seqs + 2 * (2 * n_seqs + 2) + n_seqs + 1 + key_words + 2 * max_members;
+    size_t state_bytes = max_members * c->num_attention_heads * ((size_t)c->head_dim + 2) * sizeof(float);
+    size_t logits_bytes = n_seqs * c->vocab_size * sizeof(float);
     const char *what = "cudaMalloc (generation arrays)";
     cudaError_t error = cudaMalloc((void **)&dec->rows, dec->words * sizeof(uint32_t));
+    if (error == cudaSuccess) {
+        what = "cudaMalloc (generation attention states)";
+        error = cudaMalloc((void **)&dec->state, state_bytes);
+    }
     if (error == cudaSuccess) {
         what = "cudaMalloc (generation logits)";
         error = cudaMalloc((void **)&dec->logits, logits_bytes);
@@ -94,27 +104,36 @@ static rmlp_status stage(const char *fn, gpu_context *ctx, gpu_decode *dec, size
 
 extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec,
                                        const uint32_t *ids, const uint32_t *pos, const uint32_t *slots, size_t n_rows,
-                                       const uint32_t *kv_indptr, const uint32_t *kv_indices) {
+                                       const gpu_decode_chains *ch) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     rmlp_status status = gpu_cache_check_capture(fn, ctx);
     if (status == RMLP_OK) status = staging_free(fn, dec);
     if (status != RMLP_OK) return status;
-    size_t n_keys = kv_indptr[n_rows], at_pos = n_rows, at_slots = 2 * n_rows, at_qo = 3 * n_rows;
-    size_t at_kv = at_qo + n_rows + 1, at_idx = at_kv + n_rows + 1, words = at_idx + n_keys;
-    if (n_rows > dec->n_seqs || n_keys > dec->path_words)
-        return rmlp_fail(RMLP_ERR_INTERNAL, fn, "a step of %zu rows over %zu keys exceeds the session's arrays (%zu, "
-                         "%zu)", n_rows, n_keys, dec->n_seqs, dec->path_words);
+    size_t nc = ch->n_chains, n_keys = ch->key_indptr[nc], n_members = ch->member_indptr[nc];
+    if (n_rows > dec->n_seqs || nc > 2 * dec->n_seqs + 1 || n_keys > dec->key_words || n_members > dec->max_members ||
+        ch->row_indptr[n_rows] != n_members)
+        return rmlp_fail(RMLP_ERR_INTERNAL, fn, "a step of %zu rows, %zu chains, %zu keys, %zu memberships exceeds the "
+                         "session's arrays (%zu, %zu, %zu, %zu) or is inconsistent", n_rows, nc, n_keys, n_members,
+                         dec->n_seqs, 2 * dec->n_seqs + 1, dec->key_words, dec->max_members);
+    size_t at_pos = n_rows, at_slots = 2 * n_rows, at_kptr = 3 * n_rows, at_mptr = at_kptr + nc + 1;
+    size_t at_rptr = at_mptr + nc + 1, at_keys = at_rptr + n_rows + 1, at_members = at_keys + n_keys;
+    size_t at_rows = at_members + n_members, words = at_rows + n_members;
     uint32_t *s = dec->staging;
     memcpy(s, ids, n_rows * sizeof *s);
     memcpy(s + at_pos, pos, n_rows * sizeof *s);
     memcpy(s + at_slots, slots, n_rows * sizeof *s);
-    for (size_t r = 0; r <= n_rows; r++) s[at_qo + r] = (uint32_t)r; /* one query per group: the row itself */
-    memcpy(s + at_kv, kv_indptr, (n_rows + 1) * sizeof *s);
-    memcpy(s + at_idx, kv_indices, n_keys * sizeof *s);
+    memcpy(s + at_kptr, ch->key_indptr, (nc + 1) * sizeof *s);
+    memcpy(s + at_mptr, ch->member_indptr, (nc + 1) * sizeof *s);
+    memcpy(s + at_rptr, ch->row_indptr, (n_rows + 1) * sizeof *s);
+    memcpy(s + at_keys, ch->keys, n_keys * sizeof *s);
+    memcpy(s + at_members, ch->members, n_members * sizeof *s);
+    memcpy(s + at_rows, ch->row_members, n_members * sizeof *s);
     status = stage(fn, ctx, dec, words);
     if (status != RMLP_OK) return status;
     const uint32_t *d = dec->rows;
-    gpu_cache_rows run = {d, d + at_pos, d + at_slots, d + at_qo, d + at_kv, d + at_idx, n_rows, n_rows};
+    gpu_chain_layout chains = {d + at_kptr, d + at_keys, d + at_mptr, d + at_members, nc, n_members};
+    gpu_cache_rows run = {d, d + at_pos, d + at_slots, NULL, NULL, NULL, n_rows, 0, &chains, d + at_rptr, d + at_rows,
+                          dec->state};
     return gpu_cache_run_rows(fn, ctx, cache, &run);
 }
 

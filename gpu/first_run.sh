@@ -91,7 +91,7 @@ grep -E '^[0-9]+: [0-9]+ passed, [0-9]+ failed|^[0-9]+ passed, [0-9]+ failed|^de
 {
   echo "# test_gpu_model's and test_gpu_flashinfer's measured errors and comparisons, which attention kernel the"
   echo "# model test saw, then every FAIL line of the GPU tests"
-  grep -E 'max abs|bit-identical|differs \(|attention kernel|worst warm vs cold' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
+  grep -E 'max abs|bit-identical|differs \(|attention kernel|worst warm vs cold|worst device vs CPU' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
   grep -E 'FAIL' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //'
 } >"$OUT/errors.txt"
 fails=$(grep -c 'FAIL' "$OUT/ctest_gpu.log")

@@ -100,6 +100,29 @@ cudaError_t gpu_compact_attention(const gpu_compact_rows *rows, const uint32_t *
                                   size_t n_kv_heads, size_t head_dim, float scale, rmlp_dtype dtype,
                                   cudaStream_t stream);
 
+/* A decode step's chains (cpu/decode_attention.h cuts a step's paths into them), device arrays:
+ * chain c's keys are the slots keys[key_indptr[c] .. key_indptr[c+1]), its queries the rows
+ * members[member_indptr[c] .. member_indptr[c+1]) (n_members in all); every key of a chain is
+ * visible to each of its queries. */
+typedef struct gpu_chain_layout {
+    const uint32_t *key_indptr, *keys, *member_indptr, *members;
+    size_t n_chains, n_members;
+} gpu_chain_layout;
+
+/* Each membership's partial attention over its chain's keys (the K/V rows read by one block for
+ * up to ATT_BQ of the chain's queries), as state rows (member index * n_heads + head) of
+ * (max, sum, unnormalised o (head_dim)) in fp32: state (n_members * n_heads, head_dim + 2).
+ * rows: q by query row, k and v by slot; out unused. As gpu_compact_attention otherwise. */
+cudaError_t gpu_chain_attention(const gpu_compact_rows *rows, const gpu_chain_layout *chains, size_t n_heads,
+                                size_t n_kv_heads, size_t head_dim, float scale, float *state, rmlp_dtype dtype,
+                                cudaStream_t stream);
+
+/* out row r (n_heads, head_dim) at out_stride = the log-sum-exp merge, in fp32, of the states of
+ * its memberships row_members[row_indptr[r] .. row_indptr[r+1]) (indices into state's member rows). */
+cudaError_t gpu_merge_states(const float *state, const uint32_t *row_indptr, const uint32_t *row_members,
+                             size_t n_rows, size_t n_heads, size_t head_dim, void *out, size_t out_stride,
+                             rmlp_dtype dtype, cudaStream_t stream);
+
 /* out (n_seqs, dim) fp32 = per sequence of the batch rows of hidden: its last row
  * (RMLP_POOLING_LAST), first row (FIRST) or the mean of its rows (MEAN, summed in fp32 row by
  * row, the CPU path's order). Batch row i is hidden's row rows[i] (compact rows read through

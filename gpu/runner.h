@@ -105,6 +105,12 @@ typedef struct gpu_cached_batch {
 typedef struct gpu_cache_rows {
     const uint32_t *ids, *pos, *slots, *qo_indptr, *kv_indptr, *kv_indices;
     size_t n_rows, n_groups;
+    /* a decode step instead (qo/kv arrays unused): the step's chains (kernels.h), each row's
+     * memberships row_members[row_indptr[r] .. row_indptr[r+1]) and the fp32 state of every
+     * membership (n_members * n_heads, head_dim + 2); chains NULL otherwise */
+    const struct gpu_chain_layout *chains;
+    const uint32_t *row_indptr, *row_members;
+    float *state;
 } gpu_cache_rows;
 rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, const gpu_cache_rows *rows);
 /* RMLP_ERR_UNSUPPORTED while the context's stream captures a graph (work through the cache waits on
@@ -122,16 +128,21 @@ rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_cache *cach
 
 typedef struct gpu_decode gpu_decode;
 
-/* For steps of up to n_seqs new rows whose paths hold at most path_words slots in all, and logits
- * of up to n_seqs rows. RMLP_ERR_OUT_OF_MEMORY names the bytes. */
-rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx, size_t n_seqs, size_t path_words,
-                              gpu_decode **out);
+/* For steps of up to n_seqs new rows whose chains hold at most key_words slots and max_members
+ * memberships in all, and logits of up to n_seqs rows. RMLP_ERR_OUT_OF_MEMORY names the bytes. */
+rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx, size_t n_seqs, size_t key_words,
+                              size_t max_members, gpu_decode **out);
 void gpu_decode_free(gpu_decode *dec);
-/* A step's new rows (host arrays): ids, pos, slots (n_rows), each row's path of slots root first,
- * packed (kv_indptr (n_rows + 1), kv_indices), the row itself last: each row attends over its path. */
+/* A step's chains on the host (cpu/decode_attention.h's cut, packed): chain c's keys
+ * keys[key_indptr[c] ..), its member rows members[member_indptr[c] ..); row r's memberships
+ * row_members[row_indptr[r] ..) (indices into members). */
+typedef struct gpu_decode_chains {
+    const uint32_t *key_indptr, *keys, *member_indptr, *members, *row_indptr, *row_members;
+    size_t n_chains;
+} gpu_decode_chains;
+/* A step's new rows (host arrays): ids, pos, slots (n_rows), attending over their chains. */
 rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec, const uint32_t *ids,
-                            const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
-                            const uint32_t *kv_indices);
+                            const uint32_t *pos, const uint32_t *slots, size_t n_rows, const gpu_decode_chains *chains);
 /* logits (n, vocab), host memory, fp32 = the LM head of the hidden states in slots (n, host);
  * synchronises the stream. */
 rmlp_status gpu_decode_logits(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec,

@@ -12,8 +12,9 @@
  *     works afterwards; a host callback is refused;
  *   - generation (gpu/decode.cu) on the fixtures with greedy ids (generate.json): a CUDA session and
  *     a CPU one in lockstep on the device's tokens, every logits row of begin and of each step
- *     within the dtype's tolerance of the CPU's; in F32 the greedy ids equal transformers'; after
- *     the session nothing is locked.
+ *     within the dtype's tolerance of the CPU's, the device's attention by shared chains (F32, BF16)
+ *     and per path (F32); in F32 the greedy ids equal transformers'; after the session nothing is
+ *     locked.
  * Tolerances: F32 1e-4 of the largest value (cuBLAS sums another number of rows in another order
  * when fewer rows are computed), BF16 2e-2 relative norm (test_gpu_model.c explains both).
  * Without a CUDA device it prints SKIP and exits 77.
@@ -21,6 +22,7 @@
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,7 +205,7 @@ static void test_dtype(const char *path, rmlp_model *cpu_model, rmlp_dtype dt, c
 
 /* ---- generation on the device against the CPU's, on a fixture's prompts ----------------------- */
 
-static void test_generate(const char *dir, const char *name, rmlp_dtype dt, const char *dt_name) {
+static void test_generate(const char *dir, const char *name, rmlp_dtype dt, const char *dt_name, bool shared) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     gen_fixture f;
@@ -240,6 +242,7 @@ static void test_generate(const char *dir, const char *name, rmlp_dtype dt, cons
     if (status == RMLP_OK) owned = tu_plan_copy(&plan), status = rmlp_context_set_plan(dev, &owned);
     rmlp_generate_params gp = rmlp_generate_default_params();
     gp.max_new_tokens = f.max_new;
+    gp.shared_prefix_attention = shared; /* the device's chains: shared prefixes, or one per path */
     if (status == RMLP_OK) status = rmlp_generate_begin(dev, &owned, &gp, ld);
     if (status == RMLP_OK) status = rmlp_generate_begin(cpu, &owned, &gp, lc);
     int ok = CHECK(status == RMLP_OK, "%s %s: setup and begin: %s", name, dt_name, rmlp_last_error());
@@ -281,7 +284,8 @@ static void test_generate(const char *dir, const char *name, rmlp_dtype dt, cons
     CHECK(rmlp_generate_end(dev) == RMLP_OK && rmlp_generate_end(cpu) == RMLP_OK, "%s: end", name);
     char why[200];
     if (dev != NULL) CHECK(kv_pool_check(dev->cache->pool, why, sizeof why) == 0, "%s %s: %s", name, dt_name, why);
-    printf("%s %s: generation, worst device vs CPU logits %.3g\n", name, dt_name, worst);
+    printf("%s %s, shared-prefix attention %s: generation, worst device vs CPU logits %.3g\n", name, dt_name,
+           shared ? "on" : "off", worst);
     if (owned.fold_gather != NULL) tu_plan_copy_free(&owned);
     free(ld), free(lc);
     rmlp_context_free(dev), rmlp_context_free(cpu);
@@ -311,8 +315,9 @@ int main(int argc, char **argv) {
     }
     static const char *const generating[] = {"qwen3_tiny", "qwen2_bias", "llama_bias", "mistral_bias"};
     for (size_t i = 0; i < sizeof generating / sizeof generating[0]; i++) {
-        test_generate(argv[1], generating[i], RMLP_DTYPE_F32, "f32");
-        test_generate(argv[1], generating[i], RMLP_DTYPE_BF16, "bf16");
+        test_generate(argv[1], generating[i], RMLP_DTYPE_F32, "f32", true);
+        test_generate(argv[1], generating[i], RMLP_DTYPE_F32, "f32", false);
+        test_generate(argv[1], generating[i], RMLP_DTYPE_BF16, "bf16", true);
     }
     rmlp_model_free(cpu_model);
     CUDA_MUST(cudaStreamDestroy(stream));

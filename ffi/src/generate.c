@@ -47,8 +47,11 @@ struct generate_session {
     uint32_t *members;          /* (decode_max_members(n_seqs, max_path)) */
     float *scratch;             /* (decode_scratch_floats) */
     float *hid;                 /* (n_seqs, hidden) the rows the LM head reads */
-    uint32_t *kv_indptr;        /* (n_seqs + 1) on a CUDA context: the computed rows' paths, packed */
-    struct gpu_decode *dev;     /* a CUDA context's device arrays (model_cuda.h), or NULL */
+    /* on a CUDA context, the chains packed for the device (gpu_decode_chains): key_indptr and
+     * member_indptr (decode_max_chains + 1), keys (n_seqs, max_path), row_indptr (n_seqs + 1),
+     * row_members (decode_max_members); and the device arrays (model_cuda.h), else NULL */
+    uint32_t *key_indptr, *member_indptr, *keys, *row_indptr, *row_members;
+    struct gpu_decode *dev;
     rmlp_generate_stats stats;
 };
 
@@ -56,7 +59,8 @@ void generate_session_free(struct generate_session *g) {
     if (g == NULL) return;
     void *arrays[] = {g->last,  g->position, g->depth, g->generated, g->active,  g->new_slot, g->ids,
                       g->pos,   g->slots,    g->path_len, g->paths,  g->below,   g->chain_of, g->chains,
-                      g->members, g->scratch, g->hid, g->kv_indptr};
+                      g->members, g->scratch, g->hid, g->key_indptr, g->member_indptr, g->keys,
+                      g->row_indptr, g->row_members};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
     cuda_generate_close(g->dev);
     free(g);
@@ -94,7 +98,11 @@ static struct generate_session *session_new(const rmlp_model_config *cfg, uint32
          decode_scratch_floats(n, cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim) * sizeof(float),
          "attention scratch"},
         {(void **)&g->hid, n * cfg->hidden_size * sizeof(float), "hidden rows"},
-        {(void **)&g->kv_indptr, (n + 1) * u, "kv_indptr"},
+        {(void **)&g->key_indptr, (decode_max_chains(n) + 1) * u, "key_indptr"},
+        {(void **)&g->member_indptr, (decode_max_chains(n) + 1) * u, "member_indptr"},
+        {(void **)&g->keys, n * max_path * u, "keys"},
+        {(void **)&g->row_indptr, (n + 1) * u, "row_indptr"},
+        {(void **)&g->row_members, decode_max_members(n, max_path) * u, "row_members"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         *parts[i].at = rmlp_malloc(parts[i].bytes ? parts[i].bytes : 1);
@@ -190,7 +198,8 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     /* the prefill: the cached forward (a nested call of this thread); its slots are then in batch.slot_of */
     bool skipped = false; /* the prompts did not fit the cache */
     if (context->gpu != NULL) { /* on the device, the plan set on the context; no output needed */
-        status = cuda_generate_open(fn, context, plan->n_seqs, (size_t)plan->n_seqs * max_path, &g->dev);
+        status = cuda_generate_open(fn, context, plan->n_seqs, (size_t)plan->n_seqs * max_path,
+                                    decode_max_members(plan->n_seqs, max_path), &g->dev);
         if (status == RMLP_OK) status = cuda_forward_cached(fn, context, plan, NULL, true, &skipped);
     } else {
         uint64_t bypassed = kv_cache_stats(c).bypassed;
@@ -330,23 +339,39 @@ static void attend_chains(void *arg, const cpu_attention_rows *rows) {
     a->ms += now_ms() - start;
 }
 
+/* The chains packed for the device (gpu_decode_chains), with each row's memberships. */
+static gpu_decode_chains pack_chains(struct generate_session *g, size_t n_chains, uint32_t n_rows) {
+    g->key_indptr[0] = g->member_indptr[0] = 0;
+    for (size_t c = 0; c < n_chains; c++) {
+        const decode_chain *ch = &g->chains[c];
+        memcpy(g->keys + g->key_indptr[c], ch->keys, ch->n_keys * sizeof(uint32_t));
+        g->key_indptr[c + 1] = g->key_indptr[c] + ch->n_keys;
+        g->member_indptr[c + 1] = ch->first + ch->count; /* a chain's members follow the previous chain's */
+    }
+    uint32_t n_members = g->member_indptr[n_chains];
+    memset(g->row_indptr, 0, (n_rows + 1) * sizeof(uint32_t));
+    for (uint32_t i = 0; i < n_members; i++) g->row_indptr[g->members[i] + 1]++;
+    for (uint32_t r = 0; r < n_rows; r++) g->row_indptr[r + 1] += g->row_indptr[r];
+    for (uint32_t i = 0; i < n_members; i++) g->row_members[g->row_indptr[g->members[i]]++] = i;
+    for (uint32_t r = n_rows; r > 0; r--) g->row_indptr[r] = g->row_indptr[r - 1]; /* back to starts */
+    g->row_indptr[0] = 0;
+    return (gpu_decode_chains){g->key_indptr, g->keys, g->member_indptr, g->members, g->row_indptr, g->row_members,
+                               n_chains};
+}
+
 /* The new rows through the model: their K/V and final hidden states into their slots (committed
  * there when computed; on a device failure the caller discards them). */
 static rmlp_status run_rows(const char *fn, rmlp_context *context, struct generate_session *g, uint32_t n_rows) {
     kv_cache *c = context->cache;
     build_paths(c->pool, g, n_rows);
+    size_t n_chains = decode_build_chains(g->paths, g->max_path, g->path_len, n_rows, g->shared, g->below,
+                                          g->chain_of, g->chains, g->members);
     rmlp_status status = RMLP_OK;
-    if (context->gpu != NULL) { /* the paths packed for the device: row r's at kv_indptr[r] */
-        g->kv_indptr[0] = 0;
-        for (uint32_t r = 0; r < n_rows; r++) {
-            memmove(g->paths + g->kv_indptr[r], g->paths + (size_t)r * g->max_path, g->path_len[r] * sizeof(uint32_t));
-            g->kv_indptr[r + 1] = g->kv_indptr[r] + g->path_len[r];
-        }
-        status = cuda_generate_rows(fn, context, g->dev, g->ids, g->pos, g->slots, n_rows, g->kv_indptr, g->paths);
+    if (context->gpu != NULL) {
+        gpu_decode_chains chains = pack_chains(g, n_chains, n_rows);
+        status = cuda_generate_rows(fn, context, g->dev, g->ids, g->pos, g->slots, n_rows, &chains);
     } else {
-        step_attention attention = {&context->model->config, g, 0, n_rows, 0.0};
-        attention.n_chains = decode_build_chains(g->paths, g->max_path, g->path_len, n_rows, g->shared, g->below,
-                                                 g->chain_of, g->chains, g->members);
+        step_attention attention = {&context->model->config, g, n_chains, n_rows, 0.0};
         rmlp_plan rows = {0};
         rows.n_tokens = rows.n_compact = rows.n_compact_padded = n_rows;
         rows.compact_input_ids = g->ids, rows.compact_position_ids = g->pos;

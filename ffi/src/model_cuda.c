@@ -187,17 +187,17 @@ rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rml
     return status;
 }
 
-rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t path_words,
-                               struct gpu_decode **out) {
-    return gpu_decode_create(fn, context->gpu, n_seqs, path_words, out);
+rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t key_words,
+                               size_t max_members, struct gpu_decode **out) {
+    return gpu_decode_create(fn, context->gpu, n_seqs, key_words, max_members, out);
 }
 
 void cuda_generate_close(struct gpu_decode *dec) { gpu_decode_free(dec); }
 
 rmlp_status cuda_generate_rows(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *ids,
-                               const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
-                               const uint32_t *kv_indices) {
-    return gpu_decode_rows(fn, context->gpu, context->gpu_cache, dec, ids, pos, slots, n_rows, kv_indptr, kv_indices);
+                               const uint32_t *pos, const uint32_t *slots, size_t n_rows,
+                               const gpu_decode_chains *chains) {
+    return gpu_decode_rows(fn, context->gpu, context->gpu_cache, dec, ids, pos, slots, n_rows, chains);
 }
 
 rmlp_status cuda_generate_logits(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *slots,
@@ -318,9 +318,9 @@ rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rml
     return no_cuda(fn);
 }
 
-rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t path_words,
-                               struct gpu_decode **out) {
-    (void)context, (void)n_seqs, (void)path_words;
+rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t key_words,
+                               size_t max_members, struct gpu_decode **out) {
+    (void)context, (void)n_seqs, (void)key_words, (void)max_members;
     *out = NULL;
     return no_cuda(fn);
 }
@@ -328,9 +328,9 @@ rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_s
 void cuda_generate_close(struct gpu_decode *dec) { (void)dec; }
 
 rmlp_status cuda_generate_rows(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *ids,
-                               const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
-                               const uint32_t *kv_indices) {
-    (void)context, (void)dec, (void)ids, (void)pos, (void)slots, (void)n_rows, (void)kv_indptr, (void)kv_indices;
+                               const uint32_t *pos, const uint32_t *slots, size_t n_rows,
+                               const gpu_decode_chains *chains) {
+    (void)context, (void)dec, (void)ids, (void)pos, (void)slots, (void)n_rows, (void)chains;
     return no_cuda(fn);
 }
 

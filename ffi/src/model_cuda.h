@@ -8,9 +8,8 @@
 #ifndef RMLP_FFI_MODEL_CUDA_H
 #define RMLP_FFI_MODEL_CUDA_H
 
+#include "../../gpu/runner.h"
 #include "model_internal.h"
-
-struct gpu_decode;
 
 /* Fills model->config and model->gpu from the checkpoint at `path` (params already checked
  * for struct_size and device == CUDA). */
@@ -44,15 +43,15 @@ void cuda_cache_free(rmlp_context *context);
 rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *out,
                                 bool compact_out, bool *bypassed);
 /* Generation on the device (gpu/decode.cu): a session's device arrays for steps of up to n_seqs
- * rows over paths of path_words slots in all; a step's new rows (host arrays: ids, pos, slots, each
- * row's path packed as kv_indptr (n_rows + 1) / kv_indices, the row last); logits (n, vocab, host)
- * of the hidden states in slots. The prefill is cuda_forward_cached with out NULL. */
-rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t path_words,
-                               struct gpu_decode **out);
+ * rows whose chains hold key_words keys and max_members memberships in all; a step's new rows (host
+ * arrays: ids, pos, slots) attending over their chains (gpu/runner.h); logits (n, vocab, host) of
+ * the hidden states in slots. The prefill is cuda_forward_cached with out NULL. */
+rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t key_words,
+                               size_t max_members, struct gpu_decode **out);
 void cuda_generate_close(struct gpu_decode *dec);
 rmlp_status cuda_generate_rows(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *ids,
-                               const uint32_t *pos, const uint32_t *slots, size_t n_rows, const uint32_t *kv_indptr,
-                               const uint32_t *kv_indices);
+                               const uint32_t *pos, const uint32_t *slots, size_t n_rows,
+                               const gpu_decode_chains *chains);
 rmlp_status cuda_generate_logits(const char *fn, rmlp_context *context, struct gpu_decode *dec, const uint32_t *slots,
                                  size_t n, float *logits);
 /* compact_plan NULL: hidden holds batch rows; else compact rows, read through that plan's scatter
