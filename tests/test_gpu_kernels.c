@@ -1,6 +1,7 @@
 /*
  * test_gpu_kernels.c: every CUDA kernel of gpu/kernels.h against the CPU path of cpu/cpu_ops.h
- * (attention in both layouts, the compact one on planner-built plans),
+ * (attention in both layouts, the compact one on planner-built plans; a decode step's attention by
+ * chains against cpu/decode_attention.h),
  * in fp32, fp16 and bf16, on odd sizes (1, 3, 7, 19, 733 rows; row and head sizes that are and
  * are not multiples of 8, so both the 16-byte and the element paths run; misaligned strides
  * and pointers). Inputs are drawn in fp32 and rounded to the dtype; the GPU gets them in the
@@ -19,6 +20,7 @@
 
 #include "blas.h"
 #include "cpu_ops.h"
+#include "decode_attention.h"
 #include "kernels.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
@@ -371,6 +373,75 @@ static void test_compact_attention(uint64_t *rng, int di) {
     rmlp_planner_free(planner);
 }
 
+/* A decode step's attention by chains (gpu_chain_attention, then gpu_merge_states) against
+ * cpu_decode_attention: queries whose paths share a prefix of P slots, subgroups sharing more, each
+ * path ending in the query's own slot; the chains cut with and without shared prefixes
+ * (decode_build_chains), GQA 4:1 and 1:1; the device gets the chains packed as generate.c packs them. */
+static void test_chain_attention(uint64_t *rng, int di) {
+    enum { QUERIES = 9, SLOTS = 400, MAX_PATH = 120 };
+    static const size_t head_dims[] = {20, 128};
+    static const size_t heads[][2] = {{8, 2}, {4, 4}};
+    rmlp_dtype dt = DTYPES[di];
+    uint32_t paths[QUERIES * MAX_PATH], len[QUERIES], next = 0;
+    uint32_t common = tu_rand_range(rng, 1, 60), group_len[3];
+    for (int g = 0; g < 3; g++) group_len[g] = tu_rand_range(rng, 0, 20);
+    for (uint32_t r = 0; r < QUERIES; r++) { /* common prefix, then the group's part, then its own */
+        uint32_t *p = paths + r * MAX_PATH, g = r % 3, own = tu_rand_range(rng, 1, 30), n = 0;
+        for (uint32_t i = 0; i < common; i++) p[n++] = i;
+        for (uint32_t i = 0; i < group_len[g]; i++) p[n++] = 60 + g * 20 + i;
+        for (uint32_t i = 0; i < own; i++) p[n++] = 120 + next++;
+        len[r] = n;
+    }
+    uint32_t *below = calloc(SLOTS, 4), *chain_of = malloc(SLOTS * 4);
+    memset(chain_of, 0xFF, SLOTS * 4);
+    decode_chain *chains = malloc(decode_max_chains(QUERIES) * sizeof *chains);
+    uint32_t *members = malloc(decode_max_members(QUERIES, MAX_PATH) * 4);
+    for (int shared = 0; shared < 2; shared++)
+        for (size_t a = 0; a < COUNT(head_dims); a++)
+            for (size_t h = 0; h < COUNT(heads); h++) {
+                size_t hd = head_dims[a], nh = heads[h][0], nkv = heads[h][1], qd = nh * hd, kvd = nkv * hd;
+                size_t nc = decode_build_chains(paths, MAX_PATH, len, QUERIES, shared, below, chain_of, chains, members);
+                /* packed: keys and members by chain, memberships by row */
+                uint32_t kptr[2 * QUERIES + 2] = {0}, mptr[2 * QUERIES + 2] = {0}, rptr[QUERIES + 1] = {0};
+                uint32_t keys[QUERIES * MAX_PATH], rows_of[QUERIES * MAX_PATH], fill[QUERIES] = {0};
+                for (size_t c = 0; c < nc; c++) {
+                    memcpy(keys + kptr[c], chains[c].keys, chains[c].n_keys * 4);
+                    kptr[c + 1] = kptr[c] + chains[c].n_keys, mptr[c + 1] = chains[c].first + chains[c].count;
+                }
+                uint32_t n_members = mptr[nc];
+                for (uint32_t i = 0; i < n_members; i++) rptr[members[i] + 1]++;
+                for (uint32_t r = 0; r < QUERIES; r++) rptr[r + 1] += rptr[r];
+                for (uint32_t i = 0; i < n_members; i++) rows_of[rptr[members[i]] + fill[members[i]]++] = i;
+                float *q = random_values(rng, QUERIES * qd, -3, 3, dt), *k = random_values(rng, SLOTS * kvd, -1, 1, dt);
+                float *v = random_values(rng, SLOTS * kvd, -1, 1, dt), *ref = tu_xmalloc(QUERIES * qd * 4);
+                float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd) * 4);
+                float scale = 1.0f / sqrtf((float)hd);
+                cpu_attention_rows rows = {q, k, v, ref, qd, kvd, kvd, qd};
+                cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, scratch);
+                void *d_q = upload(q, QUERIES * qd, dt), *d_k = upload(k, SLOTS * kvd, dt), *d_v = upload(v, SLOTS * kvd, dt);
+                void *d_out = poisoned(QUERIES * qd, dt);
+                float *d_state = dev_alloc(n_members * nh * (hd + 2) * 4);
+                uint32_t *d_kptr = upload_u32(kptr, nc + 1), *d_keys = upload_u32(keys, kptr[nc]);
+                uint32_t *d_mptr = upload_u32(mptr, nc + 1), *d_members = upload_u32(members, n_members);
+                uint32_t *d_rptr = upload_u32(rptr, QUERIES + 1), *d_rows = upload_u32(rows_of, n_members);
+                gpu_compact_rows d_rows_at = {d_q, d_k, d_v, NULL, qd, kvd, kvd, qd};
+                gpu_chain_layout lay = {d_kptr, d_keys, d_mptr, d_members, nc, n_members};
+                char what[200];
+                snprintf(what, sizeof what, "chain attention %s %s chains=%zu memberships=%u heads=%zu/%zu head_dim=%zu",
+                         DTYPE_NAMES[di], shared ? "shared" : "per path", nc, n_members, nh, nkv, hd);
+                if (launched(gpu_chain_attention(&d_rows_at, &lay, nh, nkv, hd, scale, d_state, dt, stream), what) &&
+                    launched(gpu_merge_states(d_state, d_rptr, d_rows, QUERIES, nh, hd, d_out, qd, dt, stream), what)) {
+                    float *got = download_as(d_out, QUERIES * qd, dt);
+                    compare(what, got, ref, QUERIES * qd, TOLS[di]);
+                    free(got);
+                }
+                cudaFree(d_q), cudaFree(d_k), cudaFree(d_v), cudaFree(d_out), cudaFree(d_state);
+                cudaFree(d_kptr), cudaFree(d_keys), cudaFree(d_mptr), cudaFree(d_members), cudaFree(d_rptr), cudaFree(d_rows);
+                free(q), free(k), free(v), free(ref), free(scratch);
+            }
+    free(below), free(chain_of), free(chains), free(members);
+}
+
 /* The launchers recorded into a CUDA graph (stream capture, global mode) and replayed: RoPE
  * (its frequency table is a by-value kernel parameter) and attention at head_dim 256 (it raises
  * the kernel's shared-memory limit while capturing). */
@@ -518,6 +589,7 @@ int main(void) {
         test_silu_mul(&rng, di);
         test_attention(&rng, di);
         test_compact_attention(&rng, di);
+        test_chain_attention(&rng, di);
     }
     test_graph_capture(&rng);
     CUDA_MUST(cudaStreamDestroy(stream));
