@@ -25,9 +25,7 @@
 extern "C" void gpu_cache_free(gpu_cache *cache) {
     if (cache == NULL) return;
     gpu_device_guard guard(cache->device);
-    if (cache->staged_free != NULL) (void)cudaEventDestroy(cache->staged_free);
-    if (cache->staging != NULL) (void)cudaFreeHost(cache->staging);
-    if (cache->rows != NULL) (void)cudaFree(cache->rows);
+    gpu_staging_close(&cache->batch);
     if (cache->store != NULL) (void)cudaFree(cache->store);
     (void)cudaGetLastError();
     free(cache);
@@ -45,8 +43,6 @@ extern "C" rmlp_status gpu_cache_create(const char *fn, const gpu_context *ctx, 
     gpu_cache *cache = (gpu_cache *)calloc(1, sizeof *cache);
     if (cache == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the prefix cache failed");
     cache->device = m->device, cache->n_slots = n_slots;
-    cache->cap_tokens = ctx->cap_tokens, cache->cap_compact = ctx->cap_compact;
-    cache->words = 4 * ctx->cap_compact + 2 * ctx->cap_tokens + 1;
     cudaError_t error = total != 0 ? cudaMalloc(&cache->store, total) : cudaSuccess;
     if (error != cudaSuccess) {
         cache->store = NULL;
@@ -58,18 +54,9 @@ extern "C" rmlp_status gpu_cache_create(const char *fn, const gpu_context *ctx, 
         cache->k = (char *)cache->store + k_at, cache->v = (char *)cache->store + v_at;
         cache->hidden = (char *)cache->store + h_at;
     }
-    const char *what = "cudaMalloc (prefix cache batch arrays)";
-    error = cudaMalloc((void **)&cache->rows, cache->words * sizeof(uint32_t));
-    if (error == cudaSuccess) {
-        what = "cudaHostAlloc (prefix cache staging)";
-        error = cudaHostAlloc((void **)&cache->staging, cache->words * sizeof(uint32_t), cudaHostAllocDefault);
-    }
-    if (error == cudaSuccess) {
-        what = "cudaEventCreateWithFlags (prefix cache)";
-        error = cudaEventCreateWithFlags(&cache->staged_free, cudaEventDisableTiming);
-    }
-    if (error != cudaSuccess) {
-        rmlp_status status = gpu_fail(fn, what, error);
+    rmlp_status status = gpu_staging_open(fn, "prefix cache batch arrays", 4 * ctx->cap_compact + 2 * ctx->cap_tokens + 1,
+                                          &cache->batch);
+    if (status != RMLP_OK) {
         gpu_cache_free(cache);
         return status;
     }
@@ -150,22 +137,21 @@ extern "C" rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_
     /* staging layout: ids (rows) | pos (rows) | slots (rows) | path (n_tokens) | cqo (n_seqs + 1) | out (n_out) */
     size_t at_pos = rows, at_slots = 2 * rows, at_path = 3 * rows, at_cqo = at_path + n_tokens;
     size_t at_out = at_cqo + n_seqs + 1, words = at_out + b->n_out;
-    if (words > cache->words)
+    if (words > cache->batch.words)
         return rmlp_fail(RMLP_ERR_INTERNAL, fn, "the prefix cache's batch arrays (%zu words) exceed its staging (%zu)",
-                         words, cache->words);
-    if (cache->staged_pending) GPU_TRY(fn, cudaEventSynchronize(cache->staged_free));
-    cache->staged_pending = false;
-    uint32_t *s = cache->staging;
+                         words, cache->batch.words);
+    status = gpu_staging_acquire(fn, &cache->batch);
+    if (status != RMLP_OK) return status;
+    uint32_t *s = cache->batch.host;
     memcpy(s, b->ids, rows * sizeof *s);
     memcpy(s + at_pos, b->pos, rows * sizeof *s);
     memcpy(s + at_slots, b->slots, rows * sizeof *s);
     memcpy(s + at_path, b->path, n_tokens * sizeof *s);
     memcpy(s + at_cqo, b->cqo_indptr, (n_seqs + 1) * sizeof *s);
     memcpy(s + at_out, b->out_slots, b->n_out * sizeof *s);
-    GPU_TRY(fn, cudaMemcpyAsync(cache->rows, s, words * sizeof *s, cudaMemcpyHostToDevice, ctx->stream));
-    GPU_TRY(fn, cudaEventRecord(cache->staged_free, ctx->stream));
-    cache->staged_pending = true;
-    const uint32_t *d = cache->rows;
+    status = gpu_staging_send(fn, &cache->batch, words, ctx->stream);
+    if (status != RMLP_OK) return status;
+    const uint32_t *d = cache->batch.device;
     /* attention: sequence s's computed rows over its path; kv_indptr is the set plan's cu_seqlens */
     gpu_cache_rows run = {d, d + at_pos, d + at_slots, d + at_cqo, set->cu, d + at_path, rows, n_seqs, NULL, NULL,
                           NULL, NULL};

@@ -26,21 +26,16 @@
 
 struct gpu_decode {
     int device;
-    size_t n_seqs, key_words, max_members, words;
-    uint32_t *rows;    /* device */
-    uint32_t *staging; /* pinned host */
-    float *state;      /* device (max_members * n_heads, head_dim + 2) */
-    float *logits;     /* device (n_seqs, vocab) */
-    cudaEvent_t staged_free;
-    bool staged_pending;
+    size_t n_seqs, key_words, max_members;
+    gpu_staging rows; /* a step's arrays, or the last slots for the LM head */
+    float *state;     /* device (max_members * n_heads, head_dim + 2) */
+    float *logits;    /* device (n_seqs, vocab) */
 };
 
 extern "C" void gpu_decode_free(gpu_decode *dec) {
     if (dec == NULL) return;
     gpu_device_guard guard(dec->device);
-    if (dec->staged_free != NULL) (void)cudaEventDestroy(dec->staged_free);
-    if (dec->staging != NULL) (void)cudaFreeHost(dec->staging);
-    if (dec->rows != NULL) (void)cudaFree(dec->rows);
+    gpu_staging_close(&dec->rows);
     if (dec->logits != NULL) (void)cudaFree(dec->logits);
     if (dec->state != NULL) (void)cudaFree(dec->state);
     (void)cudaGetLastError();
@@ -56,49 +51,22 @@ extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx,
     gpu_decode *dec = (gpu_decode *)calloc(1, sizeof *dec);
     if (dec == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the generation session failed");
     dec->device = m->device, dec->n_seqs = n_seqs, dec->key_words = key_words, dec->max_members = max_members;
-    dec->words = 3 * n_seqs + 2 * (2 * n_seqs + 2) + n_seqs + 1 + key_words + 2 * max_members;
+    size_t words = 3 * n_seqs + 2 * (2 * n_seqs + 2) + n_seqs + 1 + key_words + 2 * max_members;
     size_t state_bytes = max_members * c->num_attention_heads * ((size_t)c->head_dim + 2) * sizeof(float);
     size_t logits_bytes = n_seqs * c->vocab_size * sizeof(float);
-    const char *what = "cudaMalloc (generation arrays)";
-    cudaError_t error = cudaMalloc((void **)&dec->rows, dec->words * sizeof(uint32_t));
-    if (error == cudaSuccess) {
-        what = "cudaMalloc (generation attention states)";
-        error = cudaMalloc((void **)&dec->state, state_bytes);
-    }
+    const char *what = "cudaMalloc (generation attention states)";
+    cudaError_t error = cudaMalloc((void **)&dec->state, state_bytes);
     if (error == cudaSuccess) {
         what = "cudaMalloc (generation logits)";
         error = cudaMalloc((void **)&dec->logits, logits_bytes);
     }
-    if (error == cudaSuccess) {
-        what = "cudaHostAlloc (generation staging)";
-        error = cudaHostAlloc((void **)&dec->staging, dec->words * sizeof(uint32_t), cudaHostAllocDefault);
-    }
-    if (error == cudaSuccess) {
-        what = "cudaEventCreateWithFlags (generation)";
-        error = cudaEventCreateWithFlags(&dec->staged_free, cudaEventDisableTiming);
-    }
-    if (error != cudaSuccess) {
-        rmlp_status status = gpu_fail(fn, what, error);
+    rmlp_status status = error != cudaSuccess ? gpu_fail(fn, what, error)
+                                              : gpu_staging_open(fn, "generation arrays", words, &dec->rows);
+    if (status != RMLP_OK) {
         gpu_decode_free(dec);
         return status;
     }
     *out = dec;
-    return RMLP_OK;
-}
-
-/* The staging is free to write (the previous copy left it). */
-static rmlp_status staging_free(const char *fn, gpu_decode *dec) {
-    if (dec->staged_pending) GPU_TRY(fn, cudaEventSynchronize(dec->staged_free));
-    dec->staged_pending = false;
-    return RMLP_OK;
-}
-
-/* Copies the first `words` of the staging to the device on the stream. */
-static rmlp_status stage(const char *fn, gpu_context *ctx, gpu_decode *dec, size_t words) {
-    GPU_TRY(fn, cudaMemcpyAsync(dec->rows, dec->staging, words * sizeof(uint32_t), cudaMemcpyHostToDevice,
-                                ctx->stream));
-    GPU_TRY(fn, cudaEventRecord(dec->staged_free, ctx->stream));
-    dec->staged_pending = true;
     return RMLP_OK;
 }
 
@@ -107,7 +75,7 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
                                        const gpu_decode_chains *ch) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     rmlp_status status = gpu_cache_check_capture(fn, ctx);
-    if (status == RMLP_OK) status = staging_free(fn, dec);
+    if (status == RMLP_OK) status = gpu_staging_acquire(fn, &dec->rows);
     if (status != RMLP_OK) return status;
     size_t nc = ch->n_chains, n_keys = ch->key_indptr[nc], n_members = ch->member_indptr[nc];
     if (n_rows > dec->n_seqs || nc > 2 * dec->n_seqs + 1 || n_keys > dec->key_words || n_members > dec->max_members ||
@@ -118,7 +86,7 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
     size_t at_pos = n_rows, at_slots = 2 * n_rows, at_kptr = 3 * n_rows, at_mptr = at_kptr + nc + 1;
     size_t at_rptr = at_mptr + nc + 1, at_keys = at_rptr + n_rows + 1, at_members = at_keys + n_keys;
     size_t at_rows = at_members + n_members, words = at_rows + n_members;
-    uint32_t *s = dec->staging;
+    uint32_t *s = dec->rows.host;
     memcpy(s, ids, n_rows * sizeof *s);
     memcpy(s + at_pos, pos, n_rows * sizeof *s);
     memcpy(s + at_slots, slots, n_rows * sizeof *s);
@@ -128,9 +96,9 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
     memcpy(s + at_keys, ch->keys, n_keys * sizeof *s);
     memcpy(s + at_members, ch->members, n_members * sizeof *s);
     memcpy(s + at_rows, ch->row_members, n_members * sizeof *s);
-    status = stage(fn, ctx, dec, words);
+    status = gpu_staging_send(fn, &dec->rows, words, ctx->stream);
     if (status != RMLP_OK) return status;
-    const uint32_t *d = dec->rows;
+    const uint32_t *d = dec->rows.device;
     gpu_chain_layout chains = {d + at_kptr, d + at_keys, d + at_mptr, d + at_members, nc, n_members};
     gpu_cache_rows run = {d, d + at_pos, d + at_slots, NULL, NULL, NULL, n_rows, 0, &chains, d + at_rptr, d + at_rows,
                           dec->state};
@@ -144,13 +112,13 @@ extern "C" rmlp_status gpu_decode_logits(const char *fn, gpu_context *ctx, gpu_c
     if (n > dec->n_seqs)
         return rmlp_fail(RMLP_ERR_INTERNAL, fn, "logits of %zu rows exceed the session's %zu", n, dec->n_seqs);
     rmlp_status status = gpu_cache_check_capture(fn, ctx);
-    if (status == RMLP_OK) status = staging_free(fn, dec);
+    if (status == RMLP_OK) status = gpu_staging_acquire(fn, &dec->rows);
     if (status != RMLP_OK) return status;
-    memcpy(dec->staging, slots, n * sizeof(uint32_t));
-    status = stage(fn, ctx, dec, n);
+    memcpy(dec->rows.host, slots, n * sizeof(uint32_t));
+    status = gpu_staging_send(fn, &dec->rows, n, ctx->stream);
     if (status != RMLP_OK) return status;
     size_t h = m->config.hidden_size, vocab = m->config.vocab_size;
-    cudaError_t error = gpu_gather_rows(ctx->normed, cache->hidden, h, dec->rows, n, h, m->dtype, ctx->stream);
+    cudaError_t error = gpu_gather_rows(ctx->normed, cache->hidden, h, dec->rows.device, n, h, m->dtype, ctx->stream);
     if (error != cudaSuccess) return gpu_fail(fn, "gpu_gather_rows (the last rows' hidden states)", error);
     status = gpu_logits_gemm(fn, "lm_head", ctx->blas, ctx->normed, n, h, m->lm_head, vocab, dec->logits, m->dtype);
     if (status != RMLP_OK) return status;

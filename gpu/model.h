@@ -82,21 +82,34 @@ struct gpu_context {
     gpu_flashinfer *fi;  /* FlashInfer's workspace and plans (gpu/flashinfer.h); NULL: the reference attention */
 };
 
+/* Index arrays sent to the device with each batch or step (staging.cu): `device` and its pinned
+ * host copy, `words` uint32 each; `done` is recorded after the last copy left `host`. */
+typedef struct gpu_staging {
+    uint32_t *device, *host;
+    size_t words;
+    cudaEvent_t done;
+    bool pending;
+} gpu_staging;
+
+/* Allocates both copies and the event (the model's device current); `what` names them in errors. */
+rmlp_status gpu_staging_open(const char *fn, const char *what, size_t words, gpu_staging *st);
+void gpu_staging_close(gpu_staging *st);
+/* Waits until the host copy may be written (the previous copy has left it). */
+rmlp_status gpu_staging_acquire(const char *fn, gpu_staging *st);
+/* Copies the host copy's first `words` to the device on `stream`. */
+rmlp_status gpu_staging_send(const char *fn, gpu_staging *st, size_t words, cudaStream_t stream);
+
 /* A CUDA context's prefix cache on the device (cache.cu): the slots in the model's dtype,
  *   k, v:   (n_layers, n_slots, kv_dim)     layer l's rows at k + l * n_slots * kv_dim
  *   hidden: (n_slots, hidden_size)          the final-normed row
- * and the batch arrays a cached forward copies from the host index. */
+ * and the batch arrays a cached forward sends from the host index (4 cap_compact + 2 cap_tokens
+ * + 1 words). */
 struct gpu_cache {
     int device;
     uint32_t n_slots;
-    size_t cap_tokens, cap_compact;
-    void *k, *v, *hidden;      /* slots, in one allocation (store) */
+    void *k, *v, *hidden; /* slots, in one allocation (store) */
     void *store;
-    uint32_t *rows;            /* device: the batch arrays, laid out as the staging */
-    uint32_t *staging;         /* pinned host copy of them */
-    size_t words;              /* 4 cap_compact + 2 cap_tokens + 1 */
-    cudaEvent_t staged_free;   /* recorded after the last copy left the staging */
-    bool staged_pending;
+    gpu_staging batch;
 };
 
 /* The layer calls of layer.cu on rows that are not the set plan's (a cached batch's new rows, a
