@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # device_env.sh: what every script run on a lent GPU machine shares (gpu/first_run.sh,
-# bench/gpu_session.sh, the commands of gpu/CHECKLIST.md). Source it from the repository root:
+# bench/gpu_session.sh, bench/gpu_decode_session.sh, the commands of gpu/CHECKLIST.md). Source it
+# from the repository root:
 #   . gpu/device_env.sh
 # then call:
 #   rmlp_find_cublas [MAJOR]   the ONE search for libcublas.so.MAJOR (default: the nvcc's major): the

@@ -12,32 +12,14 @@ Usage: cli_bench_device.py RADIXMLP
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
+
+from cli_checks import Checks, device_present
 import tempfile
 import time
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what}")
-
-
-def device_present():
-    if shutil.which("nvidia-smi") is None:
-        return False
-    try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and "GPU " in done.stdout
+check = Checks()
 
 
 def main(radixmlp):
@@ -87,11 +69,8 @@ def main(radixmlp):
                            (["--device", "gpu"], 2, "expects cpu or cuda"),
                            (["--model", "x", "--keep-model", "y"], 2, "give one"),
                            (["--model", "x", "--layers", "2"], 2, "has its own")]:
-        done = subprocess.run([radixmlp, "bench", *args], capture_output=True, text=True, timeout=30)
-        check(done.returncode == rc and text in done.stderr,
-              f"bench {' '.join(args)}: rc={done.returncode}, stderr {done.stderr.strip()!r}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+        check.refused([radixmlp, "bench", *args], text, rc, timeout=30)
+    return check.summary()
 
 
 if __name__ == "__main__":
