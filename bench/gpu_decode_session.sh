@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_decode_session.sh: the generation benchmark (issue 19) on a lent GPU machine, in ONE device
-# call (at most 10 minutes of wall time), meant to run after bench/gpu_session.sh while the machine
+# call (7 minutes at most by default; a few on a warm machine), meant to run after bench/gpu_session.sh while the machine
 # is warm (it reuses build-gpu/ and the checkpoint that script wrote to /tmp/rmlp-gs-model; on a
 # fresh machine it configures and builds radixmlp as first_run.sh does, and writes the built-in
 # 28-layer model):
@@ -12,7 +12,7 @@
 #   3. the same with one OpenBLAS thread, as on the development VM, when time is left.
 # Run from the repository root on the device machine, carrying .debs and third_party/flashinfer:
 #   bash bench/gpu_decode_session.sh
-# Environment: RMLP_GD_BUDGET (seconds for the whole script, default 570), RMLP_GD_STEPS (decode
+# Environment: RMLP_GD_BUDGET (seconds for the whole script, default 420), RMLP_GD_STEPS (decode
 # steps per session, 8), RMLP_GD_REPEAT (2), RMLP_GD_BUILD (build folder, default build-gpu),
 # RMLP_GD_DRY_RUN=1 (without a GPU, run every step anyway: for checking the script here; else it
 # says so and exits 0).
@@ -22,7 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/rmlp-gd-out}
 mkdir -p "$OUT"
-budget=${RMLP_GD_BUDGET:-570}
+budget=${RMLP_GD_BUDGET:-420}
 steps=${RMLP_GD_STEPS:-8}
 repeat=${RMLP_GD_REPEAT:-2}
 build=${RMLP_GD_BUILD:-build-gpu}
@@ -74,8 +74,8 @@ decode() { # decode NAME SECONDS ARGS...: one radixmlp bench --decode run, its t
 
 cuda_model=()
 [ -f "$model/model.safetensors" ] && cuda_model=(--model "$model")
-decode decode_cuda "$(rmlp_slot 240 200)" --device cuda --dtype bf16 "${cuda_model[@]}" || status=1
-decode decode_cpu "$(rmlp_slot 180 60)" || status=1
-OPENBLAS_NUM_THREADS=1 decode decode_cpu1 "$(rmlp_slot 300 10)" --case p1024_m32 --case p2048_m32 || status=1
+decode decode_cuda "$(rmlp_slot 180 150)" --device cuda --dtype bf16 "${cuda_model[@]}" || status=1
+decode decode_cpu "$(rmlp_slot 150 60)" || status=1
+OPENBLAS_NUM_THREADS=1 decode decode_cpu1 "$(rmlp_slot 240 10)" --case p1024_m32 --case p2048_m32 || status=1
 log "done, status $status"
 exit $status

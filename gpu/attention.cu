@@ -261,6 +261,10 @@ static __global__ void merge_states_kernel(const float *__restrict__ state, cons
     float top = -INFINITY;
     for (uint32_t i = row_indptr[row]; i < row_indptr[row + 1]; i++)
         top = fmaxf(top, state[((size_t)row_members[i] * n_heads + head) * width]);
+    if (top == -INFINITY) { /* no key at all (no membership, or only empty chains): zeros, not 0/0 */
+        for (int d = lane; d < head_dim; d += 32) out[row * out_stride + (size_t)head * head_dim + d] = D::store(0.0f);
+        return;
+    }
     float sum = 0.0f;
     for (uint32_t i = row_indptr[row]; i < row_indptr[row + 1]; i++) {
         const float *st = state + ((size_t)row_members[i] * n_heads + head) * width;

@@ -201,6 +201,14 @@ extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, co
     return RMLP_OK;
 }
 
+extern "C" bool gpu_plan_offsets_unchanged(const gpu_plan_state *p, const uint32_t *cu, const uint32_t *qo) {
+    if (!p->set) return false;
+    size_t ns = p->plan.n_seqs, at_cu = 3 * (size_t)p->plan.n_compact_padded + p->plan.n_tokens; /* set_plan's layout */
+    if (memcmp(cu, p->staged + at_cu, (ns + 1) * sizeof(uint32_t)) != 0) return false;
+    return qo == NULL || (p->plan.qo_indptr != NULL &&
+                          memcmp(qo, p->staged + at_cu + ns + 1, (ns + 1) * sizeof(uint32_t)) == 0);
+}
+
 extern "C" rmlp_status gpu_context_check_plan(const char *fn, const gpu_context *ctx, const rmlp_plan *plan,
                                               bool contents) {
     const gpu_plan_state *p = &ctx->plan;

@@ -13,7 +13,10 @@
  *   ids, pos, slots (n_rows each) | key_indptr, member_indptr (n_chains + 1 each) | row_indptr
  *   (n_rows + 1) | keys | members, row_members (n_members each)
  * with room for n_seqs rows, 2 n_seqs + 1 chains, key_words keys and max_members memberships; the
- * chains' states (max_members * n_heads, head_dim + 2) and logits (n_seqs, vocab), fp32.
+ * chains' states (memberships * n_heads, head_dim + 2) and logits (n_seqs, vocab), fp32. The states
+ * start with room for 2 n_seqs + 1 memberships (a shared prefix and each row's own part) and grow,
+ * doubling, when a step has more (up to max_members, the worst case of a deep branching tree, which
+ * with many sequences would be gigabytes if allocated up front).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +30,10 @@
 struct gpu_decode {
     int device;
     size_t n_seqs, key_words, max_members;
-    gpu_staging rows; /* a step's arrays, or the last slots for the LM head */
-    float *state;     /* device (max_members * n_heads, head_dim + 2) */
-    float *logits;    /* device (n_seqs, vocab) */
+    size_t state_members; /* the memberships `state` has room for */
+    gpu_staging rows;     /* a step's arrays, or the last slots for the LM head */
+    float *state;         /* device (state_members * n_heads, head_dim + 2) */
+    float *logits;        /* device (n_seqs, vocab) */
 };
 
 extern "C" void gpu_decode_free(gpu_decode *dec) {
@@ -42,6 +46,31 @@ extern "C" void gpu_decode_free(gpu_decode *dec) {
     free(dec);
 }
 
+static size_t state_bytes(const rmlp_model_config *c, size_t members) {
+    return members * c->num_attention_heads * ((size_t)c->head_dim + 2) * sizeof(float);
+}
+
+/* Room in dec->state for n_members memberships: at least twice the old room, at most max_members.
+ * The old states are dropped after the stream's work that may still read them. */
+static rmlp_status reserve_states(const char *fn, const gpu_context *ctx, gpu_decode *dec, size_t n_members) {
+    if (n_members <= dec->state_members) return RMLP_OK;
+    size_t want = 2 * dec->state_members > n_members ? 2 * dec->state_members : n_members;
+    want = want < dec->max_members ? want : dec->max_members;
+    GPU_TRY(fn, cudaStreamSynchronize(ctx->stream));
+    (void)cudaFree(dec->state);
+    dec->state = NULL, dec->state_members = 0;
+    const rmlp_model_config *c = &ctx->model->config;
+    cudaError_t error = cudaMalloc((void **)&dec->state, state_bytes(c, want));
+    if (error != cudaSuccess) {
+        (void)cudaGetLastError(); /* not left for a later launch check to find */
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "cudaMalloc of the attention states of a step with %zu "
+                         "chain memberships (%zu bytes) failed: %s", n_members, state_bytes(c, want),
+                         cudaGetErrorString(error));
+    }
+    dec->state_members = want;
+    return RMLP_OK;
+}
+
 extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx, size_t n_seqs, size_t key_words,
                                          size_t max_members, gpu_decode **out) {
     *out = NULL;
@@ -52,10 +81,10 @@ extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx,
     if (dec == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the generation session failed");
     dec->device = m->device, dec->n_seqs = n_seqs, dec->key_words = key_words, dec->max_members = max_members;
     size_t words = 3 * n_seqs + 2 * (2 * n_seqs + 2) + n_seqs + 1 + key_words + 2 * max_members;
-    size_t state_bytes = max_members * c->num_attention_heads * ((size_t)c->head_dim + 2) * sizeof(float);
+    dec->state_members = 2 * n_seqs + 1 < max_members ? 2 * n_seqs + 1 : max_members;
     size_t logits_bytes = n_seqs * c->vocab_size * sizeof(float);
     const char *what = "cudaMalloc (generation attention states)";
-    cudaError_t error = cudaMalloc((void **)&dec->state, state_bytes);
+    cudaError_t error = cudaMalloc((void **)&dec->state, state_bytes(c, dec->state_members));
     if (error == cudaSuccess) {
         what = "cudaMalloc (generation logits)";
         error = cudaMalloc((void **)&dec->logits, logits_bytes);
@@ -83,6 +112,8 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
         return rmlp_fail(RMLP_ERR_INTERNAL, fn, "a step of %zu rows, %zu chains, %zu keys, %zu memberships exceeds the "
                          "session's arrays (%zu, %zu, %zu, %zu) or is inconsistent", n_rows, nc, n_keys, n_members,
                          dec->n_seqs, 2 * dec->n_seqs + 1, dec->key_words, dec->max_members);
+    status = reserve_states(fn, ctx, dec, n_members);
+    if (status != RMLP_OK) return status;
     size_t at_pos = n_rows, at_slots = 2 * n_rows, at_kptr = 3 * n_rows, at_mptr = at_kptr + nc + 1;
     size_t at_rptr = at_mptr + nc + 1, at_keys = at_rptr + n_rows + 1, at_members = at_keys + n_keys;
     size_t at_rows = at_members + n_members, words = at_rows + n_members;

@@ -79,7 +79,8 @@ extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype dtype, s
                                              size_t head_dim, size_t max_rows, size_t max_seqs, gpu_flashinfer **out) {
     *out = NULL;
     if (!gpu_flashinfer_supports(dtype, n_heads, n_kv_heads, head_dim) || max_rows == 0 || max_seqs == 0 ||
-        max_rows > INT32_MAX / 16 || max_seqs > INT32_MAX / 16)
+        max_rows > INT32_MAX / 16 || max_seqs > INT32_MAX / 16 ||
+        max_rows * (n_heads / n_kv_heads) > INT32_MAX) /* FlashInfer packs (row, head in group) in 32 bits */
         return RMLP_OK;
     int device = 0, major = 0, n_sm = 0;
     GPU_TRY(fn, cudaGetDevice(&device));

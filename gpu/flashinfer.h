@@ -72,7 +72,9 @@ bool gpu_flashinfer_ready(const gpu_flashinfer *fi, gpu_fi_layout layout, const 
 /* Causal attention as gpu_attention (full: qo_indptr = kv_indptr = cu_seqlens, kv_indices NULL)
  * or gpu_compact_attention (compact) computes it, with the planned work split; the index arrays
  * are device memory (uint32, values below 2^31). Only after gpu_flashinfer_ready said yes.
- * Enqueues on `stream` and returns at once (never allocates or synchronises; capturable). */
+ * Enqueues on `stream` and returns at once (never allocates or synchronises; capturable).
+ * cudaErrorNotSupported: FlashInfer's launcher refused the configuration on this device before
+ * launching anything (the caller runs the reference kernel instead). */
 cudaError_t gpu_flashinfer_run(const gpu_flashinfer *fi, gpu_fi_layout layout, const gpu_compact_rows *rows,
                                const uint32_t *qo_indptr, const uint32_t *kv_indptr, const uint32_t *kv_indices,
                                float scale, cudaStream_t stream);

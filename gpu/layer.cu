@@ -224,13 +224,16 @@ static rmlp_status check_builtin(const char *fn, const rmlp_attention_args *a) {
     return RMLP_OK;
 }
 
-/* Does `a` describe the batch of the set plan (its own host arrays and counts)? Then the FlashInfer
- * work split rmlp_context_set_plan made is this batch's. */
+/* Does `a` describe the batch of the set plan (its own host arrays, counts and offsets)? Then the
+ * FlashInfer work split rmlp_context_set_plan made is this batch's. The offsets are compared too: a
+ * planner rebuilds a plan in place (same arrays), and a split made for other lengths would leave
+ * query tiles out and write rows at the old offsets. */
 static bool is_set_plan(const gpu_plan_state *p, const rmlp_attention_args *a, bool compact) {
     if (!p->set || a->n_seqs != p->plan.n_seqs || a->n_tokens != p->plan.n_tokens) return false;
-    if (!compact) return a->cu_seqlens == p->plan.cu_seqlens;
+    if (!compact) return a->cu_seqlens == p->plan.cu_seqlens && gpu_plan_offsets_unchanged(p, a->cu_seqlens, NULL);
     return a->qo_indptr == p->plan.qo_indptr && a->kv_indptr == p->plan.cu_seqlens &&
-           a->kv_indices == p->plan.scatter && a->n_compact == p->plan.n_compact;
+           a->kv_indices == p->plan.scatter && a->n_compact == p->plan.n_compact && a->qo_indptr != NULL &&
+           gpu_plan_offsets_unchanged(p, a->kv_indptr, a->qo_indptr);
 }
 
 /* Does the built-in attention run FlashInfer's kernel for `a` over `rows`? */
@@ -250,18 +253,21 @@ extern "C" bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp
 /* The built-in attention over `rows` (q/k/v/out with their strides) and the device layout arrays,
  * full space (kv_indices NULL, qo = kv_indptr = cu_seqlens) or compact: FlashInfer's kernel where the
  * context planned it for this batch and it takes these buffers (gpu/flashinfer.h), else the
- * reference kernel of gpu/attention.cu (f32, other head dims, other batches, odd strides). */
+ * reference kernel of gpu/attention.cu (f32, other head dims, other batches, odd strides, or a
+ * configuration FlashInfer's launcher refuses on this device before launching anything). */
 static rmlp_status builtin_attention(const char *fn, gpu_context *ctx, const rmlp_attention_args *a,
                                      const gpu_compact_rows *rows, const uint32_t *qo, const uint32_t *kv_indptr,
                                      const uint32_t *kv_indices) {
     rmlp_status status = check_builtin(fn, a);
     if (status != RMLP_OK) return status;
     bool compact = kv_indices != NULL;
-    if (takes_flashinfer(ctx, a, rows, compact)) {
+    cudaError_t fi_error = cudaErrorNotSupported;
+    if (takes_flashinfer(ctx, a, rows, compact))
+        fi_error = gpu_flashinfer_run(ctx->fi, compact ? GPU_FI_COMPACT : GPU_FI_FULL, rows, qo, kv_indptr, kv_indices,
+                                      a->scale, ctx->stream);
+    if (fi_error != cudaErrorNotSupported) { /* NotSupported: not taken, or refused before launching */
         LAUNCH(compact ? "FlashInfer batch prefill (paged KV, page size 1)" : "FlashInfer batch prefill (ragged KV)",
-               (long)a->layer,
-               gpu_flashinfer_run(ctx->fi, compact ? GPU_FI_COMPACT : GPU_FI_FULL, rows, qo, kv_indptr, kv_indices,
-                                  a->scale, ctx->stream));
+               (long)a->layer, fi_error);
     } else if (compact) {
         LAUNCH("gpu_compact_attention", (long)a->layer,
                gpu_compact_attention(rows, qo, kv_indptr, kv_indices, a->n_seqs, a->n_compact, a->n_heads,

@@ -54,6 +54,10 @@ typedef struct gpu_plan_state {
     size_t staged_words;
 } gpu_plan_state;
 
+/* Whether cu (n_seqs + 1 offsets) and qo (the same; NULL: not compared) still hold what the set
+ * plan's cu_seqlens and qo_indptr held when it was set (false without a set plan). */
+extern "C" bool gpu_plan_offsets_unchanged(const gpu_plan_state *p, const uint32_t *cu, const uint32_t *qo);
+
 struct gpu_context {
     const gpu_model *model;
     size_t cap_tokens, cap_compact;

@@ -376,10 +376,11 @@ static void test_compact_attention(uint64_t *rng, int di) {
 /* A decode step's attention by chains (gpu_chain_attention, then gpu_merge_states) against
  * cpu_decode_attention: queries whose paths share a prefix of P slots, subgroups sharing more, each
  * path ending in the query's own slot; the chains cut with and without shared prefixes
- * (decode_build_chains), GQA 4:1 and 1:1; the device gets the chains packed as generate.c packs them. */
+ * (decode_build_chains), GQA 4:1 and 1:1, head_dim 20, 128 and 256 (the kernel's largest tile and
+ * its shared-memory opt-in); the device gets the chains packed as generate.c packs them. */
 static void test_chain_attention(uint64_t *rng, int di) {
-    enum { QUERIES = 9, SLOTS = 400, MAX_PATH = 120 };
-    static const size_t head_dims[] = {20, 128};
+    enum { QUERIES = 40, SLOTS = 120 + QUERIES * 30, MAX_PATH = 120 }; /* > 16 queries: a chain over several tiles */
+    static const size_t head_dims[] = {20, 128, 256};
     static const size_t heads[][2] = {{8, 2}, {4, 4}};
     rmlp_dtype dt = DTYPES[di];
     uint32_t paths[QUERIES * MAX_PATH], len[QUERIES], next = 0;
@@ -440,6 +441,19 @@ static void test_chain_attention(uint64_t *rng, int di) {
                 free(q), free(k), free(v), free(ref), free(scratch);
             }
     free(below), free(chain_of), free(chains), free(members);
+    /* a row with no membership (no key at all) merges to zeros, not 0/0 */
+    uint32_t no_members[2] = {0, 0};
+    uint32_t *d_none = upload_u32(no_members, 2);
+    void *d_out = poisoned(2 * 8, dt);
+    if (launched(gpu_merge_states((const float *)d_none, d_none, d_none, 1, 2, 8, d_out, 16, dt, stream),
+                 "merge of a row with no membership")) {
+        float *got = download_as(d_out, 2 * 8, dt);
+        int zeros = 1;
+        for (int i = 0; i < 2 * 8; i++) zeros &= got[i] == 0.0f;
+        CHECK(zeros, "%s: merge of a row with no membership: not all zeros (first %g)", DTYPE_NAMES[di], got[0]);
+        free(got);
+    }
+    cudaFree(d_none), cudaFree(d_out);
 }
 
 /* The launchers recorded into a CUDA graph (stream capture, global mode) and replayed: RoPE

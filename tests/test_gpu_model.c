@@ -432,9 +432,20 @@ static int fixture_reference(const char *dir, const char *name, int with_expecte
     return 0;
 }
 
+/* Attention arguments over `plan` with cu as its offsets; the buffers are d (only pointers are looked at). */
+static rmlp_attention_args kernel_args(const rmlp_plan *plan, const uint32_t *cu, const rmlp_model_config *c,
+                                       rmlp_dtype dt, void *d) {
+    return (rmlp_attention_args){.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs, .n_heads = c->num_attention_heads,
+                                 .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim, .scale = 1.0f,
+                                 .dtype = dt, .cu_seqlens = cu, .q = d, .k = d, .v = d, .out = d,
+                                 .n_compact = plan->n_compact, .qo_indptr = plan->qo_indptr, .kv_indptr = cu,
+                                 .kv_indices = plan->scatter};
+}
+
 /* The built-in attention of ctx takes FlashInfer's kernel exactly where it should (gpu/flashinfer.h:
  * f16/bf16, head_dim 64 or 128, a build with FlashInfer, batches it tiles by 128 rows), in both
- * layouts, on `plan` once set (internal: the context's CUDA half). */
+ * layouts, on `plan` once set (internal: the context's CUDA half); and not after the plan's offsets
+ * change in place (a planner rebuilding it with the same counts) until it is set again. */
 static void check_attention_kernel(rmlp_context *ctx, const rmlp_plan *plan, const rmlp_model_config *c,
                                    rmlp_dtype dt, const char *name) {
     if (!CHECK(rmlp_context_set_plan(ctx, plan) == RMLP_OK, "%s: set_plan: %s", name, rmlp_last_error())) return;
@@ -442,11 +453,7 @@ static void check_attention_kernel(rmlp_context *ctx, const rmlp_plan *plan, con
     size_t group = c->num_attention_heads / c->num_key_value_heads;
     int fi = gpu_flashinfer_supports(dt, c->num_attention_heads, c->num_key_value_heads, c->head_dim);
     for (int compact = 0; compact < 2; compact++) {
-        rmlp_attention_args a = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs, .n_heads = c->num_attention_heads,
-                                 .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim, .scale = 1.0f,
-                                 .dtype = dt, .cu_seqlens = plan->cu_seqlens, .q = d, .k = d, .v = d, .out = d,
-                                 .n_compact = plan->n_compact, .qo_indptr = plan->qo_indptr,
-                                 .kv_indptr = plan->cu_seqlens, .kv_indices = plan->scatter};
+        rmlp_attention_args a = kernel_args(plan, plan->cu_seqlens, c, dt, d);
         int want = fi && flashinfer_tiles_128(compact ? plan->n_compact : plan->n_tokens, plan->n_seqs, group);
         int got = gpu_attention_uses_flashinfer(ctx->gpu, &a, compact);
         CHECK(got == want, "%s: %s attention (radix %s) takes %s, want %s", name, compact ? "compact" : "full",
@@ -455,6 +462,21 @@ static void check_attention_kernel(rmlp_context *ctx, const rmlp_plan *plan, con
         printf("  %-58s %s\n", compact ? "attention kernel, compact" : "attention kernel, full space",
                got ? "FlashInfer" : "reference");
     }
+    uint32_t *cu = tu_xmalloc((plan->n_seqs + 1) * sizeof *cu);
+    memcpy(cu, plan->cu_seqlens, (plan->n_seqs + 1) * sizeof *cu);
+    rmlp_plan moved = *plan;
+    moved.cu_seqlens = cu;
+    if (plan->n_seqs >= 2 && cu[2] > cu[0] &&
+        CHECK(rmlp_context_set_plan(ctx, &moved) == RMLP_OK, "%s: set_plan: %s", name, rmlp_last_error())) {
+        cu[1] = cu[1] > cu[0] ? cu[1] - 1 : cu[1] + 1; /* two lengths change, the counts stay */
+        for (int compact = 0; compact < 2; compact++) {
+            rmlp_attention_args a = kernel_args(&moved, cu, c, dt, d);
+            CHECK(!gpu_attention_uses_flashinfer(ctx->gpu, &a, compact), "%s: %s attention takes FlashInfer's work "
+                  "split of the offsets set before they changed in place", name, compact ? "compact" : "full");
+        }
+        CHECK(rmlp_context_set_plan(ctx, plan) == RMLP_OK, "%s: set_plan: %s", name, rmlp_last_error());
+    }
+    free(cu);
     cudaFree(d);
 }
 
