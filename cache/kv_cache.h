@@ -4,10 +4,12 @@
  * allocates nothing. A slot holds one compact row's K and V in every layer and its final hidden
  * state (the final-normed row, so a cached row needs no recomputation whatever the read-out:
  * last or mean pooling, scores, every row), in the model's dtype (fp32 on the CPU):
- *   k, v:   (n_layers, n_slots, kv_dim)     layer l's rows at k + l * n_slots * kv_dim
+ *   k, v:   (n_layers, n_kv_heads, n_slots, head_dim)   layer l at k + l * n_slots * kv_dim
  *   hidden: (n_slots, hidden_size)
- * On the CPU these arrays are here; a CUDA context keeps them on its device (gpu/cache.cu) and
- * only the index and the batch arrays live here.
+ * (each KV head's keys contiguous in slot order, so a decode step streams a head's path; one
+ * head's K/V rows of slot s at k + (l * n_kv_heads + h) * n_slots * head_dim + s * head_dim). On
+ * the CPU these arrays are here; a CUDA context keeps them on its device in its own layout
+ * (gpu/cache.cu) and only the index and the batch arrays live here.
  */
 #ifndef RMLP_CACHE_KV_CACHE_H
 #define RMLP_CACHE_KV_CACHE_H

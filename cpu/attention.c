@@ -87,6 +87,7 @@ void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_in
         if (kv_indptr[s + 1] - kv_indptr[s] > longest) longest = kv_indptr[s + 1] - kv_indptr[s];
     float *scores = scratch, *kbuf = scratch + (size_t)ATTN_TILE * longest, *vbuf = kbuf + longest * head_dim;
     int qs = (int)rows->q_stride, os = (int)rows->out_stride;
+    size_t khs = rows->kv_head_stride ? rows->kv_head_stride : head_dim;
     for (size_t s = 0; s < n_seqs; s++) {
         size_t len = kv_indptr[s + 1] - kv_indptr[s], q0 = qo_indptr[s], owned = qo_indptr[s + 1] - q0;
         if (owned == 0) continue;
@@ -94,15 +95,13 @@ void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_in
         size_t before = len - owned; /* path positions before the first owned query */
         int in_place = one_run(path, len);
         for (size_t g = 0; g < n_kv_heads; g++) {
-            const float *kg = rows->k + (size_t)path[0] * rows->k_stride + g * head_dim;
-            const float *vg = rows->v + (size_t)path[0] * rows->v_stride + g * head_dim;
+            const float *kh = rows->k + g * khs, *vh = rows->v + g * khs; /* this head's K and V rows */
+            const float *kg = kh + (size_t)path[0] * rows->k_stride, *vg = vh + (size_t)path[0] * rows->v_stride;
             int ks = (int)rows->k_stride, vs = (int)rows->v_stride;
             if (!in_place) { /* the path's K and V rows of this head, dense */
                 for (size_t p = 0; p < len; p++) {
-                    memcpy(kbuf + p * head_dim, rows->k + (size_t)path[p] * rows->k_stride + g * head_dim,
-                           head_dim * sizeof(float));
-                    memcpy(vbuf + p * head_dim, rows->v + (size_t)path[p] * rows->v_stride + g * head_dim,
-                           head_dim * sizeof(float));
+                    memcpy(kbuf + p * head_dim, kh + (size_t)path[p] * rows->k_stride, head_dim * sizeof(float));
+                    memcpy(vbuf + p * head_dim, vh + (size_t)path[p] * rows->v_stride, head_dim * sizeof(float));
                 }
                 kg = kbuf, vg = vbuf, ks = vs = (int)head_dim;
             }

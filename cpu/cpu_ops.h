@@ -40,11 +40,14 @@ void cpu_attention(const float *q, const float *k, const float *v, const uint32_
 
 /* Where attention reads and writes: rows of q, k, v and out, each at its own row stride in floats
  * (the heads of a row are contiguous: (n_heads or n_kv_heads, head_dim)), so the q/k/v columns
- * of a fused qkv buffer are read in place. */
+ * of a fused qkv buffer are read in place. K and V may instead keep each KV head's rows apart,
+ * kv_head_stride floats from one head to the next (the prefix cache's (n_kv_heads, slots,
+ * head_dim), where a head's keys are contiguous); 0 means head_dim, the heads side by side. */
 typedef struct cpu_attention_rows {
     const float *q, *k, *v; /* (rows, n_heads, head_dim), (rows, n_kv_heads, head_dim) x2 */
     float *out;             /* (rows, n_heads, head_dim) */
     size_t q_stride, k_stride, v_stride, out_stride;
+    size_t kv_head_stride;  /* K and V head h of row r at r * k_stride + h * kv_head_stride; 0: head_dim */
 } cpu_attention_rows;
 
 /* Causal attention in compact space: the owned queries of sequence s, compact rows

@@ -3,8 +3,9 @@
  * (decode_attention.h). Per chain and KV head: the chain's queries' grouped heads gathered into one
  * dense block (rows = queries x group), keys in tiles of DECODE_TILE slots (read in place when the
  * tile's slots are consecutive, else copied once for all the chain's queries), per tile one sgemm
- * for the scores and one for P V into the chain's running (max, sum, acc) per row, rescaled when
- * the max grows; the chain's state is then merged into each (query, head)'s with the log-sum-exp.
+ * for the scores and one for P V (an sgemv per row for a chain of FEW_ROWS rows or fewer) into the
+ * chain's running (max, sum, acc) per row, rescaled when the max grows; the chain's state is then
+ * merged into each (query, head)'s with the log-sum-exp.
  */
 #include <math.h>
 #include <string.h>
@@ -14,6 +15,10 @@
 #include "decode_attention.h"
 
 #define DECODE_TILE 512
+/* A chain of at most this many query rows (a sequence's own part, one query's group of heads)
+ * reads its keys by GEMV per row: a GEMM of so few rows spends more on packing the tile than on
+ * its multiply-adds. */
+#define FEW_ROWS 4
 #define NO_CHAIN UINT32_MAX
 
 size_t decode_max_chains(size_t n_queries) { return 2 * n_queries + 1; }
@@ -90,7 +95,7 @@ static void merge_state(float *m, float *l, float *acc, float m2, float l2, cons
 void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *chains, size_t n_chains,
                           const uint32_t *members, size_t n_queries, size_t n_heads, size_t n_kv_heads,
                           size_t head_dim, float scale, float *scratch) {
-    size_t group = n_heads / n_kv_heads, hd = head_dim;
+    size_t group = n_heads / n_kv_heads, hd = head_dim, khs = rows->kv_head_stride ? rows->kv_head_stride : hd;
     float *sm = scratch, *sl = sm + n_queries * n_heads, *sacc = sl + n_queries * n_heads;
     float *qbuf = sacc + n_queries * n_heads * hd, *obuf = qbuf + n_queries * group * hd;
     float *scores = obuf + n_queries * group * hd, *cm = scores + n_queries * group * DECODE_TILE;
@@ -110,18 +115,23 @@ void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *ch
             for (size_t t0 = 0; t0 < ch->n_keys; t0 += DECODE_TILE) {
                 size_t nk = ch->n_keys - t0 < DECODE_TILE ? ch->n_keys - t0 : DECODE_TILE;
                 const uint32_t *slots = ch->keys + t0;
-                const float *kp = rows->k + (size_t)slots[0] * rows->k_stride + g * hd;
-                const float *vp = rows->v + (size_t)slots[0] * rows->v_stride + g * hd;
+                const float *kh = rows->k + g * khs, *vh = rows->v + g * khs; /* this head's K and V rows */
+                const float *kp = kh + (size_t)slots[0] * rows->k_stride, *vp = vh + (size_t)slots[0] * rows->v_stride;
                 int ks = (int)rows->k_stride, vs = (int)rows->v_stride;
                 if (!consecutive(slots, nk)) {
                     for (size_t p = 0; p < nk; p++) {
-                        memcpy(kbuf + p * hd, rows->k + (size_t)slots[p] * rows->k_stride + g * hd, hd * sizeof(float));
-                        memcpy(vbuf + p * hd, rows->v + (size_t)slots[p] * rows->v_stride + g * hd, hd * sizeof(float));
+                        memcpy(kbuf + p * hd, kh + (size_t)slots[p] * rows->k_stride, hd * sizeof(float));
+                        memcpy(vbuf + p * hd, vh + (size_t)slots[p] * rows->v_stride, hd * sizeof(float));
                     }
                     kp = kbuf, vp = vbuf, ks = vs = (int)hd;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_rows, (int)nk, (int)hd, scale, qbuf,
-                            (int)hd, kp, ks, 0.0f, scores, (int)nk);
+                if (n_rows <= FEW_ROWS)
+                    for (size_t r = 0; r < n_rows; r++)
+                        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nk, (int)hd, scale, kp, ks, qbuf + r * hd, 1,
+                                    0.0f, scores + r * nk, 1);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_rows, (int)nk, (int)hd, scale, qbuf,
+                                (int)hd, kp, ks, 0.0f, scores, (int)nk);
                 for (size_t r = 0; r < n_rows; r++) {
                     float *s = scores + r * nk, top = cm[r];
                     for (size_t k = 0; k < nk; k++) top = s[k] > top ? s[k] : top;
@@ -132,8 +142,13 @@ void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *ch
                     if (alpha != 1.0f)
                         for (size_t d = 0; d < hd; d++) obuf[r * hd + d] *= alpha;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_rows, (int)hd, (int)nk, 1.0f, scores,
-                            (int)nk, vp, vs, 1.0f, obuf, (int)hd);
+                if (n_rows <= FEW_ROWS)
+                    for (size_t r = 0; r < n_rows; r++)
+                        cblas_sgemv(CblasRowMajor, CblasTrans, (int)nk, (int)hd, 1.0f, vp, vs, scores + r * nk, 1, 1.0f,
+                                    obuf + r * hd, 1);
+                else
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_rows, (int)hd, (int)nk, 1.0f,
+                                scores, (int)nk, vp, vs, 1.0f, obuf, (int)hd);
             }
             for (size_t i = 0; i < ch->count; i++)
                 for (size_t j = 0; j < group; j++) {

@@ -62,7 +62,7 @@ static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t n
     float *full = tu_xmalloc(nt * qd * 4), *out = tu_xmalloc((nc + 1) * qd * 4);
     cpu_attention(q, k, v, plan->cu_seqlens, plan->n_seqs, nh, nkv, hd, scale, scratch, full);
     for (size_t i = 0; i < (nc + 1) * qd; i++) out[i] = NAN; /* row nc: must stay untouched */
-    cpu_attention_rows rows = {qc, kc, vc, out, qs, ks, ks, qd};
+    cpu_attention_rows rows = {qc, kc, vc, out, qs, ks, ks, qd, 0};
     cpu_compact_attention(&rows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, scale, scratch);
     double max_err = 0, max_ref = 0;
     size_t nan = 0;

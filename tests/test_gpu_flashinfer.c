@@ -171,7 +171,7 @@ static void compact_case(uint64_t *rng, int di, const rmlp_plan *plan, size_t nh
     /* separate: q, k, v one after the other, each dense */
     const float *q = qkv, *k = fused ? qkv + qd : qkv + nc * qd, *v = fused ? qkv + qd + kvd : qkv + nc * (qd + kvd);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, hd) * 4);
-    cpu_attention_rows cpu_rows = {q, k, v, ref, qs, ks, ks, qd};
+    cpu_attention_rows cpu_rows = {q, k, v, ref, qs, ks, ks, qd, 0};
     cpu_compact_attention(&cpu_rows, qo, cu, scatter, ns, nh, nkv, hd, scale, scratch);
 
     void *d_qkv = upload(qkv, nc * width, dt), *d_out = poisoned((nc + extra) * qd, dt);
@@ -298,7 +298,7 @@ static void test_graph(uint64_t *rng) {
                 cpu_attention(q, k, v, qo, 2, nh, nkv, hd, scale, scratch, ref);
             } else {
                 two_paths(paths[round][0], paths[round][1], paths[round][2], qo, kv, idx);
-                cpu_attention_rows cr = {q, k, v, ref, qd, kvd, kvd, qd};
+                cpu_attention_rows cr = {q, k, v, ref, qd, kvd, kvd, qd, 0};
                 cpu_compact_attention(&cr, qo, kv, idx, 2, nh, nkv, hd, scale, scratch);
                 CUDA_MUST(cudaMemcpy(d_idx, idx, kv[2] * 4, cudaMemcpyHostToDevice));
             }

@@ -342,7 +342,7 @@ static void test_compact_attention(uint64_t *rng, int di) {
                     /* separate: q, k, v packed one after the other, each dense */
                     const float *q = qkv, *k = fused ? qkv + qd : qkv + nc * qd;
                     const float *v = fused ? qkv + qd + kvd : qkv + nc * (qd + kvd);
-                    cpu_attention_rows rows = {q, k, v, ref, qs, ks, ks, qd};
+                    cpu_attention_rows rows = {q, k, v, ref, qs, ks, ks, qd, 0};
                     float scale = 1.0f / sqrtf((float)hd);
                     cpu_compact_attention(&rows, qo, b.cu, plan.scatter, ns, nh, nkv, hd, scale, scratch);
                     void *d_qkv = upload(qkv, nc * width, dt), *d_out = poisoned((nc + extra) * qd, dt);
@@ -417,7 +417,7 @@ static void test_chain_attention(uint64_t *rng, int di) {
                 float *v = random_values(rng, SLOTS * kvd, -1, 1, dt), *ref = tu_xmalloc(QUERIES * qd * 4);
                 float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd) * 4);
                 float scale = 1.0f / sqrtf((float)hd);
-                cpu_attention_rows rows = {q, k, v, ref, qd, kvd, kvd, qd};
+                cpu_attention_rows rows = {q, k, v, ref, qd, kvd, kvd, qd, 0};
                 cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, scratch);
                 void *d_q = upload(q, QUERIES * qd, dt), *d_k = upload(k, SLOTS * kvd, dt), *d_v = upload(v, SLOTS * kvd, dt);
                 void *d_out = poisoned(QUERIES * qd, dt);

@@ -73,7 +73,7 @@ static rmlp_status cpu_forward(const char *fn, rmlp_context *context, const rmlp
     /* compact: the callback's output goes where post-attention reads it (cap_compact rows) */
     rmlp_attention_args args = attention_args(cfg, plan, space, ws->q, ws->k, ws->v, compact ? ws->attn_c : ws->attn);
     /* the built-in compact attention reads q, k, v in place from the fused qkv rows */
-    cpu_attention_rows fused = {ws->qkv, ws->qkv + qd, ws->qkv + qd + kvd, ws->attn_c, width, width, width, qd};
+    cpu_attention_rows fused = {ws->qkv, ws->qkv + qd, ws->qkv + qd + kvd, ws->attn_c, width, width, width, qd, 0};
     cpu_embed(cfg, w, plan, ws->hidden);
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
         const layer_weights *lw = &w->layers[layer];

@@ -405,7 +405,7 @@ static rmlp_status attend(const char *fn, rmlp_context *context, const rmlp_atte
         return RMLP_OK;
     }
     size_t qd = (size_t)args->n_heads * args->head_dim, kvd = (size_t)args->n_kv_heads * args->head_dim;
-    cpu_attention_rows rows = {args->q, args->k, args->v, args->out, qd, kvd, kvd, qd};
+    cpu_attention_rows rows = {args->q, args->k, args->v, args->out, qd, kvd, kvd, qd, 0};
     cpu_compact_attention(&rows, args->qo_indptr, args->kv_indptr, args->kv_indices, args->n_seqs, args->n_heads,
                           args->n_kv_heads, args->head_dim, args->scale, context->ws.scores);
     return RMLP_OK;
