@@ -71,6 +71,37 @@ static void check_unlocked(rmlp_context *ctx, const char *what) {
     CHECK(kv_pool_check(ctx->cache->pool, why, sizeof why) == 0, "%s: after the session: %s", what, why);
 }
 
+/* What test_greedy's lockstep compares each row with: the full forward of the sequence so far. */
+typedef struct greedy_check {
+    const char *name;
+    rmlp_context *plain;
+    rmlp_planner *planner;
+    float *ref, *hidden; /* (vocab), (MAX_LEN * 2, hidden_size) */
+    double worst_full, worst_onoff;
+} greedy_check;
+
+/* Row i (sequence s) of a step: shared-prefix attention on (g->la) vs off (g->lb), and on vs the
+ * full forward of the prompt and the ids generated so far, both within 1e-5 relative. */
+static int compare_greedy(void *arg, const gen_lockstep *g, int step, size_t i, uint32_t s) {
+    greedy_check *c = arg;
+    const float *lon = g->la + i * g->vocab;
+    double r = 0.0, d = tu_max_abs_diff(lon, g->lb + i * g->vocab, g->vocab, &r);
+    c->worst_onoff = d / r > c->worst_onoff ? d / r : c->worst_onoff;
+    CHECK(d <= 1e-5 * r, "%s, step %d, seq %u: shared-prefix attention on vs off: %.3g (max %.3g)", c->name, step, s,
+          d, r);
+    uint32_t seq[MAX_LEN * 2], len = g->f->prompt_len[s];
+    memcpy(seq, g->f->prompt[s], len * sizeof *seq);
+    memcpy(seq + len, g->got[s], g->got_len[s] * sizeof *seq);
+    len += g->got_len[s];
+    if (!CHECK(full_logits(c->plain, c->planner, seq, len, c->hidden, c->ref) == 0, "%s: full forward: %s", c->name,
+               rmlp_last_error()))
+        return 0;
+    d = tu_max_abs_diff(lon, c->ref, g->vocab, &r);
+    c->worst_full = d / r > c->worst_full ? d / r : c->worst_full;
+    CHECK(d <= 1e-5 * r, "%s, step %d, seq %u: logits vs the full forward: %.3g (max %.3g)", c->name, step, s, d, r);
+    return 1;
+}
+
 /* One fixture: greedy on and off in lockstep, every logits row against the full forward. */
 static void test_greedy(const char *dir, const char *name) {
     char path[1024];
@@ -94,9 +125,10 @@ static void test_greedy(const char *dir, const char *name) {
     CHECK(rmlp_context_create(model, MAX_LEN * 2, &plain) == RMLP_OK && on && off, "%s: contexts: %s", name,
           rmlp_last_error());
     float *lon = tu_xmalloc(MAX_SEQS * vocab * 4), *loff = tu_xmalloc(MAX_SEQS * vocab * 4);
-    float *ref = tu_xmalloc(vocab * 4), *hidden = tu_xmalloc(MAX_LEN * 2 * cfg.hidden_size * 4);
+    greedy_check c = {name, plain, planner, tu_xmalloc(vocab * 4), tu_xmalloc(MAX_LEN * 2 * cfg.hidden_size * 4),
+                      0.0, 0.0};
     static uint32_t seqs[MAX_SEQS][MAX_LEN * 2];
-    uint32_t len[MAX_SEQS] = {0}, got_len[MAX_SEQS] = {0}, active[MAX_SEQS], tokens[MAX_SEQS];
+    uint32_t len[MAX_SEQS] = {0};
     for (uint32_t s = 0; s < f.n; s++) memcpy(seqs[s], f.prompt[s], f.prompt_len[s] * 4), len[s] = f.prompt_len[s];
     rmlp_plan plan;
     rmlp_generate_params gp_off = rmlp_generate_default_params();
@@ -108,48 +140,9 @@ static void test_greedy(const char *dir, const char *name) {
              CHECK(rmlp_generate_begin(on, &plan, &gp_on, lon) == RMLP_OK &&
                        rmlp_generate_begin(off, &plan, &gp_off, loff) == RMLP_OK,
                    "%s: begin: %s", name, rmlp_last_error());
-    double worst_full = 0.0, worst_onoff = 0.0;
-    size_t n_active = f.n;
-    for (uint32_t s = 0; s < f.n; s++) active[s] = s;
-    for (int step = 0; ok && n_active > 0; step++) {
-        size_t next = 0;
-        for (size_t i = 0; ok && i < n_active; i++) {
-            uint32_t s = active[i];
-            double r = 0.0, d = tu_max_abs_diff(lon + i * vocab, loff + i * vocab, vocab, &r);
-            worst_onoff = d / r > worst_onoff ? d / r : worst_onoff;
-            CHECK(d <= 1e-5 * r, "%s, step %d, seq %u: shared-prefix attention on vs off: %.3g (max %.3g)", name, step,
-                  s, d, r);
-            ok = CHECK(full_logits(plain, planner, seqs[s], len[s], hidden, ref) == 0, "%s: full forward: %s", name,
-                       rmlp_last_error());
-            d = tu_max_abs_diff(lon + i * vocab, ref, vocab, &r);
-            worst_full = d / r > worst_full ? d / r : worst_full;
-            CHECK(d <= 1e-5 * r, "%s, step %d, seq %u: logits vs the full forward: %.3g (max %.3g)", name, step, s, d,
-                  r);
-            uint32_t t = argmax(lon + i * vocab, vocab);
-            seqs[s][len[s]++] = t;
-            got_len[s]++;
-            if (gen_done(&f, t, got_len[s])) {
-                ok &= CHECK(rmlp_generate_finish(on, s) == RMLP_OK && rmlp_generate_finish(off, s) == RMLP_OK,
-                            "%s: finish %u: %s", name, s, rmlp_last_error());
-            } else {
-                tokens[next] = t;
-                active[next++] = s;
-            }
-        }
-        n_active = next;
-        if (ok && n_active > 0)
-            ok = CHECK(rmlp_generate_step(on, tokens, n_active, lon) == RMLP_OK &&
-                           rmlp_generate_step(off, tokens, n_active, loff) == RMLP_OK,
-                       "%s, step %d: %s", name, step, rmlp_last_error());
-    }
-    for (uint32_t s = 0; ok && s < f.n; s++) {
-        int same = got_len[s] == f.want_len[s];
-        for (uint32_t t = 0; same && t < got_len[s]; t++) same = seqs[s][f.prompt_len[s] + t] == f.want[s][t];
-        char a[256], b[256];
-        CHECK(same, "%s, prompt %u: generated %s, transformers %s", name, s,
-              tu_fmt_array(seqs[s] + f.prompt_len[s], got_len[s], a, sizeof a),
-              tu_fmt_array(f.want[s], f.want_len[s], b, sizeof b));
-    }
+    gen_lockstep g = {.f = &f, .a = on, .b = off, .la = lon, .lb = loff, .vocab = vocab};
+    if (ok) ok = gen_run_lockstep(&g, name, compare_greedy, &c);
+    if (ok) gen_check_generated(&g, name);
     if (ok) {
         rmlp_generate_stats st;
         CHECK(rmlp_generate_get_stats(on, &st) == RMLP_OK && st.n_seqs == f.n && st.n_active == 0 &&
@@ -161,8 +154,8 @@ static void test_greedy(const char *dir, const char *name) {
     CHECK(rmlp_generate_end(on) == RMLP_OK && rmlp_generate_end(off) == RMLP_OK, "%s: end", name);
     if (on) check_unlocked(on, name);
     printf("%s: greedy ids as transformers' (%u prompts x %u tokens); worst vs full forward %.3g, on vs off %.3g\n",
-           name, f.n, f.max_new, worst_full, worst_onoff);
-    free(lon), free(loff), free(ref), free(hidden);
+           name, f.n, f.max_new, c.worst_full, c.worst_onoff);
+    free(lon), free(loff), free(c.ref), free(c.hidden);
     rmlp_context_free(on), rmlp_context_free(off), rmlp_context_free(plain);
     rmlp_planner_free(planner);
     rmlp_model_free(model);

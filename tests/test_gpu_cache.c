@@ -205,6 +205,23 @@ static void test_dtype(const char *path, rmlp_model *cpu_model, rmlp_dtype dt, c
 
 /* ---- generation on the device against the CPU's, on a fixture's prompts ----------------------- */
 
+/* What test_generate's lockstep compares each row with: the CPU session's logits. */
+typedef struct device_vs_cpu {
+    const char *label;
+    rmlp_dtype dt;
+    double limit, worst;
+} device_vs_cpu;
+
+/* Row i (sequence s) of a step: the device's logits (g->la) vs the CPU's (g->lb) within the limit. */
+static int compare_device(void *arg, const gen_lockstep *g, int step, size_t i, uint32_t s) {
+    device_vs_cpu *c = arg;
+    double e = error_of(g->la + i * g->vocab, g->lb + i * g->vocab, g->vocab, c->dt);
+    c->worst = e > c->worst ? e : c->worst;
+    CHECK(e <= c->limit, "%s, step %d, seq %u: device logits vs the CPU's %.3g (tolerance %g)", c->label, step, s, e,
+          c->limit);
+    return 1;
+}
+
 static void test_generate(const char *dir, const char *name, rmlp_dtype dt, const char *dt_name, bool shared) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -246,46 +263,17 @@ static void test_generate(const char *dir, const char *name, rmlp_dtype dt, cons
     if (status == RMLP_OK) status = rmlp_generate_begin(dev, &owned, &gp, ld);
     if (status == RMLP_OK) status = rmlp_generate_begin(cpu, &owned, &gp, lc);
     int ok = CHECK(status == RMLP_OK, "%s %s: setup and begin: %s", name, dt_name, rmlp_last_error());
-    uint32_t got[MAX_SEQS][MAX_LEN], got_len[MAX_SEQS] = {0}, active[MAX_SEQS], tokens[MAX_SEQS];
-    size_t n_active = f.n;
-    double worst = 0.0;
-    for (uint32_t s = 0; s < f.n; s++) active[s] = s;
-    for (int step = 0; ok && n_active > 0; step++) {
-        size_t next = 0;
-        for (size_t i = 0; ok && i < n_active; i++) {
-            uint32_t s = active[i];
-            double e = error_of(ld + i * vocab, lc + i * vocab, vocab, dt);
-            worst = e > worst ? e : worst;
-            CHECK(e <= limit, "%s %s, step %d, seq %u: device logits vs the CPU's %.3g (tolerance %g)", name, dt_name,
-                  step, s, e, limit);
-            uint32_t t = argmax(ld + i * vocab, vocab);
-            got[s][got_len[s]++] = t;
-            if (gen_done(&f, t, got_len[s])) {
-                ok = CHECK(rmlp_generate_finish(dev, s) == RMLP_OK && rmlp_generate_finish(cpu, s) == RMLP_OK,
-                           "%s: finish %u: %s", name, s, rmlp_last_error());
-            } else {
-                tokens[next] = t;
-                active[next++] = s;
-            }
-        }
-        n_active = next;
-        if (ok && n_active > 0)
-            ok = CHECK(rmlp_generate_step(dev, tokens, n_active, ld) == RMLP_OK &&
-                           rmlp_generate_step(cpu, tokens, n_active, lc) == RMLP_OK,
-                       "%s %s, step %d: %s", name, dt_name, step, rmlp_last_error());
-    }
-    for (uint32_t s = 0; ok && dt == RMLP_DTYPE_F32 && s < f.n; s++) {
-        int same = got_len[s] == f.want_len[s];
-        for (uint32_t t = 0; same && t < got_len[s]; t++) same = got[s][t] == f.want[s][t];
-        char a[256], b[256];
-        CHECK(same, "%s f32, prompt %u: generated %s, transformers %s", name, s, tu_fmt_array(got[s], got_len[s], a, sizeof a),
-              tu_fmt_array(f.want[s], f.want_len[s], b, sizeof b));
-    }
+    char label[200];
+    snprintf(label, sizeof label, "%s %s", name, dt_name);
+    device_vs_cpu c = {label, dt, limit, 0.0};
+    gen_lockstep g = {.f = &f, .a = dev, .b = cpu, .la = ld, .lb = lc, .vocab = vocab};
+    if (ok) ok = gen_run_lockstep(&g, label, compare_device, &c);
+    if (ok && dt == RMLP_DTYPE_F32) gen_check_generated(&g, label);
     CHECK(rmlp_generate_end(dev) == RMLP_OK && rmlp_generate_end(cpu) == RMLP_OK, "%s: end", name);
     char why[200];
     if (dev != NULL) CHECK(kv_pool_check(dev->cache->pool, why, sizeof why) == 0, "%s %s: %s", name, dt_name, why);
     printf("%s %s, shared-prefix attention %s: generation, worst device vs CPU logits %.3g\n", name, dt_name,
-           shared ? "on" : "off", worst);
+           shared ? "on" : "off", c.worst);
     if (owned.fold_gather != NULL) tu_plan_copy_free(&owned);
     free(ld), free(lc);
     rmlp_context_free(dev), rmlp_context_free(cpu);
