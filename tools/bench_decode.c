@@ -198,9 +198,7 @@ int bench_decode(rmlp_model *model, const rmlp_model_config *cfg, const decode_o
     for (size_t k = 0; rc == 0 && k < sizeof cases / sizeof cases[0]; k++) {
         char name[32];
         snprintf(name, sizeof name, "p%u_m%u", cases[k].prefix, cases[k].m);
-        int wanted = o->n_only == 0;
-        for (size_t i = 0; i < o->n_only; i++) wanted |= strstr(name, o->only[i]) != NULL;
-        if (!wanted) continue;
+        if (!cli_case_wanted(name, o->only, o->n_only)) continue;
         ran++;
         fprintf(stderr, "radixmlp bench --decode: %s...\n", name);
         rc = run_case(model, cfg, o, &cases[k]);

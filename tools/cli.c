@@ -89,3 +89,9 @@ double cli_now_ms(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
+
+bool cli_case_wanted(const char *name, const char *const *only, size_t n_only) {
+    bool wanted = n_only == 0;
+    for (size_t i = 0; i < n_only; i++) wanted |= strstr(name, only[i]) != NULL;
+    return wanted;
+}

@@ -5,6 +5,7 @@
 #ifndef RMLP_TOOLS_CLI_H
 #define RMLP_TOOLS_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,9 @@ double cli_sort_median(double *values, size_t n);
 
 /* Wall clock in milliseconds (monotonic). */
 double cli_now_ms(void);
+
+/* Whether a bench case named `name` is wanted: --case fragments only[0 .. n_only) (all for none). */
+bool cli_case_wanted(const char *name, const char *const *only, size_t n_only);
 
 /* Sequences read from a JSONL file of {"input_ids": [...]} lines (radixmlp run and generate). */
 typedef struct cli_sequences {

@@ -452,9 +452,7 @@ int cmd_bench(int argc, char **argv) {
     for (size_t k = 0; rc == 0 && k < n_cases; k++) {
         bench_case from_file = {batches ? batches[k].name : NULL, 0, 0, 0, 1.0};
         const bench_case *c = batches ? &from_file : &cases[k];
-        int wanted = a.n_only == 0;
-        for (size_t o = 0; o < a.n_only; o++) wanted |= strstr(c->name, a.only[o]) != NULL;
-        if (!wanted) continue;
+        if (!cli_case_wanted(c->name, a.only, a.n_only)) continue;
         n_run++;
         workload w = batches ? batches[k].w : (workload){0};
         if (!batches && make_workload(c, &w) != 0) {
