@@ -8,7 +8,9 @@
 #      attention) vs one sequence at a time, bf16, the Qwen3-0.6B-shaped random model;
 #   2. radixmlp bench --decode on the machine's CPU cores (OpenBLAS's default thread count, the
 #      built-in 2-layer model, fp32): the CPU targets of issue 19 on a many-core host, with the
-#      ceiling column (what the machine's GEMM throughput allows);
+#      ceiling column (what the machine's GEMM throughput allows); OPENBLAS_THREAD_TIMEOUT=4, so
+#      OpenBLAS's idle threads sleep instead of spinning beside the decode attention's threads
+#      (README, set_cpu_threads);
 #   3. the same with one OpenBLAS thread, as on the development VM, when time is left.
 # Run from the repository root on the device machine, carrying .debs and third_party/flashinfer:
 #   bash bench/gpu_decode_session.sh
@@ -75,7 +77,7 @@ decode() { # decode NAME SECONDS ARGS...: one radixmlp bench --decode run, its t
 cuda_model=()
 [ -f "$model/model.safetensors" ] && cuda_model=(--model "$model")
 decode decode_cuda "$(rmlp_slot 180 150)" --device cuda --dtype bf16 "${cuda_model[@]}" || status=1
-decode decode_cpu "$(rmlp_slot 150 60)" || status=1
+OPENBLAS_THREAD_TIMEOUT=4 decode decode_cpu "$(rmlp_slot 150 60)" || status=1
 OPENBLAS_NUM_THREADS=1 decode decode_cpu1 "$(rmlp_slot 240 10)" --case p1024_m32 --case p2048_m32 || status=1
 log "done, status $status"
 exit $status

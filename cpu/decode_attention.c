@@ -1,24 +1,25 @@
 /*
  * decode_attention.c: a decode step's attention on the CPU, by chains of shared keys
- * (decode_attention.h). Per chain and KV head: the chain's queries' grouped heads gathered into one
- * dense block (rows = queries x group), keys in tiles of DECODE_TILE slots (read in place when the
- * tile's slots are consecutive, else copied once for all the chain's queries), per tile one sgemm
- * for the scores and one for P V (an sgemv per row for a chain of FEW_ROWS rows or fewer) into the
- * chain's running (max, sum, acc) per row, rescaled when the max grows; the chain's state is then
- * merged into each (query, head)'s with the log-sum-exp.
+ * (decode_attention.h). The work is cut into tasks, one per KV head and span of queries, run on
+ * a workers pool (cpu/workers.h). A task takes each chain in order and, in blocks of at most
+ * ROW_BLOCK query rows (a block's queries x their grouped heads), runs the chain's keys in tiles of
+ * DECODE_TILE slots through the kernels of decode_kernels.h (the scores of the block against the
+ * tile, their online softmax, P V), keeping a running (max, sum, acc) per row; the chain's
+ * state is then merged into each (query, head)'s with the log-sum-exp. A (query, head) state is
+ * only ever touched by the one task that owns both, and every score and output element is
+ * computed by the same sequence of operations whatever block or task it falls in, so the result
+ * does not depend on the number of threads or on how the queries are cut.
+ *
+ * The kernels read K and V rows in place through the chain's slots; on x86-64 they are compiled
+ * for AVX + FMA and for the baseline, and each call picks what the CPU has. No BLAS here:
+ * OpenBLAS's threaded calls from several threads at once queue on one lock.
  */
 #include <math.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "decode_attention.h"
 
 #define DECODE_TILE 512
-/* A chain of at most this many query rows (a sequence's own part, one query's group of heads)
- * reads its keys by GEMV per row: a GEMM of so few rows spends more on packing the tile than on
- * its multiply-adds. */
-#define FEW_ROWS 4
 #define NO_CHAIN UINT32_MAX
 
 size_t decode_max_chains(size_t n_queries) { return 2 * n_queries + 1; }
@@ -71,17 +72,74 @@ size_t decode_build_chains(const uint32_t *paths, size_t max_path, const uint32_
     return n;
 }
 
-size_t decode_scratch_floats(size_t n_queries, size_t n_heads, size_t n_kv_heads, size_t head_dim) {
-    size_t group = n_heads / n_kv_heads, rows = n_queries * group;
-    return n_queries * n_heads * (head_dim + 2)          /* each (query, head): max, sum, acc */
-           + rows * (2 * head_dim + DECODE_TILE + 2)     /* a chain's queries, acc, scores, max, sum */
-           + 2 * (size_t)DECODE_TILE * head_dim + 1;     /* a tile's K and V, copied */
+/* The most query rows a task runs through a chain's keys at once (whole queries: at least a
+ * query's group of heads). */
+#define ROW_BLOCK 64
+
+static size_t queries_per_block(size_t group) { return group >= ROW_BLOCK ? 1 : ROW_BLOCK / group; }
+
+/* Floats of one worker's part of the scratch: a block's queries, acc, scores, max and sum. */
+static size_t worker_floats(size_t group, size_t head_dim) {
+    size_t rows = queries_per_block(group) * group;
+    return rows * (2 * head_dim + DECODE_TILE + 2);
 }
 
-static int consecutive(const uint32_t *slots, size_t n) {
-    for (size_t i = 1; i < n; i++)
-        if (slots[i] != slots[0] + i) return 0;
-    return 1;
+size_t decode_scratch_floats(size_t n_queries, size_t n_heads, size_t n_kv_heads, size_t head_dim,
+                             size_t n_workers) {
+    return n_queries * n_heads * (head_dim + 2) /* each (query, head): max, sum, acc */
+           + n_workers * worker_floats(n_heads / n_kv_heads, head_dim) + 1;
+}
+
+/* Eight floats, and eight ints of the same size (a comparison's lanes: -1 true, 0 false). */
+typedef float v8 __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
+
+#define LOAD8(v, p) memcpy(&(v), (p), sizeof(v8))
+#define STORE8(p, v) memcpy((p), &(v), sizeof(v8))
+/* Lanes 0, 2 of a, 0, 2 of b, 4, 6 of a, 4, 6 of b (EVENS); 1, 3, ... (ODDS): one shufps each. */
+#if defined(__clang__) || __GNUC__ >= 12
+#define EVENS(a, b) __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14)
+#define ODDS(a, b) __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15)
+#else
+#define EVENS(a, b) __builtin_shuffle(a, b, (v8i){0, 2, 8, 10, 4, 6, 12, 14})
+#define ODDS(a, b) __builtin_shuffle(a, b, (v8i){1, 3, 9, 11, 5, 7, 13, 15})
+#endif
+
+/* The kernels twice on x86-64 (AVX + FMA, picked at run time where the CPU has both, and the
+ * baseline), once elsewhere. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_FMA_KERNELS 1
+#define KERNEL(name) name##_fma
+#define KERNEL_TARGET __attribute__((target("avx,fma")))
+#define KEEP(v) __asm__("" : "+x"(v))
+#include "decode_kernels.h"
+#undef KERNEL
+#undef KERNEL_TARGET
+#undef KEEP
+#endif
+#define KERNEL(name) name##_base
+#define KERNEL_TARGET
+#define KEEP(v) (void)0
+#include "decode_kernels.h"
+#undef KERNEL
+#undef KERNEL_TARGET
+#undef KEEP
+
+typedef struct tile_kernels {
+    void (*scores)(const float *q, size_t n_rows, size_t hd, const float *kh, size_t k_stride, const uint32_t *slots,
+                   size_t nk, float scale, float *scores);
+    void (*softmax)(float *scores, size_t n_rows, size_t nk, float *cm, float *cl, float *obuf, size_t hd);
+    void (*values)(const float *p, size_t n_rows, size_t nk, const float *vh, size_t v_stride, const uint32_t *slots,
+                   size_t hd, float *out);
+} tile_kernels;
+
+static tile_kernels pick_kernels(void) {
+#ifdef HAVE_FMA_KERNELS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"))
+        return (tile_kernels){tile_scores_fma, tile_softmax_fma, tile_values_fma};
+#endif
+    return (tile_kernels){tile_scores_base, tile_softmax_base, tile_values_base};
 }
 
 /* Merges the partial state (m2, l2, acc2) into (m, l, acc) of head_dim floats. */
@@ -92,75 +150,95 @@ static void merge_state(float *m, float *l, float *acc, float m2, float l2, cons
     *m = top;
 }
 
+/* One step's attention, as tasks: task t is KV head t % n_kv_heads over the queries
+ * [b * span, (b + 1) * span), b = t / n_kv_heads. */
+typedef struct decode_job {
+    const cpu_attention_rows *rows;
+    const decode_chain *chains;
+    const uint32_t *members;
+    size_t n_chains, n_queries, n_heads, n_kv_heads, hd, group, kv_head_stride, span;
+    float scale;
+    tile_kernels kernels;
+    float *sm, *sl, *sacc; /* (n_queries, n_heads) states: max, sum, acc (head_dim) */
+    float *work;           /* per worker: worker_floats */
+} decode_job;
+
+/* The first of mem[0 .. n) (ascending) that is >= q. */
+static size_t lower_bound(const uint32_t *mem, size_t n, size_t q) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (mem[mid] < q) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The chain's keys for n_queries of its members mem (their group of heads g), into their states. */
+static void attend_block(const decode_job *j, const decode_chain *ch, const uint32_t *mem, size_t n_queries, size_t g,
+                         float *work) {
+    const cpu_attention_rows *rows = j->rows;
+    size_t hd = j->hd, group = j->group, n_rows = n_queries * group;
+    float *qbuf = work, *obuf = qbuf + n_rows * hd, *scores = obuf + n_rows * hd, *cm = scores + n_rows * DECODE_TILE;
+    float *cl = cm + n_rows;
+    for (size_t i = 0; i < n_queries; i++) /* the group's heads of a query row are contiguous */
+        memcpy(qbuf + i * group * hd, rows->q + (size_t)mem[i] * rows->q_stride + g * group * hd,
+               group * hd * sizeof(float));
+    for (size_t r = 0; r < n_rows; r++) cm[r] = -INFINITY, cl[r] = 0.0f;
+    memset(obuf, 0, n_rows * hd * sizeof(float));
+    const float *kh = rows->k + g * j->kv_head_stride, *vh = rows->v + g * j->kv_head_stride;
+    for (size_t t0 = 0; t0 < ch->n_keys; t0 += DECODE_TILE) {
+        size_t nk = ch->n_keys - t0 < DECODE_TILE ? ch->n_keys - t0 : DECODE_TILE;
+        const uint32_t *slots = ch->keys + t0;
+        j->kernels.scores(qbuf, n_rows, hd, kh, rows->k_stride, slots, nk, j->scale, scores);
+        j->kernels.softmax(scores, n_rows, nk, cm, cl, obuf, hd);
+        j->kernels.values(scores, n_rows, nk, vh, rows->v_stride, slots, hd, obuf);
+    }
+    for (size_t i = 0; i < n_queries; i++)
+        for (size_t h = 0; h < group; h++) {
+            size_t at = (size_t)mem[i] * j->n_heads + g * group + h, r = i * group + h;
+            merge_state(&j->sm[at], &j->sl[at], j->sacc + at * hd, cm[r], cl[r], obuf + r * hd, hd);
+        }
+}
+
+static void decode_task(void *arg, size_t task, size_t worker) {
+    const decode_job *j = arg;
+    const cpu_attention_rows *rows = j->rows;
+    size_t g = task % j->n_kv_heads, q_lo = task / j->n_kv_heads * j->span, hd = j->hd, group = j->group;
+    size_t q_hi = q_lo + j->span < j->n_queries ? q_lo + j->span : j->n_queries, per_block = queries_per_block(group);
+    float *work = j->work + worker * worker_floats(group, hd);
+    for (size_t q = q_lo; q < q_hi; q++)
+        for (size_t h = g * group; h < (g + 1) * group; h++) {
+            size_t at = q * j->n_heads + h;
+            j->sm[at] = -INFINITY, j->sl[at] = 0.0f;
+            memset(j->sacc + at * hd, 0, hd * sizeof(float));
+        }
+    for (size_t c = 0; c < j->n_chains; c++) {
+        const decode_chain *ch = &j->chains[c];
+        const uint32_t *mem = j->members + ch->first;
+        size_t hi = lower_bound(mem, ch->count, q_hi);
+        for (size_t i = lower_bound(mem, ch->count, q_lo); i < hi; i += per_block)
+            attend_block(j, ch, mem + i, hi - i < per_block ? hi - i : per_block, g, work);
+    }
+    for (size_t q = q_lo; q < q_hi; q++)
+        for (size_t h = g * group; h < (g + 1) * group; h++) {
+            size_t at = q * j->n_heads + h;
+            float inv = 1.0f / j->sl[at];
+            for (size_t d = 0; d < hd; d++) rows->out[q * rows->out_stride + h * hd + d] = j->sacc[at * hd + d] * inv;
+        }
+}
+
 void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *chains, size_t n_chains,
                           const uint32_t *members, size_t n_queries, size_t n_heads, size_t n_kv_heads,
-                          size_t head_dim, float scale, float *scratch) {
-    size_t group = n_heads / n_kv_heads, hd = head_dim, khs = rows->kv_head_stride ? rows->kv_head_stride : hd;
-    float *sm = scratch, *sl = sm + n_queries * n_heads, *sacc = sl + n_queries * n_heads;
-    float *qbuf = sacc + n_queries * n_heads * hd, *obuf = qbuf + n_queries * group * hd;
-    float *scores = obuf + n_queries * group * hd, *cm = scores + n_queries * group * DECODE_TILE;
-    float *cl = cm + n_queries * group, *kbuf = cl + n_queries * group, *vbuf = kbuf + (size_t)DECODE_TILE * hd;
-    for (size_t i = 0; i < n_queries * n_heads; i++) sm[i] = -INFINITY, sl[i] = 0.0f;
-    memset(sacc, 0, n_queries * n_heads * hd * sizeof(float));
-    for (size_t c = 0; c < n_chains; c++) {
-        const decode_chain *ch = &chains[c];
-        const uint32_t *mem = members + ch->first;
-        size_t n_rows = (size_t)ch->count * group;
-        for (size_t g = 0; g < n_kv_heads; g++) {
-            for (size_t i = 0; i < ch->count; i++) /* the group's heads of a query row are contiguous */
-                memcpy(qbuf + i * group * hd, rows->q + (size_t)mem[i] * rows->q_stride + g * group * hd,
-                       group * hd * sizeof(float));
-            for (size_t r = 0; r < n_rows; r++) cm[r] = -INFINITY, cl[r] = 0.0f;
-            memset(obuf, 0, n_rows * hd * sizeof(float));
-            for (size_t t0 = 0; t0 < ch->n_keys; t0 += DECODE_TILE) {
-                size_t nk = ch->n_keys - t0 < DECODE_TILE ? ch->n_keys - t0 : DECODE_TILE;
-                const uint32_t *slots = ch->keys + t0;
-                const float *kh = rows->k + g * khs, *vh = rows->v + g * khs; /* this head's K and V rows */
-                const float *kp = kh + (size_t)slots[0] * rows->k_stride, *vp = vh + (size_t)slots[0] * rows->v_stride;
-                int ks = (int)rows->k_stride, vs = (int)rows->v_stride;
-                if (!consecutive(slots, nk)) {
-                    for (size_t p = 0; p < nk; p++) {
-                        memcpy(kbuf + p * hd, kh + (size_t)slots[p] * rows->k_stride, hd * sizeof(float));
-                        memcpy(vbuf + p * hd, vh + (size_t)slots[p] * rows->v_stride, hd * sizeof(float));
-                    }
-                    kp = kbuf, vp = vbuf, ks = vs = (int)hd;
-                }
-                if (n_rows <= FEW_ROWS)
-                    for (size_t r = 0; r < n_rows; r++)
-                        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)nk, (int)hd, scale, kp, ks, qbuf + r * hd, 1,
-                                    0.0f, scores + r * nk, 1);
-                else
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_rows, (int)nk, (int)hd, scale, qbuf,
-                                (int)hd, kp, ks, 0.0f, scores, (int)nk);
-                for (size_t r = 0; r < n_rows; r++) {
-                    float *s = scores + r * nk, top = cm[r];
-                    for (size_t k = 0; k < nk; k++) top = s[k] > top ? s[k] : top;
-                    float alpha = expf(cm[r] - top), sum = 0.0f;
-                    for (size_t k = 0; k < nk; k++) sum += s[k] = expf(s[k] - top);
-                    cl[r] = cl[r] * alpha + sum;
-                    cm[r] = top;
-                    if (alpha != 1.0f)
-                        for (size_t d = 0; d < hd; d++) obuf[r * hd + d] *= alpha;
-                }
-                if (n_rows <= FEW_ROWS)
-                    for (size_t r = 0; r < n_rows; r++)
-                        cblas_sgemv(CblasRowMajor, CblasTrans, (int)nk, (int)hd, 1.0f, vp, vs, scores + r * nk, 1, 1.0f,
-                                    obuf + r * hd, 1);
-                else
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_rows, (int)hd, (int)nk, 1.0f,
-                                scores, (int)nk, vp, vs, 1.0f, obuf, (int)hd);
-            }
-            for (size_t i = 0; i < ch->count; i++)
-                for (size_t j = 0; j < group; j++) {
-                    size_t at = (size_t)mem[i] * n_heads + g * group + j, r = i * group + j;
-                    merge_state(&sm[at], &sl[at], sacc + at * hd, cm[r], cl[r], obuf + r * hd, hd);
-                }
-        }
-    }
-    for (size_t q = 0; q < n_queries; q++)
-        for (size_t h = 0; h < n_heads; h++) {
-            size_t at = q * n_heads + h;
-            float inv = 1.0f / sl[at];
-            for (size_t d = 0; d < hd; d++) rows->out[q * rows->out_stride + h * hd + d] = sacc[at * hd + d] * inv;
-        }
+                          size_t head_dim, float scale, workers *pool, float *scratch) {
+    size_t n_workers = workers_count(pool), states = n_queries * n_heads;
+    /* about four tasks per thread, for balance: the spans of queries a KV head is cut into */
+    size_t spans = n_workers == 1 ? 1 : (4 * n_workers + n_kv_heads - 1) / n_kv_heads;
+    if (spans > n_queries) spans = n_queries ? n_queries : 1;
+    size_t span = (n_queries + spans - 1) / spans;
+    if (span == 0) span = 1;
+    decode_job job = {rows, chains, members, n_chains, n_queries, n_heads, n_kv_heads, head_dim,
+                      n_heads / n_kv_heads, rows->kv_head_stride ? rows->kv_head_stride : head_dim, span, scale,
+                      pick_kernels(), scratch, scratch + states, scratch + 2 * states, scratch + states * (head_dim + 2)};
+    workers_run(pool, n_kv_heads * ((n_queries + span - 1) / span), decode_task, &job);
 }

@@ -4,7 +4,9 @@
 # per thread, and one planner shared by 8 threads, refused with RMLP_ERR_BUSY; test_model_threads:
 # one model shared by threads, a context each, and the thread-local last error;
 # test_context_threads: one context shared by threads, refused with RMLP_ERR_BUSY, and calls that
-# nest on one thread; test_prefix_cache: threads with a cached context each on one model). Any report fails the run (halt_on_error=1 makes the test exit nonzero).
+# nest on one thread; test_prefix_cache: threads with a cached context each on one model;
+# test_decode_attention: the CPU decode attention on pools of threads, and the pool itself). Any
+# report fails the run (halt_on_error=1 makes the test exit nonzero).
 #   scripts/tsan.sh [-jN]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +14,8 @@ cd "$root"
 jobs=${1:--j$(nproc)}
 
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DRMLP_CUDA=OFF -DRMLP_SANITIZE=thread >/dev/null
-cmake --build build-tsan "$jobs" --target test_concurrency test_model_threads test_context_threads test_prefix_cache
+cmake --build build-tsan "$jobs" --target test_concurrency test_model_threads test_context_threads test_prefix_cache \
+  test_decode_attention
 
 # OpenBLAS is not built with ThreadSanitizer, so what its own worker threads do is invisible to
 # TSan: their accesses are not recorded, and the hand-over of work to them (OpenBLAS's own flags

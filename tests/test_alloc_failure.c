@@ -17,7 +17,8 @@
  * Scenarios: a planner (create, reserve, a padded build with sharing, a larger build that grows
  * it); model loads of three tiny checkpoints written here (F32 in one file; BF16 in one file
  * with tied embeddings and QKV biases; the F32 one in two shards with an index); a context
- * create followed by a forward.
+ * create followed by a forward; a generation session's begin and one step, on 3 CPU threads
+ * (so its decode attention's thread pool is made too).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -76,7 +77,7 @@ static rmlp_status observe(rmlp_status status) {
  * sweeps (a sticky failure gives the same messages). A site is the message from "allocating" on,
  * with numbers and quoted names left out, so each weight or workspace buffer is not a row of its own. */
 static void record_once(const char *scenario, const char *message) {
-    static char seen[64][160];
+    static char seen[128][160];
     static int n_seen;
     char site[160];
     size_t n = 0;
@@ -93,7 +94,7 @@ static void record_once(const char *scenario, const char *message) {
     site[n] = '\0';
     for (int i = 0; i < n_seen; i++)
         if (strcmp(seen[i], site) == 0) return;
-    if (n_seen < 64) snprintf(seen[n_seen++], sizeof seen[0], "%s", site);
+    if (n_seen < 128) snprintf(seen[n_seen++], sizeof seen[0], "%s", site);
     char input[160];
     snprintf(input, sizeof input, "out of memory in the %s scenario (one allocation made to fail)", scenario);
     tu_record_bad_input(input, RMLP_ERR_OUT_OF_MEMORY, message);
@@ -448,6 +449,75 @@ static void test_context(void) {
     rmlp_model_free(model);
 }
 
+/* ---- a generation session ------------------------------------------------------------------------------ */
+
+/* Prompts sharing a prefix, planned without padding; a cached context; the logits of a begin and
+ * one step that never failed. The scenario runs on 3 CPU threads, so the session also starts its
+ * decode attention's pool (cpu/workers.c), whose allocations fail in turn too. */
+typedef struct generate_case {
+    rmlp_context *ctx;
+    rmlp_plan plan; /* owned copy */
+    size_t vocab;
+    float want[2][3 * 40], got[2][3 * 40]; /* begin's and the step's logits (3 sequences, vocab 40) */
+} generate_case;
+
+static const uint32_t gen_ids[8] = {3, 9, 4, 3, 9, 5, 3, 7}, gen_pos[8] = {0, 1, 2, 0, 1, 2, 0, 1};
+static const uint32_t gen_cu[4] = {0, 3, 6, 8}, gen_next[3] = {11, 12, 13};
+
+static rmlp_status generate_run(generate_case *g) {
+    rmlp_status status = observe(rmlp_generate_begin(g->ctx, &g->plan, NULL, g->got[0]));
+    if (status != RMLP_OK) {
+        /* no session was left behind: a step is refused, and a begin without the hook works */
+        CHECK(rmlp_generate_step(g->ctx, gen_next, 3, g->got[1]) == RMLP_ERR_INVALID_ARGUMENT,
+              "a step after a failed rmlp_generate_begin was not refused");
+        return status;
+    }
+    status = observe(rmlp_generate_step(g->ctx, gen_next, 3, g->got[1]));
+    CHECK(rmlp_generate_end(g->ctx) == RMLP_OK, "rmlp_generate_end after a step under the hook: %s", rmlp_last_error());
+    return status;
+}
+
+static rmlp_status generate_scenario(void *ctx) {
+    generate_case *g = ctx;
+    memset(g->got, 0, sizeof g->got);
+    rmlp_status status = generate_run(g);
+    if (status == RMLP_OK) CHECK(memcmp(g->got, g->want, sizeof g->got) == 0, "logits made under the hook differ");
+    return status;
+}
+
+static void test_generate(void) {
+    rmlp_model *model = NULL;
+    rmlp_planner *planner = NULL;
+    rmlp_plan plan;
+    rmlp_plan_params params = tu_params(1.0, 0);
+    rmlp_context_params cp = rmlp_context_default_params();
+    cp.cache_bytes = 1 << 20;
+    generate_case g = {0};
+    uint32_t threads_before = rmlp_cpu_threads();
+    if (!CHECK(rmlp_model_load(at("f32", ""), NULL, &model) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
+                   rmlp_plan_build(planner, gen_ids, gen_pos, 8, gen_cu, 3, &params, &plan) == RMLP_OK &&
+                   rmlp_context_create_with_params(model, 16, &cp, &g.ctx) == RMLP_OK &&
+                   rmlp_set_cpu_threads(3) == RMLP_OK,
+               "generation setup: %s", rmlp_last_error())) {
+        rmlp_context_free(g.ctx), rmlp_planner_free(planner), rmlp_model_free(model);
+        return;
+    }
+    g.plan = tu_plan_copy(&plan);
+    rmlp_planner_free(planner);
+    CHECK(generate_run(&g) == RMLP_OK, "reference generation: %s", rmlp_last_error());
+    memcpy(g.want, g.got, sizeof g.want);
+    for (one_shot = 0; one_shot < 2; one_shot++) {
+        long n = sweep("generate", generate_scenario, &g);
+        printf("rmlp_generate_begin + rmlp_generate_step on 3 threads (%s): %ld allocations, each failed in turn\n",
+               one_shot ? "one-shot" : "sticky", n);
+        CHECK(n < 0 || n >= 20, "generate: only %ld allocations seen; the hook is not reached", n);
+    }
+    rmlp_set_cpu_threads(threads_before);
+    tu_plan_copy_free(&g.plan);
+    rmlp_context_free(g.ctx);
+    rmlp_model_free(model);
+}
+
 /* ---- the hook itself -------------------------------------------------------------------------------- */
 
 static void test_hook(void) {
@@ -481,6 +551,7 @@ int main(void) {
         test_load("sharded", "sharded");
         test_load("by file path", "f32/model.safetensors");
         test_context();
+        test_generate();
     }
     stw_rmtree(root);
     free(root);

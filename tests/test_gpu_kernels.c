@@ -415,10 +415,10 @@ static void test_chain_attention(uint64_t *rng, int di) {
                 for (uint32_t i = 0; i < n_members; i++) rows_of[rptr[members[i]] + fill[members[i]]++] = i;
                 float *q = random_values(rng, QUERIES * qd, -3, 3, dt), *k = random_values(rng, SLOTS * kvd, -1, 1, dt);
                 float *v = random_values(rng, SLOTS * kvd, -1, 1, dt), *ref = tu_xmalloc(QUERIES * qd * 4);
-                float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd) * 4);
+                float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd, 1) * 4);
                 float scale = 1.0f / sqrtf((float)hd);
                 cpu_attention_rows rows = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-                cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, scratch);
+                cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, NULL, scratch);
                 void *d_q = upload(q, QUERIES * qd, dt), *d_k = upload(k, SLOTS * kvd, dt), *d_v = upload(v, SLOTS * kvd, dt);
                 void *d_out = poisoned(QUERIES * qd, dt);
                 float *d_state = dev_alloc(n_members * nh * (hd + 2) * 4);

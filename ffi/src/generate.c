@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ struct generate_session {
     uint32_t *below, *chain_of; /* (n_slots) decode_build_chains' scratch */
     decode_chain *chains;       /* (decode_max_chains(n_seqs)) */
     uint32_t *members;          /* (decode_max_members(n_seqs, max_path)) */
-    float *scratch;             /* (decode_scratch_floats) */
+    float *scratch;             /* (decode_scratch_floats for the pool's threads) */
+    workers *pool;              /* the decode attention's threads (CPU, more than one thread), else NULL */
     float *hid;                 /* (n_seqs, hidden) the rows the LM head reads */
     /* on a CUDA context, the chains packed for the device (gpu_decode_chains): key_indptr and
      * member_indptr (decode_max_chains + 1), keys (n_seqs, max_path), row_indptr (n_seqs + 1),
@@ -62,6 +64,7 @@ void generate_session_free(struct generate_session *g) {
                       g->members, g->scratch, g->hid, g->key_indptr, g->member_indptr, g->keys,
                       g->row_indptr, g->row_members};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
+    workers_destroy(g->pool);
     cuda_generate_close(g->dev);
     free(g);
 }
@@ -72,11 +75,13 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* A session for n_seqs sequences with paths of up to max_path rows, or NULL with what failed. */
+/* A session for n_seqs sequences with paths of up to max_path rows, its decode attention on
+ * n_threads threads, or NULL with what failed. */
 static struct generate_session *session_new(const rmlp_model_config *cfg, uint32_t n_slots, uint32_t n_seqs,
-                                            uint32_t max_path, const char **failed, size_t *failed_bytes) {
+                                            uint32_t max_path, size_t n_threads, const char **failed,
+                                            size_t *failed_bytes) {
     struct generate_session *g = rmlp_calloc(1, sizeof *g);
-    *failed = "session", *failed_bytes = sizeof *g;
+    *failed = "state", *failed_bytes = sizeof *g;
     if (g == NULL) return NULL;
     size_t n = n_seqs, u = sizeof(uint32_t);
     struct {
@@ -95,7 +100,8 @@ static struct generate_session *session_new(const rmlp_model_config *cfg, uint32
         {(void **)&g->chains, decode_max_chains(n) * sizeof(decode_chain), "chains"},
         {(void **)&g->members, decode_max_members(n, max_path) * u, "members"},
         {(void **)&g->scratch,
-         decode_scratch_floats(n, cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim) * sizeof(float),
+         decode_scratch_floats(n, cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, n_threads) *
+             sizeof(float),
          "attention scratch"},
         {(void **)&g->hid, n * cfg->hidden_size * sizeof(float), "hidden rows"},
         {(void **)&g->key_indptr, (decode_max_chains(n) + 1) * u, "key_indptr"},
@@ -182,7 +188,11 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
                          "prefix cache's %u slots", longest, params.max_new_tokens, c->n_slots);
     const char *failed = NULL;
     size_t failed_bytes = 0;
-    struct generate_session *g = session_new(cfg, c->n_slots, plan->n_seqs, (uint32_t)max_path, &failed,
+    /* the decode attention's threads: the CPU path's count, at most one per task it has */
+    size_t n_threads = context->gpu != NULL ? 1 : rmlp_cpu_threads(), most = (size_t)plan->n_seqs * cfg->num_key_value_heads;
+    if (n_threads > most) n_threads = most;
+    if (n_threads > WORKERS_MAX) n_threads = WORKERS_MAX;
+    struct generate_session *g = session_new(cfg, c->n_slots, plan->n_seqs, (uint32_t)max_path, n_threads, &failed,
                                              &failed_bytes);
     float *prefill = context->gpu != NULL ? NULL /* the device prefill has no output */
                                           : rmlp_malloc((size_t)plan->n_compact_padded * cfg->hidden_size * sizeof(float));
@@ -190,8 +200,17 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
         if (g == NULL) free(prefill);
         else failed = "prefill output", failed_bytes = (size_t)plan->n_compact_padded * cfg->hidden_size * 4;
         generate_session_free(g);
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the generation session's %s (%zu bytes) failed",
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating '%s' of the generation session (%zu bytes) failed",
                          failed, failed_bytes);
+    }
+    int thread_error = 0;
+    if (n_threads > 1 && (g->pool = workers_create(n_threads, &thread_error)) == NULL) {
+        char why[128] = "out of memory";
+        if (thread_error != ENOMEM) strerror_r(thread_error, why, sizeof why);
+        free(prefill);
+        generate_session_free(g);
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "starting the generation session's %zu CPU threads failed: %s "
+                         "(rmlp_set_cpu_threads sets how many; 1 starts none)", n_threads, why);
     }
     g->max_new = params.max_new_tokens;
     g->shared = params.shared_prefix_attention;
@@ -335,7 +354,8 @@ static void attend_chains(void *arg, const cpu_attention_rows *rows) {
     const rmlp_model_config *cfg = a->cfg;
     double start = now_ms();
     cpu_decode_attention(rows, a->g->chains, a->n_chains, a->g->members, a->n_rows, cfg->num_attention_heads,
-                         cfg->num_key_value_heads, cfg->head_dim, 1.0f / sqrtf((float)cfg->head_dim), a->g->scratch);
+                         cfg->num_key_value_heads, cfg->head_dim, 1.0f / sqrtf((float)cfg->head_dim), a->g->pool,
+                         a->g->scratch);
     a->ms += now_ms() - start;
 }
 

@@ -142,9 +142,10 @@ pub fn cuda_device_count() -> Result<i32, Error> {
 }
 
 /// Sets how many threads the CPU path uses (`rmlp_set_cpu_threads`): OpenBLAS's thread pool,
-/// one per process (the layer code itself runs on the calling thread). It starts at OpenBLAS's own
-/// choice (`OPENBLAS_NUM_THREADS`, else one per core); a server that runs a [`Context`] per
-/// worker thread usually wants 1, its workers being the parallelism. `Status::InvalidArgument`
+/// one per process, for the GEMMs, and a generation session's own threads for its decode
+/// attention (the count when it begins; the rest of the layer code runs on the calling thread).
+/// It starts at OpenBLAS's own choice (`OPENBLAS_NUM_THREADS`, else one per core); a server that
+/// runs a [`Context`] per worker thread usually wants 1, its workers being the parallelism. `Status::InvalidArgument`
 /// for 0, or for more threads than this OpenBLAS can run (the count then stays as it was).
 /// Process-wide: call it at startup, not while another thread is in a CPU model call.
 pub fn set_cpu_threads(n_threads: usize) -> Result<(), Error> {

@@ -1,0 +1,173 @@
+/*
+ * test_decode_attention.c: the CPU decode step's attention (cpu/decode_attention.c) and the
+ * thread pool it runs on (cpu/workers.c).
+ * - The pool: every task of a job runs exactly once, on a worker index below the pool's count,
+ *   over many jobs of 0 to 1,000 tasks (label tsan: scripts/tsan.sh runs it under ThreadSanitizer).
+ * - The attention, for queries whose paths share a prefix (over one key tile and over several),
+ *   subgroups sharing more, each ending in the query's own slots; chains cut with and without
+ *   shared prefixes; GQA 4:1, 1:1 and 6:1 (blocks of whole queries), head_dim 20, 64 and 128; K/V
+ *   slot-major and head-major (kv_head_stride): against a double-precision reference of each
+ *   query over its path (1e-5 of the largest |value|), and bit for bit the same on pools of 1, 2,
+ *   3 and 7 threads.
+ */
+#include <math.h>
+#include <stdatomic.h>
+
+#include "decode_attention.h"
+#include "test_util.h"
+#include "workers.h"
+
+typedef struct count_job {
+    atomic_uint *runs;  /* (n_tasks) */
+    atomic_uint bad_worker;
+    size_t n_workers;
+} count_job;
+
+static void count_task(void *arg, size_t task, size_t worker) {
+    count_job *j = arg;
+    atomic_fetch_add(&j->runs[task], 1);
+    if (worker >= j->n_workers) atomic_fetch_add(&j->bad_worker, 1);
+}
+
+static void test_workers(void) {
+    static const size_t threads[] = {1, 2, 3, 8};
+    static const size_t tasks[] = {0, 1, 2, 5, 64, 1000};
+    atomic_uint *runs = tu_xmalloc(1000 * sizeof *runs);
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        int error = -1;
+        workers *w = workers_create(threads[t], &error);
+        if (!CHECK(w != NULL, "workers_create(%zu) failed: error %d", threads[t], error)) continue;
+        CHECK_EQ(workers_count(w), threads[t], "workers_count of a pool of %zu", threads[t]);
+        size_t wrong = 0, bad_workers = 0;
+        for (int round = 0; round < 200; round++) {
+            size_t n = tasks[round % (sizeof tasks / sizeof tasks[0])];
+            for (size_t i = 0; i < n; i++) atomic_init(&runs[i], 0);
+            count_job job = {runs, 0, threads[t]};
+            workers_run(w, n, count_task, &job);
+            for (size_t i = 0; i < n; i++) wrong += atomic_load(&runs[i]) != 1;
+            bad_workers += atomic_load(&job.bad_worker);
+        }
+        CHECK(wrong == 0, "pool of %zu: %zu tasks did not run exactly once", threads[t], wrong);
+        CHECK(bad_workers == 0, "pool of %zu: %zu tasks ran on a worker index out of range", threads[t], bad_workers);
+        workers_destroy(w);
+    }
+    count_job job = {runs, 0, 1};
+    for (size_t i = 0; i < 10; i++) atomic_init(&runs[i], 0);
+    workers_run(NULL, 10, count_task, &job); /* no pool: the calling thread */
+    size_t wrong = 0;
+    for (size_t i = 0; i < 10; i++) wrong += atomic_load(&runs[i]) != 1;
+    CHECK(wrong == 0 && atomic_load(&job.bad_worker) == 0, "no pool: %zu tasks wrong", wrong);
+    CHECK_EQ(workers_count(NULL), (size_t)1, "workers_count(NULL)");
+    workers_destroy(NULL);
+    free(runs);
+}
+
+enum { QUERIES = 40, MAX_PATH = 800, OWN = 30 };
+
+static float *random_floats(uint64_t *rng, size_t n, double lo, double hi) {
+    float *x = tu_xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (double)(tu_rand(rng) >> 11) * 0x1p-53 * (hi - lo));
+    return x;
+}
+
+/* Where K/V element (slot, head, d) lies: slot-major (slots, heads, hd) or head-major (heads, slots, hd). */
+static size_t kv_at(int head_major, size_t n_slots, size_t nkv, size_t hd, size_t slot, size_t head, size_t d) {
+    return head_major ? (head * n_slots + slot) * hd + d : (slot * nkv + head) * hd + d;
+}
+
+/* out (QUERIES, nh, hd): each query over its path, in double. */
+static void reference(const float *q, const float *k, const float *v, const uint32_t *paths, const uint32_t *len,
+                      int head_major, size_t n_slots, size_t nh, size_t nkv, size_t hd, float scale, float *out) {
+    double *w = tu_xmalloc(MAX_PATH * sizeof(double)), *acc = tu_xmalloc(hd * sizeof(double));
+    for (size_t r = 0; r < QUERIES; r++)
+        for (size_t h = 0; h < nh; h++) {
+            const uint32_t *path = paths + r * MAX_PATH;
+            size_t g = h / (nh / nkv);
+            double top = -INFINITY, sum = 0.0;
+            for (size_t p = 0; p < len[r]; p++) {
+                double s = 0.0;
+                for (size_t d = 0; d < hd; d++)
+                    s += (double)q[(r * nh + h) * hd + d] * k[kv_at(head_major, n_slots, nkv, hd, path[p], g, d)];
+                w[p] = s * scale;
+                top = w[p] > top ? w[p] : top;
+            }
+            for (size_t d = 0; d < hd; d++) acc[d] = 0.0;
+            for (size_t p = 0; p < len[r]; p++) {
+                double e = exp(w[p] - top);
+                sum += e;
+                for (size_t d = 0; d < hd; d++) acc[d] += e * v[kv_at(head_major, n_slots, nkv, hd, path[p], g, d)];
+            }
+            for (size_t d = 0; d < hd; d++) out[(r * nh + h) * hd + d] = (float)(acc[d] / sum);
+        }
+    free(w), free(acc);
+}
+
+static void test_attention(uint64_t *rng, uint32_t longest_common) {
+    static const size_t head_dims[] = {20, 64, 128};
+    static const size_t heads[][2] = {{8, 2}, {4, 4}, {6, 1}};
+    static const size_t pool_threads[] = {2, 3, 7};
+    uint32_t common = tu_rand_range(rng, longest_common / 2, longest_common), group_len[3];
+    size_t n_slots = common + 3 * 20 + QUERIES * OWN;
+    uint32_t *paths = tu_xmalloc(QUERIES * MAX_PATH * sizeof(uint32_t)), len[QUERIES], next = 0;
+    for (int g = 0; g < 3; g++) group_len[g] = tu_rand_range(rng, 0, 20);
+    for (uint32_t r = 0; r < QUERIES; r++) { /* common prefix, then the group's part, then its own */
+        uint32_t *p = paths + r * MAX_PATH, g = r % 3, own = tu_rand_range(rng, 1, OWN), n = 0;
+        for (uint32_t i = 0; i < common; i++) p[n++] = i;
+        for (uint32_t i = 0; i < group_len[g]; i++) p[n++] = common + g * 20 + i;
+        for (uint32_t i = 0; i < own; i++) p[n++] = common + 60 + next++;
+        len[r] = n;
+    }
+    workers *pools[3];
+    for (size_t i = 0; i < 3; i++) {
+        int error = 0;
+        pools[i] = workers_create(pool_threads[i], &error);
+        CHECK(pools[i] != NULL, "workers_create(%zu): error %d", pool_threads[i], error);
+    }
+    uint32_t *below = calloc(n_slots, 4), *chain_of = tu_xmalloc(n_slots * 4);
+    memset(chain_of, 0xFF, n_slots * 4);
+    decode_chain *chains = tu_xmalloc(decode_max_chains(QUERIES) * sizeof *chains);
+    uint32_t *members = tu_xmalloc(decode_max_members(QUERIES, MAX_PATH) * 4);
+    for (int shared = 0; shared < 2; shared++)
+        for (int head_major = 0; head_major < 2; head_major++)
+            for (size_t a = 0; a < sizeof head_dims / sizeof head_dims[0]; a++)
+                for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++) {
+                    size_t hd = head_dims[a], nh = heads[h][0], nkv = heads[h][1], qd = nh * hd, kvd = nkv * hd;
+                    size_t nc = decode_build_chains(paths, MAX_PATH, len, QUERIES, shared, below, chain_of, chains,
+                                                    members);
+                    float *q = random_floats(rng, QUERIES * qd, -3, 3), *k = random_floats(rng, n_slots * kvd, -1, 1);
+                    float *v = random_floats(rng, n_slots * kvd, -1, 1), *want = tu_xmalloc(QUERIES * qd * 4);
+                    float *got = tu_xmalloc(QUERIES * qd * 4), *again = tu_xmalloc(QUERIES * qd * 4);
+                    float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd, 7) * 4);
+                    float scale = 1.0f / sqrtf((float)hd);
+                    cpu_attention_rows rows = {q, k, v, got, qd, head_major ? hd : kvd, head_major ? hd : kvd, qd,
+                                               head_major ? n_slots * hd : 0};
+                    char what[160];
+                    snprintf(what, sizeof what, "%s, %s K/V, common prefix %u, %zu chains, heads %zu/%zu, head_dim %zu",
+                             shared ? "shared" : "per path", head_major ? "head-major" : "slot-major", common, nc, nh,
+                             nkv, hd);
+                    reference(q, k, v, paths, len, head_major, n_slots, nh, nkv, hd, scale, want);
+                    cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, NULL, scratch);
+                    double max_ref = 0.0, err = tu_max_abs_diff(got, want, QUERIES * qd, &max_ref);
+                    CHECK(err <= 1e-5 * max_ref, "%s: max |error| %.3g against the reference (largest %.3g)", what, err,
+                          max_ref);
+                    rows.out = again;
+                    for (size_t i = 0; i < 3; i++) {
+                        if (pools[i] == NULL) continue;
+                        memset(again, 0xFF, QUERIES * qd * 4);
+                        cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, pools[i], scratch);
+                        CHECK(memcmp(again, got, QUERIES * qd * 4) == 0, "%s: %zu threads differ from one", what,
+                              pool_threads[i]);
+                    }
+                    free(q), free(k), free(v), free(want), free(got), free(again), free(scratch);
+                }
+    for (size_t i = 0; i < 3; i++) workers_destroy(pools[i]);
+    free(paths), free(below), free(chain_of), free(chains), free(members);
+}
+
+int main(void) {
+    uint64_t rng = 0x5eed0019u;
+    test_workers();
+    test_attention(&rng, 60);  /* within one key tile */
+    test_attention(&rng, 700); /* the shared prefix over two tiles: the running max rescales */
+    return tu_summary();
+}
