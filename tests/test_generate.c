@@ -11,6 +11,8 @@
  *     the largest: the GEMMs run on fewer rows and the shared keys' chains change; about 1e-6 seen),
  *     against a session in which nobody finishes, on fresh contexts; a second session over the same prompts and
  *     tokens finds every row cached (nothing computed) and gives the same logits.
+ *   - The same session on 1 and on 4 CPU threads (the decode attention's pool): the same logits up
+ *     to OpenBLAS's rounding (1e-6 of the largest).
  *   - After every session nothing stays locked (kv_pool_check), and a small cache evicts finished
  *     sequences' rows to make room.
  *   - Bad input: no cache, no LM head, no session, wrong n_tokens, a token out of the vocabulary,
@@ -255,6 +257,40 @@ static void test_finish(const char *dir) {
     rmlp_model_free(model);
 }
 
+/* The same session on one CPU thread and on four (the decode attention then runs on a pool of
+ * the session's threads, cpu/workers.c): the same logits, up to OpenBLAS's rounding on more
+ * threads (the attention itself is the same bit for bit on any count: test_decode_attention). */
+static void test_threads(const char *dir) {
+    gen_fixture f;
+    rmlp_model *model = NULL;
+    rmlp_model_config cfg;
+    rmlp_planner *planner = NULL;
+    if (load_tiny(dir, &f, &model, &cfg, &planner) != 0) return;
+    enum { STEPS = 4 };
+    size_t vocab = cfg.vocab_size, per = (STEPS + 1) * (size_t)f.n * vocab;
+    uint32_t forced[(STEPS + 1) * MAX_SEQS];
+    uint64_t rng = 23;
+    for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) forced[i] = tu_rand_range(&rng, 0, (uint32_t)vocab - 1);
+    int none[MAX_SEQS] = {0};
+    float *one = tu_xmalloc(per * 4), *four = tu_xmalloc(per * 4);
+    uint32_t before = rmlp_cpu_threads();
+    rmlp_context *a = cached_context(model, &cfg, 4096), *b = cached_context(model, &cfg, 4096);
+    int ok = CHECK(a && b && rmlp_set_cpu_threads(1) == RMLP_OK &&
+                       run_session(a, planner, &f, STEPS, none, vocab, forced, one) == 0 &&
+                       rmlp_set_cpu_threads(4) == RMLP_OK &&
+                       run_session(b, planner, &f, STEPS, none, vocab, forced, four) == 0,
+                   "sessions on 1 and 4 threads: %s", rmlp_last_error());
+    rmlp_set_cpu_threads(before);
+    double r = 0.0, d = ok ? tu_max_abs_diff(four, one, per, &r) : 0.0;
+    CHECK(ok && d <= 1e-6 * r, "4 threads against 1: logits differ by %.3g (max %.3g)", d, r);
+    printf("a session on 4 threads against 1: logits differ by %.3g (%s)\n", d,
+           ok && memcmp(one, four, per * 4) == 0 ? "bit for bit the same" : "not bit for bit");
+    free(one), free(four);
+    rmlp_context_free(a), rmlp_context_free(b);
+    rmlp_planner_free(planner);
+    rmlp_model_free(model);
+}
+
 #define EXPECT(call, want, text, ...)                                                                          \
     do {                                                                                                      \
         rmlp_status got_ = (call);                                                                           \
@@ -370,6 +406,7 @@ int main(int argc, char **argv) {
                                         "mistral_bias"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_greedy(argv[1], names[i]);
     test_finish(argv[1]);
+    test_threads(argv[1]);
     test_bad_input(argv[1]);
     return tu_summary();
 }
