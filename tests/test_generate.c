@@ -208,6 +208,11 @@ static int load_tiny(const char *dir, gen_fixture *f, rmlp_model **model, rmlp_m
                : -1;
 }
 
+/* tokens (n): pseudo-random ids below vocab, from seed. */
+static void random_tokens(uint64_t seed, size_t vocab, uint32_t *tokens, size_t n) {
+    for (size_t i = 0; i < n; i++) tokens[i] = tu_rand_range(&seed, 0, (uint32_t)vocab - 1);
+}
+
 /* Sequences finishing mid-batch; the same session again from the cache. */
 static void test_finish(const char *dir) {
     gen_fixture f;
@@ -218,8 +223,7 @@ static void test_finish(const char *dir) {
     enum { STEPS = 6 };
     size_t vocab = cfg.vocab_size, per = (STEPS + 1) * (size_t)f.n * vocab;
     uint32_t forced[(STEPS + 1) * MAX_SEQS];
-    uint64_t rng = 19;
-    for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) forced[i] = tu_rand_range(&rng, 0, (uint32_t)vocab - 1);
+    random_tokens(19, vocab, forced, sizeof forced / sizeof forced[0]);
     for (int step = 0; step <= STEPS; step++) forced[step * f.n + 5] = forced[step * f.n + 0]; /* 0 and 5: same prompt */
     int none[MAX_SEQS] = {0}, some[MAX_SEQS] = {0};
     some[1] = 2, some[4] = 3, some[5] = 1; /* finish after these many steps */
@@ -269,8 +273,7 @@ static void test_threads(const char *dir) {
     enum { STEPS = 4 };
     size_t vocab = cfg.vocab_size, per = (STEPS + 1) * (size_t)f.n * vocab;
     uint32_t forced[(STEPS + 1) * MAX_SEQS];
-    uint64_t rng = 23;
-    for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) forced[i] = tu_rand_range(&rng, 0, (uint32_t)vocab - 1);
+    random_tokens(23, vocab, forced, sizeof forced / sizeof forced[0]);
     int none[MAX_SEQS] = {0};
     float *one = tu_xmalloc(per * 4), *four = tu_xmalloc(per * 4);
     uint32_t before = rmlp_cpu_threads();
