@@ -5,7 +5,8 @@
  * between jobs; a job is n_tasks calls fn(arg, task, worker), each task run exactly once, on the
  * calling thread or a worker, worker < n naming the thread (for its scratch). A pool is used by
  * one thread at a time (its owner's: a generation session's), and workers_destroy joins every
- * thread it started.
+ * thread it started. A child process after fork() has none of the workers: it must not use a
+ * pool made before the fork (a session begun in the parent).
  */
 #ifndef RMLP_CPU_WORKERS_H
 #define RMLP_CPU_WORKERS_H
