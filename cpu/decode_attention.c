@@ -239,6 +239,7 @@ void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *ch
     if (span == 0) span = 1;
     decode_job job = {rows, chains, members, n_chains, n_queries, n_heads, n_kv_heads, head_dim,
                       n_heads / n_kv_heads, rows->kv_head_stride ? rows->kv_head_stride : head_dim, span, scale,
-                      pick_kernels(), scratch, scratch + states, scratch + 2 * states, scratch + states * (head_dim + 2)};
+                      pick_kernels(), scratch, scratch + states, scratch + 2 * states,
+                      scratch + states * (head_dim + 2)};
     workers_run(pool, n_kv_heads * ((n_queries + span - 1) / span), decode_task, &job);
 }

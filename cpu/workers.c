@@ -18,7 +18,7 @@
 struct workers {
     pthread_mutex_t lock;
     pthread_cond_t wake, done; /* a new job or stop; the last worker left the job */
-    pthread_t *threads;        /* (n_threads - 1) */
+    pthread_t *threads;        /* the n_started workers (room for n_threads) */
     size_t n_threads, n_started;
     unsigned long generation;  /* of the current job; under lock */
     bool stop;                 /* under lock */
@@ -42,7 +42,9 @@ static void *worker_main(void *p) {
     workers *w = ((worker_start *)p)->pool;
     size_t id = ((worker_start *)p)->id;
     free(p);
-    unsigned long seen = 0; /* the generation before the first job (not read here: a job may start before this thread does) */
+    /* the generation before the first job (not read from the pool: a job may start before this
+     * thread does, and would be missed) */
+    unsigned long seen = 0;
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->stop && w->generation == seen) pthread_cond_wait(&w->wake, &w->lock);

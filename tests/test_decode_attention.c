@@ -154,7 +154,8 @@ static void test_attention(uint64_t *rng, uint32_t longest_common) {
                     for (size_t i = 0; i < 3; i++) {
                         if (pools[i] == NULL) continue;
                         memset(again, 0xFF, QUERIES * qd * 4);
-                        cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, pools[i], scratch);
+                        cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, pools[i],
+                                             scratch);
                         CHECK(memcmp(again, got, QUERIES * qd * 4) == 0, "%s: %zu threads differ from one", what,
                               pool_threads[i]);
                     }

@@ -189,7 +189,8 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     const char *failed = NULL;
     size_t failed_bytes = 0;
     /* the decode attention's threads: the CPU path's count, at most one per task it has */
-    size_t n_threads = context->gpu != NULL ? 1 : rmlp_cpu_threads(), most = (size_t)plan->n_seqs * cfg->num_key_value_heads;
+    size_t n_threads = context->gpu != NULL ? 1 : rmlp_cpu_threads();
+    size_t most = (size_t)plan->n_seqs * cfg->num_key_value_heads;
     if (n_threads > most) n_threads = most;
     if (n_threads > WORKERS_MAX) n_threads = WORKERS_MAX;
     struct generate_session *g = session_new(cfg, c->n_slots, plan->n_seqs, (uint32_t)max_path, n_threads, &failed,
