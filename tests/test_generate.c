@@ -12,7 +12,8 @@
  *     against a session in which nobody finishes, on fresh contexts; a second session over the same prompts and
  *     tokens finds every row cached (nothing computed) and gives the same logits.
  *   - The same session on 1 and on 4 CPU threads (the decode attention's pool): the same logits up
- *     to OpenBLAS's rounding (1e-6 of the largest).
+ *     to OpenBLAS's rounding on more threads (1e-5 of the largest, as the other fp32 comparisons;
+ *     about 1e-6 seen; with OpenBLAS on one thread they were the same bit for bit).
  *   - After every session nothing stays locked (kv_pool_check), and a small cache evicts finished
  *     sequences' rows to make room.
  *   - Bad input: no cache, no LM head, no session, wrong n_tokens, a token out of the vocabulary,
@@ -263,7 +264,8 @@ static void test_finish(const char *dir) {
 
 /* The same session on one CPU thread and on four (the decode attention then runs on a pool of
  * the session's threads, cpu/workers.c): the same logits, up to OpenBLAS's rounding on more
- * threads (the attention itself is the same bit for bit on any count: test_decode_attention). */
+ * threads (1e-5 of the largest; the attention itself is the same bit for bit on any count:
+ * test_decode_attention). */
 static void test_threads(const char *dir) {
     gen_fixture f;
     rmlp_model *model = NULL;
@@ -285,7 +287,7 @@ static void test_threads(const char *dir) {
                    "sessions on 1 and 4 threads: %s", rmlp_last_error());
     rmlp_set_cpu_threads(before);
     double r = 0.0, d = ok ? tu_max_abs_diff(four, one, per, &r) : 0.0;
-    CHECK(ok && d <= 1e-6 * r, "4 threads against 1: logits differ by %.3g (max %.3g)", d, r);
+    CHECK(ok && d <= 1e-5 * r, "4 threads against 1: logits differ by %.3g (max %.3g)", d, r);
     printf("a session on 4 threads against 1: logits differ by %.3g (%s)\n", d,
            ok && memcmp(one, four, per * 4) == 0 ? "bit for bit the same" : "not bit for bit");
     free(one), free(four);
