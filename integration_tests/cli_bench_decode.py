@@ -3,7 +3,8 @@
 library only):
 - on the CPU: p1024_m1 with positive tokens/s for the three ways, batched over one-at-a-time
   consistent with them, the reference's cost per row below a batched step's, a finite positive
-  ceiling, attention shares in (0, 1];
+  ceiling, attention shares in (0, 1], the CPU thread count it ran on (1 under
+  OPENBLAS_NUM_THREADS=1);
 - `--device cuda`: a build without CUDA or a machine without a device exits 1 saying so; with a
   device, p1024_m1 runs in bf16 (no ceiling, no attention figures) with positive tokens/s;
 - the argument checks of --decode.
@@ -11,6 +12,7 @@ Usage: cli_bench_decode.py RADIXMLP
 """
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -19,9 +21,9 @@ from cli_checks import Checks, device_present
 check = Checks()
 
 
-def bench(radixmlp, *args):
+def bench(radixmlp, *args, env=None):
     cmd = [radixmlp, "bench", "--decode", "--layers", "1", "--decode-steps", "2", "--case", "p1024_m1", "--json", *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=env)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return done, rows
 
@@ -46,6 +48,10 @@ def main(radixmlp):
         check(0 < row["batched_over_one_ceiling"] and math.isfinite(row["batched_over_one_ceiling"]), f"ceiling {row}")
         for key in ("attention_share_shared", "attention_share_per_seq"):
             check(0 < row[key] <= 1, f"{key} in {row}")
+        check(isinstance(row["cpu_threads"], int) and row["cpu_threads"] >= 1, f"cpu_threads in {row}")
+    done, rows = bench(radixmlp, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    check(done.returncode == 0 and [r["cpu_threads"] for r in rows] == [1],
+          f"OPENBLAS_NUM_THREADS=1: rc={done.returncode}, rows {rows}")
 
     version = subprocess.run([radixmlp, "version"], capture_output=True, text=True, check=True).stdout
     cuda_build, device = ", CUDA" in version, device_present()
