@@ -457,7 +457,6 @@ static void test_context(void) {
 typedef struct generate_case {
     rmlp_context *ctx;
     rmlp_plan plan; /* owned copy */
-    size_t vocab;
     float want[2][3 * 40], got[2][3 * 40]; /* begin's and the step's logits (3 sequences, vocab 40) */
 } generate_case;
 
