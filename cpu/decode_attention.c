@@ -78,16 +78,25 @@ size_t decode_build_chains(const uint32_t *paths, size_t max_path, const uint32_
 
 static size_t queries_per_block(size_t group) { return group >= ROW_BLOCK ? 1 : ROW_BLOCK / group; }
 
+/* n rounded up to whole cache lines of floats: each part of the scratch starts on a line (the
+ * scratch itself is allocated aligned), so the kernels' vector loads never straddle two. */
+static size_t line_floats(size_t n) { return (n + 15) & ~(size_t)15; }
+
 /* Floats of one worker's part of the scratch: a block's queries, acc, scores, max and sum. */
 static size_t worker_floats(size_t group, size_t head_dim) {
     size_t rows = queries_per_block(group) * group;
-    return rows * (2 * head_dim + DECODE_TILE + 2);
+    return 2 * line_floats(rows * head_dim) + line_floats(rows * DECODE_TILE) + line_floats(2 * rows);
+}
+
+/* Floats before the workers' parts: each (query, head)'s max and sum, then its acc (head_dim). */
+static size_t states_floats(size_t n_states, size_t head_dim) {
+    return line_floats(2 * n_states) + line_floats(n_states * head_dim);
 }
 
 size_t decode_scratch_floats(size_t n_queries, size_t n_heads, size_t n_kv_heads, size_t head_dim,
                              size_t n_workers) {
-    return n_queries * n_heads * (head_dim + 2) /* each (query, head): max, sum, acc */
-           + n_workers * worker_floats(n_heads / n_kv_heads, head_dim) + 1;
+    return states_floats(n_queries * n_heads, head_dim) + n_workers * worker_floats(n_heads / n_kv_heads, head_dim) +
+           1;
 }
 
 /* Eight floats, and eight ints of the same size (a comparison's lanes: -1 true, 0 false). */
@@ -96,13 +105,18 @@ typedef int v8i __attribute__((vector_size(32)));
 
 #define LOAD8(v, p) memcpy(&(v), (p), sizeof(v8))
 #define STORE8(p, v) memcpy((p), &(v), sizeof(v8))
-/* Lanes 0, 2 of a, 0, 2 of b, 4, 6 of a, 4, 6 of b (EVENS); 1, 3, ... (ODDS): one shufps each. */
+/* Lanes 0, 2 of a, 0, 2 of b, 4, 6 of a, 4, 6 of b (EVENS); 1, 3, ... (ODDS): one shufps each.
+ * Lanes 0-3 of a, 0-3 of b (LOWS); 4-7 of a, 4-7 of b (HIGHS): one vperm2f128 each. */
 #if defined(__clang__) || __GNUC__ >= 12
 #define EVENS(a, b) __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14)
 #define ODDS(a, b) __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15)
+#define LOWS(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11)
+#define HIGHS(a, b) __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15)
 #else
 #define EVENS(a, b) __builtin_shuffle(a, b, (v8i){0, 2, 8, 10, 4, 6, 12, 14})
 #define ODDS(a, b) __builtin_shuffle(a, b, (v8i){1, 3, 9, 11, 5, 7, 13, 15})
+#define LOWS(a, b) __builtin_shuffle(a, b, (v8i){0, 1, 2, 3, 8, 9, 10, 11})
+#define HIGHS(a, b) __builtin_shuffle(a, b, (v8i){4, 5, 6, 7, 12, 13, 14, 15})
 #endif
 
 /* The kernels twice on x86-64 (AVX + FMA, picked at run time where the CPU has both, and the
@@ -179,8 +193,9 @@ static void attend_block(const decode_job *j, const decode_chain *ch, const uint
                          float *work) {
     const cpu_attention_rows *rows = j->rows;
     size_t hd = j->hd, group = j->group, n_rows = n_queries * group;
-    float *qbuf = work, *obuf = qbuf + n_rows * hd, *scores = obuf + n_rows * hd, *cm = scores + n_rows * DECODE_TILE;
-    float *cl = cm + n_rows;
+    size_t rows_max = queries_per_block(group) * group;
+    float *qbuf = work, *obuf = qbuf + line_floats(rows_max * hd), *scores = obuf + line_floats(rows_max * hd);
+    float *cm = scores + line_floats(rows_max * DECODE_TILE), *cl = cm + n_rows;
     for (size_t i = 0; i < n_queries; i++) /* the group's heads of a query row are contiguous */
         memcpy(qbuf + i * group * hd, rows->q + (size_t)mem[i] * rows->q_stride + g * group * hd,
                group * hd * sizeof(float));
@@ -239,7 +254,7 @@ void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *ch
     if (span == 0) span = 1;
     decode_job job = {rows, chains, members, n_chains, n_queries, n_heads, n_kv_heads, head_dim,
                       n_heads / n_kv_heads, rows->kv_head_stride ? rows->kv_head_stride : head_dim, span, scale,
-                      pick_kernels(), scratch, scratch + states, scratch + 2 * states,
-                      scratch + states * (head_dim + 2)};
+                      pick_kernels(), scratch, scratch + states, scratch + line_floats(2 * states),
+                      scratch + states_floats(states, head_dim)};
     workers_run(pool, n_kv_heads * ((n_queries + span - 1) / span), decode_task, &job);
 }

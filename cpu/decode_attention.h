@@ -50,7 +50,8 @@ size_t decode_scratch_floats(size_t n_queries, size_t n_heads, size_t n_kv_heads
  * member of (every key of its path exactly once). rows: q and out by query (r < n_queries), k and
  * v by slot (a layer's (n_slots, kv_dim) at their strides). Runs on pool's threads (NULL: the
  * calling thread); the result is the same, bit for bit, on any pool. scratch:
- * decode_scratch_floats for workers_count(pool). */
+ * decode_scratch_floats for workers_count(pool), best 64-byte aligned (any float alignment works;
+ * K, V and scratch on cache lines make the kernels' loads faster). */
 void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *chains, size_t n_chains,
                           const uint32_t *members, size_t n_queries, size_t n_heads, size_t n_kv_heads,
                           size_t head_dim, float scale, workers *pool, float *scratch);

@@ -43,19 +43,27 @@ KERNEL_TARGET static void KERNEL(tile_scores)(const float *q, size_t n_rows, siz
                     a[1][j] += x1 * k;
                 }
             }
-            for (size_t i = 0; i < nr; i++) {
-                /* s[j] = the sum of a[i][j]'s lanes, ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)):
-                 * three shuffle-and-add rounds for the four */
+            /* s[i][j] = the sum of a[i][j]'s lanes, ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)):
+             * pairs, then quads (c[i]'s lanes 0-3 and 4-7: a[i][0..3]'s two halves), then halves */
+            v8 c[2];
+            for (size_t i = 0; i < 2; i++) {
                 v8 b0 = EVENS(a[i][0], a[i][1]) + ODDS(a[i][0], a[i][1]);
                 v8 b1 = EVENS(a[i][2], a[i][3]) + ODDS(a[i][2], a[i][3]);
-                v8 c = EVENS(b0, b1) + ODDS(b0, b1);
-                float s[4];
-                for (size_t j = 0; j < 4; j++) s[j] = c[j] + c[j + 4];
-                for (size_t j = 0; j < nkk; j++) {
-                    for (size_t d = hd8; d < hd; d++) s[j] += qr[i][d] * kp[j][d];
-                    scores[(r0 + i) * nk + k0 + j] = s[j] * scale;
-                }
+                c[i] = EVENS(b0, b1) + ODDS(b0, b1);
             }
+            v8 s = LOWS(c[0], c[1]) + HIGHS(c[0], c[1]); /* row 0's four sums, then row 1's */
+            if (nkk == 4 && hd8 == hd) {
+                s *= scale;
+                memcpy(scores + r0 * nk + k0, &s, 4 * sizeof(float));
+                if (nr == 2) memcpy(scores + (r0 + 1) * nk + k0, (float *)&s + 4, 4 * sizeof(float));
+                continue;
+            }
+            for (size_t i = 0; i < nr; i++)
+                for (size_t j = 0; j < nkk; j++) {
+                    float t = s[4 * i + j];
+                    for (size_t d = hd8; d < hd; d++) t += qr[i][d] * kp[j][d];
+                    scores[(r0 + i) * nk + k0 + j] = t * scale;
+                }
         }
     }
 }
@@ -123,37 +131,48 @@ KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, siz
     }
 }
 
-/* out (n_rows, hd) += p (n_rows, nk) . V, value j the row at vh + slots[j] * v_stride: 2 rows x
- * 32 columns at a time, each element accumulated over the keys in order. */
+/* out rows r0 .. r0 + nr (nr <= rb) += their p rows . V, 32 columns at a time (a short block
+ * repeats its last row and drops the copy), each element accumulated over the keys in order.
+ * Inlined with rb a constant, so the block's accumulators live in registers. */
+KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_block)(
+    const float *p, size_t r0, size_t nr, size_t rb, size_t nk, const float *vh, size_t v_stride,
+    const uint32_t *slots, size_t hd, float *out) {
+    const float *pr[3];
+    float *orow[3];
+    for (size_t i = 0; i < rb; i++) {
+        size_t r = r0 + (i < nr ? i : nr - 1);
+        pr[i] = p + r * nk, orow[i] = out + r * hd;
+    }
+    for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {
+        v8 a[3][4];
+        for (size_t i = 0; i < rb; i++)
+            for (size_t c = 0; c < 4; c++) LOAD8(a[i][c], orow[i] + d0 + 8 * c);
+        for (size_t j = 0; j < nk; j++) {
+            const float *v = vh + (size_t)slots[j] * v_stride + d0;
+            float w[3];
+            for (size_t i = 0; i < rb; i++) w[i] = pr[i][j];
+            for (size_t c = 0; c < 4; c++) {
+                v8 x;
+                LOAD8(x, v + 8 * c);
+                KEEP(x);
+                for (size_t i = 0; i < rb; i++) a[i][c] += w[i] * x;
+            }
+        }
+        for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */
+            for (size_t c = 0; c < 4; c++) STORE8(orow[i] + d0 + 8 * c, a[i][c]);
+    }
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < nk; j++) {
+            const float *v = vh + (size_t)slots[j] * v_stride;
+            for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];
+        }
+}
+
+/* out (n_rows, hd) += p (n_rows, nk) . V, value j the row at vh + slots[j] * v_stride: blocks of
+ * 3 rows, the last one or two rows as a block of their own. */
 KERNEL_TARGET static void KERNEL(tile_values)(const float *p, size_t n_rows, size_t nk, const float *vh,
                                               size_t v_stride, const uint32_t *slots, size_t hd, float *out) {
-    size_t hd32 = hd & ~(size_t)31;
-    for (size_t r0 = 0; r0 < n_rows; r0 += 2) {
-        size_t nr = n_rows - r0 < 2 ? n_rows - r0 : 2;
-        const float *p0 = p + r0 * nk, *p1 = p + (r0 + nr - 1) * nk;
-        for (size_t d0 = 0; d0 < hd32; d0 += 32) {
-            float *o0 = out + r0 * hd + d0, *o1 = out + (r0 + nr - 1) * hd + d0;
-            v8 a[2][4];
-            for (size_t c = 0; c < 4; c++) LOAD8(a[0][c], o0 + 8 * c), LOAD8(a[1][c], o1 + 8 * c);
-            for (size_t j = 0; j < nk; j++) {
-                const float *v = vh + (size_t)slots[j] * v_stride + d0;
-                float w0 = p0[j], w1 = p1[j];
-                for (size_t c = 0; c < 4; c++) {
-                    v8 x;
-                    LOAD8(x, v + 8 * c);
-                    KEEP(x);
-                    a[0][c] += w0 * x;
-                    a[1][c] += w1 * x;
-                }
-            }
-            for (size_t c = 0; c < 4; c++) STORE8(o1 + 8 * c, a[1][c]); /* o1 == o0 when nr == 1 */
-            for (size_t c = 0; c < 4; c++) STORE8(o0 + 8 * c, a[0][c]);
-        }
-        for (size_t i = 0; i < nr; i++)
-            for (size_t j = 0; j < nk; j++) {
-                const float *v = vh + (size_t)slots[j] * v_stride, *pi = i ? p1 : p0;
-                float *oi = out + (r0 + i) * hd;
-                for (size_t d = hd32; d < hd; d++) oi[d] += pi[j] * v[d];
-            }
-    }
+    size_t r0 = 0;
+    for (; r0 + 3 <= n_rows; r0 += 3) KERNEL(values_block)(p, r0, 3, 3, nk, vh, v_stride, slots, hd, out);
+    if (r0 < n_rows) KERNEL(values_block)(p, r0, n_rows - r0, 2, nk, vh, v_stride, slots, hd, out);
 }

@@ -45,6 +45,12 @@ void *rmlp_calloc(size_t count, size_t size) { return inject_failure() ? NULL : 
 
 void *rmlp_realloc(void *pointer, size_t bytes) { return inject_failure() ? NULL : realloc(pointer, bytes); }
 
+void *rmlp_malloc_aligned(size_t bytes) {
+    size_t rounded = (bytes + RMLP_ALIGN - 1) / RMLP_ALIGN * RMLP_ALIGN; /* aligned_alloc's contract */
+    if (inject_failure() || rounded < bytes) return NULL;
+    return aligned_alloc(RMLP_ALIGN, rounded ? rounded : RMLP_ALIGN);
+}
+
 char *rmlp_strdup(const char *text) {
     size_t bytes = strlen(text) + 1;
     char *copy = rmlp_malloc(bytes);

@@ -28,6 +28,10 @@ void *rmlp_malloc(size_t bytes);
 void *rmlp_calloc(size_t count, size_t size);
 void *rmlp_realloc(void *pointer, size_t bytes);
 char *rmlp_strdup(const char *text);
+/* malloc of memory aligned to RMLP_ALIGN bytes (a cache line: whole vector loads from it never
+ * straddle two lines), freed by free. */
+#define RMLP_ALIGN 64
+void *rmlp_malloc_aligned(size_t bytes);
 
 #ifdef RMLP_ALLOC_HOOKS
 /* Allocation n (0 = the next one) from now fails; with only_one false every later one fails

@@ -111,7 +111,9 @@ static struct generate_session *session_new(const rmlp_model_config *cfg, uint32
         {(void **)&g->row_members, decode_max_members(n, max_path) * u, "row_members"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        *parts[i].at = rmlp_malloc(parts[i].bytes ? parts[i].bytes : 1);
+        /* the attention scratch cache-line aligned, as decode_attention.c lays its parts out */
+        *parts[i].at = parts[i].at == (void **)&g->scratch ? rmlp_malloc_aligned(parts[i].bytes)
+                                                          : rmlp_malloc(parts[i].bytes ? parts[i].bytes : 1);
         if (*parts[i].at == NULL) {
             *failed = parts[i].name, *failed_bytes = parts[i].bytes;
             generate_session_free(g);
