@@ -10,14 +10,14 @@
  * computed by the same sequence of operations whatever block or task it falls in, so the result
  * does not depend on the number of threads or on how the queries are cut.
  *
- * The kernels read K and V rows in place through the chain's slots; on x86-64 they are compiled
- * for AVX + FMA and for the baseline, and each call picks what the CPU has. No BLAS here:
- * OpenBLAS's threaded calls from several threads at once queue on one lock.
+ * The kernels (decode_kernels.h) read K and V rows in place through the chain's slots. No BLAS
+ * here: OpenBLAS's threaded calls from several threads at once queue on one lock.
  */
 #include <math.h>
 #include <string.h>
 
 #include "decode_attention.h"
+#include "decode_kernels.h"
 
 #define DECODE_TILE 512
 #define NO_CHAIN UINT32_MAX
@@ -99,63 +99,6 @@ size_t decode_scratch_floats(size_t n_queries, size_t n_heads, size_t n_kv_heads
            1;
 }
 
-/* Eight floats, and eight ints of the same size (a comparison's lanes: -1 true, 0 false). */
-typedef float v8 __attribute__((vector_size(32)));
-typedef int v8i __attribute__((vector_size(32)));
-
-#define LOAD8(v, p) memcpy(&(v), (p), sizeof(v8))
-#define STORE8(p, v) memcpy((p), &(v), sizeof(v8))
-/* Lanes 0, 2 of a, 0, 2 of b, 4, 6 of a, 4, 6 of b (EVENS); 1, 3, ... (ODDS): one shufps each.
- * Lanes 0-3 of a, 0-3 of b (LOWS); 4-7 of a, 4-7 of b (HIGHS): one vperm2f128 each. */
-#if defined(__clang__) || __GNUC__ >= 12
-#define EVENS(a, b) __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14)
-#define ODDS(a, b) __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15)
-#define LOWS(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11)
-#define HIGHS(a, b) __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15)
-#else
-#define EVENS(a, b) __builtin_shuffle(a, b, (v8i){0, 2, 8, 10, 4, 6, 12, 14})
-#define ODDS(a, b) __builtin_shuffle(a, b, (v8i){1, 3, 9, 11, 5, 7, 13, 15})
-#define LOWS(a, b) __builtin_shuffle(a, b, (v8i){0, 1, 2, 3, 8, 9, 10, 11})
-#define HIGHS(a, b) __builtin_shuffle(a, b, (v8i){4, 5, 6, 7, 12, 13, 14, 15})
-#endif
-
-/* The kernels twice on x86-64 (AVX + FMA, picked at run time where the CPU has both, and the
- * baseline), once elsewhere. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HAVE_FMA_KERNELS 1
-#define KERNEL(name) name##_fma
-#define KERNEL_TARGET __attribute__((target("avx,fma")))
-#define KEEP(v) __asm__("" : "+x"(v))
-#include "decode_kernels.h"
-#undef KERNEL
-#undef KERNEL_TARGET
-#undef KEEP
-#endif
-#define KERNEL(name) name##_base
-#define KERNEL_TARGET
-#define KEEP(v) (void)0
-#include "decode_kernels.h"
-#undef KERNEL
-#undef KERNEL_TARGET
-#undef KEEP
-
-typedef struct tile_kernels {
-    void (*scores)(const float *q, size_t n_rows, size_t hd, const float *kh, size_t k_stride, const uint32_t *slots,
-                   size_t nk, float scale, float *scores);
-    void (*softmax)(float *scores, size_t n_rows, size_t nk, float *cm, float *cl, float *obuf, size_t hd);
-    void (*values)(const float *p, size_t n_rows, size_t nk, const float *vh, size_t v_stride, const uint32_t *slots,
-                   size_t hd, float *out);
-} tile_kernels;
-
-static tile_kernels pick_kernels(void) {
-#ifdef HAVE_FMA_KERNELS
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"))
-        return (tile_kernels){tile_scores_fma, tile_softmax_fma, tile_values_fma};
-#endif
-    return (tile_kernels){tile_scores_base, tile_softmax_base, tile_values_base};
-}
-
 /* Merges the partial state (m2, l2, acc2) into (m, l, acc) of head_dim floats. */
 static void merge_state(float *m, float *l, float *acc, float m2, float l2, const float *acc2, size_t head_dim) {
     float top = *m > m2 ? *m : m2, a = expf(*m - top), b = expf(m2 - top);
@@ -172,7 +115,7 @@ typedef struct decode_job {
     const uint32_t *members;
     size_t n_chains, n_queries, n_heads, n_kv_heads, hd, group, kv_head_stride, span;
     float scale;
-    tile_kernels kernels;
+    decode_kernels kernels;
     float *sm, *sl, *sacc; /* (n_queries, n_heads) states: max, sum, acc (head_dim) */
     float *work;           /* per worker: worker_floats */
 } decode_job;
@@ -205,7 +148,7 @@ static void attend_block(const decode_job *j, const decode_chain *ch, const uint
     for (size_t t0 = 0; t0 < ch->n_keys; t0 += DECODE_TILE) {
         size_t nk = ch->n_keys - t0 < DECODE_TILE ? ch->n_keys - t0 : DECODE_TILE;
         const uint32_t *slots = ch->keys + t0;
-        j->kernels.scores(qbuf, n_rows, hd, kh, rows->k_stride, slots, nk, j->scale, scores);
+        j->kernels.row_dots(qbuf, n_rows, hd, kh, rows->k_stride, slots, nk, j->scale, scores, nk);
         j->kernels.softmax(scores, n_rows, nk, cm, cl, obuf, hd);
         j->kernels.values(scores, n_rows, nk, vh, rows->v_stride, slots, hd, obuf);
     }
@@ -254,7 +197,7 @@ void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *ch
     if (span == 0) span = 1;
     decode_job job = {rows, chains, members, n_chains, n_queries, n_heads, n_kv_heads, head_dim,
                       n_heads / n_kv_heads, rows->kv_head_stride ? rows->kv_head_stride : head_dim, span, scale,
-                      pick_kernels(), scratch, scratch + states, scratch + line_floats(2 * states),
+                      decode_kernels_pick(), scratch, scratch + states, scratch + line_floats(2 * states),
                       scratch + states_floats(states, head_dim)};
     workers_run(pool, n_kv_heads * ((n_queries + span - 1) / span), decode_task, &job);
 }

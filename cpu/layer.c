@@ -8,6 +8,14 @@
 #include "../ffi/src/alloc.h"
 #include "cpu_ops.h"
 #include "layer.h"
+#include "linear_few.h"
+
+/* x W^T (+ bias): the few-row kernel where the workspace asks for it (a generation step), else BLAS. */
+static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t in_dim, const float *w,
+                   const float *bias, size_t out_dim, float *y) {
+    if (ws->few_rows && linear_few_suits(rows)) cpu_linear_few(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
+    else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
+}
 
 static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attention_heads * c->head_dim; }
 static size_t kv_dim(const rmlp_model_config *c) { return (size_t)c->num_key_value_heads * c->head_dim; }
@@ -60,7 +68,7 @@ void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_
     size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, hd = cfg->head_dim;
     size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
     cpu_rmsnorm(hidden, rows, hsz, hsz, lw->input_norm, cfg->rms_norm_eps, ws->normed);
-    cpu_linear(ws->normed, rows, hsz, lw->qkv, lw->qkv_bias, width, ws->qkv);
+    linear(ws, ws->normed, rows, hsz, lw->qkv, lw->qkv_bias, width, ws->qkv);
     float *qc = ws->qkv, *kc = ws->qkv + qd;
     if (lw->q_norm != NULL) { /* per-head RMSNorm: each head is a row of head_dim */
         for (size_t r = 0; r < rows; r++) {
@@ -101,12 +109,12 @@ void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights
 void cpu_post_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
                                 const rmlp_plan *plan, const float *attn_c, float *hidden) {
     size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg);
-    cpu_linear(attn_c, rows, qd, lw->o_proj, lw->o_bias, hsz, ws->proj);
+    linear(ws, attn_c, rows, qd, lw->o_proj, lw->o_bias, hsz, ws->proj);
     cpu_add(hidden, ws->proj, rows, hsz);
     cpu_rmsnorm(hidden, rows, hsz, hsz, lw->post_norm, cfg->rms_norm_eps, ws->normed);
-    cpu_linear(ws->normed, rows, hsz, lw->gate_up, lw->gate_up_bias, 2 * inter, ws->gu);
+    linear(ws, ws->normed, rows, hsz, lw->gate_up, lw->gate_up_bias, 2 * inter, ws->gu);
     cpu_silu_mul(ws->gu, rows, inter, ws->act);
-    cpu_linear(ws->act, rows, inter, lw->down, lw->down_bias, hsz, ws->proj);
+    linear(ws, ws->act, rows, inter, lw->down, lw->down_bias, hsz, ws->proj);
     cpu_add(hidden, ws->proj, rows, hsz);
 }
 

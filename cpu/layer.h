@@ -7,10 +7,12 @@
 #ifndef RMLP_CPU_LAYER_H
 #define RMLP_CPU_LAYER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "../model/weights.h"
 #include "radix_mlp.h"
+#include "workers.h"
 
 /* Scratch of a context: compact buffers have cap_compact rows, batch buffers cap_tokens. */
 typedef struct cpu_workspace {
@@ -26,6 +28,10 @@ typedef struct cpu_workspace {
     float *hidden;    /* (cap_compact, hidden) */
     float *q, *attn;  /* (cap_tokens, q_dim) */
     float *k, *v;     /* (cap_tokens, kv_dim) */
+    /* set by a generation step for its rows: linear layers of as many rows as linear_few_suits
+     * run cpu_linear_few on these threads (NULL: the calling thread); otherwise BLAS */
+    bool few_rows;
+    workers *few_rows_pool;
 } cpu_workspace;
 
 /* Returns 0, or -1 when out of memory (nothing left allocated) with the buffer that could not be

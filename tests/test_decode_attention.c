@@ -9,11 +9,16 @@
  *   slot-major and head-major (kv_head_stride): against a double-precision reference of each
  *   query over its path (1e-5 of the largest |value|), and bit for bit the same on pools of 1, 2,
  *   3 and 7 threads.
+ * - The few-row linear layer of a generation step (cpu/linear_few.c, the same row-dot kernel as
+ *   the scores): rows 1 to 33, in_dim and out_dim not multiples of the kernel's blocks, with and
+ *   without bias, against a double-precision reference (1e-5 of the largest |value|), and bit for
+ *   bit the same on pools of 1, 2 and 3 threads.
  */
 #include <math.h>
 #include <stdatomic.h>
 
 #include "decode_attention.h"
+#include "linear_few.h"
 #include "test_util.h"
 #include "workers.h"
 
@@ -165,10 +170,44 @@ static void test_attention(uint64_t *rng, uint32_t longest_common) {
     free(paths), free(below), free(chain_of), free(chains), free(members);
 }
 
+static void test_linear_few(uint64_t *rng) {
+    static const size_t rows_of[] = {1, 2, 3, 5, 33}, in_of[] = {8, 20, 37, 256}, out_of[] = {1, 3, 65, 130};
+    workers *pools[2] = {workers_create(2, &(int){0}), workers_create(3, &(int){0})};
+    if (!CHECK(pools[0] != NULL && pools[1] != NULL, "workers_create failed")) return;
+    for (size_t a = 0; a < 5; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 4; c++)
+                for (int with_bias = 0; with_bias < 2; with_bias++) {
+                    size_t rows = rows_of[a], in = in_of[b], out = out_of[c];
+                    float *x = random_floats(rng, rows * in, -1, 1), *w = random_floats(rng, out * in, -1, 1);
+                    float *bias = with_bias ? random_floats(rng, out, -1, 1) : NULL;
+                    float *got = tu_xmalloc(rows * out * 4), *again = tu_xmalloc(rows * out * 4);
+                    cpu_linear_few(x, rows, in, w, bias, out, got, NULL);
+                    double worst = 0.0, largest = 0.0;
+                    for (size_t r = 0; r < rows; r++)
+                        for (size_t o = 0; o < out; o++) {
+                            double want = bias ? bias[o] : 0.0;
+                            for (size_t i = 0; i < in; i++) want += (double)x[r * in + i] * w[o * in + i];
+                            double d = fabs(got[r * out + o] - want);
+                            worst = d > worst ? d : worst, largest = fabs(want) > largest ? fabs(want) : largest;
+                        }
+                    CHECK(worst <= 1e-5 * largest, "linear_few rows %zu, in %zu, out %zu, bias %d: off by %.3g "
+                          "(largest %.3g)", rows, in, out, with_bias, worst, largest);
+                    for (size_t p = 0; p < 2; p++) {
+                        cpu_linear_few(x, rows, in, w, bias, out, again, pools[p]);
+                        CHECK(memcmp(again, got, rows * out * 4) == 0, "linear_few rows %zu, in %zu, out %zu: %zu "
+                              "threads differ from one", rows, in, out, workers_count(pools[p]));
+                    }
+                    free(x), free(w), free(bias), free(got), free(again);
+                }
+    for (size_t p = 0; p < 2; p++) workers_destroy(pools[p]);
+}
+
 int main(void) {
     uint64_t rng = 0x5eed0019u;
     test_workers();
     test_attention(&rng, 60);  /* within one key tile */
     test_attention(&rng, 700); /* the shared prefix over two tiles: the running max rescales */
+    test_linear_few(&rng);
     return tu_summary();
 }

@@ -22,6 +22,7 @@
 #include "../../cpu/cpu_ops.h"
 #include "../../cpu/decode_attention.h"
 #include "../../cpu/layer.h"
+#include "../../cpu/linear_few.h"
 #include "alloc.h"
 #include "cached_rows.h"
 #include "context_checks.h"
@@ -133,7 +134,9 @@ static rmlp_status lm_head(const char *fn, rmlp_context *context, struct generat
     const rmlp_model_config *cfg = &context->model->config;
     const kv_cache *c = context->cache;
     cpu_gather_rows(c->hidden, cfg->hidden_size, slots, n, cfg->hidden_size, g->hid);
-    cpu_linear(g->hid, n, cfg->hidden_size, context->model->weights.lm_head, NULL, cfg->vocab_size, logits);
+    const float *w = context->model->weights.lm_head;
+    if (linear_few_suits(n)) cpu_linear_few(g->hid, n, cfg->hidden_size, w, NULL, cfg->vocab_size, logits, g->pool);
+    else cpu_linear(g->hid, n, cfg->hidden_size, w, NULL, cfg->vocab_size, logits);
     return RMLP_OK;
 }
 
@@ -190,10 +193,8 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
                          "prefix cache's %u slots", longest, params.max_new_tokens, c->n_slots);
     const char *failed = NULL;
     size_t failed_bytes = 0;
-    /* the decode attention's threads: the CPU path's count, at most one per task it has */
+    /* the steps' threads (decode attention, linear layers, LM head): the CPU path's count */
     size_t n_threads = context->gpu != NULL ? 1 : rmlp_cpu_threads();
-    size_t most = (size_t)plan->n_seqs * cfg->num_key_value_heads;
-    if (n_threads > most) n_threads = most;
     if (n_threads > WORKERS_MAX) n_threads = WORKERS_MAX;
     struct generate_session *g = session_new(cfg, c->n_slots, plan->n_seqs, (uint32_t)max_path, n_threads, &failed,
                                              &failed_bytes);
@@ -398,7 +399,9 @@ static rmlp_status run_rows(const char *fn, rmlp_context *context, struct genera
         rmlp_plan rows = {0};
         rows.n_tokens = rows.n_compact = rows.n_compact_padded = n_rows;
         rows.compact_input_ids = g->ids, rows.compact_position_ids = g->pos;
+        context->ws.few_rows = true, context->ws.few_rows_pool = g->pool; /* the step's linear layers */
         cached_rows_run(context, &rows, g->slots, attend_chains, &attention);
+        context->ws.few_rows = false, context->ws.few_rows_pool = NULL;
         g->stats.attention_ms += attention.ms;
     }
     if (status == RMLP_OK)

@@ -123,8 +123,8 @@ def cuda_device_count():
 def set_cpu_threads(n_threads):
     """``rmlp_set_cpu_threads``: how many threads the CPU path uses, OpenBLAS's thread pool (one
     per process; it starts at OpenBLAS's choice: OPENBLAS_NUM_THREADS, else one per core) for
-    the GEMMs, and a generation session's own threads for its decode attention (the count when
-    the session begins).
+    the GEMMs, and a generation session's own threads for its steps' decode attention and, for 2 to
+    128 rows, their linear layers and LM head (the count when the session begins).
     RadixMLPError RMLP_ERR_INVALID_ARGUMENT for 0 or more threads than OpenBLAS can run (the
     count then stays as it was). Process-wide: not while another thread runs a CPU model."""
     n = int(n_threads)

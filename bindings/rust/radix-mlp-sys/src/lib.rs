@@ -534,9 +534,10 @@ extern "C" {
     pub fn rmlp_cuda_device_count(count: *mut i32) -> rmlp_status;
 
     /// Sets how many threads the CPU path uses: OpenBLAS's thread pool, one per process, for the
-    /// GEMMs, and a generation session's own threads for its decode attention (the count at
-    /// `rmlp_generate_begin`; the rest of the layer code runs on the calling thread). Results do
-    /// not depend on it beyond OpenBLAS's own rounding. It starts at OpenBLAS's own choice
+    /// GEMMs, and a generation session's own threads for its steps' decode attention and, for 2 to
+    /// 128 rows, their linear layers and LM head (the count at `rmlp_generate_begin`; the rest of
+    /// the layer code runs on the calling thread). Results do not depend on it beyond OpenBLAS's
+    /// own rounding. It starts at OpenBLAS's own choice
     /// (`OPENBLAS_NUM_THREADS`, else one per core); a server running one context per worker
     /// thread usually wants 1. `RMLP_ERR_INVALID_ARGUMENT` for 0, or for more threads than this
     /// OpenBLAS can run (the count then stays as it was). Process-wide: call it at startup or
@@ -880,9 +881,10 @@ extern "C" {
     /// its last row locked in the cache. `params`: NULL for the defaults. One session per context:
     /// `rmlp_generate_end` it before the next. Allocates the session's state (freed by
     /// `rmlp_generate_end` or `rmlp_context_free`); the steps allocate nothing. On the CPU with
-    /// `rmlp_cpu_threads()` above 1 the session also starts that many threads less one (at most
-    /// one per sequence and KV head) for its decode attention, which sleep between steps and are
-    /// joined when it ends; `RMLP_ERR_OUT_OF_MEMORY` when they cannot be started. Prompts whose new
+    /// `rmlp_cpu_threads()` above 1 the session also starts that many threads less one for its
+    /// steps (the decode attention, and the linear layers and LM head of 2 to 128 rows, which
+    /// run the library's own kernels instead of BLAS), which sleep between steps and are joined
+    /// when it ends; `RMLP_ERR_OUT_OF_MEMORY` when they cannot be started. Prompts whose new
     /// rows do not fit the cache are `RMLP_ERR_TOO_LARGE`.
     pub fn rmlp_generate_begin(
         context: *mut rmlp_context,

@@ -142,8 +142,9 @@ pub fn cuda_device_count() -> Result<i32, Error> {
 }
 
 /// Sets how many threads the CPU path uses (`rmlp_set_cpu_threads`): OpenBLAS's thread pool,
-/// one per process, for the GEMMs, and a generation session's own threads for its decode
-/// attention (the count when it begins; the rest of the layer code runs on the calling thread).
+/// one per process, for the GEMMs, and a generation session's own threads for its steps' decode
+/// attention and, for 2 to 128 rows, their linear layers and LM head (the count when it begins; the
+/// rest of the layer code runs on the calling thread).
 /// It starts at OpenBLAS's own choice (`OPENBLAS_NUM_THREADS`, else one per core); a server that
 /// runs a [`Context`] per worker thread usually wants 1, its workers being the parallelism. `Status::InvalidArgument`
 /// for 0, or for more threads than this OpenBLAS can run (the count then stays as it was).

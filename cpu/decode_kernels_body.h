@@ -1,0 +1,182 @@
+/*
+ * decode_kernels_body.h: the CPU decode kernels' bodies (decode_kernels.h says what each does). No
+ * include guard: decode_kernels.c includes this file once per instruction set, with
+ *   KERNEL(name)   the name of this copy's function (name_fma, name_base),
+ *   KERNEL_TARGET  its target attribute (empty for the baseline),
+ *   KEEP(v)        keeps a loaded vector in a register (GCC otherwise folds the load into every
+ *                  FMA that uses it, and Zen's two load ports become the bottleneck), or nothing.
+ * Vectors are GCC/clang vector extensions of eight floats (v8, v8i, and LOAD8, STORE8, EVENS,
+ * ODDS, LOWS, HIGHS: defined by decode_kernels.c); loads and stores go through memcpy (no alignment
+ * assumed). decode_kernels.c is built with -ffp-contract=fast, so in the FMA copy `a += x * y` is
+ * one fused multiply-add.
+ *
+ * Every output element is computed by the same sequence of operations wherever it falls in a
+ * block (a short block repeats a row or a key and drops the copy), so the result does not depend
+ * on how the rows or columns are cut into blocks.
+ */
+
+/* out[i * out_stride + j] = scale * x_i . w_j for i < n_rows, j < n_out: x (n_rows, dim), w_j the
+ * row at w + (slots ? slots[j] : j) * w_stride. 4 columns (w rows) x 2 rows at a time, the w
+ * rows' block outer (it stays in L1 while every pair of x rows passes), each element one
+ * accumulator of 8 lanes over dim in the same order. */
+KERNEL_TARGET static void KERNEL(row_dots)(const float *x, size_t n_rows, size_t dim, const float *w, size_t w_stride,
+                                           const uint32_t *slots, size_t n_out, float scale, float *out,
+                                           size_t out_stride) {
+    size_t dim8 = dim & ~(size_t)7;
+    for (size_t k0 = 0; k0 < n_out; k0 += 4) {
+        size_t nkk = n_out - k0 < 4 ? n_out - k0 : 4;
+        const float *kp[4]; /* a short block repeats its first column */
+        for (size_t j = 0; j < 4; j++) {
+            size_t at = k0 + (j < nkk ? j : 0);
+            kp[j] = w + (slots != NULL ? (size_t)slots[at] : at) * w_stride;
+        }
+        for (size_t r0 = 0; r0 < n_rows; r0 += 2) {
+            size_t nr = n_rows - r0 < 2 ? n_rows - r0 : 2;
+            const float *qr[2] = {x + r0 * dim, x + (r0 + nr - 1) * dim};
+            v8 a[2][4];
+            for (size_t i = 0; i < 2; i++)
+                for (size_t j = 0; j < 4; j++) a[i][j] = (v8){0};
+            for (size_t d = 0; d < dim8; d += 8) {
+                v8 x0, x1;
+                LOAD8(x0, qr[0] + d), LOAD8(x1, qr[1] + d);
+                for (size_t j = 0; j < 4; j++) {
+                    v8 k;
+                    LOAD8(k, kp[j] + d);
+                    KEEP(k);
+                    a[0][j] += x0 * k;
+                    a[1][j] += x1 * k;
+                }
+            }
+            /* s[i][j] = the sum of a[i][j]'s lanes, ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7)):
+             * pairs, then quads (c[i]'s lanes 0-3 and 4-7: a[i][0..3]'s two halves), then halves */
+            v8 c[2];
+            for (size_t i = 0; i < 2; i++) {
+                v8 b0 = EVENS(a[i][0], a[i][1]) + ODDS(a[i][0], a[i][1]);
+                v8 b1 = EVENS(a[i][2], a[i][3]) + ODDS(a[i][2], a[i][3]);
+                c[i] = EVENS(b0, b1) + ODDS(b0, b1);
+            }
+            v8 s = LOWS(c[0], c[1]) + HIGHS(c[0], c[1]); /* row 0's four sums, then row 1's */
+            if (nkk == 4 && dim8 == dim) {
+                s *= scale;
+                memcpy(out + r0 * out_stride + k0, &s, 4 * sizeof(float));
+                if (nr == 2) memcpy(out + (r0 + 1) * out_stride + k0, (float *)&s + 4, 4 * sizeof(float));
+                continue;
+            }
+            for (size_t i = 0; i < nr; i++)
+                for (size_t j = 0; j < nkk; j++) {
+                    float t = s[4 * i + j];
+                    for (size_t d = dim8; d < dim; d++) t += qr[i][d] * kp[j][d];
+                    out[(r0 + i) * out_stride + k0 + j] = t * scale;
+                }
+        }
+    }
+}
+
+/* *x = e^*x, lane by lane, for x <= 0 (a score less the running max): 2^n e^r with n = round(x /
+ * ln 2) and r = x - n ln 2 (ln 2 in two parts), e^r by Cephes' degree-6 polynomial for expf
+ * (within 2 ulp of expf); x below -87.3 gives e^-87.3 (about 1e-38, where expf gives a
+ * subnormal or 0: below what an fp32 sum of softmax weights can hold next to the max's 1). */
+KERNEL_TARGET static inline void KERNEL(exp8)(v8 *x) {
+    const v8 zero = {0}, floor = zero - 87.3f;
+    v8i below = *x < floor; /* lanes -1 where true, else 0 */
+    v8 t = (v8)(((v8i)*x & ~below) | ((v8i)floor & below));
+    v8 n = t * 1.44269504f + 12582912.0f; /* 1.5 x 2^23: the sum's low bits are round(t / ln 2) */
+    n -= 12582912.0f;
+    v8 r = t - n * 0.693359375f - n * -2.12194440e-4f;
+    v8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    v8i e = (__builtin_convertvector(n, v8i) + 127) << 23; /* 2^n, n in [-126, 0] */
+    *x = p * (v8)e;
+}
+
+/* The online softmax of a tile's scores (n_rows, nk) into each row's running max cm, sum cl and
+ * output obuf (n_rows, hd): scores become e^(score - max), obuf is rescaled when the max grows.
+ * Eight scores at a time; the last, short block is padded and its extra lanes dropped. */
+KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, size_t nk, float *cm, float *cl,
+                                               float *obuf, size_t hd) {
+    size_t nk8 = nk & ~(size_t)7;
+    for (size_t r = 0; r < n_rows; r++) {
+        float *s = scores + r * nk, top = cm[r];
+        v8 m = (v8){0} + top;
+        for (size_t k = 0; k < nk8; k += 8) {
+            v8 x;
+            LOAD8(x, s + k);
+            v8i more = x > m;
+            m = (v8)(((v8i)x & more) | ((v8i)m & ~more));
+        }
+        for (int i = 0; i < 8; i++) top = m[i] > top ? m[i] : top;
+        for (size_t k = nk8; k < nk; k++) top = s[k] > top ? s[k] : top;
+        v8 sum = {0};
+        for (size_t k = 0; k < nk; k += 8) {
+            v8 x = (v8){0} - INFINITY;
+            if (k < nk8) LOAD8(x, s + k);
+            else
+                for (size_t i = 0; k + i < nk; i++) x[i] = s[k + i];
+            x -= top;
+            KERNEL(exp8)(&x);
+            if (k < nk8) STORE8(s + k, x);
+            else {
+                for (size_t i = 0; i < 8; i++) {
+                    if (k + i < nk) s[k + i] = x[i];
+                    else x[i] = 0.0f;
+                }
+            }
+            sum += x;
+        }
+        float alpha = expf(cm[r] - top);
+        cl[r] = cl[r] * alpha + (((sum[0] + sum[4]) + (sum[1] + sum[5])) + ((sum[2] + sum[6]) + (sum[3] + sum[7])));
+        cm[r] = top;
+        if (alpha != 1.0f)
+            for (size_t d = 0; d < hd; d++) obuf[r * hd + d] *= alpha;
+    }
+}
+
+/* out rows r0 .. r0 + nr (nr <= rb) += their p rows . V, 32 columns at a time (a short block
+ * repeats its last row and drops the copy), each element accumulated over the keys in order.
+ * Inlined with rb a constant, so the block's accumulators live in registers. */
+KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_block)(
+    const float *p, size_t r0, size_t nr, size_t rb, size_t nk, const float *vh, size_t v_stride,
+    const uint32_t *slots, size_t hd, float *out) {
+    const float *pr[3];
+    float *orow[3];
+    for (size_t i = 0; i < rb; i++) {
+        size_t r = r0 + (i < nr ? i : nr - 1);
+        pr[i] = p + r * nk, orow[i] = out + r * hd;
+    }
+    for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {
+        v8 a[3][4];
+        for (size_t i = 0; i < rb; i++)
+            for (size_t c = 0; c < 4; c++) LOAD8(a[i][c], orow[i] + d0 + 8 * c);
+        for (size_t j = 0; j < nk; j++) {
+            const float *v = vh + (size_t)slots[j] * v_stride + d0;
+            float w[3];
+            for (size_t i = 0; i < rb; i++) w[i] = pr[i][j];
+            for (size_t c = 0; c < 4; c++) {
+                v8 x;
+                LOAD8(x, v + 8 * c);
+                KEEP(x);
+                for (size_t i = 0; i < rb; i++) a[i][c] += w[i] * x;
+            }
+        }
+        for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */
+            for (size_t c = 0; c < 4; c++) STORE8(orow[i] + d0 + 8 * c, a[i][c]);
+    }
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < nk; j++) {
+            const float *v = vh + (size_t)slots[j] * v_stride;
+            for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];
+        }
+}
+
+/* out (n_rows, hd) += p (n_rows, nk) . V, value j the row at vh + slots[j] * v_stride: blocks of
+ * 3 rows, the last one or two rows as a block of their own. */
+KERNEL_TARGET static void KERNEL(tile_values)(const float *p, size_t n_rows, size_t nk, const float *vh,
+                                              size_t v_stride, const uint32_t *slots, size_t hd, float *out) {
+    size_t r0 = 0;
+    for (; r0 + 3 <= n_rows; r0 += 3) KERNEL(values_block)(p, r0, 3, 3, nk, vh, v_stride, slots, hd, out);
+    if (r0 < n_rows) KERNEL(values_block)(p, r0, n_rows - r0, 2, nk, vh, v_stride, slots, hd, out);
+}

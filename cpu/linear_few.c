@@ -1,0 +1,36 @@
+/*
+ * linear_few.c: the few-row linear layer of linear_few.h, as tasks of COLUMNS_PER_TASK outputs
+ * (W's rows) on a workers pool.
+ */
+#include "linear_few.h"
+
+#include "decode_kernels.h"
+
+/* Outputs per task: a multiple of the kernel's 4-column block, enough tasks to balance threads
+ * (16 for a hidden size of 1,024), few enough to keep each task's W rows a long sequential read. */
+#define COLUMNS_PER_TASK 64
+
+typedef struct linear_job {
+    const float *x, *w, *bias;
+    size_t rows, in_dim, out_dim;
+    float *y;
+    decode_kernels kernels;
+} linear_job;
+
+static void linear_task(void *arg, size_t task, size_t worker) {
+    (void)worker;
+    const linear_job *j = arg;
+    size_t c0 = task * COLUMNS_PER_TASK, n = j->out_dim - c0 < COLUMNS_PER_TASK ? j->out_dim - c0 : COLUMNS_PER_TASK;
+    j->kernels.row_dots(j->x, j->rows, j->in_dim, j->w + c0 * j->in_dim, j->in_dim, NULL, n, 1.0f, j->y + c0,
+                        j->out_dim);
+    if (j->bias != NULL)
+        for (size_t r = 0; r < j->rows; r++)
+            for (size_t c = c0; c < c0 + n; c++) j->y[r * j->out_dim + c] += j->bias[c];
+}
+
+void cpu_linear_few(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
+                    float *y, workers *pool) {
+    if (rows == 0 || out_dim == 0) return;
+    linear_job job = {x, w, bias, rows, in_dim, out_dim, y, decode_kernels_pick()};
+    workers_run(pool, (out_dim + COLUMNS_PER_TASK - 1) / COLUMNS_PER_TASK, linear_task, &job);
+}

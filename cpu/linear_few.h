@@ -1,0 +1,28 @@
+/*
+ * linear_few.h: x W^T (+ bias) for the few rows of a decode step, with the decode kernels' row
+ * dots (decode_kernels.h) on a pool of threads: W (out_dim, in_dim), nn.Linear's layout, read in
+ * place. At these row counts BLAS packs W for every call and runs at a fraction of its GEMM rate
+ * (bench/RESULTS.md); here each block of W's rows is read once, from memory, while every x row
+ * passes over it in L1.
+ */
+#ifndef RMLP_CPU_LINEAR_FEW_H
+#define RMLP_CPU_LINEAR_FEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "workers.h"
+
+/* Whether cpu_linear_few is the faster way for this many rows: 2 to 128. One row is a
+ * matrix-vector product bound by reading W, where BLAS's sgemv is as fast (a few percent faster
+ * here); beyond 128, x's rows no longer stay in L2 while W's blocks pass, and BLAS's packed GEMM
+ * catches up. */
+#define LINEAR_FEW_MAX_ROWS 128
+static inline bool linear_few_suits(size_t rows) { return rows >= 2 && rows <= LINEAR_FEW_MAX_ROWS; }
+
+/* y (rows, out_dim) = x (rows, in_dim) W^T + bias (out_dim, or NULL), on pool's threads (NULL:
+ * the calling thread). The result is the same, bit for bit, on any pool. */
+void cpu_linear_few(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
+                    float *y, workers *pool);
+
+#endif
