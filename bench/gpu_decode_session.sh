@@ -9,8 +9,8 @@
 #   2. radixmlp bench --decode on the machine's CPU cores (OpenBLAS's default thread count, the
 #      built-in 2-layer model, fp32): the CPU targets of issue 19 on a many-core host, with the
 #      ceiling column (what the machine's GEMM throughput allows); OPENBLAS_THREAD_TIMEOUT=4, so
-#      OpenBLAS's idle threads sleep instead of spinning beside the decode attention's threads
-#      (README, set_cpu_threads);
+#      OpenBLAS's idle threads sleep instead of spinning beside the session's own threads (decode
+#      attention, few-row linear layers; README, set_cpu_threads);
 #   3. the same with one OpenBLAS thread, as on the development VM, when time is left.
 # Run from the repository root on the device machine, carrying .debs and third_party/flashinfer:
 #   bash bench/gpu_decode_session.sh
