@@ -39,24 +39,24 @@ kv_cache *kv_cache_new(const rmlp_model_config *cfg, uint64_t budget, size_t ele
         void **at;
         size_t bytes;
         const char *name;
-        bool aligned; /* cache-line aligned: with head_dim a multiple of 16 every K/V row is, and the
-                       * decode attention's vector loads never straddle two lines */
     } parts[] = {
-        {(void **)&c->k, layer_floats * sizeof(float), "prefix cache K", true},
-        {(void **)&c->v, layer_floats * sizeof(float), "prefix cache V", true},
-        {(void **)&c->hidden, hidden_floats * sizeof(float), "prefix cache hidden", true},
-        {(void **)&c->batch.slot_of, cap_compact * sizeof(uint32_t), "prefix cache slot_of", false},
-        {(void **)&c->batch.computed, cap_compact * sizeof(uint32_t), "prefix cache computed", false},
-        {(void **)&c->batch.cqo_indptr, (cap_tokens + 1) * sizeof(uint32_t), "prefix cache cqo_indptr", false},
-        {(void **)&c->path, cap_tokens * sizeof(uint32_t), "prefix cache path", false},
-        {(void **)&c->ids, cap_compact * sizeof(uint32_t), "prefix cache ids", false},
-        {(void **)&c->pos, cap_compact * sizeof(uint32_t), "prefix cache positions", false},
-        {(void **)&c->slots, cap_compact * sizeof(uint32_t), "prefix cache slots", false},
-        {(void **)&c->out_slots, cap_compact * sizeof(uint32_t), "prefix cache output slots", false},
+        {(void **)&c->k, layer_floats * sizeof(float), "prefix cache K"},
+        {(void **)&c->v, layer_floats * sizeof(float), "prefix cache V"},
+        {(void **)&c->hidden, hidden_floats * sizeof(float), "prefix cache hidden"},
+        {(void **)&c->batch.slot_of, cap_compact * sizeof(uint32_t), "prefix cache slot_of"},
+        {(void **)&c->batch.computed, cap_compact * sizeof(uint32_t), "prefix cache computed"},
+        {(void **)&c->batch.cqo_indptr, (cap_tokens + 1) * sizeof(uint32_t), "prefix cache cqo_indptr"},
+        {(void **)&c->path, cap_tokens * sizeof(uint32_t), "prefix cache path"},
+        {(void **)&c->ids, cap_compact * sizeof(uint32_t), "prefix cache ids"},
+        {(void **)&c->pos, cap_compact * sizeof(uint32_t), "prefix cache positions"},
+        {(void **)&c->slots, cap_compact * sizeof(uint32_t), "prefix cache slots"},
+        {(void **)&c->out_slots, cap_compact * sizeof(uint32_t), "prefix cache output slots"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         if (parts[i].bytes == 0) continue; /* no host storage, or no slots: stays NULL */
-        *parts[i].at = parts[i].aligned ? rmlp_malloc_aligned(parts[i].bytes) : rmlp_malloc(parts[i].bytes);
+        /* cache-line aligned: with head_dim a multiple of 16 every K/V row is, and the decode
+         * attention's vector loads never straddle two lines */
+        *parts[i].at = rmlp_malloc_aligned(parts[i].bytes);
         if (*parts[i].at == NULL) {
             *failed_name = parts[i].name, *failed_bytes = parts[i].bytes;
             kv_cache_free(c);

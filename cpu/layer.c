@@ -10,10 +10,10 @@
 #include "layer.h"
 #include "linear_few.h"
 
-/* x W^T (+ bias): the few-row kernel where the workspace asks for it (a generation step), else BLAS. */
+/* x W^T (+ bias): a generation step's way where the workspace asks for it, else BLAS. */
 static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t in_dim, const float *w,
                    const float *bias, size_t out_dim, float *y) {
-    if (ws->few_rows && linear_few_suits(rows)) cpu_linear_few(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
+    if (ws->few_rows) cpu_linear_step(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
     else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
 }
 

@@ -28,8 +28,8 @@ typedef struct cpu_workspace {
     float *hidden;    /* (cap_compact, hidden) */
     float *q, *attn;  /* (cap_tokens, q_dim) */
     float *k, *v;     /* (cap_tokens, kv_dim) */
-    /* set by a generation step for its rows: linear layers of as many rows as linear_few_suits
-     * run cpu_linear_few on these threads (NULL: the calling thread); otherwise BLAS */
+    /* set by a generation step for its rows: linear layers run cpu_linear_step on these threads
+     * (NULL: the calling thread); otherwise BLAS */
     bool few_rows;
     workers *few_rows_pool;
 } cpu_workspace;

@@ -4,11 +4,15 @@
  */
 #include "linear_few.h"
 
+#include "cpu_ops.h"
 #include "decode_kernels.h"
 
 /* Outputs per task: a multiple of the kernel's 4-column block, enough tasks to balance threads
  * (16 for a hidden size of 1,024), few enough to keep each task's W rows a long sequential read. */
 #define COLUMNS_PER_TASK 64
+
+/* The most rows cpu_linear_step gives cpu_linear_few (linear_few.h says why). */
+#define STEP_MAX_ROWS 128
 
 typedef struct linear_job {
     const float *x, *w, *bias;
@@ -33,4 +37,10 @@ void cpu_linear_few(const float *x, size_t rows, size_t in_dim, const float *w, 
     if (rows == 0 || out_dim == 0) return;
     linear_job job = {x, w, bias, rows, in_dim, out_dim, y, decode_kernels_pick()};
     workers_run(pool, (out_dim + COLUMNS_PER_TASK - 1) / COLUMNS_PER_TASK, linear_task, &job);
+}
+
+void cpu_linear_step(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
+                     float *y, workers *pool) {
+    if (rows >= 2 && rows <= STEP_MAX_ROWS) cpu_linear_few(x, rows, in_dim, w, bias, out_dim, y, pool);
+    else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
 }

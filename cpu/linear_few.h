@@ -8,21 +8,20 @@
 #ifndef RMLP_CPU_LINEAR_FEW_H
 #define RMLP_CPU_LINEAR_FEW_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #include "workers.h"
-
-/* Whether cpu_linear_few is the faster way for this many rows: 2 to 128. One row is a
- * matrix-vector product bound by reading W, where BLAS's sgemv is as fast (a few percent faster
- * here); beyond 128, x's rows no longer stay in L2 while W's blocks pass, and BLAS's packed GEMM
- * catches up. */
-#define LINEAR_FEW_MAX_ROWS 128
-static inline bool linear_few_suits(size_t rows) { return rows >= 2 && rows <= LINEAR_FEW_MAX_ROWS; }
 
 /* y (rows, out_dim) = x (rows, in_dim) W^T + bias (out_dim, or NULL), on pool's threads (NULL:
  * the calling thread). The result is the same, bit for bit, on any pool. */
 void cpu_linear_few(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
                     float *y, workers *pool);
+
+/* A generation step's linear layer: cpu_linear_few for 2 to 128 rows, else BLAS (cpu_linear). One
+ * row is a matrix-vector product bound by reading W, where BLAS's sgemv is as fast (a few percent
+ * faster here); beyond 128, x's rows no longer stay in L2 while W's blocks pass, and BLAS's packed
+ * GEMM catches up. */
+void cpu_linear_step(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
+                     float *y, workers *pool);
 
 #endif

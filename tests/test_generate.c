@@ -262,9 +262,10 @@ static void test_finish(const char *dir) {
     rmlp_model_free(model);
 }
 
-/* The same session on one CPU thread and on four (the decode attention then runs on a pool of
- * the session's threads, cpu/workers.c): the same logits, up to OpenBLAS's rounding on more
- * threads (1e-5 of the largest; the attention itself is the same bit for bit on any count:
+/* The same session on one CPU thread and on four (the decode attention and the steps' few-row
+ * linear layers then run on a pool of the session's threads, cpu/workers.c): the same logits, up
+ * to OpenBLAS's rounding on more threads in the prefill and the one-row steps (1e-5 of the
+ * largest; the attention and the few-row layers are the same bit for bit on any count:
  * test_decode_attention). */
 static void test_threads(const char *dir) {
     gen_fixture f;

@@ -48,7 +48,7 @@ struct generate_session {
     decode_chain *chains;       /* (decode_max_chains(n_seqs)) */
     uint32_t *members;          /* (decode_max_members(n_seqs, max_path)) */
     float *scratch;             /* (decode_scratch_floats for the pool's threads) */
-    workers *pool;              /* the decode attention's threads (CPU, more than one thread), else NULL */
+    workers *pool;              /* the steps' threads (CPU, more than one thread), else NULL */
     float *hid;                 /* (n_seqs, hidden) the rows the LM head reads */
     /* on a CUDA context, the chains packed for the device (gpu_decode_chains): key_indptr and
      * member_indptr (decode_max_chains + 1), keys (n_seqs, max_path), row_indptr (n_seqs + 1),
@@ -112,9 +112,8 @@ static struct generate_session *session_new(const rmlp_model_config *cfg, uint32
         {(void **)&g->row_members, decode_max_members(n, max_path) * u, "row_members"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        /* the attention scratch cache-line aligned, as decode_attention.c lays its parts out */
-        *parts[i].at = parts[i].at == (void **)&g->scratch ? rmlp_malloc_aligned(parts[i].bytes)
-                                                          : rmlp_malloc(parts[i].bytes ? parts[i].bytes : 1);
+        /* cache-line aligned (the attention scratch's parts each start on a line) */
+        *parts[i].at = rmlp_malloc_aligned(parts[i].bytes);
         if (*parts[i].at == NULL) {
             *failed = parts[i].name, *failed_bytes = parts[i].bytes;
             generate_session_free(g);
@@ -134,9 +133,8 @@ static rmlp_status lm_head(const char *fn, rmlp_context *context, struct generat
     const rmlp_model_config *cfg = &context->model->config;
     const kv_cache *c = context->cache;
     cpu_gather_rows(c->hidden, cfg->hidden_size, slots, n, cfg->hidden_size, g->hid);
-    const float *w = context->model->weights.lm_head;
-    if (linear_few_suits(n)) cpu_linear_few(g->hid, n, cfg->hidden_size, w, NULL, cfg->vocab_size, logits, g->pool);
-    else cpu_linear(g->hid, n, cfg->hidden_size, w, NULL, cfg->vocab_size, logits);
+    cpu_linear_step(g->hid, n, cfg->hidden_size, context->model->weights.lm_head, NULL, cfg->vocab_size, logits,
+                    g->pool);
     return RMLP_OK;
 }
 
