@@ -1,9 +1,10 @@
 /*
  * decode_kernels.c: the decode kernels (decode_kernels.h), their bodies (decode_kernels_body.h)
- * compiled twice on x86-64 (AVX + FMA, and the baseline) and once elsewhere; the pick by what the
- * CPU has. Built with -ffp-contract=fast (CMakeLists.txt).
+ * compiled three times on x86-64 (AVX-512VL + FMA, AVX + FMA, and the baseline) and once
+ * elsewhere; the pick by what the CPU has. Built with -ffp-contract=fast (CMakeLists.txt).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "decode_kernels.h"
@@ -28,31 +29,48 @@ typedef int v8i __attribute__((vector_size(32)));
 #define HIGHS(a, b) __builtin_shuffle(a, b, (v8i){4, 5, 6, 7, 12, 13, 14, 15})
 #endif
 
-/* The kernels twice on x86-64 (AVX + FMA, picked at run time where the CPU has both, and the
- * baseline), once elsewhere. */
+/* The kernels three times on x86-64 (picked at run time by what the CPU has): with AVX-512VL, the
+ * same 8-lane arithmetic as the AVX + FMA copy in blocks that use its 32 vector registers (so the
+ * same bits); with AVX + FMA; and the baseline. Once elsewhere. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define HAVE_FMA_KERNELS 1
+#define HAVE_X86_KERNELS 1
+#define KERNEL(name) name##_avx512
+#define KERNEL_TARGET __attribute__((target("avx512f,avx512vl,avx,fma")))
+#define KEEP(v) __asm__("" : "+v"(v))
+#define DOT_ROWS 4
+#define VALUES_ROWS 6
+#include "decode_kernels_body.h"
 #define KERNEL(name) name##_fma
 #define KERNEL_TARGET __attribute__((target("avx,fma")))
 #define KEEP(v) __asm__("" : "+x"(v))
+#define DOT_ROWS 2
+#define VALUES_ROWS 3
 #include "decode_kernels_body.h"
-#undef KERNEL
-#undef KERNEL_TARGET
-#undef KEEP
 #endif
 #define KERNEL(name) name##_base
 #define KERNEL_TARGET
 #define KEEP(v) (void)0
+#define DOT_ROWS 2
+#define VALUES_ROWS 3
 #include "decode_kernels_body.h"
-#undef KERNEL
-#undef KERNEL_TARGET
-#undef KEEP
+
+size_t decode_kernels_supported(decode_kernels *sets, size_t cap) {
+    decode_kernels all[3];
+    size_t n = 0;
+#ifdef HAVE_X86_KERNELS
+    __builtin_cpu_init();
+    bool fma = __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma");
+    if (fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+        all[n++] = (decode_kernels){row_dots_avx512, tile_softmax_avx512, tile_values_avx512, "avx512vl", 1};
+    if (fma) all[n++] = (decode_kernels){row_dots_fma, tile_softmax_fma, tile_values_fma, "avx-fma", 1};
+#endif
+    all[n++] = (decode_kernels){row_dots_base, tile_softmax_base, tile_values_base, "baseline", 0};
+    for (size_t i = 0; i < n && i < cap; i++) sets[i] = all[i];
+    return n < cap ? n : cap;
+}
 
 decode_kernels decode_kernels_pick(void) {
-#ifdef HAVE_FMA_KERNELS
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"))
-        return (decode_kernels){row_dots_fma, tile_softmax_fma, tile_values_fma};
-#endif
-    return (decode_kernels){row_dots_base, tile_softmax_base, tile_values_base};
+    decode_kernels best;
+    decode_kernels_supported(&best, 1);
+    return best;
 }

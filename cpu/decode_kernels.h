@@ -1,10 +1,10 @@
 /*
  * decode_kernels.h: the CPU kernels of a decode step, each over rows read in place: dot products
  * of a few rows against many (the attention's scores, and the few-row linear layers), the online
- * softmax of a tile of scores, and P V. On x86-64 they are compiled for AVX + FMA and for the
- * baseline (decode_kernels.c); decode_kernels_pick gives the set this CPU runs. Every output element
- * is computed by the same operations wherever it falls in a block, so results do not depend on
- * how callers cut their rows or columns.
+ * softmax of a tile of scores, and P V. On x86-64 they are compiled for AVX-512VL, for AVX + FMA
+ * and for the baseline (decode_kernels.c); decode_kernels_pick gives the set this CPU runs. Every
+ * output element is computed by the same operations wherever it falls in a block, so results do
+ * not depend on how callers cut their rows or columns.
  */
 #ifndef RMLP_CPU_DECODE_KERNELS_H
 #define RMLP_CPU_DECODE_KERNELS_H
@@ -23,8 +23,14 @@ typedef struct decode_kernels {
     /* out (n_rows, hd) += p (n_rows, nk) . V, value j the row at vh + slots[j] * v_stride */
     void (*values)(const float *p, size_t n_rows, size_t nk, const float *vh, size_t v_stride, const uint32_t *slots,
                    size_t hd, float *out);
+    const char *name; /* "avx512vl", "avx-fma", "baseline" */
+    int family;       /* sets of the same family give the same bits (1: fused multiply-adds, 0: none) */
 } decode_kernels;
 
+/* The sets this CPU runs, fastest first, into sets[0 .. cap); returns how many were written. */
+size_t decode_kernels_supported(decode_kernels *sets, size_t cap);
+
+/* The fastest set this CPU runs. */
 decode_kernels decode_kernels_pick(void);
 
 #endif

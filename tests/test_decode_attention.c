@@ -13,11 +13,17 @@
  *   the scores): rows 1 to 33, in_dim and out_dim not multiples of the kernel's blocks, with and
  *   without bias, against a double-precision reference (1e-5 of the largest |value|), and bit for
  *   bit the same on pools of 1, 2 and 3 threads.
+ * - Each kernel set this CPU runs (cpu/decode_kernels.h: AVX-512VL, AVX + FMA, baseline), called
+ *   directly on blocks of 1 to 13 rows, odd dims, gathered slots and strides: row dots and P V
+ *   against a double-precision reference (1e-5 of the largest |value|), the online softmax against
+ *   exp in double (1e-5 relative); and sets of the same family (AVX-512VL, AVX + FMA) bit for bit
+ *   the same. Where the CPU runs only one set of a family, it says so.
  */
 #include <math.h>
 #include <stdatomic.h>
 
 #include "decode_attention.h"
+#include "decode_kernels.h"
 #include "linear_few.h"
 #include "test_util.h"
 #include "workers.h"
@@ -203,11 +209,129 @@ static void test_linear_few(uint64_t *rng) {
     for (size_t p = 0; p < 2; p++) workers_destroy(pools[p]);
 }
 
+/* The worst |got - want| over n, against the largest |want|: within 1e-5 of it. */
+static bool close_to(const float *got, const double *want, size_t n) {
+    double worst = 0.0, largest = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(got[i] - want[i]);
+        worst = d > worst ? d : worst, largest = fabs(want[i]) > largest ? fabs(want[i]) : largest;
+    }
+    return worst <= 1e-5 * largest;
+}
+
+/* Row dots and P V of one set at one shape, against double; the outputs into dots/pv for the
+ * family comparison. */
+static void kernel_case(const decode_kernels *ks, uint64_t *rng, size_t rows, size_t dim, size_t n_out, float *dots,
+                        float *pv) {
+    size_t stride = dim + 3, n_slots = 2 * n_out + 1, out_stride = n_out + 2;
+    uint64_t seed = *rng;
+    float *x = random_floats(rng, rows * dim, -1, 1), *w = random_floats(rng, n_slots * stride, -1, 1);
+    uint32_t *slots = tu_xmalloc(n_out * sizeof(uint32_t));
+    for (size_t j = 0; j < n_out; j++) slots[j] = (uint32_t)((j * 7 + 3) % n_slots);
+    double *want = tu_xmalloc(rows * (n_out > dim ? n_out : dim) * sizeof(double));
+    memset(dots, 0, rows * out_stride * sizeof(float));
+    ks->row_dots(x, rows, dim, w, stride, slots, n_out, 0.5f, dots, out_stride);
+    float *packed = tu_xmalloc(rows * n_out * sizeof(float));
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < n_out; j++) {
+            double t = 0.0;
+            for (size_t d = 0; d < dim; d++) t += (double)x[r * dim + d] * w[slots[j] * stride + d];
+            want[r * n_out + j] = 0.5 * t, packed[r * n_out + j] = dots[r * out_stride + j];
+        }
+    CHECK(close_to(packed, want, rows * n_out), "kernels %s: row_dots rows %zu, dim %zu, outputs %zu off", ks->name,
+          rows, dim, n_out);
+    /* P V: p (rows, n_out) against the same slots' rows of w as values of dim floats */
+    float *p = random_floats(rng, rows * n_out, 0, 1);
+    float *start = random_floats(rng, rows * dim, -1, 1);
+    memcpy(pv, start, rows * dim * sizeof(float));
+    ks->values(p, rows, n_out, w, stride, slots, dim, pv);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t d = 0; d < dim; d++) {
+            double t = start[r * dim + d];
+            for (size_t j = 0; j < n_out; j++) t += (double)p[r * n_out + j] * w[slots[j] * stride + d];
+            want[r * dim + d] = t;
+        }
+    CHECK(close_to(pv, want, rows * dim), "kernels %s: values rows %zu, keys %zu, dim %zu off", ks->name, rows,
+          n_out, dim);
+    *rng = seed; /* the next set of the family sees the same inputs */
+    free(x), free(w), free(slots), free(want), free(packed), free(p), free(start);
+}
+
+/* The online softmax of one set: rows of scores with a running max (some rows fresh, at -inf),
+ * against exp in double; the tile's outputs into out (scores, then max and sum per row). */
+static void softmax_case(const decode_kernels *ks, uint64_t *rng, size_t rows, size_t nk, float *out) {
+    enum { HD = 12 };
+    uint64_t seed = *rng;
+    float *s = random_floats(rng, rows * nk, -30, 10), *obuf = random_floats(rng, rows * HD, -1, 1);
+    float *cm = random_floats(rng, rows, -5, 5), *cl = random_floats(rng, rows, 0.5, 3);
+    float *s0 = tu_xmalloc(rows * nk * sizeof(float)), *o0 = tu_xmalloc(rows * HD * sizeof(float));
+    for (size_t r = 0; r < rows; r += 3) cm[r] = -INFINITY, cl[r] = 0.0f;
+    memcpy(s0, s, rows * nk * sizeof(float)), memcpy(o0, obuf, rows * HD * sizeof(float));
+    float m0[16], l0[16];
+    memcpy(m0, cm, rows * sizeof(float)), memcpy(l0, cl, rows * sizeof(float));
+    ks->softmax(s, rows, nk, cm, cl, obuf, HD);
+    size_t bad = 0;
+    for (size_t r = 0; r < rows; r++) {
+        double top = m0[r], sum = 0.0;
+        for (size_t k = 0; k < nk; k++) top = s0[r * nk + k] > top ? s0[r * nk + k] : top;
+        for (size_t k = 0; k < nk; k++) {
+            double e = exp((double)s0[r * nk + k] - top);
+            sum += e;
+            bad += fabs(s[r * nk + k] - e) > 1e-5 * e; /* the float x - max alone is off by up to 6e-8 |x - max| */
+        }
+        double alpha = m0[r] == -INFINITY ? 0.0 : exp(m0[r] - top);
+        double l = l0[r] * alpha + sum;
+        bad += cm[r] != (float)top || fabs(cl[r] - l) > 1e-5 * l;
+        for (size_t d = 0; d < HD; d++) bad += fabs(obuf[r * HD + d] - o0[r * HD + d] * alpha) > 1e-5 * fabs(o0[r * HD + d]);
+    }
+    CHECK(bad == 0, "kernels %s: softmax rows %zu, keys %zu: %zu values off", ks->name, rows, nk, bad);
+    memcpy(out, s, rows * nk * sizeof(float));
+    memcpy(out + rows * nk, cm, rows * sizeof(float)), memcpy(out + rows * nk + rows, cl, rows * sizeof(float));
+    *rng = seed;
+    free(s), free(obuf), free(cm), free(cl), free(s0), free(o0);
+}
+
+static void test_kernel_sets(uint64_t *rng) {
+    decode_kernels sets[4];
+    size_t n = decode_kernels_supported(sets, 4);
+    bool pairs = false;
+    for (size_t a = 0; a + 1 < n; a++) pairs |= sets[a].family == sets[a + 1].family;
+    if (!pairs) printf("test_decode_attention: one kernel set per family on this CPU (%s first): the sets' "
+                       "bit-for-bit agreement is not checked here\n", sets[0].name);
+    static const size_t rows_of[] = {1, 2, 3, 4, 5, 6, 7, 9, 13}, dim_of[] = {8, 20, 37, 128}, out_of[] = {1, 3, 4, 5, 9, 33};
+    enum { MAX = 13 * 130 };
+    float got[4][2][MAX];
+    for (size_t a = 0; a < 9; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 6; c++) {
+                for (size_t k = 0; k < n; k++) kernel_case(&sets[k], rng, rows_of[a], dim_of[b], out_of[c], got[k][0], got[k][1]);
+                for (size_t k = 1; k < n; k++)
+                    if (sets[k].family == sets[0].family)
+                        CHECK(memcmp(got[k][0], got[0][0], rows_of[a] * (out_of[c] + 2) * sizeof(float)) == 0 &&
+                                  memcmp(got[k][1], got[0][1], rows_of[a] * dim_of[b] * sizeof(float)) == 0,
+                              "kernels %s and %s differ: rows %zu, dim %zu, outputs %zu", sets[k].name, sets[0].name,
+                              rows_of[a], dim_of[b], out_of[c]);
+                tu_rand(rng);
+            }
+    static const size_t nk_of[] = {5, 16, 23};
+    for (size_t rows = 1; rows <= 7; rows += 3)
+        for (size_t c = 0; c < 3; c++) {
+            for (size_t k = 0; k < n; k++) softmax_case(&sets[k], rng, rows, nk_of[c], got[k][0]);
+            for (size_t k = 1; k < n; k++)
+                if (sets[k].family == sets[0].family)
+                    CHECK(memcmp(got[k][0], got[0][0], rows * (nk_of[c] + 2) * sizeof(float)) == 0,
+                          "kernels %s and %s: softmax differs, rows %zu, keys %zu", sets[k].name, sets[0].name, rows,
+                          nk_of[c]);
+            tu_rand(rng);
+        }
+}
+
 int main(void) {
     uint64_t rng = 0x5eed0019u;
     test_workers();
     test_attention(&rng, 60);  /* within one key tile */
     test_attention(&rng, 700); /* the shared prefix over two tiles: the running max rescales */
     test_linear_few(&rng);
+    test_kernel_sets(&rng);
     return tu_summary();
 }
