@@ -50,6 +50,7 @@ def main(radixmlp):
         for key in ("attention_share_shared", "attention_share_per_seq"):
             check(0 < row[key] <= 1, f"{key} in {row}")
         check(isinstance(row["cpu_threads"], int) and row["cpu_threads"] >= 1, f"cpu_threads in {row}")
+        check(row["cpu_kernels"] in ("avx512vl", "avx-fma", "baseline"), f"cpu_kernels in {row}")
     done, rows = bench(radixmlp, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     check(done.returncode == 0 and [r["cpu_threads"] for r in rows] == [1],
           f"OPENBLAS_NUM_THREADS=1: rc={done.returncode}, rows {rows}")

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cpu/decode_kernels.h" /* compiled into this tool too: which set the library picks here */
 #include "bench_decode.h"
 #include "cli.h"
 
@@ -107,12 +108,12 @@ static void print_case(const decode_options *o, const decode_case *c, const way_
                c->prefix, c->m, timed ? "cpu" : o->device, c->prefix, c->m, steps, tps_on, tps_off, tps_one,
                tps_on / tps_one);
         if (timed)
-            printf(", \"cpu_threads\": %u, \"batched_over_one_ceiling\": %.3f, "
+            printf(", \"cpu_threads\": %u, \"cpu_kernels\": \"%s\", \"batched_over_one_ceiling\": %.3f, "
                    "\"reference_position_wise_ms_per_row\": %.4f, "
                    "\"attention_ms_per_step_shared\": %.3f, "
                    "\"attention_ms_per_step_per_seq\": %.3f, \"attention_share_shared\": %.4f, "
                    "\"attention_share_per_seq\": %.4f",
-                   rmlp_cpu_threads(), ceil_ratio, ref_row_ms, on->attention_ms / steps, off->attention_ms / steps,
+                   rmlp_cpu_threads(), decode_kernels_pick().name, ceil_ratio, ref_row_ms, on->attention_ms / steps, off->attention_ms / steps,
                    on->attention_ms / on->step_ms, off->attention_ms / off->step_ms);
         printf("}\n");
     } else if (timed) {
@@ -179,14 +180,15 @@ int bench_decode(rmlp_model *model, const rmlp_model_config *cfg, const decode_o
         return 1;
     }
     if (!o->json && o->device == NULL)
-        printf("# decode on the CPU (%u threads: OpenBLAS's and the decode attention's), %u layers, %lu steps, "
+        printf("# decode on the CPU (%u threads: OpenBLAS's and the decode attention's; %s kernels), %u layers, %lu steps, "
                "fastest of %lu, prompts: a shared prefix + 16 distinct "
                "tokens; tok/s of a batched step with shared-prefix attention (sh), per-sequence attention (ps), and M "
                "one-at-a-time sessions (one); ceil: batched/one if the step's position-wise part cost per row what it "
                "costs in a step of 128 rows (a reference run in turn with the ways; the case's own cost if lower); "
                "attention ms per batched step\n"
                "%-6s %3s %9s %9s %9s %9s %9s %9s %8s %9s %9s %8s %7s %7s\n",
-               rmlp_cpu_threads(), cfg->num_hidden_layers, o->steps, o->repeat, "prefix", "M", "ms/step", "tok/s sh",
+               rmlp_cpu_threads(), decode_kernels_pick().name, cfg->num_hidden_layers, o->steps, o->repeat, "prefix", "M",
+               "ms/step", "tok/s sh",
                "tok/s ps", "tok/s one", "ms one", "batch/one", "ceil", "attn sh", "attn ps", "ps/sh", "att% sh", "att% ps");
     else if (!o->json)
         printf("# decode on %s, %u layers, %lu steps, fastest of %lu, prompts: a shared prefix + 16 distinct tokens; "
