@@ -209,13 +209,9 @@ static void test_linear_few(uint64_t *rng) {
     for (size_t p = 0; p < 2; p++) workers_destroy(pools[p]);
 }
 
-/* The worst |got - want| over n, against the largest |want|: within 1e-5 of it. */
-static bool close_to(const float *got, const double *want, size_t n) {
-    double worst = 0.0, largest = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs(got[i] - want[i]);
-        worst = d > worst ? d : worst, largest = fabs(want[i]) > largest ? fabs(want[i]) : largest;
-    }
+/* tu_max_abs_diff(got, want) within 1e-5 of the largest |want| (a NaN fails). */
+static bool close_to(const float *got, const float *want, size_t n) {
+    double largest = 0.0, worst = tu_max_abs_diff(got, want, n, &largest);
     return worst <= 1e-5 * largest;
 }
 
@@ -228,7 +224,7 @@ static void kernel_case(const decode_kernels *ks, uint64_t *rng, size_t rows, si
     float *x = random_floats(rng, rows * dim, -1, 1), *w = random_floats(rng, n_slots * stride, -1, 1);
     uint32_t *slots = tu_xmalloc(n_out * sizeof(uint32_t));
     for (size_t j = 0; j < n_out; j++) slots[j] = (uint32_t)((j * 7 + 3) % n_slots);
-    double *want = tu_xmalloc(rows * (n_out > dim ? n_out : dim) * sizeof(double));
+    float *want = tu_xmalloc(rows * (n_out > dim ? n_out : dim) * sizeof(float)); /* computed in double */
     memset(dots, 0, rows * out_stride * sizeof(float));
     ks->row_dots(x, rows, dim, w, stride, slots, n_out, 0.5f, dots, out_stride);
     float *packed = tu_xmalloc(rows * n_out * sizeof(float));
@@ -236,7 +232,7 @@ static void kernel_case(const decode_kernels *ks, uint64_t *rng, size_t rows, si
         for (size_t j = 0; j < n_out; j++) {
             double t = 0.0;
             for (size_t d = 0; d < dim; d++) t += (double)x[r * dim + d] * w[slots[j] * stride + d];
-            want[r * n_out + j] = 0.5 * t, packed[r * n_out + j] = dots[r * out_stride + j];
+            want[r * n_out + j] = (float)(0.5 * t), packed[r * n_out + j] = dots[r * out_stride + j];
         }
     CHECK(close_to(packed, want, rows * n_out), "kernels %s: row_dots rows %zu, dim %zu, outputs %zu off", ks->name,
           rows, dim, n_out);
@@ -249,7 +245,7 @@ static void kernel_case(const decode_kernels *ks, uint64_t *rng, size_t rows, si
         for (size_t d = 0; d < dim; d++) {
             double t = start[r * dim + d];
             for (size_t j = 0; j < n_out; j++) t += (double)p[r * n_out + j] * w[slots[j] * stride + d];
-            want[r * dim + d] = t;
+            want[r * dim + d] = (float)t;
         }
     CHECK(close_to(pv, want, rows * dim), "kernels %s: values rows %zu, keys %zu, dim %zu off", ks->name, rows,
           n_out, dim);
