@@ -239,6 +239,7 @@ def main(argv=None):
                     del hidden
                     med, best = statistics.median(times), min(times)
                     row = {"case": case["case"], "attn": impl, "dtype": args.dtype, "device": device_name,
+                           "hidden_size": config["hidden_size"], "layers": config["num_hidden_layers"],
                            "n_seqs": B, "n_tokens": sum(lens), "padded_tokens": B * L,
                            "pad_fraction": 1.0 - sum(lens) / (B * L), "ms": med, "ms_min": best,
                            "times_ms": times, "ours_device": case.get("device"), "ours_dtype": case.get("dtype"),

@@ -3,10 +3,11 @@
 - a build without CUDA: exit status 1 and a message saying the build has no CUDA;
 - a CUDA build on a machine without a device: exit status 1 and a message naming the missing device;
 - a CUDA build with a device (nvidia-smi lists one): one small case (1 layer, b32_p128_s32) runs,
-  its JSON line has the plan's N and N', positive times, finite off-vs-on errors within the bf16
-  bound, and the --dump-batches line holds the batch and finite pooled rows.
+  its JSON line has the plan's N and N', positive times, finite off-vs-on and off-vs-compact
+  errors within the bf16 bound, and the --dump-batches line holds the batch and finite pooled rows.
 In the two failing cases the bench must fail before writing a checkpoint (--keep-model stays
-empty), and quickly. Also the CPU side's argument checks that came with --device.
+empty), and quickly. Also the CPU side's argument checks that came with --device, and the
+built-in model's --shape (Qwen3-4B and -8B: the config.json written, one layer).
 Usage: cli_bench_device.py RADIXMLP
 """
 import json
@@ -49,11 +50,15 @@ def main(radixmlp):
             check(len(rows) == 1, f"{len(rows)} JSON lines, want 1")
             for r in rows:
                 check(r["device"] == "cuda" and r["dtype"] == "bf16" and r["layers"] == 1, f"row {r}")
+                check(r["model"] == "qwen3-0.6b" and r["hidden_size"] == 1024, f"model in {r}")
                 check(r["n_tokens"] == 5120 and r["n_compact"] == 1152 and r["use_radix"], f"plan in {r}")
                 check(r["ms_off"] > 0 and r["ms_on"] > 0 and r["ms_off_min"] <= r["ms_off"], f"times in {r}")
                 check(0 < r["attention_ms_off"] < r["forward_ms_off_timed_attention"], f"attention time in {r}")
-                rel = r["rel_norm_diff"]
-                check(rel is not None and math.isfinite(rel) and rel <= 2e-2, f"off vs on rel norm {rel}")
+                check(r["ms_compact"] > 0 and r["ms_compact_min"] <= r["ms_compact"], f"compact times in {r}")
+                check(0 < r["attention_ms_compact"] < r["forward_ms_compact_timed_attention"], f"compact attention in {r}")
+                for key in ("rel_norm_diff", "rel_norm_diff_compact"):
+                    rel = r[key]
+                    check(rel is not None and math.isfinite(rel) and rel <= 2e-2, f"{key} {rel}")
             lines = open(dump).read().splitlines() if os.path.exists(dump) else []
             check(len(lines) == 1, f"{len(lines)} dumped lines, want 1")
             for line in lines:
@@ -68,8 +73,27 @@ def main(radixmlp):
     for args, rc, text in [(["--dtype", "bf16"], 2, "needs --device cuda"),
                            (["--device", "gpu"], 2, "expects cpu or cuda"),
                            (["--model", "x", "--keep-model", "y"], 2, "give one"),
-                           (["--model", "x", "--layers", "2"], 2, "has its own")]:
+                           (["--model", "x", "--layers", "2"], 2, "has its own"),
+                           (["--model", "x", "--shape", "4b"], 2, "has its own"),
+                           (["--shape", "9b"], 2, "expects 0.6b, 4b or 8b")]:
         check.refused([radixmlp, "bench", *args], text, rc, timeout=30)
+
+    # --shape: the built-in model's config as Qwen3's (one layer, written and loaded on the CPU, no case run).
+    want = {"4b": (2560, 9728, 32, 8, True), "qwen3-8b": (4096, 12288, 32, 8, False)}
+    for shape, (hidden, inter, heads, kv_heads, tied) in want.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            keep = os.path.join(tmp, "model")
+            done = subprocess.run([radixmlp, "bench", "--shape", shape, "--layers", "1", "--keep-model", keep,
+                                   "--case", "none"], capture_output=True, text=True, timeout=120)
+            check(done.returncode == 0, f"--shape {shape}: exit status {done.returncode}: {done.stderr}")
+            check("no case matches" in done.stderr, f"--shape {shape}: stderr {done.stderr!r}")
+            path = os.path.join(keep, "config.json")
+            cfg = json.load(open(path)) if os.path.exists(path) else {}
+            got = tuple(cfg.get(k) for k in ("hidden_size", "intermediate_size", "num_attention_heads",
+                                             "num_key_value_heads", "tie_word_embeddings"))
+            check(got == (hidden, inter, heads, kv_heads, tied), f"--shape {shape}: config {got}")
+            check(cfg.get("num_hidden_layers") == 1 and cfg.get("head_dim") == 128, f"--shape {shape}: {cfg}")
+            print(f"--shape {shape}: config {got}")
     return check.summary()
 
 

@@ -1,6 +1,7 @@
 /*
  * cmd_bench.c: `radixmlp bench`: RadixMLP off vs on, in one run, on a built-in random model shaped
- * like Qwen3-0.6B (hidden 1024, intermediate 3072, 16 query / 8 KV heads of 128; written to a
+ * like Qwen3-0.6B (hidden 1024, intermediate 3072, 16 query / 8 KV heads of 128; --shape 4b or 8b:
+ * like Qwen3-4B or -8B; a vocabulary of 8,192, as these forwards only look rows up; written to a
  * temporary folder, or to --keep-model DIR, and loaded like any checkpoint; --model DIR loads
  * another one instead). Cases: the synthetic grid (32 sequences, shared prefix 128/448/2048,
  * suffix 32/64/256), a reranking batch shaped like MS MARCO (template + query of 40-80 tokens, 32
@@ -17,9 +18,10 @@
  *
  * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on/compact runs and
  * keeps the fastest of each, timed with the wall clock; attention timed through the callback.
- * --device cuda: the model on CUDA device 0 in --dtype (bf16 by default), all 28 layers by
- * default (the published figures are whole-model), timed on the device (bench_cuda.c): a warm-up
- * pair, then R alternating pairs (default 5), median and min; also the rel-norm of off - on.
+ * --device cuda: the model on CUDA device 0 in --dtype (bf16 by default), all the shape's layers by
+ * default (28 or 36: the published figures are whole-model), timed on the device (bench_cuda.c):
+ * off, on and on with attention in compact space, a warm-up round, then R rounds (default 5),
+ * median and min; also the rel-norm of on - off and compact - off.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -54,8 +56,23 @@ static const bench_case cases[] = {
     {"rerank_msmarco_32", 32, 0, 0, 1.0},  {"no_sharing_b32_s512", 32, 0, 512, RMLP_DEFAULT_THRESHOLD},
 };
 
+/* The built-in model's shapes: Qwen3's, as their config.json gives them. */
+typedef struct model_shape {
+    const char *name;
+    uint32_t hidden, intermediate, heads, kv_heads, layers;
+    bool tie_word_embeddings;
+} model_shape;
+
+static const model_shape shapes[] = {
+    {"qwen3-0.6b", 1024, 3072, 16, 8, 28, true},
+    {"qwen3-4b", 2560, 9728, 32, 8, 36, true},
+    {"qwen3-8b", 4096, 12288, 32, 8, 36, false},
+};
+
 typedef struct bench_args {
     int json, quick, cuda;
+    const model_shape *shape; /* of the built-in model */
+    const char *model_name;   /* the shape's name, or --model DIR */
     rmlp_dtype dtype;
     unsigned long layers, repeat; /* 0: the device's default */
     const char *only[16];
@@ -205,39 +222,50 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
         free(last);
         return 1;
     }
-    double f = 1.0 - r.attn_ms_off / r.fwd_ms_off, ratio = (double)r.n_compact / w->n_tokens;
+    enum { OFF = BENCH_OFF, ON = BENCH_ON, CMP = BENCH_COMPACT };
+    double f = 1.0 - r.attn_ms[OFF] / r.fwd_ms[OFF], ratio = (double)r.n_compact / w->n_tokens;
     double predicted = 1.0 / ((1.0 - f) + f * ratio);
-    double speedup = r.ms_off / r.ms_on, speedup_min = r.ms_off_min / r.ms_on_min;
+    double speedup = r.ms[OFF] / r.ms[ON], speedup_min = r.ms_min[OFF] / r.ms_min[ON];
+    double speedup_cmp = r.ms[OFF] / r.ms[CMP], speedup_cmp_min = r.ms_min[OFF] / r.ms_min[CMP];
     /* The position-wise part alone (forward minus attention, from the instrumented runs): what
      * RadixMLP compacts, whatever attention the host brings. */
-    double pw_off = r.fwd_ms_off - r.attn_ms_off, pw_on = r.fwd_ms_on - r.attn_ms_on, pw_speedup = pw_off / pw_on;
+    double pw_off = r.fwd_ms[OFF] - r.attn_ms[OFF], pw_on = r.fwd_ms[ON] - r.attn_ms[ON], pw_speedup = pw_off / pw_on;
     if (a->json) {
-        char b[6][32];
-        printf("{\"case\": \"%s\", \"device\": \"cuda\", \"device_name\": \"%s\", \"dtype\": \"%s\", \"n_seqs\": %zu, "
-               "\"n_tokens\": %zu, \"n_compact\": %u, \"use_radix\": %s, \"layers\": %lu, \"repeat\": %lu, "
+        char b[8][32];
+        printf("{\"case\": \"%s\", \"device\": \"cuda\", \"device_name\": \"%s\", \"model\": \"%s\", "
+               "\"hidden_size\": %u, \"dtype\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
+               "\"use_radix\": %s, \"layers\": %lu, \"repeat\": %lu, "
                "\"ms_off\": %.3f, \"ms_on\": %.3f, \"ms_off_min\": %.3f, \"ms_on_min\": %.3f, \"speedup\": %.3f, "
                "\"speedup_min\": %.3f, \"plan_us_off\": %.1f, \"plan_us\": %.1f, \"set_plan_us_off\": %.1f, "
                "\"set_plan_us_on\": %.1f, \"attention_ms_off\": %.3f, \"forward_ms_off_timed_attention\": %.3f, "
                "\"attention_ms_on\": %.3f, \"forward_ms_on_timed_attention\": %.3f, \"f_position_wise\": %s, "
                "\"predicted_speedup\": %s, \"position_wise_ms_off\": %.3f, \"position_wise_ms_on\": %.3f, "
-               "\"position_wise_speedup\": %s, \"max_abs_diff\": %s, \"rel_norm_diff\": %s}\n",
-               c->name, device_name, DTYPE_NAMES[a->dtype], w->n_seqs, w->n_tokens, r.n_compact,
-               r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms_off, r.ms_on, r.ms_off_min, r.ms_on_min,
-               speedup, speedup_min, r.plan_us_off, r.plan_us_on, r.set_plan_us_off, r.set_plan_us_on, r.attn_ms_off,
-               r.fwd_ms_off, r.attn_ms_on, r.fwd_ms_on, jnum(b[0], 32, "%.4f", f), jnum(b[1], 32, "%.3f", predicted),
-               pw_off, pw_on, jnum(b[4], 32, "%.3f", pw_speedup), jnum(b[2], 32, "%.3g", r.max_abs_diff),
-               jnum(b[3], 32, "%.3g", r.rel_norm_diff));
+               "\"position_wise_speedup\": %s, \"max_abs_diff\": %s, \"rel_norm_diff\": %s, "
+               "\"ms_compact\": %.3f, \"ms_compact_min\": %.3f, \"speedup_compact\": %.3f, "
+               "\"speedup_compact_min\": %.3f, \"set_plan_us_compact\": %.1f, \"attention_ms_compact\": %.3f, "
+               "\"forward_ms_compact_timed_attention\": %.3f, \"max_abs_diff_compact\": %s, "
+               "\"rel_norm_diff_compact\": %s}\n",
+               c->name, device_name, a->model_name, cfg->hidden_size, DTYPE_NAMES[a->dtype], w->n_seqs, w->n_tokens,
+               r.n_compact, r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms[OFF], r.ms[ON], r.ms_min[OFF],
+               r.ms_min[ON], speedup, speedup_min, r.plan_us[OFF], r.plan_us[ON], r.set_plan_us[OFF],
+               r.set_plan_us[ON], r.attn_ms[OFF], r.fwd_ms[OFF], r.attn_ms[ON], r.fwd_ms[ON],
+               jnum(b[0], 32, "%.4f", f), jnum(b[1], 32, "%.3f", predicted), pw_off, pw_on,
+               jnum(b[4], 32, "%.3f", pw_speedup), jnum(b[2], 32, "%.3g", r.max_abs_diff[ON]),
+               jnum(b[3], 32, "%.3g", r.rel_norm_diff[ON]), r.ms[CMP], r.ms_min[CMP], speedup_cmp, speedup_cmp_min,
+               r.set_plan_us[CMP], r.attn_ms[CMP], r.fwd_ms[CMP], jnum(b[5], 32, "%.3g", r.max_abs_diff[CMP]),
+               jnum(b[6], 32, "%.3g", r.rel_norm_diff[CMP]));
     } else {
-        printf("%-20s %6zu %6u %6.3f %9.2f %9.2f %7.2fx %9.2f %9.2f %7.2fx %6.3f %8.2fx %8.2fx %11.3g %9.2g %8.1f "
-               "%8.1f\n",
-               c->name, w->n_tokens, r.n_compact, ratio, r.ms_off, r.ms_on, speedup, r.ms_off_min, r.ms_on_min,
-               speedup_min, f, predicted, pw_speedup, r.max_abs_diff, r.rel_norm_diff, r.plan_us_on, r.set_plan_us_on);
+        printf("%-20s %6zu %6u %6.3f %9.2f %9.2f %7.2fx %9.2f %9.2f %7.2fx %9.2f %7.2fx %6.3f %8.2fx %8.2fx %11.3g "
+               "%9.2g %9.2g %8.1f %8.1f\n",
+               c->name, w->n_tokens, r.n_compact, ratio, r.ms[OFF], r.ms[ON], speedup, r.ms_min[OFF], r.ms_min[ON],
+               speedup_min, r.ms[CMP], speedup_cmp, f, predicted, pw_speedup, r.max_abs_diff[ON], r.rel_norm_diff[ON],
+               r.rel_norm_diff[CMP], r.plan_us[ON], r.set_plan_us[ON]);
     }
     fflush(stdout);
     int rc = 0;
     if (dump) {
         bench_dump_row row = {c->name, "cuda", DTYPE_NAMES[a->dtype], "median", a->layers, cfg->hidden_size,
-                              r.n_compact, r.ms_off, r.ms_on, last, last + pooled};
+                              r.n_compact, r.ms[OFF], r.ms[ON], last, last + pooled};
         rc = bench_dump_write(dump, w, &row) == 0 ? 0 : 1;
     }
     free(last);
@@ -248,13 +276,16 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
 
 static int usage(FILE *to) {
     fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
-                "                      [--case NAME]... [--quick] [--keep-model DIR | --model DIR]\n"
+                "                      [--case NAME]... [--quick] [--shape 0.6b|4b|8b]\n"
+                "                      [--keep-model DIR | --model DIR]\n"
                 "                      [--dump-batches FILE] [--batches FILE]\n"
                 "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
                 "                      [--decode [--decode-steps N]]\n"
                 "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
-                "  --device cuda: device 0, --dtype bf16, all 28 layers, --repeat 5 (median and min of R alternating\n"
-                "                 pairs after a warm-up pair, timed with CUDA events)\n"
+                "  --device cuda: device 0, --dtype bf16, all the shape's layers, --repeat 5 (median and min of R\n"
+                "                 rounds of off, on and on with compact attention after a warm-up round, timed with\n"
+                "                 CUDA events)\n"
+                "  --shape: the built-in random model shaped like Qwen3-0.6B (default), -4B or -8B (vocabulary 8,192)\n"
                 "  --batches FILE: the batches of FILE, JSON lines {\"case\", \"input_ids\", \"cu_seqlens\"} (what\n"
                 "                 --dump-batches writes), in place of the built-in cases\n"
                 "  --trace NAME: a stream of batches through a context without and with the prefix cache (CPU;\n"
@@ -279,6 +310,17 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             if (cli_parse_ulong(flag, argv[++i], 100, &a->repeat) != 0 || a->repeat == 0) return 2;
         } else if (strcmp(flag, "--case") == 0 && a->n_only < 16) a->only[a->n_only++] = argv[++i];
         else if (strcmp(flag, "--keep-model") == 0) a->keep_model = argv[++i];
+        else if (strcmp(flag, "--shape") == 0) {
+            const char *v = argv[++i];
+            a->shape = NULL;
+            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+                if (strcmp(v, shapes[k].name) == 0 || strcmp(v, shapes[k].name + strlen("qwen3-")) == 0)
+                    a->shape = &shapes[k];
+            if (a->shape == NULL) {
+                fprintf(stderr, "radixmlp: --shape expects 0.6b, 4b or 8b (Qwen3's), got '%s'\n", v);
+                return 2;
+            }
+        }
         else if (strcmp(flag, "--model") == 0) a->model_dir = argv[++i];
         else if (strcmp(flag, "--dump-batches") == 0) a->dump_path = argv[++i];
         else if (strcmp(flag, "--batches") == 0) a->batches_path = argv[++i];
@@ -321,8 +363,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                 a->batches_path);
         return 2;
     }
-    if (a->model_dir && a->layers) {
-        fprintf(stderr, "radixmlp: --layers shapes the built-in model; --model %s has its own\n", a->model_dir);
+    if (a->model_dir && (a->layers || a->shape)) {
+        fprintf(stderr, "radixmlp: --%s shapes the built-in model; --model %s has its own\n",
+                a->layers ? "layers" : "shape", a->model_dir);
         return 2;
     }
     if (!a->cuda && a->dtype > RMLP_DTYPE_F32) {
@@ -341,7 +384,9 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     if (a->cache_mb == 0) a->cache_mb = 1024;
     if (a->passages == 0) a->passages = 32;
     if (a->dtype < 0) a->dtype = a->cuda ? RMLP_DTYPE_BF16 : RMLP_DTYPE_F32;
-    if (a->layers == 0) a->layers = a->cuda ? 28 : 2;
+    if (a->shape == NULL) a->shape = &shapes[0];
+    a->model_name = a->model_dir ? a->model_dir : a->shape->name;
+    if (a->layers == 0) a->layers = a->cuda ? a->shape->layers : 2;
     if (a->repeat == 0) a->repeat = a->cuda ? 5 : 1;
     return 0;
 }
@@ -356,11 +401,12 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
     const char *dir = a->model_dir ? a->model_dir : a->keep_model ? a->keep_model : tmp;
     double start = cli_now_ms();
     if (a->model_dir == NULL) {
-        *cfg = (rmlp_model_config){.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8192, .hidden_size = 1024,
-                                   .intermediate_size = 3072, .num_hidden_layers = (uint32_t)a->layers,
-                                   .num_attention_heads = 16, .num_key_value_heads = 8, .head_dim = 128,
-                                   .max_position_embeddings = 40960, .rms_norm_eps = 1e-6, .rope_theta = 1e6,
-                                   .tie_word_embeddings = true, .qk_norm = true};
+        const model_shape *sh = a->shape;
+        *cfg = (rmlp_model_config){.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8192, .hidden_size = sh->hidden,
+                                   .intermediate_size = sh->intermediate, .num_hidden_layers = (uint32_t)a->layers,
+                                   .num_attention_heads = sh->heads, .num_key_value_heads = sh->kv_heads,
+                                   .head_dim = 128, .max_position_embeddings = 40960, .rms_norm_eps = 1e-6,
+                                   .rope_theta = 1e6, .tie_word_embeddings = sh->tie_word_embeddings, .qk_norm = true};
         if (a->keep_model && mkdir(dir, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "radixmlp: --keep-model %s: %s\n", dir, strerror(errno));
             return 1;
@@ -380,8 +426,9 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
         return 1;
     }
     if (a->cuda || a->model_dir || a->keep_model)
-        fprintf(stderr, "radixmlp bench: model %s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
-                a->model_dir ? dir : a->keep_model ? dir : "built-in", cfg->num_hidden_layers, cfg->hidden_size,
+        fprintf(stderr, "radixmlp bench: model %s%s%s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
+                a->model_dir ? dir : a->shape->name, a->keep_model ? ", written to " : "", a->keep_model ? dir : "",
+                cfg->num_hidden_layers, cfg->hidden_size,
                 a->cuda ? "cuda" : "cpu", DTYPE_NAMES[a->dtype], (cli_now_ms() - start) / 1e3);
     return 0;
 }
@@ -440,13 +487,14 @@ int cmd_bench(int argc, char **argv) {
         printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
                "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
     if (!a.json && a.cuda) {
-        printf("# %s, %s, %lu layers; ms: CUDA events around rmlp_forward, median and min of %lu alternating off/on "
-               "pairs after a warm-up pair; f: position-wise share of the off run (built-in attention timed apart); "
-               "pw spd: speedup of the position-wise part alone; plan/set us: host, on run\n",
-               device_name, DTYPE_NAMES[a.dtype], a.layers, a.repeat);
-        printf("%-20s %6s %6s %6s %9s %9s %8s %9s %9s %8s %6s %9s %9s %11s %9s %8s %8s\n", "case", "N", "N'",
-               "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "f", "predicted", "pw spd",
-               "max|off-on|", "rel-norm", "plan us", "set us");
+        printf("# %s, %s, %s, %lu layers; ms: CUDA events around the forward, median and min of %lu rounds of off, "
+               "on and cmp (on, attention in compact space: rmlp_forward_compact) in turn after a warm-up round; f: "
+               "position-wise share of the off run (built-in attention timed apart); pw spd: speedup of the "
+               "position-wise part alone; rel-norm: of on - off, and of cmp - off; plan/set us: host, on run\n",
+               device_name, a.model_name, DTYPE_NAMES[a.dtype], a.layers, a.repeat);
+        printf("%-20s %6s %6s %6s %9s %9s %8s %9s %9s %8s %9s %8s %6s %9s %9s %11s %9s %9s %8s %8s\n", "case", "N",
+               "N'", "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "ms cmp", "spd cmp", "f",
+               "predicted", "pw spd", "max|off-on|", "rel-norm", "rel cmp", "plan us", "set us");
     }
     size_t n_run = 0;
     for (size_t k = 0; rc == 0 && k < n_cases; k++) {
