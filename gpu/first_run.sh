@@ -4,9 +4,9 @@
 #      (gpu/device_env.sh: the one search for libcublas, toolkit lib64 or pip wheel);
 #   1. OpenBLAS/jansson from the carried .debs when the machine lacks them; FlashInfer's carried
 #      headers (third_party/flashinfer: without them the build has the reference attention only);
-#   2. a CUDA build of only what the GPU tests and radixmlp need, warnings kept in the log, not
-#      errors (RMLP_WERROR=OFF), in build-gpu/ (ignored by git; a warm machine keeps it for the
-#      benchmark call, bench/gpu_session.sh, which reuses it);
+#   2. a CUDA build of only what the GPU tests (bench_gather's quick run among them) and radixmlp
+#      need, warnings kept in the log, not errors (RMLP_WERROR=OFF), in build-gpu/ (ignored by
+#      git; a warm machine keeps it for the benchmark call, bench/gpu_session.sh, which reuses it);
 #   3. ctest -L gpu with a timeout per test;
 #   4. compute-sanitizer: memcheck on test_gpu_kernels, on the quick model test and on
 #      test_gpu_flashinfer, then racecheck, synccheck and initcheck on test_gpu_kernels (the model
@@ -64,7 +64,7 @@ fi
 record rmlp_flashinfer_headers || status=1
 
 # --- 2. build ---------------------------------------------------------------------------------------
-targets=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer test_gpu_cache radixmlp)
+targets=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer test_gpu_cache bench_gather radixmlp)
 say "configure + build ${targets[*]}"
 t=$(rmlp_slot 300 150)
 if timeout "$t" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' -j$jobs \
