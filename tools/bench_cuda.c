@@ -72,12 +72,12 @@ typedef struct attn_timer {
 
 static rmlp_status timed_attention(void *user_data, const rmlp_attention_args *args) {
     attn_timer *t = user_data;
-    if (args->layer >= t->layers) return rmlp_attention(t->ctx, args);
+    bool timed = args->layer < t->layers;
     cudaStream_t stream = args->stream;
-    cudaError_t error = cudaEventRecord(t->events[2 * args->layer], stream);
+    cudaError_t error = timed ? cudaEventRecord(t->events[2 * args->layer], stream) : cudaSuccess;
     rmlp_status status = args->layout == RMLP_ATTENTION_COMPACT ? rmlp_attention_compact(t->ctx, args)
                                                                  : rmlp_attention(t->ctx, args);
-    if (error == cudaSuccess) error = cudaEventRecord(t->events[2 * args->layer + 1], stream);
+    if (timed && error == cudaSuccess) error = cudaEventRecord(t->events[2 * args->layer + 1], stream);
     if (error != cudaSuccess && t->error == cudaSuccess) t->error = error;
     return status;
 }
