@@ -204,6 +204,19 @@ static int cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_con
 
 /* ---- the CUDA path ------------------------------------------------------------------------- */
 
+/* s as the inside of a JSON string (quotes, backslashes and control characters escaped), cut to fit cap. */
+static const char *jstr(char *buf, size_t cap, const char *s) {
+    size_t n = 0;
+    for (; *s && n + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') buf[n++] = '\\', buf[n++] = (char)ch;
+        else if (ch < 0x20) n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", ch);
+        else buf[n++] = (char)ch;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 /* A JSON number, or null where it is not finite. */
 static const char *jnum(char *buf, size_t cap, const char *format, double v) {
     if (isfinite(v)) snprintf(buf, cap, format, v);
@@ -231,7 +244,7 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
      * RadixMLP compacts, whatever attention the host brings. */
     double pw_off = r.fwd_ms[OFF] - r.attn_ms[OFF], pw_on = r.fwd_ms[ON] - r.attn_ms[ON], pw_speedup = pw_off / pw_on;
     if (a->json) {
-        char b[8][32];
+        char b[7][32], device_json[512], model_json[512];
         printf("{\"case\": \"%s\", \"device\": \"cuda\", \"device_name\": \"%s\", \"model\": \"%s\", "
                "\"hidden_size\": %u, \"dtype\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
                "\"use_radix\": %s, \"layers\": %lu, \"repeat\": %lu, "
@@ -245,9 +258,10 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                "\"speedup_compact_min\": %.3f, \"set_plan_us_compact\": %.1f, \"attention_ms_compact\": %.3f, "
                "\"forward_ms_compact_timed_attention\": %.3f, \"max_abs_diff_compact\": %s, "
                "\"rel_norm_diff_compact\": %s}\n",
-               c->name, device_name, a->model_name, cfg->hidden_size, DTYPE_NAMES[a->dtype], w->n_seqs, w->n_tokens,
-               r.n_compact, r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms[OFF], r.ms[ON], r.ms_min[OFF],
-               r.ms_min[ON], speedup, speedup_min, r.plan_us[OFF], r.plan_us[ON], r.set_plan_us[OFF],
+               c->name, jstr(device_json, sizeof device_json, device_name),
+               jstr(model_json, sizeof model_json, a->model_name), cfg->hidden_size, DTYPE_NAMES[a->dtype], w->n_seqs,
+               w->n_tokens, r.n_compact, r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms[OFF], r.ms[ON],
+               r.ms_min[OFF], r.ms_min[ON], speedup, speedup_min, r.plan_us[OFF], r.plan_us[ON], r.set_plan_us[OFF],
                r.set_plan_us[ON], r.attn_ms[OFF], r.fwd_ms[OFF], r.attn_ms[ON], r.fwd_ms[ON],
                jnum(b[0], 32, "%.4f", f), jnum(b[1], 32, "%.3f", predicted), pw_off, pw_on,
                jnum(b[4], 32, "%.3f", pw_speedup), jnum(b[2], 32, "%.3g", r.max_abs_diff[ON]),
