@@ -19,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cli.h"
 #include "kernels.h"
 #include "radix_mlp.h"
 #include "workload.h"
@@ -72,15 +73,10 @@ static void die(const char *what, const char *why) {
         if (e_ != cudaSuccess) die(#call, cudaGetErrorString(e_)); \
     } while (0)
 
-static int compare_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median milliseconds of one launch of the gather (gather != 0) or of the memcpy. */
 static float time_ms(int gather, unsigned char *dst, const uint32_t *index, size_t rows, size_t dim, rmlp_dtype dt,
                      size_t bytes, size_t flush_bytes) {
-    float ms[REPS];
+    double ms[REPS];
     for (int i = 0; i < WARMUP + REPS; i++) {
         CUDA(cudaMemsetAsync(g.d_flush, i & 0xFF, flush_bytes, g.stream)); /* evict dst and src from L2 */
         if (i >= WARMUP) CUDA(cudaEventRecord(g.start[i - WARMUP], g.stream));
@@ -91,9 +87,12 @@ static float time_ms(int gather, unsigned char *dst, const uint32_t *index, size
         if (i >= WARMUP) CUDA(cudaEventRecord(g.stop[i - WARMUP], g.stream));
     }
     CUDA(cudaStreamSynchronize(g.stream));
-    for (int i = 0; i < REPS; i++) CUDA(cudaEventElapsedTime(&ms[i], g.start[i], g.stop[i]));
-    qsort(ms, REPS, sizeof(float), compare_float);
-    return ms[REPS / 2];
+    for (int i = 0; i < REPS; i++) {
+        float elapsed;
+        CUDA(cudaEventElapsedTime(&elapsed, g.start[i], g.stop[i]));
+        ms[i] = elapsed;
+    }
+    return (float)cli_sort_median(ms, REPS);
 }
 
 /* Times and checks one configuration; returns 0, or 1 after printing FAIL. */
