@@ -70,7 +70,7 @@ decode() { # decode NAME SECONDS ARGS...: one radixmlp bench --decode run, its t
     2>>"$OUT/decode.err"
   local rc=$?
   tee -a "$OUT/decode.log" <"$OUT/$name.txt"
-  ((rc != 0)) && log "$name: rc=$rc$( ((rc == 124)) && echo " (the time limit)")" && tail -n 3 "$OUT/decode.err" | tee -a "$OUT/decode.log"
+  ((rc != 0)) && log "$name: $(rmlp_rc $rc)" && tail -n 3 "$OUT/decode.err" | tee -a "$OUT/decode.log"
   return $rc
 }
 

@@ -86,7 +86,7 @@ if [ "$run_ctest" != 0 ]; then
     grep -E '^[0-9]+% tests passed|Test +#[0-9]+: .*(Passed|Failed|\*\*\*|Not Run)|SKIP' "$OUT/ctest_gpu.log" |
       tail -n 12 | tee -a "$OUT/session.log"
     grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/ctest_gpu.log" | tee -a "$OUT/session.log"
-    ((rc != 0)) && status=1 && log "ctest -L gpu: rc=$rc$( ((rc == 124)) && echo " (the time limit)")"
+    ((rc != 0)) && status=1 && log "ctest -L gpu: $(rmlp_rc $rc)"
   fi
 else
   log "ctest -L gpu skipped"
@@ -100,7 +100,7 @@ if [ "${RMLP_GS_GATHER:-1}" != 0 ] && [ -x "$build/bench/bench_gather" ]; then
   rc=$?
   grep -v '^{' "$dumps/gather.jsonl" | tee -a "$OUT/session.log" # SKIP or FAIL lines
   grep '^{' "$dumps/gather.jsonl" >>"$OUT/bench.jsonl"
-  ((rc != 0)) && status=1 && log "bench_gather: rc=$rc$( ((rc == 124)) && echo " (the time limit)")"
+  ((rc != 0)) && status=1 && log "bench_gather: $(rmlp_rc $rc)"
 fi
 
 # --- 4. our bench and the transformers peer on the same checkpoint and batches, per shape ----------
@@ -116,7 +116,7 @@ bench() { # bench NAME SECONDS ARGS...: one radixmlp bench run, JSON to bench.js
   timeout "$t" "$radixmlp" bench --device cuda --dtype "$dtype" --repeat "$repeat" --json "$@" \
     >>"$OUT/bench.jsonl" 2>>"$OUT/bench.err"
   local rc=$?
-  ((rc != 0)) && log "bench $name: rc=$rc$( ((rc == 124)) && echo " (the time limit)")" && tail -n 3 "$OUT/bench.err" | tee -a "$OUT/session.log"
+  ((rc != 0)) && log "bench $name: $(rmlp_rc $rc)" && tail -n 3 "$OUT/bench.err" | tee -a "$OUT/session.log"
   return $rc
 }
 peer() { # peer SHAPE MODEL SECONDS BATCHES...: transformers on MODEL and the batches our bench dumped
@@ -130,11 +130,12 @@ peer() { # peer SHAPE MODEL SECONDS BATCHES...: transformers on MODEL and the ba
   log "peer $shape (at most $t s)"
   read -r -a peer_args <<<"${RMLP_GS_PEER_ARGS:-}"
   echo "== peer $shape: $dir" >>"$OUT/peer.txt"
+  rm -f "$dumps/peer_out.jsonl" # a peer that fails before writing must not pass on the last shape's rows
   PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peer_transformers.py --model "$dir" --batches "$dumps/peer_in.jsonl" \
     --repeat "$repeat" --budget $((t - 30)) --json "$dumps/peer_out.jsonl" "${peer_args[@]}" >>"$OUT/peer.txt" 2>&1
   local rc=$?
   cat "$dumps/peer_out.jsonl" >>"$OUT/peer.jsonl" 2>/dev/null
-  ((rc != 0)) && log "peer $shape: rc=$rc$( ((rc == 124)) && echo " (the time limit)")" && tail -n 5 "$OUT/peer.txt" | tee -a "$OUT/session.log"
+  ((rc != 0)) && log "peer $shape: $(rmlp_rc $rc)" && tail -n 5 "$OUT/peer.txt" | tee -a "$OUT/session.log"
   return $rc
 }
 : >"$OUT/peer.jsonl"

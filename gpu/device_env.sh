@@ -26,9 +26,14 @@
 #                              the seconds left of the caller's $budget (since its start: $SECONDS),
 #                              and those a step may take: at most MAX, leaving RESERVE for the steps
 #                              after it (0 when nothing is left).
+#   rmlp_rc RC                 "rc=RC", with " (the time limit)" when RC is 124 (timeout's status).
 # Nothing here exits the shell that sources it.
 
 rmlp_left() { echo $((budget - SECONDS)); }
+
+rmlp_rc() {
+  if (($1 == 124)); then echo "rc=$1 (the time limit)"; else echo "rc=$1"; fi
+}
 
 rmlp_slot() {
   local s=$((budget - SECONDS - $2))

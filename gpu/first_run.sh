@@ -74,7 +74,7 @@ if timeout "$t" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' &&
   say "build ok: $warnings lines mention a warning$( ((warnings > 0)) && echo ' (RMLP_WERROR=OFF kept them going; the first ones:)')"
   grep -E -m 10 'warning( #[0-9]+-D)?:' "$OUT/build.log" | cut -c1-220 | tee -a "$summary"
 else
-  say "BUILD FAILED (rc=$?, 124: the time limit); the end of build.log:"
+  say "BUILD FAILED ($(rmlp_rc $?)); the end of build.log:"
   tail -n 40 "$OUT/build.log" | tee -a "$summary"
   exit 1
 fi
@@ -132,7 +132,7 @@ else
     rc=$?
     errors=$(grep -m1 'ERROR SUMMARY' "$scratch/san.log" || echo 'no ERROR SUMMARY line')
     result=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$scratch/san.log" | tail -1)
-    say "sanitizer $tool $test: rc=$rc$( ((rc == 124)) && echo ' (the time limit)'), $((SECONDS - start)) s, $errors, test: ${result:-no summary line}"
+    say "sanitizer $tool $test: $(rmlp_rc $rc), $((SECONDS - start)) s, $errors, test: ${result:-no summary line}"
     ((rc != 0)) && status=1
     {
       echo "===== compute-sanitizer --tool $tool $extra $test: rc=$rc, $((SECONDS - start)) s"
