@@ -33,7 +33,7 @@ extern "C" void gpu_context_free(gpu_context *ctx) {
 }
 
 extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model, size_t max_tokens,
-                                          size_t max_compact, gpu_context **out) {
+                                          size_t max_compact, const gpu_options *options, gpu_context **out) {
     *out = NULL;
     GPU_ON_DEVICE(fn, model->device);
     const rmlp_model_config *c = &model->config;
@@ -42,6 +42,7 @@ extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model
     gpu_context *ctx = (gpu_context *)calloc(1, sizeof *ctx);
     if (ctx == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context failed");
     ctx->model = model;
+    ctx->options = *options;
     ctx->cap_tokens = max_tokens;
     ctx->cap_compact = max_compact;
     ctx->maps_words = 3 * max_compact + 3 * max_tokens + 2;

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "flashinfer.h"
+#include "options.h"
 #include "runner.h"
 
 /* A linear layer y = x W^T (+ bias) whose W is 1 to 3 row blocks: one stacked matrix (loaded
@@ -83,6 +84,7 @@ struct gpu_context {
     uint32_t *staging;   /* pinned host, as many words as maps */
     size_t maps_words;
     gpu_plan_state plan;
+    gpu_options options; /* the run-time choices fixed at creation (gpu/options.h) */
     gpu_flashinfer *fi;  /* FlashInfer's workspace and plans (gpu/flashinfer.h); NULL: the reference attention */
 };
 

@@ -23,6 +23,7 @@ extern "C" {
 typedef struct gpu_model gpu_model;
 typedef struct gpu_context gpu_context;
 struct checkpoint;
+struct gpu_options;
 
 /* ---- models (weights.cu, bind.cu) --------------------------------------------------------- */
 
@@ -39,7 +40,7 @@ void gpu_model_free(gpu_model *model);
 /* ---- contexts (context.cu) ------------------------------------------------------------------ */
 
 rmlp_status gpu_context_create(const char *fn, const gpu_model *model, size_t max_tokens, size_t max_compact,
-                               gpu_context **out);
+                               const struct gpu_options *options, gpu_context **out);
 void gpu_context_free(gpu_context *ctx);
 rmlp_status gpu_context_set_stream(const char *fn, gpu_context *ctx, void *stream);
 rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, const rmlp_plan *plan);

@@ -17,6 +17,7 @@
 
 #include "../../cache/kv_cache.h"
 #include "../../gpu/device.h"
+#include "../../gpu/options.h"
 #include "../../gpu/runner.h"
 
 /* The dtype is one the device computes in, and device_index names a present device. */
@@ -72,7 +73,10 @@ void cuda_model_free(rmlp_model *model) { gpu_model_free(model->gpu); }
 rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact) {
     context->ws.cap_tokens = max_tokens;
     context->ws.cap_compact = max_compact;
-    return gpu_context_create(fn, context->model->gpu, max_tokens, max_compact, &context->gpu);
+    gpu_options options;
+    rmlp_status status = gpu_options_read(fn, GPU_ATTENTION_AUTO, &options);
+    if (status != RMLP_OK) return status;
+    return gpu_context_create(fn, context->model->gpu, max_tokens, max_compact, &options, &context->gpu);
 }
 
 void cuda_context_free(rmlp_context *context) { gpu_context_free(context->gpu); }
