@@ -78,15 +78,23 @@ def main(radixmlp):
                            (["--shape", "9b"], 2, "expects 0.6b, 4b or 8b")]:
         check.refused([radixmlp, "bench", *args], text, rc, timeout=30)
 
-    # --shape: the built-in model's config as Qwen3's (one layer, written and loaded on the CPU, no case run).
+    # --shape: the built-in model's config as Qwen3's (one layer, written and loaded on the CPU, one
+    # batch of 4 tokens run: a --case matching nothing is refused before any model is written).
     want = {"4b": (2560, 9728, 32, 8, True), "qwen3-8b": (4096, 12288, 32, 8, False)}
     for shape, (hidden, inter, heads, kv_heads, tied) in want.items():
         with tempfile.TemporaryDirectory() as tmp:
-            keep = os.path.join(tmp, "model")
+            keep, batch = os.path.join(tmp, "model"), os.path.join(tmp, "batch.jsonl")
+            with open(batch, "w") as f:
+                f.write(json.dumps({"case": "four", "input_ids": [1, 2, 1, 3], "cu_seqlens": [0, 2, 4]}) + "\n")
             done = subprocess.run([radixmlp, "bench", "--shape", shape, "--layers", "1", "--keep-model", keep,
-                                   "--case", "none"], capture_output=True, text=True, timeout=120)
+                                   "--batches", batch, "--json"], capture_output=True, text=True, timeout=300)
             check(done.returncode == 0, f"--shape {shape}: exit status {done.returncode}: {done.stderr}")
-            check("no case matches" in done.stderr, f"--shape {shape}: stderr {done.stderr!r}")
+            check('"case": "four"' in done.stdout, f"--shape {shape}: stdout {done.stdout!r}")
+            refused = subprocess.run([radixmlp, "bench", "--shape", shape, "--layers", "1", "--keep-model",
+                                      os.path.join(tmp, "none"), "--case", "none"], capture_output=True, text=True,
+                                     timeout=30)
+            check(refused.returncode == 2 and "no case matches" in refused.stderr and
+                  not os.path.exists(os.path.join(tmp, "none")), f"--case none: {refused.stderr!r}")
             path = os.path.join(keep, "config.json")
             cfg = json.load(open(path)) if os.path.exists(path) else {}
             got = tuple(cfg.get(k) for k in ("hidden_size", "intermediate_size", "num_attention_heads",

@@ -18,7 +18,11 @@ class Checks:
 
     def refused(self, cmd, text, rc=None, timeout=60):
         """Runs cmd, which must fail (with exit status rc when given) and say text on stderr."""
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:  # taken, and running: not refused
+            self(False, f"{' '.join(cmd[1:])}: still running after {timeout} s, want it refused")
+            return
         failed = done.returncode != 0 if rc is None else done.returncode == rc
         self(failed and text in done.stderr, f"{' '.join(cmd[1:])}: rc={done.returncode}, stderr {done.stderr.strip()!r}")
 

@@ -5,7 +5,9 @@
  * compiled against a newer header passes a larger struct, accepted when the bytes past this
  * library's struct are zero and refused, naming the byte, when not; any other size is refused.
  * Checked for rmlp_plan_params (rmlp_plan_build, whose `gate` came after 0.1.0) and
- * rmlp_model_params (rmlp_model_load).
+ * rmlp_model_params (rmlp_model_load); the refusal's list of sizes is well formed for
+ * rmlp_context_params and for rmlp_generate_params, which no earlier release had (its message then
+ * names this release's size alone).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -122,6 +124,45 @@ static void test_model_params(const char *dir) {
     }
 }
 
+/* The refusal of a size no release had gives this release's size, then the earlier ones if any
+ * ("12 in this release,  in earlier ones" for a struct with none, before issue 31); `alone`: the
+ * struct had no earlier release, so the message names no earlier size. */
+static void check_sizes_message(const char *what, rmlp_status status, size_t size, int alone) {
+    const char *msg = rmlp_last_error();
+    char want[64];
+    snprintf(want, sizeof want, ": %zu in this release%s", size, alone ? " (use the defaults function)" : ", ");
+    CHECK(status == RMLP_ERR_INVALID_ARGUMENT && strstr(msg, want) != NULL && strstr(msg, ",  in earlier") == NULL,
+          "%s: status %d, message \"%s\", want \"%s\" in it", what, status, msg, want);
+}
+
+static void test_new_structs(const char *dir) {
+    rmlp_model *model = NULL;
+    if (!CHECK(rmlp_model_load(dir, NULL, &model) == RMLP_OK, "model: %s", rmlp_last_error())) return;
+    rmlp_context *ctx = NULL;
+    rmlp_context_params cp = rmlp_context_default_params();
+    cp.struct_size = 2;
+    rmlp_status status = rmlp_context_create_with_params(model, 16, &cp, &ctx);
+    check_sizes_message("rmlp_context_params", status, sizeof(rmlp_context_params),
+                        strstr(rmlp_last_error(), "earlier ones") == NULL);
+    cp = rmlp_context_default_params();
+    cp.cache_bytes = 1u << 20;
+    rmlp_planner *planner = NULL;
+    rmlp_plan plan;
+    rmlp_plan_params pp = rmlp_plan_default_params();
+    if (CHECK(rmlp_context_create_with_params(model, 16, &cp, &ctx) == RMLP_OK, "context: %s", rmlp_last_error()) &&
+        CHECK(rmlp_planner_create(&planner) == RMLP_OK, "planner: %s", rmlp_last_error()) &&
+        CHECK(rmlp_plan_build(planner, ids, pos, 16, cu, 2, &pp, &plan) == RMLP_OK, "plan: %s", rmlp_last_error())) {
+        rmlp_generate_params gp = rmlp_generate_default_params();
+        gp.struct_size = 3;
+        float logits[2 * 32];
+        check_sizes_message("rmlp_generate_params", rmlp_generate_begin(ctx, &plan, &gp, logits),
+                            sizeof(rmlp_generate_params), 1);
+    }
+    rmlp_planner_free(planner);
+    rmlp_context_free(ctx);
+    rmlp_model_free(model);
+}
+
 int main(void) {
     test_plan_params();
     char *root = stw_mkdtemp();
@@ -132,6 +173,7 @@ int main(void) {
     if (CHECK(tiny_model_write(root, &tiny, 3) == 0, "writing the tiny model under %s", root)) {
         tu_scrub_dir = root;
         test_model_params(root);
+        test_new_structs(root);
     }
     stw_rmtree(root);
     free(root);

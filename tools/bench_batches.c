@@ -6,12 +6,14 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_batches.h"
+#include "cli.h"
 
 /* key of `line` as u32s into a new array of *n values (at least one); -1 after printing why. */
 static int read_u32s(const char *where, json_t *line, const char *key, uint32_t **out, size_t *n) {
@@ -92,17 +94,20 @@ int bench_batches_read(const char *path, bench_batch **out, size_t *n_out) {
     *out = NULL, *n_out = 0;
     FILE *in = fopen(path, "r");
     if (in == NULL) {
-        fprintf(stderr, "radixmlp: --batches %s: cannot open it\n", path);
+        fprintf(stderr, "radixmlp: --batches %s: cannot open it: %s\n", path, strerror(errno));
         return -1;
     }
     char *text = NULL, where[512];
     size_t cap = 0, line_no = 0, n = 0;
     bench_batch *batches = NULL;
     int rc = 0;
-    while (rc == 0 && getline(&text, &cap, in) > 0) {
-        line_no++;
-        if (strspn(text, " \t\r\n") == strlen(text)) continue;
-        snprintf(where, sizeof where, "--batches %s:%zu", path, line_no);
+    for (ssize_t got; rc == 0 && (got = getline(&text, &cap, in)) > 0;) {
+        snprintf(where, sizeof where, "--batches %s:%zu", path, ++line_no);
+        int kind = cli_line_kind(where, text, (size_t)got); /* a blank line is skipped, a NUL byte refused */
+        if (kind != 0) {
+            rc = kind < 0 ? -1 : 0;
+            continue;
+        }
         json_error_t error;
         json_t *line = json_loads(text, JSON_REJECT_DUPLICATES, &error);
         bench_batch *grown = realloc(batches, (n + 1) * sizeof *batches);
@@ -119,6 +124,10 @@ int bench_batches_read(const char *path, bench_batch **out, size_t *n_out) {
         json_decref(line);
     }
     free(text);
+    if (rc == 0 && ferror(in)) {
+        fprintf(stderr, "radixmlp: --batches %s: reading it failed: %s\n", path, strerror(errno));
+        rc = -1;
+    }
     fclose(in);
     if (rc == 0 && n == 0) {
         fprintf(stderr, "radixmlp: --batches %s holds no batch\n", path);

@@ -3,8 +3,10 @@
  * numbers per line; no JSON tree is built). Floats are written with 9 significant digits, so
  * they read back as the same f32; a non-finite number is written as null (JSON has no NaN).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "bench_dump.h"
 
@@ -33,7 +35,7 @@ static void write_matrix(FILE *f, const char *key, const float *m, size_t rows, 
     fputc(']', f);
 }
 
-int bench_dump_write(FILE *f, const workload *w, const bench_dump_row *row) {
+int bench_dump_write(FILE *f, const char *path, const workload *w, const bench_dump_row *row) {
     fprintf(f, "{\"case\": \"%s\", \"device\": \"%s\", \"dtype\": \"%s\", \"timing\": \"%s\", \"layers\": %lu, "
                "\"hidden_size\": %u, \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, \"ms_off\": ",
             row->case_name, row->device, row->dtype, row->timing, row->layers, row->hidden_size, w->n_seqs,
@@ -47,8 +49,8 @@ int bench_dump_write(FILE *f, const workload *w, const bench_dump_row *row) {
     if (row->last_on) write_matrix(f, "last_on", row->last_on, w->n_seqs, row->hidden_size);
     if (row->mean_on) write_matrix(f, "mean_on", row->mean_on, w->n_seqs, row->hidden_size);
     fputs("}\n", f);
-    if (fflush(f) != 0 || ferror(f)) {
-        fprintf(stderr, "radixmlp bench: writing the batch of %s to the --dump-batches file failed\n", row->case_name);
+    if (fflush(f) != 0 || ferror(f)) { /* errno: of the write that failed */
+        fprintf(stderr, "radixmlp: writing %s failed: %s (the batch of %s)\n", path, strerror(errno), row->case_name);
         return -1;
     }
     return 0;

@@ -27,7 +27,8 @@ typedef struct bench_dump_row {
     const float *mean_on; /* (n_seqs, hidden_size) or NULL: the on run's mean over each sequence */
 } bench_dump_row;
 
-/* Writes one line for `w` and `row` to f and flushes it. Returns 0, or -1 after printing why. */
-int bench_dump_write(FILE *f, const workload *w, const bench_dump_row *row);
+/* Writes one line for `w` and `row` to f (the file `path`) and flushes it. Returns 0, or -1 after
+ * printing why ("radixmlp: writing PATH failed: WHY"). */
+int bench_dump_write(FILE *f, const char *path, const workload *w, const bench_dump_row *row);
 
 #endif

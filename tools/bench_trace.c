@@ -179,7 +179,7 @@ static int run_trace(const char *name, rmlp_model *model, const rmlp_model_confi
                    n_batches, t.n_tokens, total_off, total_on, t.n_tokens / total_off * 1e3, t.n_tokens / total_on * 1e3,
                    total_off / total_on, 100.0 * hit_rate, med_off, med_on, (unsigned long long)st.evicted_tokens,
                    (unsigned long long)st.bypassed, diff);
-        fflush(stdout);
+        rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1; /* a full disk stops the traces */
     }
     free(starts), free(out_off), free(out_on), free(ms_off), free(ms_on), free(cu);
     rmlp_planner_free(planner);

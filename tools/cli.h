@@ -1,6 +1,7 @@
 /*
  * cli.h: what the radixmlp subcommands share: strict number parsing (a bad value is an error
- * naming the flag, never a silent default) and order statistics of timings.
+ * naming the flag, never a silent default), reading JSONL input, ending an output file with its
+ * errors reported, and order statistics of timings.
  */
 #ifndef RMLP_TOOLS_CLI_H
 #define RMLP_TOOLS_CLI_H
@@ -8,13 +9,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "radix_mlp.h"
 
-/* Whole number in [0, max] into *out; prints "radixmlp: FLAG expects ..." and returns -1 otherwise. */
+/* Whole number in [0, max] into *out (decimal digits only: no sign, space or trailing text);
+ * prints "radixmlp: FLAG expects ..." and returns -1 otherwise. Every numeric option goes
+ * through this or the helpers below. */
 int cli_parse_ulong(const char *flag, const char *text, unsigned long max, unsigned long *out);
 /* Whole number in [1, max] (a count: 0 is an error, said as such). */
 int cli_parse_count(const char *flag, const char *text, unsigned long max, unsigned long *out);
+/* Comma-separated whole numbers, each in [0, max], into out[0 .. *n) (at least one, at most cap);
+ * prints an error naming FLAG and returns -1 otherwise (an empty item, a bad one, too many). */
+int cli_parse_ulong_list(const char *flag, const char *text, unsigned long max, unsigned long *out, size_t cap,
+                         size_t *n);
 /* Where attention runs: "full", "compact" or "auto" (RMLP_ATTENTION_*); prints an error and
  * returns -1 otherwise. */
 int cli_parse_attention(const char *flag, const char *text, rmlp_attention_space *out);
@@ -44,8 +52,17 @@ typedef struct cli_sequences {
 } cli_sequences;
 
 /* Reads every line's input_ids (at least one each; "-": stdin) into seqs (the caller frees ids and
- * starts). Returns 0, or -1 after printing an error naming the file and line. */
+ * starts). Returns 0, or -1 after printing an error naming the file and line (seqs then empty). */
 int cli_read_jsonl(const char *path, cli_sequences *seqs);
+
+/* What a line of len bytes read by getline holds: 1 when only whitespace (skipped), 0 when text,
+ * -1 after printing "radixmlp: WHERE: ..." when it holds a NUL byte (JSON text never does). */
+int cli_line_kind(const char *where, const char *line, size_t len);
+
+/* Ends writing f (NAME in messages): flushes it and, unless it is stdout, closes it. Returns 0, or
+ * -1 after printing "radixmlp: writing NAME failed: WHY" when a write, the flush or the close
+ * failed (a full disk: every command that writes ends with this, so none exits 0 on a lost write). */
+int cli_finish_output(FILE *f, const char *name);
 
 int cmd_plan(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

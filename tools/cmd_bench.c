@@ -189,11 +189,11 @@ static int cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_con
             printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %10.1f %7.2fx %7.2fx %8.2fx %11.3g %11.3g\n", c->name,
                    w->n_tokens, on.plan.n_compact, (double)on.plan.n_compact / w->n_tokens, off.ms, on.ms, compact.ms,
                    speedup, speedup_compact, predicted, diff, diff_compact);
-        fflush(stdout);
-        if (dump) {
+        rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1; /* a full disk stops the bench */
+        if (rc == 0 && dump) {
             bench_dump_row row = {c->name, "cpu", "f32", "min", a->layers, cfg->hidden_size, on.plan.n_compact,
                                   off.ms, on.ms, last, last + pooled};
-            rc = bench_dump_write(dump, w, &row) == 0 ? 0 : 1;
+            rc = bench_dump_write(dump, a->dump_path, w, &row) == 0 ? 0 : 1;
         }
     }
     free(out_off), free(out_on), free(out_compact), free(last);
@@ -275,12 +275,11 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                speedup_min, r.ms[CMP], speedup_cmp, f, predicted, pw_speedup, r.max_abs_diff[ON], r.rel_norm_diff[ON],
                r.rel_norm_diff[CMP], r.plan_us[ON], r.set_plan_us[ON]);
     }
-    fflush(stdout);
-    int rc = 0;
-    if (dump) {
+    int rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1;
+    if (rc == 0 && dump) {
         bench_dump_row row = {c->name, "cuda", DTYPE_NAMES[a->dtype], "median", a->layers, cfg->hidden_size,
                               r.n_compact, r.ms[OFF], r.ms[ON], last, last + pooled};
-        rc = bench_dump_write(dump, w, &row) == 0 ? 0 : 1;
+        rc = bench_dump_write(dump, a->dump_path, w, &row) == 0 ? 0 : 1;
     }
     free(last);
     return rc;
@@ -317,13 +316,20 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         else if (strcmp(flag, "--quick") == 0) a->quick = 1;
         else if (strcmp(flag, "--decode") == 0) a->decode = 1;
         else if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout) - 1;
-        else if (i + 1 >= argc) return usage(stderr);
-        else if (strcmp(flag, "--layers") == 0) {
-            if (cli_parse_ulong(flag, argv[++i], 64, &a->layers) != 0 || a->layers == 0) return 2;
+        else if (i + 1 >= argc) {
+            fprintf(stderr, "radixmlp: unknown option or missing value: %s\n", flag);
+            return usage(stderr);
+        } else if (strcmp(flag, "--layers") == 0) {
+            if (cli_parse_count(flag, argv[++i], 64, &a->layers) != 0) return 2;
         } else if (strcmp(flag, "--repeat") == 0) {
-            if (cli_parse_ulong(flag, argv[++i], 100, &a->repeat) != 0 || a->repeat == 0) return 2;
-        } else if (strcmp(flag, "--case") == 0 && a->n_only < 16) a->only[a->n_only++] = argv[++i];
-        else if (strcmp(flag, "--keep-model") == 0) a->keep_model = argv[++i];
+            if (cli_parse_count(flag, argv[++i], 100, &a->repeat) != 0) return 2;
+        } else if (strcmp(flag, "--case") == 0) {
+            if (a->n_only == sizeof a->only / sizeof a->only[0]) {
+                fprintf(stderr, "radixmlp: --case may be given at most %zu times\n", a->n_only);
+                return 2;
+            }
+            a->only[a->n_only++] = argv[++i];
+        } else if (strcmp(flag, "--keep-model") == 0) a->keep_model = argv[++i];
         else if (strcmp(flag, "--shape") == 0) {
             const char *v = argv[++i];
             a->shape = NULL;
@@ -345,11 +351,11 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                 return 2;
             }
         } else if (strcmp(flag, "--cache-mb") == 0) {
-            if (cli_parse_ulong(flag, argv[++i], 1ul << 20, &a->cache_mb) != 0) return 2;
+            if (cli_parse_count(flag, argv[++i], 1ul << 20, &a->cache_mb) != 0) return 2;
         } else if (strcmp(flag, "--decode-steps") == 0) {
             if (cli_parse_count(flag, argv[++i], 100000, &a->decode_steps) != 0) return 2;
         } else if (strcmp(flag, "--passages") == 0) {
-            if (cli_parse_ulong(flag, argv[++i], 4096, &a->passages) != 0 || a->passages == 0) return 2;
+            if (cli_parse_count(flag, argv[++i], 4096, &a->passages) != 0) return 2;
         }
         else if (strcmp(flag, "--device") == 0) {
             const char *v = argv[++i];
@@ -366,7 +372,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
                 fprintf(stderr, "radixmlp: --dtype expects f32, f16 or bf16, got '%s'\n", v);
                 return 2;
             }
-        } else return usage(stderr);
+        } else {
+            fprintf(stderr, "radixmlp: unknown option: %s\n", flag);
+            return usage(stderr);
+        }
     }
     if (a->keep_model && a->model_dir) {
         fprintf(stderr, "radixmlp: --keep-model writes the built-in model, --model loads another: give one\n");
@@ -386,12 +395,25 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         fprintf(stderr, "radixmlp: --dtype %s needs --device cuda (the CPU path is f32)\n", DTYPE_NAMES[a->dtype]);
         return 2;
     }
-    if (a->trace && (a->cuda || a->quick || a->batches_path)) {
-        fprintf(stderr, "radixmlp: --trace runs on the CPU, without --quick or --batches\n");
+    if (a->trace && (a->cuda || a->quick || a->batches_path || a->n_only)) {
+        fprintf(stderr, "radixmlp: --trace runs on the CPU, without --quick, --batches or --case\n");
         return 2;
     }
     if (a->decode && (a->quick || a->batches_path || a->trace)) {
         fprintf(stderr, "radixmlp: --decode runs without --quick, --batches or --trace\n");
+        return 2;
+    }
+    if (a->dump_path && (a->trace || a->decode)) {
+        fprintf(stderr, "radixmlp: --dump-batches writes the cases' batches; --%s has none to write\n",
+                a->trace ? "trace" : "decode");
+        return 2;
+    }
+    if ((a->cache_mb || a->passages) && !a->trace) {
+        fprintf(stderr, "radixmlp: --%s sizes the traces: it needs --trace\n", a->cache_mb ? "cache-mb" : "passages");
+        return 2;
+    }
+    if (a->decode_steps && !a->decode) {
+        fprintf(stderr, "radixmlp: --decode-steps needs --decode\n");
         return 2;
     }
     if (a->decode_steps == 0) a->decode_steps = 16;
@@ -414,6 +436,7 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
     char tmp[] = "/tmp/radixmlp-bench-XXXXXX";
     const char *dir = a->model_dir ? a->model_dir : a->keep_model ? a->keep_model : tmp;
     double start = cli_now_ms();
+    bool written = true;
     if (a->model_dir == NULL) {
         const model_shape *sh = a->shape;
         *cfg = (rmlp_model_config){.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8192, .hidden_size = sh->hidden,
@@ -425,15 +448,20 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
             fprintf(stderr, "radixmlp: --keep-model %s: %s\n", dir, strerror(errno));
             return 1;
         }
-        if ((!a->keep_model && mkdtemp(tmp) == NULL) || tiny_model_write(dir, cfg, 1) != 0) return 1;
+        if (!a->keep_model && mkdtemp(tmp) == NULL) {
+            fprintf(stderr, "radixmlp: cannot create a temporary folder %s: %s\n", tmp, strerror(errno));
+            return 1;
+        }
+        written = tiny_model_write(dir, cfg, 1) == 0; /* says why when not */
     }
-    rmlp_status status = rmlp_model_load(dir, &params, model);
+    rmlp_status status = written ? rmlp_model_load(dir, &params, model) : RMLP_ERR_IO;
     if (a->model_dir == NULL && a->keep_model == NULL) {
         char path[128];
         snprintf(path, sizeof path, "%s/model.safetensors", tmp), unlink(path);
         snprintf(path, sizeof path, "%s/config.json", tmp), unlink(path);
         rmdir(tmp);
     }
+    if (!written) return 1;
     if (status == RMLP_OK) status = rmlp_model_get_config(*model, cfg);
     if (status != RMLP_OK) {
         fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
@@ -452,6 +480,17 @@ static int make_workload(const bench_case *c, workload *w) {
     return workload_shared_prefix(w, c->n_seqs, c->prefix + c->suffix, c->prefix, 7);
 }
 
+/* Whether --case picks any of the first n cases (of the --batches file, else built in); when it
+ * picks none, says so and names them. */
+static bool any_case_wanted(const bench_args *a, const bench_batch *batches, size_t n) {
+    for (size_t k = 0; k < n; k++)
+        if (cli_case_wanted(batches ? batches[k].name : cases[k].name, a->only, a->n_only)) return true;
+    fprintf(stderr, "radixmlp bench: no case%s matches the --case names given; the cases are:", a->quick ? " of --quick" : "");
+    for (size_t k = 0; k < n; k++) fprintf(stderr, " %s", batches ? batches[k].name : cases[k].name);
+    fputc('\n', stderr);
+    return false;
+}
+
 static void clamp_ids(workload *w, uint32_t vocab) {
     for (size_t i = 0; i < w->n_tokens; i++) w->input_ids[i] %= vocab;
 }
@@ -467,6 +506,11 @@ int cmd_bench(int argc, char **argv) {
     bench_batch *batches = NULL; /* --batches: the cases, in place of the built-in ones */
     size_t n_batches = 0;
     if (a.batches_path && bench_batches_read(a.batches_path, &batches, &n_batches) != 0) return 1;
+    size_t n_cases = batches ? n_batches : a.quick ? 3 : sizeof cases / sizeof cases[0];
+    if (!a.decode && !a.trace && !any_case_wanted(&a, batches, n_cases)) { /* before writing a model */
+        bench_batches_free(batches, n_batches);
+        return 2;
+    }
     FILE *dump = NULL;
     if (a.dump_path && (dump = fopen(a.dump_path, "w")) == NULL) {
         fprintf(stderr, "radixmlp: --dump-batches %s: %s\n", a.dump_path, strerror(errno));
@@ -496,7 +540,6 @@ int cmd_bench(int argc, char **argv) {
         if (dump) fclose(dump);
         return rc;
     }
-    size_t n_cases = batches ? n_batches : a.quick ? 3 : sizeof cases / sizeof cases[0];
     if (!a.json && !a.cuda)
         printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
                "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
@@ -510,14 +553,13 @@ int cmd_bench(int argc, char **argv) {
                "N'", "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "ms cmp", "spd cmp", "f",
                "predicted", "pw spd", "max|off-on|", "rel-norm", "rel cmp", "plan us", "set us");
     }
-    size_t n_run = 0;
     for (size_t k = 0; rc == 0 && k < n_cases; k++) {
         bench_case from_file = {batches ? batches[k].name : NULL, 0, 0, 0, 1.0};
         const bench_case *c = batches ? &from_file : &cases[k];
         if (!cli_case_wanted(c->name, a.only, a.n_only)) continue;
-        n_run++;
         workload w = batches ? batches[k].w : (workload){0};
         if (!batches && make_workload(c, &w) != 0) {
+            fprintf(stderr, "radixmlp bench: %s: out of memory building the batch\n", c->name);
             rc = 1;
             break;
         }
@@ -526,13 +568,9 @@ int cmd_bench(int argc, char **argv) {
         rc = a.cuda ? cuda_case(&a, device_name, model, &cfg, c, &w, dump) : cpu_case(&a, model, &cfg, c, &w, dump);
         if (!batches) workload_free(&w);
     }
-    if (n_run == 0)
-        fprintf(stderr, "radixmlp bench: no case%s matches the --case names given\n", a.quick ? " of --quick" : "");
     rmlp_model_free(model);
     bench_batches_free(batches, n_batches);
-    if (dump && fclose(dump) != 0 && rc == 0) {
-        fprintf(stderr, "radixmlp: --dump-batches %s: %s\n", a.dump_path, strerror(errno));
-        rc = 1;
-    }
+    if (dump && rc != 0) fclose(dump); /* the failure said why */
+    else if (dump && cli_finish_output(dump, a.dump_path) != 0) rc = 1;
     return rc;
 }

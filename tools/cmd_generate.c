@@ -13,10 +13,13 @@
  * neither has one) or after N new tokens (default 32). Each output line, in input order:
  * {"index": i, "prompt_tokens": n, "generated_ids": [...], "finish_reason": "eos"|"length"} and
  * "text" when --tokenizer gives a Hugging Face tokenizer.json (its vocabulary, byte-level BPE tokens
- * decoded to bytes). Timing and counters go to stderr.
+ * decoded to bytes; every token's id must be one of the model's, or the file is refused naming the
+ * token). Timing and counters go to stderr; a library error is printed as the library said it,
+ * before rmlp_generate_end (which, like every call, clears the thread's last error).
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -43,16 +46,13 @@ static int gen_usage(FILE *to) {
     return to == stdout ? 0 : 2;
 }
 
+#define MAX_EOS (sizeof ((gen_args *)0)->eos / sizeof ((gen_args *)0)->eos[0])
+
 static int parse_eos(const char *text, gen_args *a) {
-    char *copy = strdup(text), *save = NULL;
-    int rc = copy ? 0 : -1;
-    for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; rc == 0 && tok; tok = strtok_r(NULL, ",", &save)) {
-        unsigned long id = 0;
-        if (a->n_eos == sizeof a->eos / sizeof a->eos[0] || cli_parse_ulong("--eos", tok, UINT32_MAX, &id) != 0) rc = -1;
-        else a->eos[a->n_eos++] = (uint32_t)id;
-    }
-    free(copy);
-    return rc;
+    unsigned long ids[MAX_EOS];
+    if (cli_parse_ulong_list("--eos", text, UINT32_MAX, ids, MAX_EOS, &a->n_eos) != 0) return -1;
+    for (size_t e = 0; e < a->n_eos; e++) a->eos[e] = (uint32_t)ids[e];
+    return 0;
 }
 
 static int parse_gen_args(int argc, char **argv, gen_args *a) {
@@ -98,19 +98,30 @@ static int parse_gen_args(int argc, char **argv, gen_args *a) {
     return 0;
 }
 
-/* eos_token_id (an id or a list) of DIR/generation_config.json, else of DIR/config.json. */
-static void read_eos(const char *dir, gen_args *a) {
+/* eos_token_id (an id, a list of ids, or null) of DIR/generation_config.json, else of
+ * DIR/config.json; 0, or -1 after printing why when it is anything else. */
+static int read_eos(const char *dir, gen_args *a) {
     static const char *const files[] = {"generation_config.json", "config.json"};
-    for (size_t f = 0; f < 2 && a->n_eos == 0; f++) {
+    int rc = 0;
+    for (size_t f = 0; f < 2 && a->n_eos == 0 && rc == 0; f++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, files[f]);
         json_t *root = json_load_file(path, 0, NULL), *eos = root ? json_object_get(root, "eos_token_id") : NULL;
-        if (json_is_integer(eos) && json_integer_value(eos) >= 0) a->eos[a->n_eos++] = (uint32_t)json_integer_value(eos);
-        for (size_t i = 0; json_is_array(eos) && i < json_array_size(eos) && a->n_eos < 16; i++)
-            if (json_is_integer(json_array_get(eos, i)))
-                a->eos[a->n_eos++] = (uint32_t)json_integer_value(json_array_get(eos, i));
+        size_t n = json_is_array(eos) ? json_array_size(eos) : eos != NULL && !json_is_null(eos);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            json_t *id = json_is_array(eos) ? json_array_get(eos, i) : eos;
+            if (i == MAX_EOS || !json_is_integer(id) || json_integer_value(id) < 0 ||
+                json_integer_value(id) > UINT32_MAX) {
+                fprintf(stderr, "radixmlp: %s: eos_token_id%s is not a token id (or more than %zu of them); "
+                        "give --eos\n", path, json_is_array(eos) ? " list" : "", MAX_EOS);
+                rc = -1;
+            } else {
+                a->eos[a->n_eos++] = (uint32_t)json_integer_value(id);
+            }
+        }
         json_decref(root);
     }
+    return rc;
 }
 
 /* ---- sampling --------------------------------------------------------------------------------- */
@@ -200,7 +211,32 @@ static void decode_piece(char *s) {
     *out = '\0';
 }
 
-static int read_vocab(const char *path, vocab_text *vt) {
+/* Sets piece `id` (a JSON value, checked: an integer in [0, vt->n)) of token `text`, byte-level
+ * decoded or (special tokens) as is. 0, or -1 after printing why, naming WHAT[INDEX], the token and
+ * the id. */
+static int set_piece(const char *path, const char *what, size_t index, const char *text, json_t *id, int decode,
+                     vocab_text *vt) {
+    char where[64];
+    snprintf(where, sizeof where, index == (size_t)-1 ? "%s" : "%s[%zu]", what, index);
+    if (!json_is_integer(id) || json_integer_value(id) < 0 || (uint64_t)json_integer_value(id) >= vt->n) {
+        char value[64] = "not an integer";
+        if (json_is_integer(id)) snprintf(value, sizeof value, "%lld", (long long)json_integer_value(id));
+        fprintf(stderr, "radixmlp: --tokenizer %s: %s: token '%.80s' has id %s, not one of the model's %zu ids (0 to %zu)\n",
+                path, where, text, value, vt->n, vt->n - 1);
+        return -1;
+    }
+    char **at = &vt->piece[json_integer_value(id)];
+    free(*at);
+    if ((*at = strdup(text)) == NULL) {
+        fprintf(stderr, "radixmlp: --tokenizer %s: out of memory\n", path);
+        return -1;
+    }
+    if (decode) decode_piece(*at);
+    return 0;
+}
+
+/* The tokens of tokenizer.json `path` by id; every id must be one of the model's vocab_size. */
+static int read_vocab(const char *path, uint32_t vocab_size, vocab_text *vt) {
     json_error_t error;
     json_t *root = json_load_file(path, 0, &error);
     json_t *vocab = root ? json_object_get(json_object_get(root, "model"), "vocab") : NULL;
@@ -210,31 +246,27 @@ static int read_vocab(const char *path, vocab_text *vt) {
         json_decref(root);
         return -1;
     }
+    vt->n = vocab_size;
+    vt->piece = calloc(vocab_size ? vocab_size : 1, sizeof *vt->piece);
+    int rc = vt->piece ? 0 : -1;
+    if (rc != 0) fprintf(stderr, "radixmlp: --tokenizer %s: out of memory\n", path);
     const char *key;
     json_t *id;
-    size_t n = 0;
-    json_object_foreach(vocab, key, id) if (json_is_integer(id) && (size_t)json_integer_value(id) + 1 > n) n = (size_t)json_integer_value(id) + 1;
+    json_object_foreach(vocab, key, id) if (rc == 0) rc = set_piece(path, "model.vocab", (size_t)-1, key, id, 1, vt);
     json_t *added = json_object_get(root, "added_tokens");
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        json_t *t = json_object_get(json_array_get(added, i), "id");
-        if (json_is_integer(t) && (size_t)json_integer_value(t) + 1 > n) n = (size_t)json_integer_value(t) + 1;
-    }
-    vt->piece = calloc(n ? n : 1, sizeof *vt->piece);
-    vt->n = n;
-    json_object_foreach(vocab, key, id) if (vt->piece && json_is_integer(id) && json_integer_value(id) >= 0) {
-        char **at = &vt->piece[json_integer_value(id)];
-        free(*at);
-        if ((*at = strdup(key)) != NULL) decode_piece(*at);
-    }
-    for (size_t i = 0; vt->piece && i < json_array_size(added); i++) { /* special tokens: their text as is */
-        json_t *t = json_array_get(added, i);
-        json_t *tid = json_object_get(t, "id"), *content = json_object_get(t, "content");
-        if (!json_is_integer(tid) || !json_is_string(content)) continue;
-        free(vt->piece[json_integer_value(tid)]);
-        vt->piece[json_integer_value(tid)] = strdup(json_string_value(content));
+    if (rc == 0 && added != NULL && !json_is_array(added))
+        rc = -1, fprintf(stderr, "radixmlp: --tokenizer %s: added_tokens is not an array\n", path);
+    for (size_t i = 0; rc == 0 && i < json_array_size(added); i++) { /* special tokens: their text as is */
+        json_t *t = json_array_get(added, i), *content = json_object_get(t, "content");
+        if (!json_is_string(content)) {
+            fprintf(stderr, "radixmlp: --tokenizer %s: added_tokens[%zu] has no \"content\" string\n", path, i);
+            rc = -1;
+        } else {
+            rc = set_piece(path, "added_tokens", i, json_string_value(content), json_object_get(t, "id"), 0, vt);
+        }
     }
     json_decref(root);
-    return vt->piece ? 0 : -1;
+    return rc;
 }
 
 static void vocab_free(vocab_text *vt) {
@@ -282,16 +314,18 @@ static void write_results(FILE *out, const cli_sequences *seqs, const gen_state 
 }
 
 /* Picks each active sequence's next token from its logits row; finishes those at EOS or the
- * budget. The tokens of the sequences still active go to next (ascending). Returns how many. */
+ * budget (a failed finish goes to *status). The tokens of the sequences still active go to next
+ * (ascending). Returns how many. */
 static size_t pick(rmlp_context *ctx, const float *logits, const uint32_t *active, size_t n_active, uint32_t vocab,
-                   const gen_args *a, gen_state *g, scored *order, uint32_t *next, uint32_t *still) {
+                   const gen_args *a, gen_state *g, scored *order, uint32_t *next, uint32_t *still,
+                   rmlp_status *status) {
     size_t kept = 0;
-    for (size_t i = 0; i < n_active; i++) {
+    for (size_t i = 0; i < n_active && *status == RMLP_OK; i++) {
         uint32_t s = active[i], t = sample(logits + i * (size_t)vocab, vocab, a, &g->rng[s], order);
         g->out[s * a->max_new + g->n_out[s]++] = t;
         for (size_t e = 0; e < a->n_eos; e++) g->by_eos[s] |= t == a->eos[e];
         if (g->by_eos[s] || g->n_out[s] == a->max_new) {
-            rmlp_generate_finish(ctx, s);
+            *status = rmlp_generate_finish(ctx, s);
         } else {
             next[kept] = t;
             still[kept++] = s;
@@ -304,10 +338,11 @@ int cmd_generate(int argc, char **argv) {
     gen_args a;
     int rc = parse_gen_args(argc, argv, &a);
     if (rc != 0) return rc > 0 ? 0 : gen_usage(stderr);
-    if (!a.eos_given) read_eos(a.model, &a);
     cli_sequences seqs = {0};
-    vocab_text vt = {0};
-    if (cli_read_jsonl(a.input, &seqs) != 0 || (a.tokenizer && read_vocab(a.tokenizer, &vt) != 0)) {
+    if ((!a.eos_given && read_eos(a.model, &a) != 0) || cli_read_jsonl(a.input, &seqs) != 0) return 1;
+    FILE *out = a.output ? fopen(a.output, "w") : stdout;
+    if (out == NULL) {
+        fprintf(stderr, "radixmlp: cannot open --output %s: %s\n", a.output, strerror(errno));
         free(seqs.ids), free(seqs.starts);
         return 1;
     }
@@ -317,13 +352,15 @@ int cmd_generate(int argc, char **argv) {
     rmlp_planner *planner = NULL;
     rmlp_plan plan;
     gen_state g = {0};
+    vocab_text vt = {0};
     float *logits = NULL;
     scored *order = NULL;
     uint32_t *pos = malloc(seqs.n_tokens * sizeof(uint32_t)), *next = malloc(seqs.n_seqs * 2 * sizeof(uint32_t));
-    FILE *out = a.output ? fopen(a.output, "w") : stdout;
     rmlp_status status = rmlp_model_load(a.model, NULL, &model);
     if (status == RMLP_OK) status = rmlp_model_get_config(model, &cfg);
-    if (status == RMLP_OK) {
+    /* the tokenizer's ids are checked against the model's vocabulary */
+    if (status == RMLP_OK && a.tokenizer && read_vocab(a.tokenizer, cfg.vocab_size, &vt) != 0) rc = 1;
+    if (status == RMLP_OK && rc == 0) {
         /* the cache: every prompt row and every row generated, unless --cache-mb says otherwise */
         uint64_t slot = (2ull * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim + cfg.hidden_size) * 4;
         rmlp_context_params cp = rmlp_context_default_params();
@@ -331,15 +368,15 @@ int cmd_generate(int argc, char **argv) {
                                     : (seqs.n_tokens + (uint64_t)seqs.n_seqs * a.max_new + 64) * slot;
         status = rmlp_context_create_with_params(model, seqs.n_tokens, &cp, &ctx);
     }
-    if (status == RMLP_OK) status = rmlp_planner_create(&planner);
+    if (status == RMLP_OK && rc == 0) status = rmlp_planner_create(&planner);
     size_t vocab = status == RMLP_OK ? cfg.vocab_size : 0;
     g.out = calloc(seqs.n_seqs * a.max_new, sizeof *g.out), g.n_out = calloc(seqs.n_seqs, sizeof *g.n_out);
     g.by_eos = calloc(seqs.n_seqs, sizeof *g.by_eos), g.rng = calloc(seqs.n_seqs, sizeof *g.rng);
     logits = malloc(seqs.n_seqs * (vocab ? vocab : 1) * sizeof(float));
     order = a.temperature > 0 ? malloc((vocab ? vocab : 1) * sizeof *order) : NULL;
-    if (status == RMLP_OK && (!pos || !next || !out || !g.out || !g.n_out || !g.by_eos || !g.rng || !logits ||
-                              (a.temperature > 0 && !order))) {
-        fprintf(stderr, "radixmlp: out of memory, or cannot open %s\n", a.output ? a.output : "stdout");
+    if (status == RMLP_OK && rc == 0 && (!pos || !next || !g.out || !g.n_out || !g.by_eos || !g.rng || !logits ||
+                                         (a.temperature > 0 && !order))) {
+        fprintf(stderr, "radixmlp: out of memory for %zu prompts and a vocabulary of %zu\n", seqs.n_seqs, vocab);
         rc = 1;
     }
     for (size_t s = 0; s < seqs.n_seqs; s++) {
@@ -360,16 +397,17 @@ int cmd_generate(int argc, char **argv) {
     size_t n_active = seqs.n_seqs;
     for (size_t s = 0; active && s < seqs.n_seqs; s++) active[s] = (uint32_t)s;
     while (status == RMLP_OK && rc == 0 && n_active > 0) {
-        n_active = pick(ctx, logits, active, n_active, (uint32_t)vocab, &a, &g, order, next, active);
-        if (n_active > 0) status = rmlp_generate_step(ctx, next, n_active, logits);
+        n_active = pick(ctx, logits, active, n_active, (uint32_t)vocab, &a, &g, order, next, active, &status);
+        if (status == RMLP_OK && n_active > 0) status = rmlp_generate_step(ctx, next, n_active, logits);
     }
     rmlp_generate_stats st = {0};
-    if (status == RMLP_OK && rc == 0) rmlp_generate_get_stats(ctx, &st);
-    if (ctx) rmlp_generate_end(ctx);
-    if (status != RMLP_OK) {
+    if (status == RMLP_OK && rc == 0) status = rmlp_generate_get_stats(ctx, &st);
+    if (status != RMLP_OK) { /* said before rmlp_generate_end, which clears the thread's last error */
         fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
         rc = 1;
     }
+    if (ctx && rmlp_generate_end(ctx) != RMLP_OK && rc == 0)
+        rc = 1, fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
     if (rc == 0) {
         write_results(out, &seqs, &g, &a, &vt);
         double total = cli_now_ms() - start;
@@ -380,7 +418,7 @@ int cmd_generate(int argc, char **argv) {
                 st.step_ms > 0 ? 1e3 * (double)st.rows / st.step_ms : 0.0,
                 st.step_ms > 0 ? 100.0 * st.attention_ms / st.step_ms : 0.0);
     }
-    if (out && out != stdout && fclose(out) != 0 && rc == 0) rc = 1;
+    if (cli_finish_output(out, a.output ? a.output : "standard output") != 0) rc = 1;
     rmlp_planner_free(planner);
     rmlp_context_free(ctx);
     rmlp_model_free(model);

@@ -16,6 +16,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
                 a->params.pad = true;
                 a->params.pad_multiple_of = (uint32_t)number;
             } else if (strcmp(flag, "--max-batch-tokens") == 0) {
-                if (cli_parse_ulong(flag, value, UINT32_MAX, &a->max_batch_tokens) != 0) return -1;
+                if (cli_parse_count(flag, value, UINT32_MAX, &a->max_batch_tokens) != 0) return -1;
             } else if (strcmp(flag, "--gate") == 0) {
                 if (cli_parse_gate(flag, value, &a->params.gate) != 0) return -1;
             } else if (strcmp(flag, "--cache-mb") == 0) {
@@ -83,13 +84,14 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
                     return -1;
                 }
             } else if (strcmp(flag, "--score-tokens") == 0) {
-                unsigned int x, y;
-                char extra;
-                if (sscanf(value, "%u,%u%c", &x, &y, &extra) != 2) {
+                unsigned long pair[2];
+                size_t n = 0;
+                if (cli_parse_ulong_list(flag, value, UINT32_MAX, pair, 2, &n) != 0) return -1;
+                if (n != 2) {
                     fprintf(stderr, "radixmlp: --score-tokens expects two token ids A,B, got '%s'\n", value);
                     return -1;
                 }
-                a->score = true, a->score_a = x, a->score_b = y;
+                a->score = true, a->score_a = (uint32_t)pair[0], a->score_b = (uint32_t)pair[1];
             } else {
                 fprintf(stderr, "radixmlp: unknown option: %s\n", flag);
                 return -1;
@@ -106,16 +108,20 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
 int cli_read_jsonl(const char *path, cli_sequences *seqs) {
     FILE *in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
     if (in == NULL) {
-        fprintf(stderr, "radixmlp: cannot open %s\n", path);
+        fprintf(stderr, "radixmlp: cannot open %s: %s\n", path, strerror(errno));
         return -1;
     }
     *seqs = (sequences){0};
     size_t cap_tokens = 0, cap_seqs = 0, line_no = 0, len = 0;
-    char *line = NULL;
+    char *line = NULL, where[4200];
     int rc = 0;
-    while (rc == 0 && getline(&line, &len, in) > 0) {
-        line_no++;
-        if (strspn(line, " \t\r\n") == strlen(line)) continue;
+    for (ssize_t got; rc == 0 && (got = getline(&line, &len, in)) > 0;) {
+        snprintf(where, sizeof where, "%s:%zu", path, ++line_no);
+        int kind = cli_line_kind(where, line, (size_t)got);
+        if (kind != 0) {
+            rc = kind < 0 ? -1 : 0;
+            continue;
+        }
         json_error_t error;
         json_t *root = json_loads(line, 0, &error);
         json_t *ids = root ? json_object_get(root, "input_ids") : NULL;
@@ -150,11 +156,16 @@ int cli_read_jsonl(const char *path, cli_sequences *seqs) {
         json_decref(root);
     }
     free(line);
+    if (rc == 0 && ferror(in)) {
+        fprintf(stderr, "radixmlp: reading %s failed: %s\n", path, strerror(errno));
+        rc = -1;
+    }
     if (in != stdin) fclose(in);
     if (rc == 0 && seqs->n_seqs == 0) {
         fprintf(stderr, "radixmlp: %s has no sequences\n", path);
         rc = -1;
     }
+    if (rc != 0) free(seqs->ids), free(seqs->starts), *seqs = (sequences){0};
     return rc;
 }
 
@@ -256,7 +267,12 @@ int cmd_run(int argc, char **argv) {
     runner r = {.args = &a};
     rmlp_model *model = NULL;
     FILE *out = strcmp(a.output, "-") == 0 ? stdout : fopen(a.output, "w");
-    rmlp_status status = out ? rmlp_model_load(a.model, NULL, &model) : RMLP_ERR_IO;
+    if (out == NULL) {
+        fprintf(stderr, "radixmlp: cannot open --output %s: %s\n", a.output, strerror(errno));
+        free(seqs.ids), free(seqs.starts);
+        return 1;
+    }
+    rmlp_status status = rmlp_model_load(a.model, NULL, &model);
     const char *report = "";
     if (status == RMLP_OK) status = rmlp_model_load_report(model, &report);
     if (status == RMLP_OK && report[0] != '\0') fprintf(stderr, "radixmlp: %s: %s", a.model, report);
@@ -267,7 +283,7 @@ int cmd_run(int argc, char **argv) {
     if (status == RMLP_OK) status = rmlp_planner_create(&r.planner);
     int rc = 0;
     if (status != RMLP_OK) {
-        fprintf(stderr, "radixmlp: %s\n", out ? rmlp_last_error() : "cannot open the output file");
+        fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
         rc = 1;
     } else {
         r.pos = malloc(max_tokens * sizeof(uint32_t));
@@ -277,8 +293,10 @@ int cmd_run(int argc, char **argv) {
         r.pooled = malloc(max_seqs * r.cfg.hidden_size * sizeof(float));
         r.logits = malloc(max_seqs * 2 * sizeof(float));
         r.probs = malloc(max_seqs * sizeof(float));
-        if (!r.pos || !r.cu || !r.hidden || !r.pooled || !r.logits || !r.probs) rc = 1;
-        for (size_t first = 0, last; rc == 0 && first < seqs.n_seqs; first = last) {
+        if (!r.pos || !r.cu || !r.hidden || !r.pooled || !r.logits || !r.probs)
+            rc = 1, fprintf(stderr, "radixmlp: out of memory for a batch of %zu tokens\n", max_tokens);
+        /* a write that failed (a full disk) stops the run: cli_finish_output says why */
+        for (size_t first = 0, last; rc == 0 && !ferror(out) && first < seqs.n_seqs; first = last) {
             last = batch_end(&seqs, first, a.max_batch_tokens);
             rc = run_batch(&r, &seqs, first, last, out) == 0 ? 0 : 1;
         }
@@ -297,6 +315,6 @@ int cmd_run(int argc, char **argv) {
     rmlp_planner_free(r.planner);
     rmlp_context_free(r.ctx);
     rmlp_model_free(model);
-    if (out && out != stdout) fclose(out);
+    if (cli_finish_output(out, strcmp(a.output, "-") == 0 ? "standard output" : a.output) != 0) rc = 1;
     return rc;
 }

@@ -5,7 +5,8 @@
  *   radixmlp bench  radix off vs on on a built-in random model shaped like Qwen3-0.6B layers
  *   radixmlp generate  greedy or sampled generation from prompts sharing prefixes (one batch)
  *   radixmlp version
- * `radixmlp COMMAND --help` describes each command's options.
+ * `radixmlp COMMAND --help` describes each command's options. A command whose standard output
+ * could not be written (a full disk) exits 1 with a message, whatever it returned.
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,7 +19,7 @@ static int usage(FILE *to) {
     return to == stdout ? 0 : 2;
 }
 
-int main(int argc, char **argv) {
+static int command(int argc, char **argv) {
     if (argc < 2) return usage(stderr);
     if (strcmp(argv[1], "plan") == 0) return cmd_plan(argc - 2, argv + 2);
     if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
@@ -37,4 +38,10 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) return usage(stdout);
     fprintf(stderr, "radixmlp: unknown command '%s'\n", argv[1]);
     return usage(stderr);
+}
+
+int main(int argc, char **argv) {
+    int rc = command(argc, argv);
+    if (rc == 0 && cli_finish_output(stdout, "standard output") != 0) rc = 1; /* a failure said why already */
+    return rc;
 }

@@ -2,6 +2,7 @@
  * tiny_model.c: the random checkpoint writer of tiny_model.h. Tensors are generated while
  * they are written, so a model larger than memory could be written too.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,10 +145,12 @@ int tiny_model_write(const char *dir, const rmlp_model_config *cfg, uint64_t see
     tensor_spec *specs = malloc((4 + 16 * (size_t)cfg->num_hidden_layers) * sizeof(tensor_spec));
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    errno = specs ? 0 : ENOMEM;
     FILE *f = specs ? fopen(path, "wb") : NULL;
     int rc = f && write_config(dir, cfg) == 0 ? write_weights(f, specs, list_tensors(cfg, specs), seed) : -1;
-    if (f && fclose(f) != 0) rc = -1;
-    if (rc != 0) fprintf(stderr, "radixmlp: writing the random model to %s failed\n", dir);
+    int reason = errno; /* of the write that failed (a full disk), before fclose */
+    if (f && fclose(f) != 0 && rc == 0) rc = -1, reason = errno;
+    if (rc != 0) fprintf(stderr, "radixmlp: writing the random model to %s failed: %s\n", dir, strerror(reason));
     free(specs);
     return rc;
 }

@@ -30,11 +30,12 @@ rmlp_status rmlp_read_params(const char *fn, const char *type, const void *param
     int known = size == current_size;
     for (size_t k = 0; k < n_older; k++) known |= size == older_sizes[k];
     if (!known) {
-        char sizes[64] = "";
+        char sizes[64] = ""; /* ", 24 in earlier ones", or nothing for a struct no earlier release had */
         for (size_t k = 0, used = 0; k < n_older && used < sizeof sizes; k++)
-            used += (size_t)snprintf(sizes + used, sizeof sizes - used, "%s%zu", k ? ", " : "", older_sizes[k]);
+            used += (size_t)snprintf(sizes + used, sizeof sizes - used, ", %zu%s", older_sizes[k],
+                                     k + 1 == n_older ? " in earlier ones" : "");
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "params->struct_size=%u is not the size of a %s: %zu in this release, %s in earlier ones "
+                         "params->struct_size=%u is not the size of a %s: %zu in this release%s "
                          "(use the defaults function)",
                          size, type, current_size, sizes);
     }
