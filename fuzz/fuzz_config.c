@@ -3,7 +3,8 @@
  * library). The input is written to one fixed file per process under $TMPDIR and read with
  * config_read. The same bytes are also read here with jansson and judged by an independent
  * statement of the rules config.c documents (its header comment and config.h: required keys,
- * null meaning absent, types, ranges, defaults, refused features), so in both directions:
+ * null meaning absent (but hidden_act null refused), types, ranges, defaults, refused features), so
+ * in both directions:
  *  - config_read succeeds exactly when the oracle accepts, and then every field is the one the
  *    JSON gives (or its documented default): sizes >= 1, num_key_value_heads dividing
  *    num_attention_heads, head_dim given or hidden_size / num_attention_heads (which must then
@@ -136,6 +137,7 @@ static int oracle(json_t *root, rmlp_model_config *want) {
         if (!json_is_null(w) && max_window_layers < want->num_hidden_layers) return 0;
     }
     if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu")) return 0;
+    if (json_is_null(json_object_get(root, "hidden_act"))) return 0; /* null is not absent here */
     if (want->architecture == RMLP_ARCH_MISTRAL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))
         return 0;
     return 1;

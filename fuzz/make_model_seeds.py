@@ -135,13 +135,14 @@ def config_seeds():
     variant("transformers4_rope_theta", rope_parameters=..., rope_theta=1e6, layer_types=...)
     variant("mistral_window", model_type="mistral", sliding_window=4096, head_dim=..., rope_parameters=...)
     variant("llama_nulls", model_type="llama", head_dim=None, num_key_value_heads=None, rope_scaling=None,
-            hidden_act=None, use_sliding_window=None)
+            use_sliding_window=None)
     variant("qwen2_bias", model_type="qwen2", attention_bias=False, tie_word_embeddings=True)
     variant("bad_kv_heads", num_key_value_heads=3)
     variant("bad_head_dim_derived", head_dim=..., hidden_size=66)
     variant("bad_rope_scaling", rope_scaling={"type": "linear", "factor": 2.0})
     variant("bad_rope_type", rope_parameters={"rope_type": "yarn", "rope_theta": 1e6})
     variant("bad_act", hidden_act="gelu")
+    variant("bad_act_null", hidden_act=None)
     variant("bad_sliding", use_sliding_window=True, layer_types=..., sliding_window=..., max_window_layers=1)
     variant("qwen2_sliding_all_full", model_type="qwen2", use_sliding_window=True, sliding_window=8,
             max_window_layers=3, layer_types=...)

@@ -5,7 +5,8 @@ with a message naming the token and id (an added token of id -1 was a SIGSEGV, o
 exit 1 without a word), and a good one decodes byte-level pieces into "text"; the library's
 errors (a token id past the vocabulary, a prompt past the maximum position, a model without an LM
 head) reach stderr as the library said them, not as an empty "radixmlp: "; a bad eos_token_id in
-the model's generation_config.json and a bad --eos list are named.
+the model's generation_config.json and a bad --eos list are named; a FIFO as --tokenizer or as
+generation_config.json is refused, not waited on (issue 31, point 3).
 
     cli_generate_errors.py RADIXMLP FIXTURES_DIR
 """
@@ -99,6 +100,15 @@ def main(radixmlp, fixtures):
         for value, text in [("1,,2", "--eos expects whole numbers"), ("-1", "--eos expects a whole number"),
                             (",".join(["1"] * 17), "--eos takes at most 16 numbers"), ("", "--eos expects")]:
             check.refused(generate("--eos", value), text, rc=2)
+
+        # Issue 31, point 3: a FIFO (no writer) where a JSON file belongs is refused, never waited on.
+        fifo = os.path.join(tmp, "fifo.json")
+        os.mkfifo(fifo)
+        check.refused(generate("--tokenizer", fifo), f"radixmlp: --tokenizer {fifo}: not a regular file", rc=1,
+                      timeout=30)
+        os.remove(os.path.join(copy, "generation_config.json"))
+        os.mkfifo(os.path.join(copy, "generation_config.json"))
+        check.refused(generate(model=copy), "generation_config.json: not a regular file; give --eos", rc=1, timeout=30)
     return check.summary()
 
 

@@ -1,7 +1,7 @@
 /*
  * audit.c: the checkpoint audit of audit.h. What the model uses is what the weight loaders load:
- * the embedding, the final norm, lm_head.weight when present, and each layer's tensors as
- * weights_layer_tensors lists them. The finiteness check reads the tensors' stored bits (F32,
+ * the embedding, the final norm, lm_head.weight when present (and not tied away: lm_head.h), and
+ * each layer's tensors as weights_layer_tensors lists them. The finiteness check reads the tensors' stored bits (F32,
  * F16, BF16: an exponent of all ones is an infinity or a NaN), so it costs one pass over the
  * mapped file and no conversion, whichever device the weights go to.
  */
@@ -13,6 +13,7 @@
 
 #include "../ffi/src/alloc.h"
 #include "../ffi/src/export.h"
+#include "lm_head.h"
 #include "weights.h"
 
 static const char fn[] = "rmlp_model_load";
@@ -155,14 +156,58 @@ static size_t unused_report(const checkpoint *ckpt, const rmlp_model_config *c, 
     return len;
 }
 
-rmlp_status audit_checkpoint(const checkpoint *ckpt, const rmlp_model_config *config, bool finite, char **report) {
+/* The report's line on tensors the shards hold but the index's weight_map lacks (used all the same). */
+static size_t unindexed_report(const checkpoint *ckpt, char *buf, size_t cap) {
+    size_t unindexed = 0, listed = 0, len = 0;
+    for (size_t s = 0; s < checkpoint_shard_count(ckpt); s++)
+        for (size_t i = 0; i < st_count(checkpoint_shard(ckpt, s)); i++)
+            unindexed += !checkpoint_indexed(ckpt, st_at(checkpoint_shard(ckpt, s), i)->name);
+    if (unindexed == 0) return 0;
+    APPEND(buf, cap, &len, "%zu tensor%s of the shards %s not in the index's weight_map, and found in %s shard all "
+           "the same (transformers loads every tensor of the shards an index names):", unindexed,
+           unindexed > 1 ? "s" : "", unindexed > 1 ? "are" : "is", unindexed > 1 ? "their" : "its");
+    for (size_t s = 0; s < checkpoint_shard_count(ckpt) && listed < LISTED_NAMES; s++) {
+        const st_file *file = checkpoint_shard(ckpt, s);
+        for (size_t i = 0; i < st_count(file) && listed < LISTED_NAMES; i++)
+            if (!checkpoint_indexed(ckpt, st_at(file, i)->name))
+                APPEND(buf, cap, &len, "%s '%s' (%s)", listed++ ? "," : "", st_at(file, i)->name, st_path(file));
+    }
+    if (unindexed > listed) APPEND(buf, cap, &len, " and %zu more", unindexed - listed);
+    APPEND(buf, cap, &len, "\n");
+    return len;
+}
+
+/* The report's line on the LM head when config.json ties it and the checkpoint has its own. */
+static size_t head_report(lm_head_choice choice, char *buf, size_t cap) {
+    size_t len = 0;
+    if (choice == LM_HEAD_TIED_EQUAL)
+        APPEND(buf, cap, &len, "tie_word_embeddings is true and the checkpoint's lm_head.weight equals the embedding: "
+               "the LM head is the embedding (tied)\n");
+    else if (choice == LM_HEAD_UNTIED)
+        APPEND(buf, cap, &len, "tie_word_embeddings is true, but the checkpoint's lm_head.weight differs from the "
+               "embedding: the LM head is lm_head.weight, not tied (as transformers does, with a warning); the "
+               "config reads tie_word_embeddings false\n");
+    return len;
+}
+
+/* The whole report into buf (cap bytes; NULL to measure); its length. */
+static size_t report_text(const checkpoint *ckpt, const rmlp_model_config *config, const char *prefix,
+                          lm_head_choice head, char *buf, size_t cap) {
+    size_t len = head_report(head, buf, cap);
+    len += unindexed_report(ckpt, buf && len < cap ? buf + len : NULL, cap > len ? cap - len : 0);
+    len += unused_report(ckpt, config, prefix, buf && len < cap ? buf + len : NULL, cap > len ? cap - len : 0);
+    return len;
+}
+
+rmlp_status audit_checkpoint(checkpoint *ckpt, rmlp_model_config *config, bool finite, char **report) {
     *report = NULL;
     const char *prefix = weights_prefix(ckpt);
+    lm_head_choice head = lm_head_resolve(ckpt, config, prefix);
     rmlp_status status = finite ? check_finite(ckpt, config, prefix) : RMLP_OK;
-    size_t len = status == RMLP_OK ? unused_report(ckpt, config, prefix, NULL, 0) : 0;
+    size_t len = status == RMLP_OK ? report_text(ckpt, config, prefix, head, NULL, 0) : 0;
     if (len == 0) return status;
     if ((*report = rmlp_malloc(len + 1)) == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the load report (%zu bytes) failed", len + 1);
-    unused_report(ckpt, config, prefix, *report, len + 1);
+    report_text(ckpt, config, prefix, head, *report, len + 1);
     return RMLP_OK;
 }

@@ -4,7 +4,9 @@
  * {"weight_map": {"tensor": "shard file"}} names the shards; a file path is one .safetensors
  * file (or an index) with config.json beside it. Each shard is opened once, and every entry
  * of the weight map is checked against its shard at open, so a lookup cannot fail later.
- * Shard names are plain file names: an index cannot reach outside its folder.
+ * Shard names are plain file names: an index cannot reach outside its folder. A tensor held by
+ * two shards is refused; one a shard holds but the weight map lacks is found all the same, as
+ * transformers loads every tensor of the shards an index names (audit.c reports it).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -30,6 +32,7 @@ struct checkpoint {
     size_t n_shards;
     st_file **shards;         /* (n_shards) */
     const char **shard_names; /* (n_shards), as the weight map spells them (strings inside index) */
+    const char *hidden;       /* a tensor checkpoint_find no longer finds (checkpoint_hide), or NULL */
 };
 
 /* The bytes join() allocates for "dir/name". */
@@ -64,6 +67,22 @@ static rmlp_status shard_of(checkpoint *ckpt, const char *dir, const char *name,
     return status;
 }
 
+/* Every tensor in one shard only: transformers would keep the last shard's copy without a word. */
+static rmlp_status check_duplicates(const checkpoint *ckpt, const char *index_path) {
+    for (size_t k = 1; k < ckpt->n_shards; k++)
+        for (size_t i = 0; i < st_count(ckpt->shards[k]); i++) {
+            const char *name = st_at(ckpt->shards[k], i)->name;
+            const char *indexed = json_string_value(json_object_get(ckpt->weight_map, name));
+            for (size_t other = 0; other < k; other++)
+                if (st_find(ckpt->shards[other], name) != NULL)
+                    return rmlp_fail(RMLP_ERR_MODEL, fn,
+                                     "%s: tensor '%s' is in both %s and %s (weight_map names %s); a checkpoint holds "
+                                     "each tensor once", index_path, name, ckpt->shard_names[other],
+                                     ckpt->shard_names[k], indexed != NULL ? indexed : "neither");
+        }
+    return RMLP_OK;
+}
+
 static rmlp_status open_index(checkpoint *ckpt, const char *dir, const char *index_path) {
     rmlp_status status = config_load_json(index_path, &ckpt->index);
     if (status != RMLP_OK) return status;
@@ -92,7 +111,7 @@ static rmlp_status open_index(checkpoint *ckpt, const char *dir, const char *ind
             return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: weight_map puts tensor '%s' in %s, which does not hold it",
                              index_path, tensor, st_path(ckpt->shards[k]));
     }
-    return RMLP_OK;
+    return check_duplicates(ckpt, index_path);
 }
 
 static rmlp_status open_single(checkpoint *ckpt, const char *file_path) {
@@ -170,13 +189,22 @@ void checkpoint_close(checkpoint *ckpt) {
 
 const char *checkpoint_config_path(const checkpoint *ckpt) { return ckpt->config_path; }
 
+void checkpoint_hide(checkpoint *ckpt, const char *name) { ckpt->hidden = name; }
+
 const st_tensor *checkpoint_find(const checkpoint *ckpt, const char *name) {
+    if (ckpt->hidden != NULL && strcmp(name, ckpt->hidden) == 0) return NULL;
     if (ckpt->index == NULL) return st_find(ckpt->shards[0], name);
     const char *shard = json_string_value(json_object_get(ckpt->weight_map, name));
-    if (shard == NULL) return NULL;
     for (size_t i = 0; i < ckpt->n_shards; i++)
-        if (strcmp(ckpt->shard_names[i], shard) == 0) return st_find(ckpt->shards[i], name);
+        if (shard == NULL || strcmp(ckpt->shard_names[i], shard) == 0) { /* unindexed: in any shard (once) */
+            const st_tensor *t = st_find(ckpt->shards[i], name);
+            if (t != NULL || shard != NULL) return t;
+        }
     return NULL;
+}
+
+bool checkpoint_indexed(const checkpoint *ckpt, const char *name) {
+    return ckpt->index == NULL || json_object_get(ckpt->weight_map, name) != NULL;
 }
 
 size_t checkpoint_shard_count(const checkpoint *ckpt) { return ckpt->n_shards; }

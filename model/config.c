@@ -6,14 +6,19 @@
  * as absent (Hugging Face writes "rope_scaling": null, "head_dim": null). Both forms on the
  * hub are read: the older one (top-level rope_theta, rope_scaling) and transformers 5's
  * (rope_parameters: {rope_theta, rope_type}, layer_types). Also the one JSON file reader of
- * model/.
+ * model/, which opens only regular files (a FIFO or a device would block or never end).
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../ffi/src/export.h"
 
@@ -32,11 +37,34 @@ int config_json_out_of_memory(const json_error_t *error, int byte_before_error) 
            (strncmp(error->text, "invalid token", 13) == 0 || strncmp(error->text, "string or '}' expected", 22) == 0);
 }
 
+/* `path` opened for reading if it is a regular file: without blocking on a FIFO (O_NONBLOCK, which
+ * a regular file's reads ignore), then checked with fstat. */
+static rmlp_status open_regular(const char *path, FILE **out) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int error = errno;
+        if (fd >= 0) close(fd);
+        return rmlp_fail(error == ENOMEM ? RMLP_ERR_OUT_OF_MEMORY : RMLP_ERR_IO, fn, "%s: %s", path, strerror(error));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return rmlp_fail(RMLP_ERR_IO, fn, "%s: not a regular file (a FIFO, device or folder is not read)", path);
+    }
+    if ((*out = fdopen(fd, "rb")) == NULL) {
+        int error = errno;
+        close(fd);
+        return rmlp_fail(error == ENOMEM ? RMLP_ERR_OUT_OF_MEMORY : RMLP_ERR_IO, fn, "%s: %s", path, strerror(error));
+    }
+    return RMLP_OK;
+}
+
 rmlp_status config_load_json(const char *path, json_t **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return rmlp_fail(errno == ENOMEM ? RMLP_ERR_OUT_OF_MEMORY : RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));
+    FILE *f;
+    rmlp_status opened = open_regular(path, &f);
+    if (opened != RMLP_OK) return opened;
     json_error_t error;
     memset(&error, 0, sizeof error);
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &error);
@@ -251,6 +279,10 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
     if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c, m)) != RMLP_OK) return s;
     if (get(c, "rope_scaling") != NULL)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_scaling is not supported (only plain RoPE)", c->path);
+    /* null is not absent here: transformers takes the key as given and finds no activation None */
+    if (json_is_null(json_object_get(c->root, "hidden_act")))
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act is null (transformers builds no activation from it; only "
+                         "silu is supported)", c->path);
     if ((s = get_string(c, "hidden_act", 0, &act)) != RMLP_OK) return s;
     if (act != NULL && strcmp(act, "silu") != 0)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act '%s' is not supported (only silu)", c->path, act);

@@ -1,7 +1,7 @@
 /*
  * config.h: config.json of a Llama-family decoder (Qwen3, Qwen2, Llama, Mistral) into
  * rmlp_model_config, refusing what the layer code does not implement (rope_scaling, an
- * activation other than SiLU, sliding windows in use).
+ * activation other than SiLU or none at all, sliding windows in use).
  */
 #ifndef RMLP_MODEL_CONFIG_H
 #define RMLP_MODEL_CONFIG_H
@@ -14,7 +14,8 @@
 rmlp_status config_read(const char *config_json_path, rmlp_model_config *out);
 
 /* The JSON object in the file at `path` (config.json, model.safetensors.index.json), for the
- * caller to json_decref. Errors: RMLP_ERR_IO when it cannot be read, RMLP_ERR_FORMAT (naming
+ * caller to json_decref. Errors: RMLP_ERR_IO when it cannot be read or is not a regular file (a
+ * FIFO is refused without blocking), RMLP_ERR_FORMAT (naming
  * line and column) when it is not JSON, repeats a key, or is not an object,
  * RMLP_ERR_OUT_OF_MEMORY when jansson ran out of memory. */
 struct json_t;

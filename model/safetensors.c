@@ -284,7 +284,7 @@ rmlp_status st_open(const char *path, st_file **out) {
     st_file *file;
     rmlp_status status = new_file(path, &file);
     if (status != RMLP_OK) return status;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block the open: fstat refuses it */
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0)
         status = rmlp_fail(RMLP_ERR_IO, fn, "%s: %s", path, strerror(errno));

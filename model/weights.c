@@ -71,6 +71,14 @@ static float f16_to_f32(uint16_t h) {
     return bits_to_f32(sign | e << 23 | (man & 0x3ffu) << 13);
 }
 
+float weights_value_at(const st_tensor *t, uint64_t i) {
+    const unsigned char *p = (const unsigned char *)t->data + i * (t->dtype == RMLP_DTYPE_F32 ? 4 : 2);
+    if (t->dtype == RMLP_DTYPE_F32)
+        return bits_to_f32((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+    uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+    return t->dtype == RMLP_DTYPE_BF16 ? bits_to_f32((uint32_t)h << 16) : f16_to_f32(h);
+}
+
 static void convert(const st_tensor *t, float *dst) {
     if (t->dtype == RMLP_DTYPE_F32) {
         memcpy(dst, t->data, t->nbytes);

@@ -60,6 +60,8 @@ void weights_free(model_weights *weights, const rmlp_model_config *config);
 const char *weights_prefix(const checkpoint *ckpt);
 /* name (len) = "<prefix>[layers.<layer>.]<suffix>" (layer < 0: a tensor outside the layers). */
 void weights_name(char *name, size_t len, const char *prefix, long layer, const char *suffix);
+/* Element i of a checkpoint tensor (F32, F16 or BF16) as the loaders convert it. */
+float weights_value_at(const st_tensor *t, uint64_t i);
 /* *out = the tensor `name`, shaped (rows, cols) as config.json calls for ((rows) when cols is 0).
  * Errors: RMLP_ERR_MODEL naming the tensor (missing, or both shapes), reported as rmlp_model_load. */
 rmlp_status weights_find(const checkpoint *ckpt, const char *name, uint64_t rows, uint64_t cols,

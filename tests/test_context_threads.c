@@ -6,8 +6,11 @@
  *   with a message and changes nothing, rmlp_context_free leaves the context alone, a second
  *   context of the same model runs meanwhile (a model is shared), and the held forward then
  *   finishes with the serial result. The callback computes its attention with rmlp_attention on
- *   its own context: calls of one thread nest. Freeing the context from inside its own callback is
- *   refused too.
+ *   its own context: those calls of one thread nest. Freeing the context from inside its own
+ *   callback is refused too.
+ * - Nested: an attention callback calling any other entry point on the context running it (a
+ *   forward, a per-layer call, a read-out, set_plan, the cache, generation) gets RMLP_ERR_BUSY and
+ *   changes nothing; the outer forward returns the serial result.
  * - Racing: threads share one context for many forwards; every call returns RMLP_OK with exactly
  *   the serial output, or RMLP_ERR_BUSY (and at least one does). Without the guard about 9% of the
  *   outputs were wrong, each call returning RMLP_OK.
@@ -182,6 +185,74 @@ static void test_held_forward(void) {
     pthread_mutex_destroy(&h.lock);
 }
 
+/* ---- calls back into the context from its own attention callback -------------------------------- */
+
+typedef struct nested {
+    rmlp_context *ctx;
+    const rmlp_plan *plan;
+    int tried; /* calls tried from the callback at layer 0 */
+} nested;
+
+/* At layer 0, every other context call on the running context: RMLP_ERR_BUSY, nothing done (the
+ * outer forward then matches the serial one). The attention itself by rmlp_attention, which nests. */
+static rmlp_status nesting_attention(void *user_data, const rmlp_attention_args *args) {
+    nested *n = user_data;
+    float buf[MAX_TOKENS * 32], logits[16], prob[8];
+    uint32_t cu[2] = {0, 1};
+    rmlp_cache_stats stats;
+    static const char *const names[] = {"rmlp_forward", "rmlp_forward_compact", "rmlp_embed",
+                                        "rmlp_layer_pre_attention", "rmlp_layer_post_attention_compact",
+                                        "rmlp_final_norm", "rmlp_context_pool", "rmlp_score_pair",
+                                        "rmlp_context_set_plan", "rmlp_context_cache_stats",
+                                        "rmlp_context_cache_clear", "rmlp_generate_begin"};
+    for (int k = 0; args->layer == 0 && k < 12; k++, n->tried++) {
+        rmlp_status status;
+        switch (k) {
+        case 0: status = rmlp_forward(n->ctx, n->plan, NULL, NULL, buf); break;
+        case 1: status = rmlp_forward_compact(n->ctx, n->plan, NULL, NULL, buf); break;
+        case 2: status = rmlp_embed(n->ctx, n->plan, buf); break;
+        case 3: status = rmlp_layer_pre_attention(n->ctx, 1, n->plan, buf, buf, buf, buf); break;
+        case 4: status = rmlp_layer_post_attention_compact(n->ctx, 1, n->plan, buf, buf); break;
+        case 5: status = rmlp_final_norm(n->ctx, n->plan, buf, buf); break;
+        case 6: status = rmlp_context_pool(n->ctx, buf, 1, cu, 1, RMLP_POOLING_LAST, false, buf); break;
+        case 7: status = rmlp_score_pair(n->ctx, buf, 1, cu, 1, 1, 2, logits, prob); break;
+        case 8: status = rmlp_context_set_plan(n->ctx, n->plan); break;
+        case 9: status = rmlp_context_cache_stats(n->ctx, &stats); break;
+        case 10: status = rmlp_context_cache_clear(n->ctx); break;
+        default: status = rmlp_generate_begin(n->ctx, n->plan, NULL, logits); break;
+        }
+        const char *msg = rmlp_last_error();
+        if (k < 2) tu_record_bad_input("the same context, from inside its own attention callback", status, msg);
+        CHECK(status == RMLP_ERR_BUSY && strncmp(msg, names[k], strlen(names[k])) == 0 &&
+                  strstr(msg, "context is inside a call on this thread already (a host attention callback may call "
+                              "only rmlp_attention or rmlp_attention_compact") != NULL,
+              "%s from the context's own attention callback: status %d, message \"%s\"", names[k], status, msg);
+    }
+    return rmlp_attention(n->ctx, args);
+}
+
+static void test_nested_calls(void) {
+    rmlp_planner *planner = NULL;
+    nested n = {0};
+    rmlp_plan plan;
+    rmlp_plan_params params = tu_params(1.0, 8);
+    const tu_batch *b = &batches[0];
+    float *out = tu_xmalloc(MAX_TOKENS * cfg.hidden_size * sizeof(float));
+    if (CHECK(rmlp_context_create(model, MAX_TOKENS, &n.ctx) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
+                  rmlp_plan_build(planner, b->ids, b->pos, b->n_tokens, b->cu, b->n_seqs, &params, &plan) ==
+                      RMLP_OK,
+              "setup: %s", rmlp_last_error())) {
+        n.plan = &plan;
+        CHECK(rmlp_forward(n.ctx, &plan, nesting_attention, &n, out) == RMLP_OK, "the outer forward: %s",
+              rmlp_last_error());
+        CHECK(n.tried == 12 && memcmp(out, serial[0], b->n_tokens * cfg.hidden_size * sizeof(float)) == 0,
+              "the outer forward (%d nested calls refused) differs from the serial one", n.tried);
+    }
+    rmlp_context_free(n.ctx);
+    rmlp_planner_free(planner);
+    free(out);
+}
+
 /* ---- threads racing for one context ---------------------------------------------------------------- */
 
 static rmlp_context *shared;
@@ -278,6 +349,7 @@ int main(void) {
     rmlp_planner_free(planner);
 
     test_held_forward();
+    test_nested_calls();
     test_racing();
 
     for (int b = 0; b < N_BATCHES; b++) {

@@ -6,7 +6,10 @@
  * q/k/v and gate/up stacked; F16 and BF16 conversions are checked bit for bit on known
  * patterns (subnormals, infinities, NaN). Then one table row per bad input (safetensors header,
  * config.json, tensors, index.json), each with its exact status and a message naming the file,
- * key or tensor. Run under ASan/LSan, this also checks that no error path leaks.
+ * key or tensor (FIFOs and folders where files belong, a tensor in two shards, hidden_act null);
+ * tensors an index lacks are loaded and reported; the LM head when config.json ties it and the
+ * file has its own (lm_head.h); a forward whose output overflows fp32 is RMLP_ERR_MODEL. Run under
+ * ASan/LSan, this also checks that no error path leaks.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -51,10 +54,15 @@ typedef struct spec {
     int write_head_dim; /* head_dim in config.json (else hidden / heads) */
     int old_form;       /* config.json as older hub checkpoints have it (top-level rope_theta, ...) */
     int o_bias, mlp_bias; /* write the o_proj bias, the gate/up/down biases */
+    int head_equal;       /* lm_head.weight written as a copy of the embedding */
 } spec;
 
 /* config.json as transformers 5 writes it (rope_parameters, layer_types). */
-static const spec QWEN3 = {"qwen3", "model.", "F32", 0, 1, 1, 0, HEAD_DIM, 1, 0, 0, 0};
+static const spec QWEN3 = {"qwen3", "model.", "F32", 0, 1, 1, 0, HEAD_DIM, 1, 0, 0, 0, 0};
+
+/* What transformers 5 does with tie_word_embeddings and a lm_head.weight of the file's own: the
+ * head is tied when it equals the embedding, else kept untied (lm_head.h). */
+static int tied(const spec *s) { return s->tie && (!s->lm_head || s->head_equal); }
 
 static const char *tensor_name(const spec *s, int layer, const char *suffix) {
     static char buf[160];
@@ -114,7 +122,11 @@ static void build_tensors(const spec *s, uint64_t seed, stw *w) {
         }
     }
     add_random(w, &rng, s, -1, "norm.weight", HIDDEN, 0);
-    if (s->lm_head) add_random(w, &rng, s, -1, "lm_head.weight", VOCAB, HIDDEN);
+    const stw_tensor *embed = stw_find(w, tensor_name(s, -1, "embed_tokens.weight"));
+    if (s->lm_head && s->head_equal)
+        stw_add(w, "lm_head.weight", embed->dtype, 2, embed->shape, embed->data, embed->nbytes);
+    else if (s->lm_head)
+        add_random(w, &rng, s, -1, "lm_head.weight", VOCAB, HIDDEN);
     add_random(w, &rng, s, -1, "rotary_emb.inv_freq", s->head_dim / 2, 0); /* unused, as old checkpoints have */
 }
 
@@ -242,7 +254,7 @@ static void check_weights(const char *what, const spec *s, const stw *w, const r
             CHECK(l->gate_up_bias == NULL && l->down_bias == NULL, "%s: layer %d has MLP biases", what, i);
         }
     }
-    if (s->lm_head) {
+    if (s->lm_head && !tied(s)) {
         CHECK(mw->lm_head != mw->embed, "%s: own lm_head aliases the embedding", what);
         check_values(what, mw->lm_head, w, "lm_head.weight");
     } else {
@@ -299,15 +311,22 @@ static void check_valid(const char *what, const spec *s, const char *const *edit
          * attention_bias; Llama gate/up/down ones from mlp_bias; Mistral none. */
         int reads = arch == RMLP_ARCH_LLAMA || arch == RMLP_ARCH_QWEN3;
         int attention_bias = edited_true(edits, "attention_bias");
-        CHECK(c.qk_norm == (arch == RMLP_ARCH_QWEN3) && c.tie_word_embeddings == (s->tie != 0), "%s: qk_norm %d tie %d",
+        CHECK(c.qk_norm == (arch == RMLP_ARCH_QWEN3) && c.tie_word_embeddings == tied(s), "%s: qk_norm %d tie %d",
               what, c.qk_norm, c.tie_word_embeddings);
         CHECK(c.attention_bias == (arch == RMLP_ARCH_QWEN2 || (reads && attention_bias)) &&
                   c.o_proj_bias == (reads && attention_bias) &&
                   c.mlp_bias == (arch == RMLP_ARCH_LLAMA && edited_true(edits, "mlp_bias")),
               "%s: biases q/k/v %d o %d mlp %d", what, c.attention_bias, c.o_proj_bias, c.mlp_bias);
         int extra = (s->bias && !c.attention_bias) || (s->o_bias && !c.o_proj_bias) || (s->mlp_bias && !c.mlp_bias);
-        CHECK((report != NULL) == extra && (!extra || strstr(report, "proj.bias'") != NULL),
-              "%s: report '%s' (bias tensors the model does not use: %d)", what, report ? report : "(none)", extra);
+        const char *head = !s->tie || !s->lm_head ? NULL
+                           : s->head_equal        ? "lm_head.weight equals the embedding: the LM head is the embedding "
+                                                    "(tied)\n"
+                                                  : "lm_head.weight differs from the embedding: the LM head is "
+                                                    "lm_head.weight, not tied";
+        CHECK((report != NULL) == (extra || head != NULL) && (!extra || strstr(report, "proj.bias'") != NULL) &&
+                  (head == NULL || strstr(report, head) != NULL),
+              "%s: report '%s' (bias tensors the model does not use: %d; the head: %s)", what,
+              report ? report : "(none)", extra, head ? head : "as configured");
         check_weights(what, s, &w, &c, &mw);
         weights_free(&mw, &c);
     }
@@ -322,8 +341,10 @@ static void test_valid(void) {
     check_valid("qwen3", &s, NULL, 1);
     s.prefix = "", s.tie = 1, s.lm_head = 0, s.old_form = 1; /* Qwen3-Embedding: no "model.", no lm_head */
     check_valid("qwen3_embedding", &s, NULL, 1);
-    s = QWEN3, s.tie = 1; /* tied, but the checkpoint carries its own lm_head: that one is used */
+    s = QWEN3, s.tie = 1; /* tied, but the checkpoint carries its own lm_head, which differs: that one is used */
     check_valid("tied_with_lm_head", &s, NULL, 1);
+    s.head_equal = 1; /* its own lm_head, equal to the embedding: tied */
+    check_valid("tied_with_equal_lm_head", &s, NULL, 1);
     s = QWEN3, s.lm_head = 0; /* untied without lm_head: a model without a head */
     check_valid("headless", &s, NULL, 1);
     s = QWEN3, s.bias = s.o_bias = 1; /* q, k, v and o_proj biases from attention_bias; mlp_bias not read */
@@ -479,6 +500,11 @@ static void write_sharded(const char *dir, const stw *w, const char *map_key, co
         snprintf(quoted, sizeof quoted, "\"%s\"", i >= split ? SHARD2 : SHARD1);
         stw_json_set(&map, t->name, quoted);
     }
+    if (map_key && strcmp(map_key, "duplicate") == 0) { /* the first shard's first tensor, in the second too */
+        const stw_tensor *t = &w->t[0];
+        stw_add(&parts[1], t->name, t->dtype, t->ndim, t->shape, t->data, t->nbytes);
+        map_key = NULL;
+    }
     if (map_key) stw_json_set(&map, map_key, map_value);
     char *map_text = stw_json_string(&map);
     stw_json_set(&index, "metadata", "{\"total_size\": 12345}");
@@ -520,6 +546,15 @@ static void test_sharded_and_paths(void) {
     char slashes[600];
     snprintf(slashes, sizeof slashes, "%s//", at("by_file", ""));
     check_loads("folder with trailing slashes", slashes, &QWEN3, &w);
+    /* Tensors a shard holds but the weight map lacks are loaded, as transformers loads every tensor
+     * of the shards an index names, and reported: the LM head among them. */
+    write_sharded("unindexed", &w, "lm_head.weight", NULL, NULL);
+    stw_json_write(&config, at("unindexed", "config.json"));
+    check_loads("an index without lm_head.weight (a shard holds it)", at("unindexed", ""), &QWEN3, &w);
+    CHECK(report != NULL && strstr(report, "1 tensor of the shards is not in the index's weight_map, and found in its "
+                                           "shard all the same") != NULL &&
+              strstr(report, "'lm_head.weight' (") != NULL,
+          "an index without lm_head.weight: report '%s'", report ? report : "(none)");
     stw_free(&w);
     stw_json_free(&config);
 }
@@ -626,6 +661,27 @@ static void test_bad_files(void) {
     expect_fail("config.json missing", at("no_config", ""), RMLP_ERR_IO, "no_config/config.json: No such file", NULL);
     expect_fail("config.json missing (file path)", at("no_config", "model.safetensors"), RMLP_ERR_IO,
                 "no_config/config.json: No such file", NULL);
+
+    /* Files that are FIFOs (no writer: opening one for reading would block forever) or folders. */
+    make_dir("fifo_config");
+    stw_write(&w, at("fifo_config", "model.safetensors"), 1);
+    CHECK(mkfifo(at("fifo_config", "config.json"), 0600) == 0, "mkfifo config.json");
+    expect_fail("config.json a FIFO", at("fifo_config", ""), RMLP_ERR_IO,
+                "fifo_config/config.json: not a regular file", NULL);
+    make_dir("fifo_index");
+    stw_json_write(&config, at("fifo_index", "config.json"));
+    CHECK(mkfifo(at("fifo_index", "model.safetensors.index.json"), 0600) == 0, "mkfifo index");
+    expect_fail("model.safetensors.index.json a FIFO (opened by path)",
+                at("fifo_index", "model.safetensors.index.json"), RMLP_ERR_IO,
+                "fifo_index/model.safetensors.index.json: not a regular file", NULL);
+    CHECK(mkfifo(at("fifo_index", "model.safetensors"), 0600) == 0, "mkfifo safetensors");
+    expect_fail("model.safetensors a FIFO (opened by path)", at("fifo_index", "model.safetensors"), RMLP_ERR_IO,
+                "fifo_index/model.safetensors: not a regular file", NULL);
+    make_dir("dir_config");
+    make_dir("dir_config/config.json");
+    stw_write(&w, at("dir_config", "model.safetensors"), 1);
+    expect_fail("config.json a folder", at("dir_config", ""), RMLP_ERR_IO, "dir_config/config.json: not a regular file",
+                NULL);
     stw_free(&w);
     stw_json_free(&config);
 }
@@ -751,6 +807,8 @@ static const config_case config_cases[] = {
      "rope_scaling is not supported"},
     {"hidden_act gelu", "hidden_act", "\"gelu\"", NULL, NULL, RMLP_ERR_MODEL, "hidden_act 'gelu' is not supported"},
     {"hidden_act a number", "hidden_act", "1", NULL, NULL, RMLP_ERR_FORMAT, "'hidden_act' is an integer, not a string"},
+    {"hidden_act null", "hidden_act", "null", NULL, NULL, RMLP_ERR_MODEL,
+     "config/config.json: hidden_act is null (transformers builds no activation from it; only silu is supported)"},
     {"use_sliding_window (Llama)", "use_sliding_window", "true", "model_type", "\"llama\"", RMLP_ERR_MODEL,
      "use_sliding_window true is not supported"},
     {"layer_types shorter than num_hidden_layers", "layer_types", "[\"full_attention\"]", NULL, NULL, RMLP_ERR_MODEL,
@@ -1103,6 +1161,54 @@ static void test_public_api(void) {
     stw_json_free(&config);
 }
 
+/* Finite weights whose output overflows fp32 (a final norm of 3e38): every CPU forward says so, with
+ * RMLP_ERR_MODEL naming the first row, cached or not, batch rows or compact rows. */
+static void test_not_finite_output(void) {
+    stw w = {0};
+    stw_json config = {0};
+    build_tensors(&QWEN3, 42, &w);
+    build_config(&QWEN3, &config);
+    stw_tensor *norm = stw_find(&w, "model.norm.weight");
+    for (size_t i = 0; i < HIDDEN; i++) memcpy(norm->data + 4 * i, &(float){3e38f}, 4);
+    write_checkpoint("overflow", &w, &config, 1);
+    static const uint32_t ids[6] = {1, 2, 3, 1, 2, 4}, pos[6] = {0, 1, 2, 0, 1, 2}, cu[3] = {0, 3, 6};
+    rmlp_model *model = NULL;
+    rmlp_context *plain = NULL, *cached = NULL;
+    rmlp_planner *planner = NULL;
+    rmlp_plan plan;
+    rmlp_plan_params pp = tu_params(1.0, 0);
+    rmlp_context_params cp = rmlp_context_default_params();
+    cp.cache_bytes = 1u << 20;
+    float out[6 * HIDDEN];
+    if (CHECK(rmlp_model_load(at("overflow", ""), NULL, &model) == RMLP_OK &&
+                  rmlp_context_create(model, 6, &plain) == RMLP_OK &&
+                  rmlp_context_create_with_params(model, 6, &cp, &cached) == RMLP_OK &&
+                  rmlp_planner_create(&planner) == RMLP_OK &&
+                  rmlp_plan_build(planner, ids, pos, 6, cu, 2, &pp, &plan) == RMLP_OK,
+              "a model with a final norm of 3e38 loads (its weights are finite): %s", rmlp_last_error())) {
+        for (int k = 0; k < 4; k++) {
+            rmlp_context *ctx = k < 2 ? plain : cached;
+            bool compact = k % 2 == 1;
+            rmlp_status status = compact ? rmlp_forward_compact(ctx, &plan, NULL, NULL, out)
+                                         : rmlp_forward(ctx, &plan, NULL, NULL, out);
+            const char *msg = rmlp_last_error();
+            if (k < 2) tu_record_bad_input("weights that overflow fp32 (a final norm of 3e38)", status, msg);
+            CHECK(status == RMLP_ERR_MODEL && strstr(msg, compact ? "the output is not finite: compact row 0 holds "
+                                                                    "an infinity at element "
+                                                                  : "the output is not finite: batch row 0 holds an "
+                                                                    "infinity at element ") != NULL,
+                  "%s forward%s: status %d, message '%s'", compact ? "compact" : "batch-row",
+                  k < 2 ? "" : " (cached)", status, msg);
+        }
+    }
+    rmlp_planner_free(planner);
+    rmlp_context_free(plain);
+    rmlp_context_free(cached);
+    rmlp_model_free(model);
+    stw_free(&w);
+    stw_json_free(&config);
+}
+
 typedef struct index_case {
     const char *name;
     const char *map_key, *map_value; /* weight_map edit (raw JSON; NULL removes) */
@@ -1123,8 +1229,9 @@ static const index_case index_cases[] = {
      "weight_map['model.norm.weight'] is an integer, not a file name", NULL},
     {"tensor not in its shard", "model.embed_tokens.weight", "\"model-00002-of-00002.safetensors\"", NULL,
      RMLP_ERR_MODEL, "weight_map puts tensor 'model.embed_tokens.weight' in ", "model-00002-of-00002.safetensors"},
-    {"tensor left out of the map", "model.norm.weight", NULL, NULL, RMLP_ERR_MODEL,
-     "missing tensor 'model.norm.weight'", NULL},
+    {"a tensor in two shards", "duplicate", NULL, NULL, RMLP_ERR_MODEL, "tensor 'model.embed_tokens.weight' is in "
+     "both model-00001-of-00002.safetensors and model-00002-of-00002.safetensors (weight_map names "
+     "model-00001-of-00002.safetensors); a checkpoint holds each tensor once", NULL},
     {"index not JSON", NULL, NULL, "{\"weight_map\": {", RMLP_ERR_FORMAT,
      "index/model.safetensors.index.json: not valid JSON", NULL},
     {"index without weight_map", NULL, NULL, "{\"metadata\": {}}", RMLP_ERR_FORMAT,
@@ -1163,6 +1270,7 @@ int main(void) {
     test_not_finite();
     test_unused();
     test_public_api();
+    test_not_finite_output();
     test_bad_index();
     free(report);
     stw_rmtree(root);

@@ -279,6 +279,11 @@ static inline int tu_plan_diff(const rmlp_plan *a, const rmlp_plan *b, char *why
            tu_layout_differ(a, b, why, why_len);
 }
 
+/* rmlp_forward_compact (compact) or rmlp_forward of plan with the built-in attention into out. */
+static inline rmlp_status tu_forward(rmlp_context *ctx, const rmlp_plan *plan, bool compact, float *out) {
+    return compact ? rmlp_forward_compact(ctx, plan, NULL, NULL, out) : rmlp_forward(ctx, plan, NULL, NULL, out);
+}
+
 /* Params with the given gate and padding (pad_multiple 0: no padding). */
 static inline rmlp_plan_params tu_params(double threshold, uint32_t pad_multiple) {
     rmlp_plan_params p = rmlp_plan_default_params();

@@ -20,12 +20,15 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "radix_mlp.h"
@@ -98,6 +101,25 @@ static int parse_gen_args(int argc, char **argv, gen_args *a) {
     return 0;
 }
 
+/* The JSON of the file at `path` if it is a regular file, as json_load_file reads it; NULL with
+ * error->text set when it cannot be read or parsed, and *irregular set when it is not a regular file
+ * (a FIFO is opened without blocking, then refused: json_load_file would wait for a writer). */
+static json_t *load_regular_json(const char *path, json_error_t *error, bool *irregular) {
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = NULL;
+    *irregular = fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode);
+    if (fd >= 0 && !*irregular) f = fdopen(fd, "rb");
+    if (f == NULL) {
+        snprintf(error->text, sizeof error->text, "%s", *irregular ? "not a regular file" : strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    json_t *root = json_loadf(f, 0, error);
+    fclose(f);
+    return root;
+}
+
 /* eos_token_id (an id, a list of ids, or null) of DIR/generation_config.json, else of
  * DIR/config.json; 0, or -1 after printing why when it is anything else. */
 static int read_eos(const char *dir, gen_args *a) {
@@ -106,7 +128,14 @@ static int read_eos(const char *dir, gen_args *a) {
     for (size_t f = 0; f < 2 && a->n_eos == 0 && rc == 0; f++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, files[f]);
-        json_t *root = json_load_file(path, 0, NULL), *eos = root ? json_object_get(root, "eos_token_id") : NULL;
+        json_error_t error;
+        bool irregular;
+        json_t *root = load_regular_json(path, &error, &irregular);
+        json_t *eos = root ? json_object_get(root, "eos_token_id") : NULL;
+        if (irregular) { /* a missing file is no eos; one that cannot be read as a file is an error */
+            fprintf(stderr, "radixmlp: %s: not a regular file; give --eos\n", path);
+            rc = -1;
+        }
         size_t n = json_is_array(eos) ? json_array_size(eos) : eos != NULL && !json_is_null(eos);
         for (size_t i = 0; i < n && rc == 0; i++) {
             json_t *id = json_is_array(eos) ? json_array_get(eos, i) : eos;
@@ -238,8 +267,13 @@ static int set_piece(const char *path, const char *what, size_t index, const cha
 /* The tokens of tokenizer.json `path` by id; every id must be one of the model's vocab_size. */
 static int read_vocab(const char *path, uint32_t vocab_size, vocab_text *vt) {
     json_error_t error;
-    json_t *root = json_load_file(path, 0, &error);
+    bool irregular;
+    json_t *root = load_regular_json(path, &error, &irregular);
     json_t *vocab = root ? json_object_get(json_object_get(root, "model"), "vocab") : NULL;
+    if (irregular) {
+        fprintf(stderr, "radixmlp: --tokenizer %s: not a regular file\n", path);
+        return -1;
+    }
     if (!json_is_object(vocab)) {
         fprintf(stderr, "radixmlp: --tokenizer %s: no model.vocab object%s%s\n", path, root ? "" : ": ",
                 root ? "" : error.text);

@@ -4,6 +4,7 @@
 #include "context_checks.h"
 
 #include "guard.h"
+#include "plan_maps.h"
 #include "validate.h"
 
 rmlp_status rmlp_context_enter(const char *fn, rmlp_context *context) {
@@ -11,7 +12,13 @@ rmlp_status rmlp_context_enter(const char *fn, rmlp_context *context) {
     return rmlp_guard_enter(fn, context, RMLP_MAGIC_CONTEXT, "context", "rmlp_context");
 }
 
-rmlp_status rmlp_check_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
+rmlp_status rmlp_context_enter_nested(const char *fn, rmlp_context *context) {
+    rmlp_clear_error();
+    return rmlp_guard_enter_nested(fn, context, RMLP_MAGIC_CONTEXT, "context", "rmlp_context");
+}
+
+/* A valid plan that fits the context (its maps not yet checked against each other). */
+static rmlp_status check_fits(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
     rmlp_status status = rmlp_check_plan(fn, plan);
     if (status != RMLP_OK) return status;
     if (plan->n_tokens == 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the plan is empty (n_tokens=0)");
@@ -20,6 +27,15 @@ rmlp_status rmlp_check_call(const char *fn, const rmlp_context *context, const r
                          "plan has %u tokens (%u compact rows) but the context was created for %zu tokens",
                          plan->n_tokens, plan->n_compact_padded, context->ws.cap_tokens);
     return RMLP_OK;
+}
+
+rmlp_status rmlp_check_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
+    rmlp_status status = check_fits(fn, context, plan);
+    return status == RMLP_OK ? rmlp_check_plan_maps(fn, plan) : status;
+}
+
+rmlp_status rmlp_check_layer_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
+    return context->gpu != NULL ? check_fits(fn, context, plan) : rmlp_check_call(fn, context, plan);
 }
 
 rmlp_status rmlp_check_layer(const char *fn, const rmlp_context *context, uint32_t layer) {

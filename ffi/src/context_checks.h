@@ -12,11 +12,22 @@
 #include "model_internal.h"
 
 /* The guard of every call on a context, after clearing the last error: a NULL or freed context,
- * another kind of handle, or a context in a call on another thread are refused. */
+ * another kind of handle, or a context in a call (on another thread, or on this one: a host
+ * callback calling back into the context running it) are refused. */
 rmlp_status rmlp_context_enter(const char *fn, rmlp_context *context);
+/* The same for the calls a host attention callback may make on the context running it
+ * (rmlp_attention, rmlp_attention_compact): a call of this thread may be running. */
+rmlp_status rmlp_context_enter_nested(const char *fn, rmlp_context *context);
 
-/* A plan that is valid and fits the context. */
+/* A plan that is valid, fits the context and whose maps agree with each other (plan_maps.h: every
+ * call, whoever built the plan, since a host may have edited a library plan's arrays in place). */
 rmlp_status rmlp_check_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan);
+/* rmlp_check_call for the per-layer calls and read-outs. On a CUDA context these read the device
+ * copy of the plan that rmlp_context_set_plan made after rmlp_check_call passed it, and the CUDA
+ * layer refuses any plan but the one set (gpu_context_check_plan), so the maps are not checked
+ * again on every layer (O(N) each time, a share of a device layer that counts); on the CPU they read
+ * the host's arrays, so they are. */
+rmlp_status rmlp_check_layer_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan);
 rmlp_status rmlp_check_layer(const char *fn, const rmlp_context *context, uint32_t layer);
 /* Each named buffer is non-NULL. */
 rmlp_status rmlp_check_buffers(const char *fn, const void *const *buffers, const char *const *names, size_t n);

@@ -14,6 +14,9 @@
  * from the slots (kv_indices = the slots of the path), and their final hidden states go into the
  * slots too; the output is then read from the slots of all rows, cached or computed. On a CUDA
  * context the same runs on the device (gpu/cache.cu).
+ *
+ * A CPU forward's output is checked to be finite (RMLP_ERR_MODEL naming the first row that is
+ * not: finite weights large enough to overflow fp32 pass the load's check).
  */
 #include <math.h>
 #include <string.h>
@@ -24,6 +27,7 @@
 #include "cached_rows.h"
 #include "context_checks.h"
 #include "export.h"
+#include "forward.h"
 #include "guard.h"
 #include "model_cuda.h"
 #include "model_internal.h"
@@ -145,8 +149,9 @@ static int cpu_forward_cached(rmlp_context *context, const rmlp_plan *plan, void
     return 0;
 }
 
-static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
-                           rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+/* Checks the call, then runs the forward on the context's device, against its cache if it has one. */
+static rmlp_status run_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
+                               rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
     rmlp_status status = rmlp_check_call(fn, context, plan);
     if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){out}, (const char *[]){"out"}, 1);
     if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
@@ -171,6 +176,51 @@ static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_pla
     }
     if (context->gpu != NULL) return cuda_forward(fn, context, plan, space, attention, user_data, out, compact_out);
     return cpu_forward(fn, context, plan, space, attention, user_data, out, compact_out);
+}
+
+/* The first element of x (n floats) that is an infinity or NaN, or n. Words are tested by their
+ * exponent bits, a block at a time without a branch (the common case: all finite). */
+static size_t first_not_finite(const float *x, size_t n) {
+    enum { BLOCK = 1024 };
+    for (size_t start = 0; start < n; start += BLOCK) {
+        size_t end = n - start < BLOCK ? n : start + BLOCK;
+        uint32_t hit = 0;
+        for (size_t i = start; i < end; i++) {
+            uint32_t bits;
+            memcpy(&bits, &x[i], sizeof bits);
+            hit |= (bits & 0x7f800000u) == 0x7f800000u;
+        }
+        for (size_t i = start; hit && i < end; i++)
+            if (!isfinite(x[i])) return i;
+    }
+    return n;
+}
+
+/* A CPU forward's output, all finite, or RMLP_ERR_MODEL naming the first row and element that is
+ * not (weights so large that fp32 overflows: the load's finite check passes them). The output is
+ * left as computed. A CUDA forward's output stays on the device, unchecked (docs/bad_input.md). */
+static rmlp_status check_output(const char *fn, const rmlp_context *context, const rmlp_plan *plan, const float *out,
+                                bool compact_out) {
+    size_t hsz = context->model->config.hidden_size, rows = compact_out ? plan->n_compact : plan->n_tokens;
+    size_t at = first_not_finite(out, rows * hsz);
+    if (at == rows * hsz) return RMLP_OK;
+    size_t row = at / hsz;
+    return rmlp_fail(RMLP_ERR_MODEL, fn,
+                     "the output is not finite: %s row %zu holds %s at element %zu of %zu (the model's activations "
+                     "overflow fp32: weights too large for this batch); out holds the output as computed",
+                     compact_out ? "compact" : "batch", row, isnan(out[at]) ? "NaN" : "an infinity", at % hsz, hsz);
+}
+
+static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
+                           rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+    rmlp_status status = run_forward(fn, context, plan, space, attention, user_data, out, compact_out);
+    return status == RMLP_OK && context->gpu == NULL ? check_output(fn, context, plan, out, compact_out) : status;
+}
+
+rmlp_status rmlp_forward_in_call(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *out,
+                                 bool compact_out) {
+    return forward(fn, context, plan, compact_out ? RMLP_ATTENTION_COMPACT : context->attention_space, NULL, NULL, out,
+                   compact_out);
 }
 
 RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,

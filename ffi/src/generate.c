@@ -27,6 +27,7 @@
 #include "cached_rows.h"
 #include "context_checks.h"
 #include "export.h"
+#include "forward.h"
 #include "generate.h"
 #include "model_cuda.h"
 #include "model_internal.h"
@@ -216,7 +217,7 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     }
     g->max_new = params.max_new_tokens;
     g->shared = params.shared_prefix_attention;
-    /* the prefill: the cached forward (a nested call of this thread); its slots are then in batch.slot_of */
+    /* the prefill: the cached forward (inside this call's guard); its slots are then in batch.slot_of */
     bool skipped = false; /* the prompts did not fit the cache */
     if (context->gpu != NULL) { /* on the device, the plan set on the context; no output needed */
         status = cuda_generate_open(fn, context, plan->n_seqs, (size_t)plan->n_seqs * max_path,
@@ -224,7 +225,7 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
         if (status == RMLP_OK) status = cuda_forward_cached(fn, context, plan, NULL, true, &skipped);
     } else {
         uint64_t bypassed = kv_cache_stats(c).bypassed;
-        status = rmlp_forward_compact(context, plan, NULL, NULL, prefill);
+        status = rmlp_forward_in_call(fn, context, plan, prefill, true);
         skipped = kv_cache_stats(c).bypassed != bypassed;
     }
     free(prefill);

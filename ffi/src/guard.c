@@ -30,7 +30,9 @@ rmlp_status rmlp_guard_check(const char *fn, const void *handle, uint32_t magic,
     return RMLP_OK;
 }
 
-rmlp_status rmlp_guard_enter(const char *fn, void *handle, uint32_t magic, const char *name, const char *type) {
+/* rmlp_guard_enter and rmlp_guard_enter_nested: `nest` lets the owning thread in again. */
+static rmlp_status enter(const char *fn, void *handle, uint32_t magic, const char *name, const char *type,
+                         int nest) {
     rmlp_status status = rmlp_guard_check(fn, handle, magic, name, type);
     if (status != RMLP_OK) return status;
     rmlp_guard *guard = handle;
@@ -40,14 +42,28 @@ rmlp_status rmlp_guard_enter(const char *fn, void *handle, uint32_t magic, const
         guard->depth = 1;
         return RMLP_OK;
     }
-    if (owner == this_thread()) { /* a call from within a call of this thread (a host callback) */
+    if (owner == this_thread() && nest) { /* a call from within a call of this thread (a host callback) */
         guard->depth++;
         return RMLP_OK;
     }
+    if (owner == this_thread())
+        return rmlp_fail(RMLP_ERR_BUSY, fn,
+                         "%s is inside a call on this thread already (a host attention callback may call only "
+                         "rmlp_attention or rmlp_attention_compact on the %s running it); nothing was done",
+                         name, name);
     return rmlp_fail(RMLP_ERR_BUSY, fn,
                      "%s is in use by a call on another thread (an %s is single-threaded: use one per thread, "
                      "or serialise its calls); nothing was done",
                      name, type);
+}
+
+rmlp_status rmlp_guard_enter(const char *fn, void *handle, uint32_t magic, const char *name, const char *type) {
+    return enter(fn, handle, magic, name, type, 0);
+}
+
+rmlp_status rmlp_guard_enter_nested(const char *fn, void *handle, uint32_t magic, const char *name,
+                                    const char *type) {
+    return enter(fn, handle, magic, name, type, 1);
 }
 
 rmlp_status rmlp_guard_leave(void *handle, rmlp_status status) {

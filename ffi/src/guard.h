@@ -10,8 +10,9 @@
  *   through a pointer to another kind of handle stays inside that handle's memory.
  * - An owner word for the single-threaded kinds (planner, context): the thread inside a call on
  *   the handle. A call from another thread meanwhile returns RMLP_ERR_BUSY and touches nothing;
- *   calls from the owning thread nest (a host attention callback may call rmlp_attention on the
- *   context whose forward runs it). Taking and releasing the owner word is an acquire/release
+ *   so does one from the owning thread (a host callback calling back into the handle whose call
+ *   runs it), except the calls a callback is meant to make, which nest (rmlp_attention and
+ *   rmlp_attention_compact on the context whose forward runs the attention callback). Taking and releasing the owner word is an acquire/release
  *   pair, so one thread's writes to the handle happen before the next owner's reads.
  */
 #ifndef RMLP_FFI_GUARD_H
@@ -26,6 +27,7 @@
 #define RMLP_MAGIC_PLANNER 0x706c6e72u
 #define RMLP_MAGIC_MODEL 0x6d6f646cu
 #define RMLP_MAGIC_CONTEXT 0x63747874u
+#define RMLP_MAGIC_BATCHER 0x62746368u /* "btch": batch/batcher.h */
 #define RMLP_MAGIC_FREED 0xdeadf4eeu
 
 typedef struct rmlp_guard {
@@ -45,10 +47,15 @@ int rmlp_guard_is_live(const void *handle, uint32_t magic);
 rmlp_status rmlp_guard_check(const char *fn, const void *handle, uint32_t magic, const char *name, const char *type);
 
 /* Checks `handle` as rmlp_guard_check does and makes the calling thread its owner:
- * RMLP_OK, or RMLP_ERR_INVALID_ARGUMENT (NULL, freed or another kind) or RMLP_ERR_BUSY (another
- * thread is inside a call on it), each with a message. Every RMLP_OK is paired with one
- * rmlp_guard_leave. */
+ * RMLP_OK, or RMLP_ERR_INVALID_ARGUMENT (NULL, freed or another kind) or RMLP_ERR_BUSY (a call on
+ * it is running, on another thread or on this one), each with a message. Every RMLP_OK is paired
+ * with one rmlp_guard_leave. */
 rmlp_status rmlp_guard_enter(const char *fn, void *handle, uint32_t magic, const char *name, const char *type);
+
+/* As rmlp_guard_enter, but a call of this thread may be running (it nests): for the calls a host
+ * callback may make on the handle whose call runs it. */
+rmlp_status rmlp_guard_enter_nested(const char *fn, void *handle, uint32_t magic, const char *name,
+                                    const char *type);
 
 /* Ends the calling thread's entry; returns `status`, so a call can end in one expression. */
 rmlp_status rmlp_guard_leave(void *handle, rmlp_status status);
