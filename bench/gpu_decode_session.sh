@@ -1,83 +1,81 @@
 #!/usr/bin/env bash
-# gpu_decode_session.sh: the generation benchmark (issue 19) on a lent GPU machine, in ONE device
-# call (7 minutes at most by default; a few on a warm machine), meant to run after bench/gpu_session.sh while the machine
-# is warm (it reuses build-gpu/ and the checkpoint that script wrote to /tmp/rmlp-gs-model; on a
-# fresh machine it configures and builds radixmlp as first_run.sh does, and writes the built-in
-# 28-layer model):
-#   1. radixmlp bench --device cuda --decode: batched decode (shared-prefix and per-sequence
-#      attention) vs one sequence at a time, bf16, the Qwen3-0.6B-shaped random model;
-#   2. radixmlp bench --decode on the machine's CPU cores (OpenBLAS's default thread count, the
-#      built-in 2-layer model, fp32): the CPU targets of issue 19 on a many-core host, with the
-#      ceiling column (what the machine's GEMM throughput allows); OPENBLAS_THREAD_TIMEOUT=4, so
-#      OpenBLAS's idle threads sleep instead of spinning beside the session's own threads (decode
-#      attention, few-row linear layers; README, set_cpu_threads);
-#   3. the same with one OpenBLAS thread, as on the development VM, when time is left.
-# Run from the repository root on the device machine, carrying .debs and third_party/flashinfer:
-#   bash bench/gpu_decode_session.sh
-# Environment: RMLP_GD_BUDGET (seconds for the whole script, default 420), RMLP_GD_STEPS (decode
-# steps per session, 8), RMLP_GD_REPEAT (2), RMLP_GD_BUILD (build folder, default build-gpu),
-# RMLP_GD_DRY_RUN=1 (without a GPU, run every step anyway: for checking the script here; else it
-# says so and exits 0).
-# Files under $OUT: decode.log (environment, every step's outcome), build_decode.log,
-# decode_cuda.txt, decode_cpu.txt, decode_cpu1.txt (the tables), decode.err (the benches' stderr).
+# gpu_decode_session.sh: the generation benchmark (issue 19) on a lent GPU machine: command 3 of the
+# plan of gpu/CHECKLIST.md (gpu/window.sh runs it), or alone.
+#   1. the setup and build of gpu/first_run.sh (radixmlp only; a no-op on a warm machine, configured
+#      first on a bare one, retried once with FlashInfer off). The setup's cuBLAS search runs in this
+#      shell (rmlp_setup), so the LD_LIBRARY_PATH it exports reaches the CUDA bench;
+#   2. radixmlp bench --decode --device cuda --json: batched decode (shared-prefix and per-sequence
+#      attention) vs one sequence at a time, bf16, on bench/gpu_session.sh's 0.6B checkpoint when
+#      this machine still has it (/tmp/rmlp-gs-model), else the built-in 28-layer model; the default
+#      decode attention and every variant of RMLP_GD_VARIANTS (default RADIX_MLP_GPU_DECODE=own: the
+#      library's own chain kernels beside FlashInfer's batch decode) interleaved in the same run
+#      (--gpu-variant; a radixmlp without it runs the default only, and the record says so);
+#   3. radixmlp bench --decode --json on the machine's CPU cores (all of them, the built-in 2-layer
+#      model, fp32), with OPENBLAS_THREAD_TIMEOUT=4 so OpenBLAS's idle threads sleep instead of
+#      spinning beside the session's own threads (README, set_cpu_threads);
+#   4. the M = 32 cases with one OpenBLAS thread, as on the development VM, when time is left.
+# Every step runs under `timeout -k 15` within the budget and is recorded as it ends; each bench
+# writes one JSON line per case as it goes (gpu/device_steps.sh). Without a GPU it records SKIP and
+# exits 0 having run nothing, unless RMLP_GPU_DRY_RUN=1, which runs every step anyway.
+# Usage, from the repository root: bash bench/gpu_decode_session.sh
+# Files under $OUT: steps.jsonl, summary.txt (the decode tables: gpu/summarize_window.py), build.log,
+# decode.jsonl (every case's JSON line, "device" and "variant" telling the runs apart), decode.log
+# (the benches' stderr).
+# Environment: RMLP_GD_BUDGET (seconds, default 560; fewer when gpu/window.sh's deadline comes
+# sooner), RMLP_GD_STEPS (decode steps per session, 8), RMLP_GD_REPEAT (2), RMLP_GD_VARIANTS
+# (space-separated, each NAME=VALUE[,NAME=VALUE]), RMLP_BUILD (build-gpu), RMLP_JOBS.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+. gpu/device_env.sh
 OUT=${OUT:-/tmp/rmlp-gd-out}
 mkdir -p "$OUT"
-budget=${RMLP_GD_BUDGET:-420}
+[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # gpu/window.sh starts the record itself
+budget=$(rmlp_budget "${RMLP_GD_BUDGET:-560}")
 steps=${RMLP_GD_STEPS:-8}
 repeat=${RMLP_GD_REPEAT:-2}
-build=${RMLP_GD_BUILD:-build-gpu}
+build=${RMLP_BUILD:-build-gpu}
+read -r -a variants <<<"${RMLP_GD_VARIANTS-RADIX_MLP_GPU_DECODE=own}"
 model=/tmp/rmlp-gs-model # bench/gpu_session.sh's checkpoint, when this machine still has it
-. gpu/device_env.sh
-: >"$OUT/decode.err"
-log() { echo "[$(printf '%3d' "$SECONDS") s] $*" | tee -a "$OUT/decode.log"; }
+touch "$OUT/decode.jsonl" "$OUT/decode.log"
 status=0
 
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  if [ "${RMLP_GD_DRY_RUN:-0}" != 1 ]; then
-    log "SKIP: no GPU on this machine (nvidia-smi -L fails or is absent); nothing was run (RMLP_GD_DRY_RUN=1 runs every step anyway)"
-    exit 0
-  fi
-  log "DRY RUN: no GPU; every step runs, the CUDA bench fails with its message"
-fi
-log "gpu_decode_session: budget ${budget} s, ${steps} steps, repeat ${repeat}, build ${build}"
-rmlp_environment 2>&1 | tee -a "$OUT/decode.log"
-nproc | sed 's/^/cpu cores: /' | tee -a "$OUT/decode.log"
+rmlp_gpu_or_skip || exit 0
+rmlp_prepare || exit 1
+rmlp_build 240 150 60 radixmlp || exit 1
+radixmlp=$RMLP_BUILD_DIR/radixmlp
 
-rmlp_device_deps .debs >>"$OUT/decode.log" 2>&1 || log "no OpenBLAS/jansson: the configure will fail (carry [\".debs\"])"
-rmlp_flashinfer_headers 2>&1 | tee -a "$OUT/decode.log"
-rmlp_find_cublas 2>&1 | tee -a "$OUT/decode.log"
-log "configure + build radixmlp"
-if ! timeout "$(rmlp_slot 300 200)" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' \
-    -j$(nproc) --target radixmlp" >"$OUT/build_decode.log" 2>&1; then
-  log "BUILD FAILED: tail of build_decode.log:"
-  tail -n 30 "$OUT/build_decode.log" | tee -a "$OUT/decode.log"
-  exit 1
-fi
-radixmlp=$build/radixmlp
-
-decode() { # decode NAME SECONDS ARGS...: one radixmlp bench --decode run, its table to NAME.txt
-  local name=$1 t=$2
-  shift 2
-  if ((t < 30)); then
-    log "$name skipped: only $(rmlp_left) s left"
-    return 1
-  fi
-  log "$name: radixmlp bench --decode $* (at most $t s)"
-  echo "== $name: radixmlp bench --decode $*" >>"$OUT/decode.err"
-  timeout "$t" "$radixmlp" bench --decode --decode-steps "$steps" --repeat "$repeat" "$@" >"$OUT/$name.txt" \
-    2>>"$OUT/decode.err"
-  local rc=$?
-  tee -a "$OUT/decode.log" <"$OUT/$name.txt"
-  ((rc != 0)) && log "$name: $(rmlp_rc $rc)" && tail -n 3 "$OUT/decode.err" | tee -a "$OUT/decode.log"
-  return $rc
+# decode NAME MAX RESERVE [VAR=VALUE...] -- ARGS...: one radixmlp bench --decode run in that environment.
+decode() {
+  local name=$1 max=$2 reserve=$3 n0 rows0 rc
+  local -a envs=()
+  shift 3
+  while [ "$#" -gt 0 ] && [ "$1" != -- ]; do envs+=("$1") && shift; done
+  shift
+  n0=$(wc -l <"$OUT/decode.log")
+  rows0=$(wc -l <"$OUT/decode.jsonl")
+  rmlp_step "$name" "$max" "$reserve" "$OUT/decode.jsonl" "$OUT/decode.log" env "${envs[@]}" \
+    "$radixmlp" bench --decode --json --decode-steps "$steps" --repeat "$repeat" "$@"
+  rc=$?
+  ((rc != 0)) && status=1
+  rmlp_done "$(rmlp_new_lines "$OUT/decode.jsonl" "$rows0" | grep -c '^{') cases in decode.jsonl
+$(rmlp_new_lines "$OUT/decode.log" "$n0" | grep -v '^== ' | tail -n 3)"
 }
 
+variant_args=()
+if ((${#variants[@]} > 0)); then
+  if grep -q -- --gpu-variant <<<"$("$radixmlp" bench --help 2>&1)"; then
+    for v in "${variants[@]}"; do variant_args+=(--gpu-variant "$v"); done
+  else
+    rmlp_record "NOTE: the default decode attention only" 0 "$SECONDS" 0 \
+      "this radixmlp has no --gpu-variant (bench --help): ${variants[*]} not timed"
+  fi
+fi
 cuda_model=()
 [ -f "$model/model.safetensors" ] && cuda_model=(--model "$model")
-decode decode_cuda "$(rmlp_slot 180 150)" --device cuda --dtype bf16 "${cuda_model[@]}" || status=1
-OPENBLAS_THREAD_TIMEOUT=4 decode decode_cpu "$(rmlp_slot 150 60)" || status=1
-OPENBLAS_NUM_THREADS=1 decode decode_cpu1 "$(rmlp_slot 240 10)" --case p1024_m32 --case p2048_m32 || status=1
-log "done, status $status"
+decode "decode on CUDA${cuda_model:+ ($model)}" 150 90 -- --device cuda --dtype bf16 "${cuda_model[@]}" \
+  "${variant_args[@]}"
+decode "decode on $(nproc) CPU cores" 100 30 OPENBLAS_THREAD_TIMEOUT=4 --
+decode "decode on 1 CPU thread, M = 32" 60 0 OPENBLAS_NUM_THREADS=1 -- --case p1024_m32 --case p2048_m32
+
+rmlp_record "gpu_decode_session.sh done" 0 0 0 "status $status (1: a step above failed), $(rmlp_left) s of its budget left"
 exit $status

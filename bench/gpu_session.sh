@@ -1,175 +1,152 @@
 #!/usr/bin/env bash
-# gpu_session.sh: the GPU benchmark session in ONE device call (at most 10 minutes of wall time),
-# meant to run right after gpu/first_run.sh while the machine is still warm (it reuses its build):
-#   1. build radixmlp in build-gpu/ (first_run.sh's folder: an incremental no-op when it is there;
-#      else configured as first_run does it, gpu/device_env.sh: OpenBLAS/jansson from the carried
-#      .debs, the one cuBLAS search, warnings kept in the log);
-#   2. ctest -L gpu, unless first_run.sh passed them in this folder (build-gpu/.first_run_passed);
-#   3. build-gpu/bench/bench_gather --json: the row gather's bandwidth against a device-to-device
-#      copy, in the same run (RMLP_GS_GATHER=0 skips it);
-#   4. per shape of RMLP_GS_SHAPES (default "0.6b"):
-#      0.6b: radixmlp bench --device cuda (bf16, 28 layers, the Qwen3-0.6B-shaped random model):
-#        --quick first (writing the checkpoint to keep and the batches to dump), then the headline
-#        cases (b32_p2048_s256, the reranking batch, no sharing, b32_p448_s64), then the rest of the
-#        grid, each within what is left of the time budget;
-#      4b, 8b: --shape 4b/8b on RMLP_GS_LAYERS layers (default 8), b32_p2048_s256 and no sharing;
-#      every case radix off, on, and on with attention in compact space; then
-#      bench/peer_transformers.py: transformers (sdpa; flash_attention_2 if flash_attn is there) on
-#      the same checkpoint and batches, timed the same way, outputs compared with ours;
-#   5. bench/summarize_gpu.py: one table per shape, printed last.
-# Run from the repository root on the device machine, carrying .debs and third_party/flashinfer
-# (gpu/CHECKLIST.md, step 2):
-#   bash bench/gpu_session.sh
-# Environment: RMLP_GS_BUDGET (seconds for the whole script, default 570), RMLP_GS_CTEST=0/1 (skip or
-# run the GPU tests; default: run them unless first_run.sh passed them), RMLP_GS_SHAPES ("0.6b";
-# the call after it: RMLP_GS_SHAPES="4b 8b" RMLP_GS_GATHER=0), RMLP_GS_LAYERS (8), RMLP_GS_REPEAT (5),
-# RMLP_GS_DTYPE (bf16), RMLP_GS_BUILD (build folder, default build-gpu), RMLP_GS_JOBS (build
-# parallelism, default the core count), RMLP_GS_PEER_ARGS (more options for the peer).
-# Files under $OUT (8, the most that come back): session.log, build.log, ctest_gpu.log, bench.jsonl,
-# bench.err, peer.txt, peer.jsonl, summary.txt. Every step is bounded by `timeout`; a bench or peer
-# cut off keeps the cases it finished (one line each, flushed).
+# gpu_session.sh: the CUDA benchmark on a lent GPU. gpu/window.sh runs it for the plan of
+# gpu/CHECKLIST.md: in command 1 the 0.6B shape (RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0), in command 2
+# the gather and the 8B and 4B shapes (RMLP_GS_SHAPES="8b 4b"); alone it does what its environment says.
+#   1. the setup and build of gpu/first_run.sh (radixmlp and bench_gather only; a no-op on a warm
+#      machine, configured first on a bare one, retried once with FlashInfer off);
+#   2. build-gpu/bench/bench_gather --json (RMLP_GS_GATHER=1, the default): the row gather's bandwidth
+#      against a device-to-device copy in the same run;
+#   3. per shape of RMLP_GS_SHAPES (default "0.6b"), one `radixmlp bench --device cuda --json` run
+#      per case, each under its own time limit: 0.6b (Qwen3-0.6B-shaped random model, 28 layers):
+#      b32_p2048_s256, rerank, no_sharing; 4b, 8b (RMLP_GS_LAYERS layers, default 8): b32_p2048_s256,
+#      no_sharing. Every case radix off, on and on with attention in compact space, each side for the
+#      default paths and for every variant of RMLP_GS_VARIANTS (default: the old paths,
+#      $RMLP_OLD_PATHS of gpu/device_env.sh), interleaved in the same run (--gpu-variant); a radixmlp
+#      without --gpu-variant runs the default paths only and the record says so. The shape's first
+#      run writes its checkpoint (--keep-model; 0.6b's stays in /tmp/rmlp-gs-model for
+#      bench/gpu_decode_session.sh), the others load it; each dumps its batch;
+#      then bench/peer_transformers.py (transformers, sdpa, and flash_attention_2 if flash_attn is
+#      there) on the same checkpoint and batches, timed the same way, outputs compared with ours;
+#      for 0.6b, when time is left, b32_p2048_s256 once more with RMLP_GS_LATE_VARIANT (default
+#      RADIX_MLP_GPU_ATTENTION=reference: the reference attention kernel beside FlashInfer).
+# Every step runs under `timeout -k 15` within the budget, the most valuable first, and is recorded as
+# it ends; bench and peer write one JSON line per case as they go (gpu/device_steps.sh).
+# Usage, from the repository root: bash bench/gpu_session.sh
+# Files under $OUT: steps.jsonl, summary.txt (the tables of bench/summarize_gpu.py), build.log,
+# bench.jsonl (bench_gather's and the bench's rows), bench.log (their stderr and the peer's output),
+# peer.jsonl.
+# Environment: RMLP_GS_BUDGET (seconds, default 560; fewer when gpu/window.sh's deadline comes
+# sooner), RMLP_GS_SHAPES, RMLP_GS_GATHER, RMLP_GS_LAYERS, RMLP_GS_VARIANTS (space-separated, each
+# NAME=VALUE[,NAME=VALUE]), RMLP_GS_LATE_VARIANT (empty: none), RMLP_GS_REPEAT (5), RMLP_GS_DTYPE
+# (bf16), RMLP_BUILD (build-gpu), RMLP_GS_PEER_ARGS (more options for the peer), RMLP_JOBS.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+. gpu/device_env.sh
 OUT=${OUT:-/tmp/rmlp-gs-out}
 mkdir -p "$OUT"
-budget=${RMLP_GS_BUDGET:-570}
+[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # gpu/window.sh starts the record itself
+budget=$(rmlp_budget "${RMLP_GS_BUDGET:-560}")
 repeat=${RMLP_GS_REPEAT:-5}
 dtype=${RMLP_GS_DTYPE:-bf16}
-build=${RMLP_GS_BUILD:-build-gpu}
-. gpu/device_env.sh
-model=/tmp/rmlp-gs-model  # the random checkpoint, written once by the quick run (~1.8 GB, F32)
+build=${RMLP_BUILD:-build-gpu}
+read -r -a shapes <<<"${RMLP_GS_SHAPES:-0.6b}"
+read -r -a variants <<<"${RMLP_GS_VARIANTS-$RMLP_OLD_PATHS}"
+late_variant=${RMLP_GS_LATE_VARIANT-RADIX_MLP_GPU_ATTENTION=reference}
+model=/tmp/rmlp-gs-model # the 0.6b checkpoint (~1.8 GB, F32), kept for the decode session
 dumps=/tmp/rmlp-gs-dumps
 mkdir -p "$dumps"
-: >"$OUT/bench.jsonl"
-: >"$OUT/bench.err"
-log() { echo "[$(printf '%3d' "$SECONDS") s] $*" | tee -a "$OUT/session.log"; }
+touch "$OUT/bench.jsonl" "$OUT/bench.log" "$OUT/peer.jsonl"
 status=0
 
-log "gpu_session: budget ${budget} s, repeat ${repeat}, dtype ${dtype}, build ${build}"
-rmlp_environment 2>&1 | tee -a "$OUT/session.log"
+rmlp_gpu_or_skip || exit 0
+rmlp_prepare || exit 1
 
-# --- 1. build --------------------------------------------------------------------------------
-rmlp_device_deps .debs >>"$OUT/session.log" 2>&1 || log "no OpenBLAS/jansson: the configure will fail (carry [\".debs\"])"
-rmlp_flashinfer_headers 2>&1 | tee -a "$OUT/session.log"
-rmlp_find_cublas >"$OUT/cublas.txt" 2>&1
-tee -a "$OUT/session.log" <"$OUT/cublas.txt"
-rm -f "$OUT/cublas.txt"
-run_ctest=${RMLP_GS_CTEST:-}
-if [ -z "$run_ctest" ]; then
-  run_ctest=1
-  [ -f "$build/.first_run_passed" ] && run_ctest=0 && log "first_run.sh passed the GPU tests in $build: ctest skipped"
-fi
-targets=(radixmlp bench_gather)
-[ "$run_ctest" != 0 ] && targets+=(test_gpu_probe test_gpu_kernels test_gpu_model test_gpu_flashinfer test_gpu_cache)
-log "configure + build ${targets[*]}"
-if timeout "$(rmlp_slot 300 200)" bash -c ". gpu/device_env.sh && rmlp_cmake_configure '$build' && cmake --build '$build' \
-    -j${RMLP_GS_JOBS:-$(nproc)} --target ${targets[*]}" >"$OUT/build.log" 2>&1; then
-  grep -m1 'radix_mlp .*CUDA' "$OUT/build.log" | tee -a "$OUT/session.log"
-  log "build ok ($(grep -Ec 'warning( #[0-9]+-D)?:' "$OUT/build.log") lines mention a warning)"
-else
-  log "BUILD FAILED (rc=$?): tail of build.log:"
-  tail -n 30 "$OUT/build.log" | tee -a "$OUT/session.log"
-  exit 1
-fi
-radixmlp=$build/radixmlp
-"$radixmlp" version | tee -a "$OUT/session.log"
-
-# --- 2. the GPU tests ------------------------------------------------------------------------
-if [ "$run_ctest" != 0 ]; then
-  t=$(rmlp_slot 180 300)
-  if ((t < 60)); then
-    log "ctest -L gpu skipped: only $(rmlp_left) s left"
+# --- build -----------------------------------------------------------------------------------------
+targets=(radixmlp)
+[ "${RMLP_GS_GATHER:-1}" != 0 ] && targets+=(bench_gather)
+rmlp_build 240 150 120 "${targets[@]}" || exit 1
+radixmlp=$RMLP_BUILD_DIR/radixmlp
+variant_args=()
+if ((${#variants[@]} > 0)) || [ -n "$late_variant" ]; then
+  if grep -q -- --gpu-variant <<<"$("$radixmlp" bench --help 2>&1)"; then
+    for v in "${variants[@]}"; do variant_args+=(--gpu-variant "$v"); done
   else
-    log "ctest -L gpu (at most $t s)"
-    timeout "$t" ctest --test-dir "$build" -L gpu --output-on-failure -V --timeout "$t" >"$OUT/ctest_gpu.log" 2>&1
-    rc=$?
-    grep -E '^[0-9]+% tests passed|Test +#[0-9]+: .*(Passed|Failed|\*\*\*|Not Run)|SKIP' "$OUT/ctest_gpu.log" |
-      tail -n 12 | tee -a "$OUT/session.log"
-    grep -E '^[0-9]+ passed, [0-9]+ failed' "$OUT/ctest_gpu.log" | tee -a "$OUT/session.log"
-    ((rc != 0)) && status=1 && log "ctest -L gpu: $(rmlp_rc $rc)"
+    rmlp_record "NOTE: default paths only" 0 "$SECONDS" 0 \
+      "this radixmlp has no --gpu-variant (bench --help): the variants ${variants[*]} $late_variant are not timed"
+    variants=()
+    late_variant=
   fi
-else
-  log "ctest -L gpu skipped"
 fi
 
-# --- 3. the gather kernel's bandwidth against a device-to-device copy -----------------------------
-if [ "${RMLP_GS_GATHER:-1}" != 0 ] && [ -x "$build/bench/bench_gather" ]; then
-  t=$(rmlp_slot 90 300)
-  log "bench_gather (at most $t s)"
-  timeout "$t" "$build/bench/bench_gather" --json >"$dumps/gather.jsonl" 2>>"$OUT/bench.err"
+# --- the row gather against a device-to-device copy ---------------------------------------------------
+if [ "${RMLP_GS_GATHER:-1}" != 0 ]; then
+  n0=$(wc -l <"$OUT/bench.log")
+  rows0=$(wc -l <"$OUT/bench.jsonl")
+  rmlp_step "bench_gather" 60 $((${#shapes[@]} * 120)) "$OUT/bench.jsonl" "$OUT/bench.log" \
+    "$RMLP_BUILD_DIR/bench/bench_gather" --json
+  (($? != 0)) && status=1
+  rmlp_done "$(rmlp_new_lines "$OUT/bench.jsonl" "$rows0" | grep -c '^{') gather rows in bench.jsonl
+$(rmlp_new_lines "$OUT/bench.jsonl" "$rows0" | grep -v '^{' | head -n 5)
+$(rmlp_new_lines "$OUT/bench.log" "$n0" | grep -v '^== ' | tail -n 5)"
+fi
+
+# --- our bench and the transformers peer on the same checkpoint and batches, per shape ----------------
+# bench NAME MAX RESERVE ARGS...: one radixmlp bench run, its JSON lines to bench.jsonl as they come.
+bench() {
+  local name=$1 max=$2 reserve=$3 n0 rows0 rc
+  shift 3
+  n0=$(wc -l <"$OUT/bench.log")
+  rows0=$(grep -c '^{' "$OUT/bench.jsonl")
+  rmlp_step "bench $name" "$max" "$reserve" "$OUT/bench.jsonl" "$OUT/bench.log" \
+    "$radixmlp" bench --device cuda --dtype "$dtype" --repeat "$repeat" --json "$@"
   rc=$?
-  grep -v '^{' "$dumps/gather.jsonl" | tee -a "$OUT/session.log" # SKIP or FAIL lines
-  grep '^{' "$dumps/gather.jsonl" >>"$OUT/bench.jsonl"
-  ((rc != 0)) && status=1 && log "bench_gather: $(rmlp_rc $rc)"
-fi
-
-# --- 4. our bench and the transformers peer on the same checkpoint and batches, per shape ----------
-bench() { # bench NAME SECONDS ARGS...: one radixmlp bench run, JSON to bench.jsonl, stderr to bench.err
-  local name=$1 t=$2
-  shift 2
-  if ((t < 20)); then
-    log "bench $name skipped: only $(rmlp_left) s left"
-    return 1
-  fi
-  log "bench $name (at most $t s)"
-  echo "== $name: radixmlp bench $*" >>"$OUT/bench.err"
-  timeout "$t" "$radixmlp" bench --device cuda --dtype "$dtype" --repeat "$repeat" --json "$@" \
-    >>"$OUT/bench.jsonl" 2>>"$OUT/bench.err"
-  local rc=$?
-  ((rc != 0)) && log "bench $name: $(rmlp_rc $rc)" && tail -n 3 "$OUT/bench.err" | tee -a "$OUT/session.log"
+  ((rc != 0)) && status=1
+  rmlp_done "$(($(grep -c '^{' "$OUT/bench.jsonl") - rows0)) rows in bench.jsonl
+$(rmlp_new_lines "$OUT/bench.log" "$n0" | grep -v '^== ' | tail -n "$( ((rc != 0)) && echo 4 || echo 1)")"
   return $rc
 }
-peer() { # peer SHAPE MODEL SECONDS BATCHES...: transformers on MODEL and the batches our bench dumped
-  local shape=$1 dir=$2 t=$3
-  shift 3
+# peer SHAPE DIR MAX RESERVE BATCHES...: transformers on the checkpoint DIR and the batches dumped.
+peer() {
+  local shape=$1 dir=$2 max=$3 reserve=$4 n0 t
+  shift 4
   cat "$@" >"$dumps/peer_in.jsonl" 2>/dev/null
-  if [ ! -s "$dumps/peer_in.jsonl" ] || ((t < 40)); then
-    log "peer $shape skipped: $( [ -s "$dumps/peer_in.jsonl" ] && echo "only $(rmlp_left) s left" || echo "no batches dumped")"
+  if [ ! -s "$dumps/peer_in.jsonl" ]; then
+    rmlp_record "peer $shape" "not run: no batch dumped" "$SECONDS" 0
     return 0
   fi
-  log "peer $shape (at most $t s)"
   read -r -a peer_args <<<"${RMLP_GS_PEER_ARGS:-}"
-  echo "== peer $shape: $dir" >>"$OUT/peer.txt"
   rm -f "$dumps/peer_out.jsonl" # a peer that fails before writing must not pass on the last shape's rows
-  PYTHONUNBUFFERED=1 timeout "$t" python3 bench/peer_transformers.py --model "$dir" --batches "$dumps/peer_in.jsonl" \
-    --repeat "$repeat" --budget $((t - 30)) --json "$dumps/peer_out.jsonl" "${peer_args[@]}" >>"$OUT/peer.txt" 2>&1
-  local rc=$?
+  n0=$(wc -l <"$OUT/bench.log")
+  t=$(rmlp_slot "$max" "$reserve")
+  rmlp_step "peer $shape" "$max" "$reserve" "$OUT/bench.log" "$OUT/bench.log" env PYTHONUNBUFFERED=1 \
+    python3 bench/peer_transformers.py --model "$dir" --batches "$dumps/peer_in.jsonl" --repeat "$repeat" \
+    --budget $((t > 60 ? t - 30 : t / 2)) --json "$dumps/peer_out.jsonl" "${peer_args[@]}"
+  (($? != 0)) && status=1
   cat "$dumps/peer_out.jsonl" >>"$OUT/peer.jsonl" 2>/dev/null
-  ((rc != 0)) && log "peer $shape: $(rmlp_rc $rc)" && tail -n 5 "$OUT/peer.txt" | tee -a "$OUT/session.log"
-  return $rc
+  rmlp_done "$(cat "$dumps/peer_out.jsonl" 2>/dev/null | grep -c '^{') rows in peer.jsonl
+$(rmlp_new_lines "$OUT/bench.log" "$n0" | grep -v '^== ' | tail -n 3)"
 }
-: >"$OUT/peer.jsonl"
-read -r -a shapes <<<"${RMLP_GS_SHAPES:-0.6b}"
+
 for ((i = 0; i < ${#shapes[@]}; i++)); do
   shape=${shapes[i]}
-  later=$(((${#shapes[@]} - i - 1) * 200)) # kept for the shapes after this one
+  later=$(((${#shapes[@]} - i - 1) * 120)) # kept for the shapes after this one
   if [ "$shape" = 0.6b ]; then
-    # All 28 layers and the whole grid, the checkpoint kept for bench/gpu_decode_session.sh.
-    rm -rf "$model" "$dumps"/quick.jsonl "$dumps"/headline.jsonl "$dumps"/rest.jsonl
-    bench quick "$(rmlp_slot 120 $((150 + later)))" --quick --keep-model "$model" \
-      --dump-batches "$dumps/quick.jsonl" || status=1
-    if [ -f "$model/model.safetensors" ]; then
-      bench headline "$(rmlp_slot 150 $((100 + later)))" --model "$model" --dump-batches "$dumps/headline.jsonl" \
-        --case b32_p2048_s256 --case rerank --case no_sharing --case b32_p448_s64 || status=1
-      bench rest "$(rmlp_slot 150 $((100 + later)))" --model "$model" --dump-batches "$dumps/rest.jsonl" \
-        --case b32_p128_s256 --case b32_p448_s256 --case b32_p2048_s32 --case b32_p2048_s64 || status=1
-    fi
-    peer "$shape" "$model" "$(rmlp_slot 240 $((10 + later)))" "$dumps/headline.jsonl" "$dumps/quick.jsonl" \
-      "$dumps/rest.jsonl" || status=1
+    dir=$model
+    cases=(b32_p2048_s256 rerank no_sharing)
+    make=()
   else
-    # A larger shape on fewer layers (the speedup is per layer; the checkpoint is written F32).
     dir=$model-$shape
-    rm -rf "$dir" "$dumps/$shape.jsonl"
-    bench "$shape" "$(rmlp_slot 200 $((60 + later)))" --shape "$shape" --layers "${RMLP_GS_LAYERS:-8}" \
-      --keep-model "$dir" --dump-batches "$dumps/$shape.jsonl" --case b32_p2048_s256 --case no_sharing || status=1
-    peer "$shape" "$dir" "$(rmlp_slot 150 $((10 + later)))" "$dumps/$shape.jsonl" || status=1
-    rm -rf "$dir" # GBs of F32
+    cases=(b32_p2048_s256 no_sharing)
+    make=(--shape "$shape" --layers "${RMLP_GS_LAYERS:-8}")
   fi
+  rm -rf "$dir" "$dumps/$shape"-*.jsonl
+  batches=()
+  for ((c = 0; c < ${#cases[@]}; c++)); do
+    case_name=${cases[c]}
+    # what the cases after this one and the peer need at least
+    reserve=$(((${#cases[@]} - c - 1) * 40 + 60 + later))
+    if [ -f "$dir/model.safetensors" ]; then from=(--model "$dir"); else from=("${make[@]}" --keep-model "$dir"); fi
+    bench "$shape $case_name" $((c == 0 ? 150 : 90)) "$reserve" "${from[@]}" --case "$case_name" \
+      --dump-batches "$dumps/$shape-$case_name.jsonl" "${variant_args[@]}"
+    batches+=("$dumps/$shape-$case_name.jsonl")
+  done
+  peer "$shape" "$dir" 150 "$later" "${batches[@]}"
+  if [ "$shape" = 0.6b ] && [ -n "$late_variant" ] && [ -f "$dir/model.safetensors" ]; then
+    bench "$shape b32_p2048_s256, $late_variant" 90 "$later" --model "$dir" --case b32_p2048_s256 \
+      --gpu-variant "$late_variant"
+  fi
+  [ "$shape" = 0.6b ] || rm -rf "$dir" # GBs of F32
 done
-tail -n +1 "$OUT/bench.jsonl" | cut -c1-200 >>"$OUT/session.log"
 
-# --- 5. summary --------------------------------------------------------------------------------
-log "done, status $status"
-python3 bench/summarize_gpu.py "$OUT/bench.jsonl" "$OUT/peer.jsonl" >"$OUT/summary.txt" 2>&1
-tee -a "$OUT/session.log" <"$OUT/summary.txt"
+rmlp_record "gpu_session.sh done" 0 0 0 "status $status (1: a step above failed), $(rmlp_left) s of its budget left"
 exit $status

@@ -9,7 +9,11 @@ only.
     bench/summarize_gpu.py BENCH.jsonl [PEER.jsonl]
 
 Lines that are not JSON objects (a run cut off by its time limit) are skipped; a case measured
-twice keeps its last line.
+twice keeps its last line. Rows of `radixmlp bench --gpu-variant` (one per case and variant, the key
+"variant": "default" or the setting such as "RADIX_MLP_GPU_FULL_KV=scatter"; rows without it are
+the default's) are printed side by side in a table of their own after each shape's: per case, each
+variant's off / on / compact times, the default's time over each (above 1: the variant is faster),
+how far its on output is from the default's, and the attention kernel each side ran.
 """
 import json
 import math
@@ -43,12 +47,42 @@ def fmt(x, spec):
     return format(x, spec)
 
 
+def print_variants(hidden, variants):
+    """The variants of this shape's cases side by side (nothing when every case has the default only)."""
+    cases = {c: v for (h, c), v in variants.items() if h == hidden and len(v) > 1}
+    if not cases:
+        return
+    print("# variants, timed in the same rounds as the default: x = the default's time over the variant's "
+          "(above 1: faster); ~dflt = ||default - variant|| / ||default|| of the on output; kernels off/on/cmp")
+    print(f"{'case':<20} {'variant':<48} {'off ms':>8} {'on ms':>8} {'cmp ms':>8} {'off x':>6} {'on x':>6} "
+          f"{'cmp x':>6} {'~dflt':>8} {'fb':>3} kernels")
+    for name in [n for n in ORDER if n in cases] + sorted(set(cases) - set(ORDER)):
+        per = cases[name]
+        base = per.get("default", {})
+        for i, (variant, r) in enumerate(sorted(per.items(), key=lambda kv: (kv[0] != "default", kv[0]))):
+            ratios = []
+            for side in ("off", "on", "compact"):
+                ms, base_ms = r.get("ms_" + side), base.get("ms_" + side)
+                ratios.append(base_ms / ms if ms and base_ms else None)
+            kernels = "/".join(f"{r.get('kernel_' + s, '?')}" for s in ("off", "on", "compact"))
+            layouts = "/".join(f"{r.get('layout_' + s, '?')}" for s in ("off", "on", "compact"))
+            print(f"{name if i == 0 else '':<20} {variant[:48]:<48} {fmt(r.get('ms_off'), '8.2f'):>8} "
+                  f"{fmt(r.get('ms_on'), '8.2f'):>8} {fmt(r.get('ms_compact'), '8.2f'):>8} "
+                  f"{fmt(ratios[0], '5.2f'):>5}x {fmt(ratios[1], '5.2f'):>5}x {fmt(ratios[2], '5.2f'):>5}x "
+                  f"{fmt(r.get('rel_norm_vs_default_on'), '8.1e'):>8} {fmt(r.get('fallbacks'), '3d'):>3} "
+                  f"{kernels} ({layouts})")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__)
         return 2
     rows = read_jsonl(argv[1])
-    ours = {(r.get("hidden_size"), r["case"]): r for r in rows if "case" in r and r.get("device") == "cuda"}
+    cuda = [r for r in rows if "case" in r and r.get("device") == "cuda"]
+    ours = {(r.get("hidden_size"), r["case"]): r for r in cuda if r.get("variant", "default") == "default"}
+    variants = {}  # (hidden, case) -> {variant: row}, the default's first
+    for r in cuda:
+        variants.setdefault((r.get("hidden_size"), r["case"]), {})[r.get("variant", "default")] = r
     gather = [r for r in rows if r.get("bench") == "gather"]
     peer = {}
     for r in read_jsonl(argv[2]) if len(argv) > 2 else []:
@@ -74,9 +108,10 @@ def main(argv):
     for hidden in sorted({h for h, _ in set(ours) | set(peer)}, key=lambda h: (h is None, h or 0)):
         any_row = next((r for (h, _), r in ours.items() if h == hidden), None)
         if any_row:
+            kernels = "/".join(str(any_row.get("kernel_" + s, "?")) for s in ("off", "on", "compact"))
             print(f"# ours: {any_row.get('model', 'hidden ' + str(hidden))}, {any_row.get('device_name')}, "
                   f"{any_row.get('dtype')}, {any_row.get('layers')} layers, median of {any_row.get('repeat')} "
-                  f"(CUDA events), built-in attention")
+                  f"(CUDA events), built-in attention ({any_row.get('attention', '?')}: {kernels} off/on/cmp)")
         if hidden in PUBLISHED:
             print(f"# published (H100, FP16, FlashAttention-2, b32_p2048_s256): {PUBLISHED[hidden]}")
         print(head)
@@ -101,6 +136,7 @@ def main(argv):
                 line += (f" {fmt(ms, '9.2f'):>9} {fmt(pad, '5.1f'):>5} {fmt(over_on, '5.2f'):>5}x {fmt(rel, '8.1e'):>8}"
                          f" {fmt(o32, '8.1e'):>8} {fmt(p32, '8.1e'):>8}")
             print(line)
+        print_variants(hidden, variants)
     print("# pred: 1/((1-f)+f*N'/N), f the position-wise share of the off run; pw spd: "
           "the position-wise part alone, off over on; off~on: ||off-on||/||off|| "
           "(all rows); cmp: radix on with attention in compact space, its time, off over it, ||off-cmp||/||off||; "

@@ -315,6 +315,7 @@ extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config,
                                                    : NULL;
         config->has_lm_head = m->lm_head != NULL;
         m->config = *config;
+        status = gpu_model_rope_table(fn, m);
     }
     free(b.layer);
     if (status != RMLP_OK) {

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flashinfer_decode.h"
 #include "host.h"
 #include "kernels.h"
 #include "model.h"
@@ -94,7 +95,10 @@ extern "C" rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_
         LAUNCHED("gpu_put_rows (V into slots)", layer,
                  gpu_put_rows(v, kvd, r->slots, ctx->v, kvd, rows, kvd, m->dtype, stream));
         gpu_compact_rows attn = {ctx->q, k, v, ctx->attn_c, qd, kvd, kvd, qd};
-        if (r->chains != NULL) { /* a decode step: partial states per chain, merged per row */
+        if (r->fi_step != NULL) { /* a decode step: each row over its path, in chunks, merged per row */
+            LAUNCHED("gpu_fi_decode_run (FlashInfer's batch decode)", layer,
+                     gpu_fi_decode_run(r->fi_step, &attn, scale, stream));
+        } else if (r->chains != NULL) { /* a decode step: partial states per chain, merged per row */
             LAUNCHED("gpu_chain_attention", layer,
                      gpu_chain_attention(&attn, r->chains, c->num_attention_heads, c->num_key_value_heads,
                                          c->head_dim, scale, r->state, m->dtype, stream));
@@ -154,7 +158,7 @@ extern "C" rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_
     const uint32_t *d = cache->batch.device;
     /* attention: sequence s's computed rows over its path; kv_indptr is the set plan's cu_seqlens */
     gpu_cache_rows run = {d, d + at_pos, d + at_slots, d + at_cqo, set->cu, d + at_path, rows, n_seqs, NULL, NULL,
-                          NULL, NULL};
+                          NULL, NULL, NULL};
     status = gpu_cache_run_rows(fn, ctx, cache, &run);
     /* the output, read from the slots: compact rows (padding zeroed), or batch rows; none without out */
     if (status != RMLP_OK || out == NULL) return status;

@@ -6,8 +6,12 @@
  * allocates. rmlp_context_set_plan copies the host plan into the pinned staging (the host may
  * rebuild its plan right after) and from there to the device with one asynchronous copy on the
  * context's stream, and plans FlashInfer's work split for both attention layouts the same way;
- * the layer calls then check that the plan they are handed is that one.
+ * the layer calls then check that the plan they are handed is that one. A split FlashInfer fails to
+ * plan is no error: the batch runs on the next kernel (the reference kernel; FA2 where only the
+ * Hopper planner failed), counted (rmlp_gpu_stats), and the first such error of a context is said in
+ * rmlp_last_error() by the rmlp_context_set_plan that met it, which returns RMLP_OK.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,9 +104,14 @@ extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model
         status = gpu_fail(fn, "cudaMemset (workspace)", error);
     if (status == RMLP_OK)
         status = gpu_blas_create(fn, ctx->stream, ctx->blas_workspace, GPU_BLAS_WORKSPACE_BYTES, &ctx->blas);
-    if (status == RMLP_OK) /* at most max_tokens sequences, of up to `rows` rows in either layout */
+    /* at most max_tokens sequences, of up to `rows` rows in either layout; required (refused, saying
+     * why, where there is none) when asked for by name */
+    const char *setting = options->attention != GPU_ATTENTION_FLASHINFER ? NULL
+                          : options->attention_from_env ? "RADIX_MLP_GPU_ATTENTION=flashinfer"
+                                                         : "params->gpu_attention=RMLP_GPU_ATTENTION_FLASHINFER";
+    if (status == RMLP_OK && options->attention != GPU_ATTENTION_REFERENCE)
         status = gpu_flashinfer_create(fn, model->dtype, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-                                       rows, max_tokens, &ctx->fi);
+                                       rows, max_tokens, setting, options->flashinfer_sm90, &ctx->fi);
     if (status == RMLP_OK && (error = cudaDeviceSynchronize()) != cudaSuccess)
         status = gpu_fail(fn, "cudaDeviceSynchronize (after setting up the context)", error);
     if (status != RMLP_OK) {
@@ -175,14 +184,28 @@ extern "C" rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, co
     GPU_TRY(fn, cudaMemcpyAsync(ctx->maps, s, words * sizeof *s, cudaMemcpyHostToDevice, ctx->stream));
     /* FlashInfer's work split for both layouts, planned here so the forward only launches: its
      * pinned staging is covered by the same event (gpu/flashinfer.h). */
-    rmlp_status fi_status = gpu_flashinfer_plan(fn, ctx->fi, GPU_FI_FULL, plan->cu_seqlens, plan->cu_seqlens, ns,
-                                                ctx->stream);
-    if (fi_status == RMLP_OK && plan->qo_indptr != NULL)
-        fi_status =
-            gpu_flashinfer_plan(fn, ctx->fi, GPU_FI_COMPACT, plan->qo_indptr, plan->cu_seqlens, ns, ctx->stream);
+    char errors[2][384];
+    gpu_fi_reason reasons[2][2] = {{GPU_FI_UNPLANNED, GPU_FI_UNPLANNED}, {GPU_FI_UNPLANNED, GPU_FI_UNPLANNED}};
+    reasons[0][0] = gpu_flashinfer_plan(ctx->fi, GPU_FI_FULL, plan->cu_seqlens, plan->cu_seqlens, ns, ctx->stream,
+                                        errors[0], sizeof errors[0], &reasons[0][1]);
+    if (plan->qo_indptr != NULL)
+        reasons[1][0] = gpu_flashinfer_plan(ctx->fi, GPU_FI_COMPACT, plan->qo_indptr, plan->cu_seqlens, ns,
+                                            ctx->stream, errors[1], sizeof errors[1], &reasons[1][1]);
     GPU_TRY(fn, cudaEventRecord(ctx->staged_free, ctx->stream));
     ctx->staged_pending = true;
-    if (fi_status != RMLP_OK) return fi_status;
+    for (int l = 0; l < 2; l++) { /* [layout][FA2, Hopper]: each planner's failure counts */
+        int failed = (reasons[l][0] == GPU_FI_PLAN_ERROR) + (reasons[l][1] == GPU_FI_PLAN_ERROR);
+        if (failed == 0) continue;
+        gpu_attention_counts *counts = &ctx->counts;
+        counts->plan_errors += (uint64_t)failed;
+        if (counts->plan_errors == (uint64_t)failed) { /* the first: said in rmlp_last_error() of this OK call */
+            rmlp_fail(RMLP_OK, fn, "%s; such batches run on the next kernel (the reference kernel after FlashInfer's, "
+                      "FA2 after the Hopper ones; counted in rmlp_context_gpu_stats; said once per context)",
+                      errors[l]);
+            snprintf(counts->first_plan_error, sizeof counts->first_plan_error, "%.*s",
+                     (int)sizeof counts->first_plan_error - 1, errors[l]);
+        }
+    }
     uint32_t longest = 0;
     for (size_t i = 0; i < ns; i++)
         if (plan->cu_seqlens[i + 1] - plan->cu_seqlens[i] > longest) longest = plan->cu_seqlens[i + 1] - plan->cu_seqlens[i];
@@ -265,3 +288,34 @@ extern "C" rmlp_status gpu_context_check_buffer(const char *fn, const gpu_contex
                          ctx->model->device, (int)attr.type, attr.device);
     return RMLP_OK;
 }
+
+extern "C" void gpu_context_stats(const gpu_context *ctx, rmlp_gpu_stats *out) {
+    const gpu_attention_counts *c = &ctx->counts;
+    const gpu_options *o = &ctx->options;
+    out->cuda = true;
+    out->attention = (rmlp_gpu_attention)o->attention;
+    out->flashinfer = ctx->fi != NULL;
+    out->full_kv_paged = o->full_kv_paged, out->flashinfer_sm90 = o->flashinfer_sm90;
+    out->rope_table = o->rope_table, out->decode_flashinfer = o->decode_flashinfer;
+    out->flashinfer_full = c->flashinfer[GPU_ATT_FULL];
+    out->flashinfer_full_paged = c->flashinfer[GPU_ATT_FULL_PAGED];
+    out->flashinfer_compact = c->flashinfer[GPU_ATT_COMPACT];
+    out->reference_full = c->reference[GPU_ATT_FULL];
+    out->reference_full_paged = c->reference[GPU_ATT_FULL_PAGED];
+    out->reference_compact = c->reference[GPU_ATT_COMPACT];
+    out->plan_errors = c->plan_errors;
+    out->fallback_plan_error = c->fallbacks[GPU_FI_PLAN_ERROR];
+    out->fallback_small_batch = c->fallbacks[GPU_FI_SMALL_BATCH];
+    out->fallback_too_large = c->fallbacks[GPU_FI_TOO_LARGE];
+    out->fallback_unplanned = c->fallbacks[GPU_FI_UNPLANNED];
+    out->fallback_buffers = c->fallbacks[GPU_FI_BUFFERS];
+    out->fallback_launcher = c->fallbacks[GPU_FI_LAUNCHER];
+    snprintf(out->first_plan_error, sizeof out->first_plan_error, "%s", c->first_plan_error);
+    out->sm90 = gpu_flashinfer_has_sm90(ctx->fi);
+    out->flashinfer_sm90_full_paged = c->sm90[GPU_ATT_FULL_PAGED];
+    out->flashinfer_sm90_compact = c->sm90[GPU_ATT_COMPACT];
+    out->sm90_fallbacks = c->sm90_fallbacks;
+    out->decode_steps_flashinfer = c->decode_steps[0], out->decode_steps_chains = c->decode_steps[1];
+}
+
+extern "C" gpu_flashinfer *gpu_context_flashinfer(gpu_context *ctx) { return ctx->fi; }

@@ -8,6 +8,10 @@
  * path nodes a set of sequences shares, so a shared prefix's K/V rows are read once per step for
  * the sequences below it; without, each row's path is its one chain. The LM head then reads the
  * hidden states of the active sequences' last slots as one GEMM with fp32 logits, copied to the host.
+ * With RADIX_MLP_GPU_DECODE=flashinfer (the default) and a shape FlashInfer's batch decode takes
+ * (gpu/flashinfer_decode.h), a step's attention runs there instead: each row one request over its
+ * whole path, laid out on the host by gpu/decode_split.h from the same chains; a step that does not
+ * fit that layout's room, or buffers the kernel cannot read, takes the chain kernels.
  *
  * Device arrays of a session (one allocation, `rows`) and their pinned staging, laid out per step as
  *   ids, pos, slots (n_rows each) | key_indptr, member_indptr (n_chains + 1 each) | row_indptr
@@ -16,13 +20,17 @@
  * chains' states (memberships * n_heads, head_dim + 2) and logits (n_seqs, vocab), fp32. The states
  * start with room for 2 n_seqs + 1 memberships (a shared prefix and each row's own part) and grow,
  * doubling, when a step has more (up to max_members, the worst case of a deep branching tree, which
- * with many sequences would be gigabytes if allocated up front).
+ * with many sequences would be gigabytes if allocated up front). A FlashInfer step's arrays are
+ *   ids, pos, slots (n_rows each) | decode_split's arrays (decode_split_words)
+ * in the same staging, which is as large as the larger layout.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "blas.h"
+#include "decode_split.h"
+#include "flashinfer_decode.h"
 #include "host.h"
 #include "kernels.h"
 #include "model.h"
@@ -34,12 +42,14 @@ struct gpu_decode {
     gpu_staging rows;     /* a step's arrays, or the last slots for the LM head */
     float *state;         /* device (state_members * n_heads, head_dim + 2) */
     float *logits;        /* device (n_seqs, vocab) */
+    gpu_fi_decode *fi;    /* FlashInfer's batch decode for the steps, or NULL: the chain kernels */
 };
 
 extern "C" void gpu_decode_free(gpu_decode *dec) {
     if (dec == NULL) return;
     gpu_device_guard guard(dec->device);
     gpu_staging_close(&dec->rows);
+    gpu_fi_decode_free(dec->fi);
     if (dec->logits != NULL) (void)cudaFree(dec->logits);
     if (dec->state != NULL) (void)cudaFree(dec->state);
     (void)cudaGetLastError();
@@ -80,7 +90,17 @@ extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx,
     gpu_decode *dec = (gpu_decode *)calloc(1, sizeof *dec);
     if (dec == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the generation session failed");
     dec->device = m->device, dec->n_seqs = n_seqs, dec->key_words = key_words, dec->max_members = max_members;
+    rmlp_status status = RMLP_OK;
+    if (ctx->options.decode_flashinfer) /* NULL where FlashInfer's decode does not fit the model or device */
+        status = gpu_fi_decode_create(fn, m->dtype, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+                                      n_seqs, &dec->fi);
+    if (status != RMLP_OK) {
+        gpu_decode_free(dec);
+        return status;
+    }
     size_t words = 3 * n_seqs + 2 * (2 * n_seqs + 2) + n_seqs + 1 + key_words + 2 * max_members;
+    size_t fi_words = 3 * n_seqs + decode_split_words(n_seqs, key_words, gpu_fi_decode_target_chunks(dec->fi));
+    if (dec->fi != NULL && fi_words > words) words = fi_words;
     dec->state_members = 2 * n_seqs + 1 < max_members ? 2 * n_seqs + 1 : max_members;
     size_t logits_bytes = n_seqs * c->vocab_size * sizeof(float);
     const char *what = "cudaMalloc (generation attention states)";
@@ -89,14 +109,47 @@ extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx,
         what = "cudaMalloc (generation logits)";
         error = cudaMalloc((void **)&dec->logits, logits_bytes);
     }
-    rmlp_status status = error != cudaSuccess ? gpu_fail(fn, what, error)
-                                              : gpu_staging_open(fn, "generation arrays", words, &dec->rows);
+    status = error != cudaSuccess ? gpu_fail(fn, what, error)
+                                  : gpu_staging_open(fn, "generation arrays", words, &dec->rows);
     if (status != RMLP_OK) {
         gpu_decode_free(dec);
         return status;
     }
     *out = dec;
     return RMLP_OK;
+}
+
+/* A step through FlashInfer's batch decode: its arrays laid out in the staging (acquired) and sent,
+ * then the rows run. *taken false (RMLP_OK, nothing sent) when the step does not fit the layout's
+ * room or the kernel cannot read the buffers: the caller runs the chain kernels. */
+static rmlp_status decode_flashinfer(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec,
+                                     const uint32_t *ids, const uint32_t *pos, const uint32_t *slots, size_t n_rows,
+                                     const gpu_decode_chains *ch, bool *taken) {
+    uint32_t *s = dec->rows.host;
+    size_t at_split = 3 * n_rows;
+    decode_split split;
+    if (!decode_split_build(ch->key_indptr, ch->keys, ch->member_indptr, ch->n_chains, ch->row_indptr,
+                            ch->row_members, n_rows, gpu_fi_decode_target_chunks(dec->fi), s + at_split,
+                            dec->rows.words - at_split, &split))
+        return RMLP_OK;
+    const rmlp_model_config *c = &ctx->model->config;
+    size_t qd = (size_t)c->num_attention_heads * c->head_dim, kvd = (size_t)c->num_key_value_heads * c->head_dim;
+    const uint32_t *d = dec->rows.device + at_split;
+    gpu_fi_decode_step step = {dec->fi, d + split.at_kv_indptr, d + split.at_kv_indices, d + split.at_request,
+                               d + split.at_tile, d + split.at_o_indptr, d + split.at_chunk, n_rows, split.n_chunks};
+    gpu_compact_rows layer0 = {ctx->q, cache->k, cache->v, ctx->attn_c, qd, kvd, kvd, qd}; /* as cache.cu's */
+    if (!gpu_fi_decode_ready(&step, &layer0)) return RMLP_OK;
+    memcpy(s, ids, n_rows * sizeof *s);
+    memcpy(s + n_rows, pos, n_rows * sizeof *s);
+    memcpy(s + 2 * n_rows, slots, n_rows * sizeof *s);
+    rmlp_status status = gpu_staging_send(fn, &dec->rows, at_split + split.words, ctx->stream);
+    if (status != RMLP_OK) return status;
+    *taken = true;
+    d = dec->rows.device;
+    gpu_cache_rows run = {d, d + n_rows, d + 2 * n_rows, NULL, NULL, NULL, n_rows, 0, NULL, NULL, NULL, NULL, &step};
+    status = gpu_cache_run_rows(fn, ctx, cache, &run);
+    if (status == RMLP_OK && n_rows > 0) ctx->counts.decode_steps[0]++; /* rmlp_gpu_stats */
+    return status;
 }
 
 extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec,
@@ -112,6 +165,11 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
         return rmlp_fail(RMLP_ERR_INTERNAL, fn, "a step of %zu rows, %zu chains, %zu keys, %zu memberships exceeds the "
                          "session's arrays (%zu, %zu, %zu, %zu) or is inconsistent", n_rows, nc, n_keys, n_members,
                          dec->n_seqs, 2 * dec->n_seqs + 1, dec->key_words, dec->max_members);
+    if (dec->fi != NULL) { /* FlashInfer's batch decode, where the step fits its layout */
+        bool taken = false;
+        status = decode_flashinfer(fn, ctx, cache, dec, ids, pos, slots, n_rows, ch, &taken);
+        if (status != RMLP_OK || taken) return status;
+    }
     status = reserve_states(fn, ctx, dec, n_members);
     if (status != RMLP_OK) return status;
     size_t at_pos = n_rows, at_slots = 2 * n_rows, at_kptr = 3 * n_rows, at_mptr = at_kptr + nc + 1;
@@ -132,8 +190,10 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
     const uint32_t *d = dec->rows.device;
     gpu_chain_layout chains = {d + at_kptr, d + at_keys, d + at_mptr, d + at_members, nc, n_members};
     gpu_cache_rows run = {d, d + at_pos, d + at_slots, NULL, NULL, NULL, n_rows, 0, &chains, d + at_rptr, d + at_rows,
-                          dec->state};
-    return gpu_cache_run_rows(fn, ctx, cache, &run);
+                          dec->state, NULL};
+    status = gpu_cache_run_rows(fn, ctx, cache, &run);
+    if (status == RMLP_OK && n_rows > 0) ctx->counts.decode_steps[1]++;
+    return status;
 }
 
 extern "C" rmlp_status gpu_decode_logits(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec,

@@ -6,29 +6,66 @@
 #                                           database), write relocated openblas.pc / jansson.pc to
 #                                           PREFIX/pkgconfig and export PKG_CONFIG_PATH, PATH and
 #                                           LD_LIBRARY_PATH for cmake and the tests.
-# dpkg -x runs no maintainer scripts, so Debian's update-alternatives link openblas.pc ->
-# openblas-pthread/pkgconfig/openblas.pc is made here by hand.
+# A .deb is unpacked with dpkg-deb where the machine has it, else without dpkg: its data member
+# (an ar archive's data.tar.xz, .zst or .gz) through ar and tar (xz, else python3's lzma);
+# RMLP_DEPS_NO_DPKG=1 takes that way even where dpkg is there (tests/test_device_scripts.sh).
+# Neither runs maintainer scripts, so Debian's update-alternatives link openblas.pc ->
+# openblas-pthread/pkgconfig/openblas.pc is made here by hand. libgfortran5 (OpenBLAS's LAPACK)
+# needs libquadmath0.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && set -euo pipefail # strict when run, not leaking into a shell that sources it
-packages="libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libjansson-dev libjansson4
-  pkgconf pkgconf-bin libpkgconf3 pkg-config"
-case "${1:-}" in
-fetch)
-  mkdir -p "$2"
-  (cd "$2" && apt-get download $packages)
-  ;;
-install)
-  dir=$(cd "$2" && pwd)
-  mkdir -p "$3"
-  prefix=$(cd "$3" && pwd)
-  for deb in "$dir"/*.deb; do dpkg -x "$deb" "$prefix"; done
+rmlp_deps_packages="libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
+  libjansson-dev libjansson4 pkgconf pkgconf-bin libpkgconf3 pkg-config"
+
+# rmlp_unpack_deb DEB PREFIX: the package's files under PREFIX.
+rmlp_unpack_deb() {
+  if [ "${RMLP_DEPS_NO_DPKG:-0}" != 1 ] && command -v dpkg-deb >/dev/null 2>&1; then
+    dpkg-deb -x "$1" "$2"
+    return
+  fi
+  local member unpack=(cat)
+  member=$(ar t "$1" | grep -m1 '^data\.tar') || {
+    echo "$1: no data.tar member (ar t: $(ar t "$1" 2>&1 | tr '\n' ' '))" >&2
+    return 1
+  }
+  case $member in
+  *.xz) if command -v xz >/dev/null 2>&1; then unpack=(xz -dc); else
+    unpack=(python3 -c 'import lzma, sys; sys.stdout.buffer.write(lzma.decompress(sys.stdin.buffer.read()))')
+  fi ;;
+  *.zst) unpack=(zstd -dc) ;;
+  *.gz) unpack=(gzip -dc) ;;
+  esac
+  ar p "$1" "$member" | "${unpack[@]}" | tar -x -C "$2"
+}
+
+# rmlp_install_debs DIR PREFIX: every .deb of DIR under PREFIX, the .pc files relocated, the
+# environment exported.
+rmlp_install_debs() {
+  local dir prefix deb arch=x86_64-linux-gnu
+  dir=$(cd "$1" && pwd) || return 1
+  mkdir -p "$2" && prefix=$(cd "$2" && pwd) || return 1
+  for deb in "$dir"/*.deb; do
+    rmlp_unpack_deb "$deb" "$prefix" || { echo "deps: unpacking $deb failed" >&2; return 1; }
+  done
+  echo "deps: $(ls "$dir"/*.deb | wc -l) packages unpacked into $prefix ($(
+    [ "${RMLP_DEPS_NO_DPKG:-0}" != 1 ] && command -v dpkg-deb >/dev/null 2>&1 && echo dpkg-deb || echo 'ar and tar, no dpkg'))"
   mkdir -p "$prefix/pkgconfig"
-  arch=x86_64-linux-gnu
-  sed "s|=/usr/|=$prefix/usr/|g" "$prefix/usr/lib/$arch/openblas-pthread/pkgconfig/openblas.pc" >"$prefix/pkgconfig/openblas.pc"
-  sed "s|^prefix=/usr|prefix=$prefix/usr|" "$prefix/usr/lib/$arch/pkgconfig/jansson.pc" >"$prefix/pkgconfig/jansson.pc"
+  sed "s|=/usr/|=$prefix/usr/|g" "$prefix/usr/lib/$arch/openblas-pthread/pkgconfig/openblas.pc" >"$prefix/pkgconfig/openblas.pc" &&
+    sed "s|^prefix=/usr|prefix=$prefix/usr|" "$prefix/usr/lib/$arch/pkgconfig/jansson.pc" >"$prefix/pkgconfig/jansson.pc" ||
+    return 1
   export PKG_CONFIG_PATH="$prefix/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$prefix/usr/lib/$arch:$prefix/usr/lib/$arch/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   command -v pkg-config >/dev/null || export PATH="$prefix/usr/bin:$PATH"
   pkg-config --modversion openblas jansson
+}
+
+case "${1:-}" in
+fetch)
+  mkdir -p "$2"
+  # shellcheck disable=SC2086 # a word list
+  (cd "$2" && apt-get download $rmlp_deps_packages)
+  ;;
+install)
+  rmlp_install_debs "$2" "$3"
   ;;
 *)
   echo "usage: gpu/device_deps.sh fetch DIR | . gpu/device_deps.sh install DIR PREFIX" >&2

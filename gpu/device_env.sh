@@ -1,46 +1,47 @@
 #!/usr/bin/env bash
-# device_env.sh: what every script run on a lent GPU machine shares (gpu/first_run.sh,
-# bench/gpu_session.sh, bench/gpu_decode_session.sh, the commands of gpu/CHECKLIST.md). Source it
-# from the repository root:
+# device_env.sh: the machine side of every script run on a lent GPU machine (gpu/window.sh, the
+# plan of gpu/CHECKLIST.md, and the scripts it runs: gpu/first_run.sh, bench/gpu_session.sh,
+# bench/gpu_decode_session.sh). Source it from the repository root:
 #   . gpu/device_env.sh
-# then call:
+# Sourcing it puts the toolkit's bin folder ($RMLP_CUDA_HOME, default /usr/local/cuda) on PATH when
+# nvcc is not on it, then sources gpu/device_steps.sh (the steps, their time limits and their record
+# in $OUT). Then call:
 #   rmlp_find_cublas [MAJOR]   the ONE search for libcublas.so.MAJOR (default: the nvcc's major): the
 #                              loader's cache and LD_LIBRARY_PATH, the toolkit's lib64 (next to nvcc,
 #                              $CUDA_HOME, /usr/local/cuda*), then the pip wheels' folders
 #                              (site-packages/nvidia/cu13/lib for CUDA 13, nvidia/cublas/lib for 12);
 #                              prepends the folder to LD_LIBRARY_PATH, prints what it chose, and sets
-#                              RMLP_CUBLAS_DIR. Returns 1 (and says so) when there is none.
+#                              RMLP_CUBLAS_DIR. Returns 1 (and says so) when there is none. Call it in
+#                              the script's own shell (rmlp_setup does), never in a pipeline or $(...):
+#                              the LD_LIBRARY_PATH it exports would be lost with the subshell.
 #   rmlp_find_sanitizer        sets RMLP_SANITIZER to compute-sanitizer's path (PATH or the toolkit).
 #   rmlp_device_deps [DEBS]    makes OpenBLAS, jansson and pkg-config findable: nothing when they
 #                              are installed, else unpacks the carried .debs (gpu/device_deps.sh).
 #   rmlp_flashinfer_headers    says whether FlashInfer's headers were carried (third_party/flashinfer,
 #                              which scripts/setup.sh fetches here; the configure then builds FlashInfer's
-#                              attention); returns 1 when they are missing (the reference attention only).
-#   rmlp_cmake_configure DIR   configures a CUDA build in DIR (Ninja when there): architectures from
-#                              the device's compute capability (90 without a device), warnings NOT
-#                              errors (RMLP_WERROR=OFF: a newer compiler's warnings go to the log),
-#                              the static CUDA runtime where the toolkit has libcudart_static.a,
-#                              else the shared one.
+#                              attention), and names the decode, Hopper and CUTLASS headers missing;
+#                              returns 1 when there are none (the reference attention only).
+#   rmlp_cmake_args DIR [ARG...]  sets RMLP_CMAKE_ARGS, a CUDA configure of DIR (Ninja when there):
+#                              architectures from the device's compute capability (90 without a device),
+#                              warnings NOT errors (RMLP_WERROR=OFF: a newer compiler's warnings go to the
+#                              log), the static CUDA runtime where the toolkit has libcudart_static.a,
+#                              else the shared one; ARGs after those (-DRMLP_FLASHINFER=OFF).
 #   rmlp_environment           prints the machine: GPU, driver, nvcc, gcc, cmake, sanitizer, torch.
-#   rmlp_left, rmlp_slot MAX RESERVE
-#                              the seconds left of the caller's $budget (since its start: $SECONDS),
-#                              and those a step may take: at most MAX, leaving RESERVE for the steps
-#                              after it (0 when nothing is left).
-#   rmlp_rc RC                 "rc=RC", with " (the time limit)" when RC is 124 (timeout's status).
+#   rmlp_prepare               the four setup steps every script starts with (the machine, OpenBLAS and
+#                              jansson, FlashInfer's headers, cuBLAS), each recorded; once per command:
+#                              it exports RMLP_PREPARED=1 and what it found, which the scripts gpu/window.sh
+#                              runs after it inherit. Returns 1 when the build cannot work (no OpenBLAS).
+#   RMLP_OLD_PATHS             the paths each newer one replaced (gpu/options.h), as one bench variant
+#                              (`radixmlp bench --gpu-variant "$RMLP_OLD_PATHS"`); ${RMLP_OLD_PATHS//,/ } is
+#                              the same as environment words (`env ... ctest`), read at context creation.
 # Nothing here exits the shell that sources it.
 
-rmlp_left() { echo $((budget - SECONDS)); }
-
-rmlp_rc() {
-  if (($1 == 124)); then echo "rc=$1 (the time limit)"; else echo "rc=$1"; fi
-}
-
-rmlp_slot() {
-  local s=$((budget - SECONDS - $2))
-  ((s > $1)) && s=$1
-  ((s < 0)) && s=0
-  echo "$s"
-}
+rmlp_cuda_bin=${RMLP_CUDA_HOME:-/usr/local/cuda}/bin
+if ! command -v nvcc >/dev/null 2>&1 && [ -x "$rmlp_cuda_bin/nvcc" ]; then
+  export PATH="$rmlp_cuda_bin:$PATH"
+fi
+unset rmlp_cuda_bin
+RMLP_OLD_PATHS=RADIX_MLP_GPU_FULL_KV=scatter,RADIX_MLP_GPU_ROPE=sincos,RADIX_MLP_GPU_FLASHINFER_SM90=off
 
 rmlp_nvcc_major() {
   local v
@@ -125,13 +126,19 @@ rmlp_device_deps() {
     return 1
   fi
   echo "deps: unpacking the carried $debs into /tmp/rmlp-deps"
-  . gpu/device_deps.sh install "$debs" /tmp/rmlp-deps
+  . "$RMLP_GPU_DIR/device_deps.sh" install "$debs" /tmp/rmlp-deps
 }
 
 rmlp_flashinfer_headers() {
   local dir=third_party/flashinfer
   if [ -f "$dir/VERSION" ] && [ -f "$dir/include/flashinfer/attention/prefill.cuh" ]; then
-    echo "FlashInfer: $(cut -d' ' -f1-2 "$dir/VERSION") headers in $dir ($(du -sh "$dir" | cut -f1)): its attention is built"
+    local missing=() f
+    for f in include/flashinfer/attention/decode.cuh include/flashinfer/attention/hopper/prefill_sm90.cuh \
+      cutlass/cute/tensor.hpp; do
+      [ -f "$dir/$f" ] || missing+=("$f")
+    done
+    echo "FlashInfer: $(cut -d' ' -f1-2 "$dir/VERSION") headers in $dir ($(du -sh "$dir" | cut -f1)): its attention is" \
+      "built$( ((${#missing[@]} > 0)) && echo "; MISSING ${missing[*]} (decode / Hopper prefill not built: scripts/setup.sh here)")"
     return 0
   fi
   echo "FlashInfer: NO headers in $dir (here: scripts/setup.sh fetches them; carry [\"third_party/flashinfer\"]): the" \
@@ -139,11 +146,12 @@ rmlp_flashinfer_headers() {
   return 1
 }
 
-rmlp_cmake_configure() {
-  local dir=$1 arch cudart=Static gen=()
+
+rmlp_cmake_args() {
+  local dir=$1 arch cudart=Static gen=() lib
+  shift
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   [[ "$arch" =~ ^[0-9]+$ ]] || arch=90
-  local lib
   lib=$(dirname "$(command -v nvcc 2>/dev/null || echo /nonexistent/nvcc)")
   ls "$lib"/../lib64/libcudart_static.a "$lib"/../lib/libcudart_static.a \
     "$lib"/../targets/x86_64-linux/lib/libcudart_static.a >/dev/null 2>&1 || cudart=Shared
@@ -152,15 +160,19 @@ rmlp_cmake_configure() {
   elif command -v ninja >/dev/null; then
     gen=(-G Ninja)
   fi
-  echo "configure: $dir (architecture $arch, CUDA runtime $cudart, warnings not errors)"
-  cmake -S . -B "$dir" "${gen[@]}" -DRMLP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_BUILD_TYPE=Release \
-    -DRMLP_WERROR=OFF -DCMAKE_CUDA_RUNTIME_LIBRARY="$cudart" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
+  RMLP_CMAKE_ARGS=(-S . -B "$dir" "${gen[@]}" -DRMLP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch"
+    -DCMAKE_BUILD_TYPE=Release -DRMLP_WERROR=OFF -DCMAKE_CUDA_RUNTIME_LIBRARY="$cudart"
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "$@")
 }
 
 rmlp_environment() {
-  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  nvidia-smi -L 2>&1 | head -4
-  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | head -2
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi -L 2>&1 | head -4
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | head -2
+  else
+    echo "nvidia-smi: not found"
+  fi
   echo "nvcc: $(command -v nvcc) $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*, V[0-9.]*')"
   echo "gcc: $(gcc --version 2>/dev/null | head -1)"
   echo "cmake: $(cmake --version 2>/dev/null | head -1), ninja: $(ninja --version 2>/dev/null || echo none)"
@@ -169,6 +181,21 @@ rmlp_environment() {
   else
     echo "compute-sanitizer: not found"
   fi
-  python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>/dev/null ||
-    echo "torch/transformers: not importable"
+  timeout -k 5 60 python3 -c 'import torch, transformers; print("python3", __import__("sys").version.split()[0], "torch",
+  torch.__version__, "transformers", transformers.__version__)' 2>/dev/null || echo "torch/transformers: not importable"
 }
+
+rmlp_prepare() {
+  [ "${RMLP_PREPARED:-0}" = 1 ] && return 0
+  rmlp_setup "the machine" rmlp_environment
+  if ! rmlp_setup "OpenBLAS and jansson" rmlp_device_deps .debs; then
+    rmlp_record "no OpenBLAS/jansson: nothing can be built" FAILED "$SECONDS" 0
+    return 1
+  fi
+  rmlp_setup "FlashInfer headers" rmlp_flashinfer_headers
+  rmlp_setup "cuBLAS" rmlp_find_cublas
+  export RMLP_PREPARED=1 RMLP_CUBLAS_DIR PATH LD_LIBRARY_PATH PKG_CONFIG_PATH
+  return 0
+}
+
+. "$(dirname "${BASH_SOURCE[0]}")/device_steps.sh"

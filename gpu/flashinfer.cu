@@ -12,7 +12,9 @@
  *
  * FlashInfer reports bad configurations with C++ exceptions and, in debug builds, prints failed
  * CUDA calls: this file is compiled with exceptions (CMakeLists.txt), catches every one at the C
- * boundary (a status, or cudaErrorNotSupported from a launch), and defines NDEBUG so nothing prints.
+ * boundary (a plan's: GPU_FI_PLAN_ERROR and its message, the reference kernel then runs the batch;
+ * a launch's: cudaErrorNotSupported), and defines NDEBUG so nothing prints. Full space reads K/V
+ * either as ragged rows or as pages through the scatter (kv_indices given), on the same plan.
  * Without RMLP_WITH_FLASHINFER it is the stubs that make every context take the reference kernel.
  */
 #ifndef NDEBUG
@@ -21,11 +23,15 @@
 
 #include "flashinfer.h"
 #include "host.h"
+#ifdef RMLP_WITH_FLASHINFER_SM90
+#include "flashinfer_sm90.h"
+#endif
 
 #ifdef RMLP_WITH_FLASHINFER
 
 #include <exception>
 #include <new>
+#include <stdio.h>
 
 #include <flashinfer/attention/default_prefill_params.cuh>
 #include <flashinfer/attention/prefill.cuh>
@@ -50,8 +56,10 @@ struct gpu_flashinfer {
     void *device;      /* one allocation: the int workspace of each layout, then `ones` */
     void *pinned;      /* page-locked: the staging of each layout's plan */
     int32_t *ones;     /* (max_seqs) the last page length of every sequence: pages of 1 row */
+    unsigned starve;   /* gpu_flashinfer_test_starve: plans left to make with too small a workspace */
+    struct gpu_fi_sm90 *sm90; /* the Hopper kernels' state (gpu/flashinfer_sm90.h), NULL where they do not serve */
     struct plan {
-        bool ready;
+        gpu_fi_reason reason; /* GPU_FI_OK: planned for n_seqs, n_rows; else why not */
         fi::PrefillPlanInfo info;
         size_t n_seqs, n_rows;
         void *ints, *staging; /* int_bytes each: device, page-locked */
@@ -70,23 +78,47 @@ extern "C" void gpu_flashinfer_free(gpu_flashinfer *f) {
     if (f->device != NULL) (void)cudaFree(f->device);
     if (f->pinned != NULL) (void)cudaFreeHost(f->pinned);
     (void)cudaGetLastError();
+#ifdef RMLP_WITH_FLASHINFER_SM90
+    gpu_fi_sm90_free(f->sm90);
+#endif
     delete f;
 }
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+/* No FlashInfer for this context, for the reason `why`: RMLP_OK (NULL state), or with `setting`
+ * (FlashInfer required) RMLP_ERR_UNSUPPORTED saying so. */
+static rmlp_status unavailable(const char *fn, const char *setting, const char *why) {
+    if (setting == NULL) return RMLP_OK;
+    return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "%s asks for FlashInfer's attention, but %s", setting, why);
+}
+
 extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype dtype, size_t n_heads, size_t n_kv_heads,
-                                             size_t head_dim, size_t max_rows, size_t max_seqs, gpu_flashinfer **out) {
+                                             size_t head_dim, size_t max_rows, size_t max_seqs, const char *setting,
+                                             bool sm90, gpu_flashinfer **out) {
     *out = NULL;
-    if (!gpu_flashinfer_supports(dtype, n_heads, n_kv_heads, head_dim) || max_rows == 0 || max_seqs == 0 ||
-        max_rows > INT32_MAX / 16 || max_seqs > INT32_MAX / 16 ||
-        max_rows * (n_heads / n_kv_heads) > INT32_MAX) /* FlashInfer packs (row, head in group) in 32 bits */
-        return RMLP_OK;
-    int device = 0, major = 0, n_sm = 0;
+    char why[200];
+    if (!gpu_flashinfer_supports(dtype, n_heads, n_kv_heads, head_dim)) {
+        snprintf(why, sizeof why, "its kernels here are for f16 and bf16 models of head_dim 64 or 128 whose query "
+                 "heads are a multiple of the KV heads (this model: %s, head_dim %zu, %zu query / %zu KV heads)",
+                 dtype == RMLP_DTYPE_F32 ? "f32" : dtype == RMLP_DTYPE_F16 ? "f16" : "bf16", head_dim, n_heads,
+                 n_kv_heads);
+        return unavailable(fn, setting, why);
+    }
+    if (max_rows == 0 || max_seqs == 0 || max_rows > INT32_MAX / 16 || max_seqs > INT32_MAX / 16 ||
+        max_rows * (n_heads / n_kv_heads) > INT32_MAX) { /* FlashInfer packs (row, head in group) in 32 bits */
+        snprintf(why, sizeof why, "a context of %zu rows is past its 32-bit row indexing", max_rows);
+        return unavailable(fn, setting, why);
+    }
+    int device = 0, major = 0, minor = 0, n_sm = 0;
     GPU_TRY(fn, cudaGetDevice(&device));
     GPU_TRY(fn, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    GPU_TRY(fn, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
     GPU_TRY(fn, cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device));
-    if (major < 8) return RMLP_OK; /* the FA2 kernels need sm_80 */
+    if (major < 8) { /* the FA2 kernels need sm_80 */
+        snprintf(why, sizeof why, "device %d is sm_%d%d and its kernels need sm_80 or newer", device, major, minor);
+        return unavailable(fn, setting, why);
+    }
     /* The plan's int arrays in CUDA-graph mode: request, query tile and key tile indices and the
      * block mask for padded_batch_size blocks, o_indptr for the sequences, two words, each 16-byte
      * aligned. padded_batch_size = max(2 x SMs / kv heads, ceil(rows x group / tile) + seqs - 1),
@@ -110,6 +142,7 @@ extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype dtype, s
     if (status == RMLP_OK) {
         f->ones = (int32_t *)((char *)f->device + 2 * int_bytes);
         for (int l = 0; l < 2; l++) {
+            f->plans[l].reason = GPU_FI_UNPLANNED;
             f->plans[l].ints = (char *)f->device + l * int_bytes;
             f->plans[l].staging = (char *)f->pinned + l * int_bytes;
         }
@@ -120,6 +153,12 @@ extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype dtype, s
         if ((error = cudaMemcpy(f->ones, host, max_seqs * sizeof(int32_t), cudaMemcpyHostToDevice)) != cudaSuccess)
             status = gpu_fail(fn, "cudaMemcpy (FlashInfer last page lengths)", error);
     }
+#ifdef RMLP_WITH_FLASHINFER_SM90
+    if (status == RMLP_OK && sm90)
+        status = gpu_fi_sm90_create(fn, dtype, n_heads, n_kv_heads, head_dim, max_rows, max_seqs, &f->sm90);
+#else
+    (void)sm90;
+#endif
     if (status != RMLP_OK) {
         gpu_flashinfer_free(f);
         return status;
@@ -128,60 +167,107 @@ extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype dtype, s
     return RMLP_OK;
 }
 
+extern "C" bool gpu_flashinfer_has_sm90(const gpu_flashinfer *f) { return f != NULL && f->sm90 != NULL; }
+
 extern "C" void gpu_flashinfer_unplan(gpu_flashinfer *f) {
-    if (f != NULL) f->plans[GPU_FI_FULL].ready = f->plans[GPU_FI_COMPACT].ready = false;
+    if (f == NULL) return;
+    f->plans[GPU_FI_FULL].reason = f->plans[GPU_FI_COMPACT].reason = GPU_FI_UNPLANNED;
+#ifdef RMLP_WITH_FLASHINFER_SM90
+    gpu_fi_sm90_unplan(f->sm90);
+#endif
 }
 
-extern "C" rmlp_status gpu_flashinfer_plan(const char *fn, gpu_flashinfer *f, gpu_fi_layout layout,
-                                           const uint32_t *qo_indptr, const uint32_t *kv_indptr, size_t n_seqs,
-                                           cudaStream_t stream) {
-    if (f == NULL) return RMLP_OK;
+extern "C" void gpu_flashinfer_test_starve(gpu_flashinfer *f, unsigned n) {
+    if (f != NULL) f->starve = n;
+}
+
+static const char *layout_name(gpu_fi_layout layout) { return layout == GPU_FI_FULL ? "full" : "compact"; }
+
+/* gpu_flashinfer_plan's work: GPU_FI_OK with p's info and counts set, or why not. */
+static gpu_fi_reason plan_layout(gpu_flashinfer *f, gpu_fi_layout layout, const uint32_t *qo_indptr,
+                                 const uint32_t *kv_indptr, size_t n_seqs, cudaStream_t stream, char *error,
+                                 size_t cap) {
     gpu_flashinfer::plan *p = &f->plans[layout];
-    p->ready = false;
-    size_t n_rows = qo_indptr[n_seqs], n_keys = kv_indptr[n_seqs];
-    if (n_seqs == 0 || n_seqs > f->max_seqs || n_rows > f->max_rows || n_keys > INT32_MAX || n_rows == 0)
-        return RMLP_OK; /* nothing to run, or beyond the workspace: the reference kernel takes it */
+    size_t n_rows = n_seqs > 0 ? qo_indptr[n_seqs] : 0, n_keys = n_seqs > 0 ? kv_indptr[n_seqs] : 0;
+    if (n_seqs == 0 || n_rows == 0) return GPU_FI_UNPLANNED; /* nothing to run */
+    if (n_seqs > f->max_seqs || n_rows > f->max_rows || n_keys > INT32_MAX) return GPU_FI_TOO_LARGE;
+    size_t int_bytes = f->int_bytes;
+    if (f->starve > 0) f->starve--, int_bytes = 16; /* the test hook: FlashInfer's allocator throws */
     fi::PrefillPlanInfo info;
-    cudaError_t error;
+    cudaError_t status;
+    const char *what = NULL;
     try {
         /* IdType int32: the uint32 offsets are below 2^31 (checked above). FlashInfer reads but
          * does not write them. */
-        error = fi::PrefillPlan<int32_t>(
-            /*float_buffer*/ nullptr, 0, p->ints, p->staging, f->int_bytes, info, (int32_t *)qo_indptr,
+        status = fi::PrefillPlan<int32_t>(
+            /*float_buffer*/ nullptr, 0, p->ints, p->staging, int_bytes, info, (int32_t *)qo_indptr,
             (int32_t *)kv_indptr, (uint32_t)n_rows, (uint32_t)n_seqs, f->n_heads, f->n_kv_heads, f->head_dim,
             f->head_dim, /*page_size*/ 1, /*enable_cuda_graph*/ true, /*sizeof_dtype_o*/ 2, /*window_left*/ -1,
             /*fixed_split_size*/ -1, /*disable_split_kv*/ true, /*num_colocated_ctas*/ 0, /*uniform_q_len*/ 0, stream,
             /*kv_dtype_bytes*/ 2);
-    } catch (const std::bad_alloc &) {
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "FlashInfer's PrefillPlan ran out of host memory");
     } catch (const std::exception &e) {
-        return rmlp_fail(RMLP_ERR_INTERNAL, fn, "FlashInfer's PrefillPlan (%s layout, %zu rows, %zu sequences): %s",
-                         layout == GPU_FI_FULL ? "full" : "compact", n_rows, n_seqs, e.what());
+        what = e.what();
+        status = cudaSuccess;
+    } catch (...) {
+        what = "an exception that is not a std::exception";
+        status = cudaSuccess;
     }
-    if (error != cudaSuccess) return gpu_fail(fn, "FlashInfer's PrefillPlan", error);
-    if (info.cta_tile_q != FI_CTA_TILE_Q || info.split_kv) return RMLP_OK; /* not instantiated */
+    if (what == NULL && status != cudaSuccess) {
+        (void)cudaGetLastError(); /* the call's own error, not a later launch's */
+        what = cudaGetErrorString(status);
+    }
+    if (what != NULL) {
+        snprintf(error, cap, "FlashInfer's PrefillPlan (%s layout, %zu rows, %zu sequences) failed: %s",
+                 layout_name(layout), n_rows, n_seqs, what);
+        return GPU_FI_PLAN_ERROR;
+    }
+    if (info.cta_tile_q != FI_CTA_TILE_Q || info.split_kv) return GPU_FI_SMALL_BATCH; /* not instantiated */
     p->info = info;
     p->n_seqs = n_seqs, p->n_rows = n_rows;
-    p->ready = true;
-    return RMLP_OK;
+    return GPU_FI_OK;
+}
+
+extern "C" gpu_fi_reason gpu_flashinfer_plan(gpu_flashinfer *f, gpu_fi_layout layout, const uint32_t *qo_indptr,
+                                             const uint32_t *kv_indptr, size_t n_seqs, cudaStream_t stream,
+                                             char *error, size_t cap, gpu_fi_reason *sm90) {
+    if (sm90 != NULL) *sm90 = GPU_FI_UNPLANNED;
+    if (f == NULL) return GPU_FI_UNPLANNED;
+    f->plans[layout].reason = GPU_FI_UNPLANNED; /* while planning */
+    gpu_fi_reason reason = plan_layout(f, layout, qo_indptr, kv_indptr, n_seqs, stream, error, cap);
+    f->plans[layout].reason = reason;
+#ifdef RMLP_WITH_FLASHINFER_SM90
+    if (f->sm90 != NULL) { /* its error message only where FA2's planner had none */
+        char sm90_error[384];
+        gpu_fi_reason hopper = gpu_fi_sm90_plan(f->sm90, layout, qo_indptr, kv_indptr, n_seqs, stream, sm90_error,
+                                                sizeof sm90_error);
+        if (hopper == GPU_FI_PLAN_ERROR && reason != GPU_FI_PLAN_ERROR) snprintf(error, cap, "%s", sm90_error);
+        if (sm90 != NULL) *sm90 = hopper;
+    }
+#endif
+    return reason;
 }
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-extern "C" bool gpu_flashinfer_ready(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,
-                                     size_t n_seqs, size_t n_rows, size_t n_heads, size_t n_kv_heads, size_t head_dim) {
-    if (f == NULL || !f->plans[layout].ready || f->plans[layout].n_seqs != n_seqs ||
-        f->plans[layout].n_rows != n_rows || n_heads != f->n_heads || n_kv_heads != f->n_kv_heads ||
-        head_dim != f->head_dim)
-        return false;
+extern "C" gpu_fi_reason gpu_flashinfer_ready(const gpu_flashinfer *f, gpu_fi_layout layout, bool paged,
+                                              const gpu_compact_rows *r, size_t n_seqs, size_t n_rows, size_t n_heads,
+                                              size_t n_kv_heads, size_t head_dim) {
+    if (f == NULL) return GPU_FI_UNPLANNED;
+    const gpu_flashinfer::plan &p = f->plans[layout];
+    if (p.reason != GPU_FI_OK) return p.reason;
+    if (p.n_seqs != n_seqs || p.n_rows != n_rows || (layout == GPU_FI_COMPACT && !paged)) return GPU_FI_UNPLANNED;
+    if (n_heads != f->n_heads || n_kv_heads != f->n_kv_heads || head_dim != f->head_dim) return GPU_FI_BUFFERS;
     size_t qd = (size_t)f->n_heads * f->head_dim, kvd = (size_t)f->n_kv_heads * f->head_dim;
-    /* k/v rows: as many as the queries (full) or the compact rows the paths index (compact: at
-     * most max_rows, the context's capacity) */
-    size_t kv_rows = layout == GPU_FI_FULL ? n_rows : f->max_rows;
-    return r->out_stride == qd && r->q_stride >= qd && r->k_stride >= kvd && r->k_stride == r->v_stride &&
-           r->q_stride % 8 == 0 && r->k_stride % 8 == 0 && aligned16(r->q) && aligned16(r->k) && aligned16(r->v) &&
-           aligned16(r->out) && n_rows * r->q_stride <= FI_MAX_ELEMENTS && n_rows * qd <= FI_MAX_ELEMENTS &&
-           kv_rows * r->k_stride <= FI_MAX_ELEMENTS;
+    /* k/v rows: as many as the queries (ragged), or the compact rows the pages index (at most
+     * max_rows, the context's capacity) */
+    size_t kv_rows = paged ? f->max_rows : n_rows;
+    if (n_rows * r->q_stride > FI_MAX_ELEMENTS || n_rows * qd > FI_MAX_ELEMENTS ||
+        kv_rows * r->k_stride > FI_MAX_ELEMENTS)
+        return GPU_FI_TOO_LARGE;
+    bool readable = r->out_stride == qd && r->q_stride >= qd && r->k_stride >= kvd && r->k_stride == r->v_stride &&
+                    r->q_stride % 8 == 0 && r->k_stride % 8 == 0 && aligned16(r->q) && aligned16(r->k) &&
+                    aligned16(r->v) && aligned16(r->out);
+    return readable ? GPU_FI_OK : GPU_FI_BUFFERS;
 }
 
 /* The plan's arrays in the device workspace, into either parameter struct. */
@@ -224,10 +310,11 @@ static cudaError_t run_ragged(const gpu_flashinfer *f, const gpu_compact_rows *r
 }
 
 template <class T, uint32_t HEAD_DIM>
-static cudaError_t run_paged(const gpu_flashinfer *f, const gpu_compact_rows *r, const uint32_t *qo_indptr,
-                             const uint32_t *kv_indptr, const uint32_t *kv_indices, float scale, cudaStream_t stream) {
+static cudaError_t run_paged(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,
+                             const uint32_t *qo_indptr, const uint32_t *kv_indptr, const uint32_t *kv_indices,
+                             float scale, cudaStream_t stream) {
     typedef fi::BatchPrefillPagedParams<T, T, T, int32_t> Params;
-    const gpu_flashinfer::plan &plan = f->plans[GPU_FI_COMPACT];
+    const gpu_flashinfer::plan &plan = f->plans[layout];
     /* Pages of one row: page stride = row stride; NHD: (page, entry, head, dim) strides. */
     const int64_t strides[3] = {(int64_t)r->k_stride, (int64_t)r->k_stride, HEAD_DIM};
     Params p;
@@ -250,15 +337,26 @@ template <class T, uint32_t HEAD_DIM>
 static cudaError_t run_layout(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,
                               const uint32_t *qo_indptr, const uint32_t *kv_indptr, const uint32_t *kv_indices,
                               float scale, cudaStream_t stream) {
-    if (layout == GPU_FI_FULL) return run_ragged<T, HEAD_DIM>(f, r, qo_indptr, kv_indptr, scale, stream);
-    return run_paged<T, HEAD_DIM>(f, r, qo_indptr, kv_indptr, kv_indices, scale, stream);
+    if (kv_indices == NULL) return run_ragged<T, HEAD_DIM>(f, r, qo_indptr, kv_indptr, scale, stream);
+    return run_paged<T, HEAD_DIM>(f, layout, r, qo_indptr, kv_indptr, kv_indices, scale, stream);
 }
 
 extern "C" cudaError_t gpu_flashinfer_run(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,
                                           const uint32_t *qo_indptr, const uint32_t *kv_indptr,
-                                          const uint32_t *kv_indices, float scale, cudaStream_t stream) {
-    if (f == NULL || !f->plans[layout].ready || (layout == GPU_FI_COMPACT && kv_indices == NULL))
+                                          const uint32_t *kv_indices, float scale, cudaStream_t stream, bool *sm90) {
+    if (sm90 != NULL) *sm90 = false;
+    if (f == NULL || f->plans[layout].reason != GPU_FI_OK || (layout == GPU_FI_COMPACT && kv_indices == NULL))
         return cudaErrorInvalidValue;
+#ifdef RMLP_WITH_FLASHINFER_SM90
+    const gpu_flashinfer::plan &p = f->plans[layout];
+    if (kv_indices != NULL && gpu_fi_sm90_ready(f->sm90, layout, p.n_seqs, p.n_rows)) {
+        cudaError_t error = gpu_fi_sm90_run(f->sm90, layout, r, kv_indices, scale, stream);
+        if (error != cudaErrorNotSupported) { /* refused before launching: the FA2 kernels take it */
+            if (sm90 != NULL) *sm90 = true;
+            return error;
+        }
+    }
+#endif
     try {
         bool bf16 = f->dtype == RMLP_DTYPE_BF16;
         if (f->head_dim == 64)
@@ -277,29 +375,39 @@ extern "C" bool gpu_flashinfer_built(void) { return false; }
 
 extern "C" bool gpu_flashinfer_supports(rmlp_dtype, size_t, size_t, size_t) { return false; }
 
-extern "C" rmlp_status gpu_flashinfer_create(const char *, rmlp_dtype, size_t, size_t, size_t, size_t, size_t,
-                                             gpu_flashinfer **out) {
+extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype, size_t, size_t, size_t, size_t, size_t,
+                                             const char *setting, bool, gpu_flashinfer **out) {
     *out = NULL;
-    return RMLP_OK;
+    if (setting == NULL) return RMLP_OK;
+    return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "%s asks for FlashInfer's attention, but this libradix_mlp was built "
+                     "without it (RMLP_FLASHINFER=OFF, or no headers in third_party/flashinfer: scripts/setup.sh "
+                     "fetches them)", setting);
 }
 
 extern "C" void gpu_flashinfer_free(gpu_flashinfer *) {}
 
-extern "C" rmlp_status gpu_flashinfer_plan(const char *, gpu_flashinfer *, gpu_fi_layout, const uint32_t *,
-                                           const uint32_t *, size_t, cudaStream_t) {
-    return RMLP_OK;
+extern "C" bool gpu_flashinfer_has_sm90(const gpu_flashinfer *) { return false; }
+
+extern "C" gpu_fi_reason gpu_flashinfer_plan(gpu_flashinfer *, gpu_fi_layout, const uint32_t *, const uint32_t *,
+                                             size_t, cudaStream_t, char *, size_t, gpu_fi_reason *sm90) {
+    if (sm90 != NULL) *sm90 = GPU_FI_UNPLANNED;
+    return GPU_FI_UNPLANNED;
 }
 
 extern "C" void gpu_flashinfer_unplan(gpu_flashinfer *) {}
 
-extern "C" bool gpu_flashinfer_ready(const gpu_flashinfer *, gpu_fi_layout, const gpu_compact_rows *, size_t, size_t,
-                                     size_t, size_t, size_t) {
-    return false;
+extern "C" gpu_fi_reason gpu_flashinfer_ready(const gpu_flashinfer *, gpu_fi_layout, bool, const gpu_compact_rows *,
+                                              size_t, size_t, size_t, size_t, size_t) {
+    return GPU_FI_UNPLANNED;
 }
 
 extern "C" cudaError_t gpu_flashinfer_run(const gpu_flashinfer *, gpu_fi_layout, const gpu_compact_rows *,
-                                          const uint32_t *, const uint32_t *, const uint32_t *, float, cudaStream_t) {
+                                          const uint32_t *, const uint32_t *, const uint32_t *, float, cudaStream_t,
+                                          bool *sm90) {
+    if (sm90 != NULL) *sm90 = false;
     return cudaErrorInvalidValue;
 }
+
+extern "C" void gpu_flashinfer_test_starve(gpu_flashinfer *, unsigned) {}
 
 #endif

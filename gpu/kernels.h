@@ -56,16 +56,32 @@ cudaError_t gpu_add_row(void *dst, size_t dst_row_stride, const void *src, size_
 cudaError_t gpu_add_rmsnorm(void *residual, const void *add, const void *weight, size_t rows, size_t dim, double eps,
                             void *normed, rmlp_dtype dtype, cudaStream_t stream);
 
+/* RoPE's cos and sin by position (rope.cu), fp32 device memory, 16-byte aligned: cos_sin
+ * (n_positions, head_dim / 2, 2) holds (cos, sin) of the angles gpu_qk_norm_rope forms for
+ * theta and head_dim, computed by the same expression and sincosf (gpu_rope_table_fill), so a
+ * table changes no bit of the result. n_positions 0: no table. */
+typedef struct gpu_rope_table {
+    const float *cos_sin;
+    uint32_t n_positions, head_dim;
+    double theta;
+} gpu_rope_table;
+
+/* Fills cos_sin (n_positions, head_dim / 2, 2) for theta and head_dim (even, at most 256). */
+cudaError_t gpu_rope_table_fill(float *cos_sin, size_t n_positions, size_t head_dim, double theta,
+                                cudaStream_t stream);
+
 /* In place on q and k heads: per-head RMSNorm (when q_norm / k_norm is non-NULL, Qwen3), then
  * rotate-half RoPE at positions[row] with inverse frequencies 1 / theta^(2i / head_dim) computed
  * in fp32 on the host, as the CPU path does. q (rows, q_stride >= n_q_heads * head_dim) and
  * k (rows, k_stride >= n_kv_heads * head_dim): the q and k parts of fused qkv rows (k = q +
  * n_q_heads * head_dim, both strides the fused width; v untouched) or separate buffers.
- * q_norm, k_norm (head_dim) or NULL; positions (rows). head_dim even, at most 256. */
+ * q_norm, k_norm (head_dim) or NULL; positions (rows). head_dim even, at most 256. table: cos and
+ * sin of the positions below its n_positions (the same bits as without), or NULL (sincosf per
+ * element); one of another theta or head_dim is refused. */
 cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows, size_t n_q_heads,
                              size_t n_kv_heads, size_t head_dim, const void *q_norm, const void *k_norm,
-                             const uint32_t *positions, double theta, double eps, rmlp_dtype dtype,
-                             cudaStream_t stream);
+                             const uint32_t *positions, const gpu_rope_table *table, double theta, double eps,
+                             rmlp_dtype dtype, cudaStream_t stream);
 
 /* out = silu(gu[:, :inter]) * gu[:, inter:]. gu (rows, 2 * inter); out (rows, inter). */
 cudaError_t gpu_silu_mul(const void *gu, size_t rows, size_t inter, void *out, rmlp_dtype dtype, cudaStream_t stream);

@@ -22,6 +22,11 @@
  * to scatter or gather: the Q/K/V GEMMs write q, k, v directly (three GEMMs over the stacked
  * weight's row blocks), O reads attn, and the final norm writes out, so the radix-off baseline
  * pays no copies.
+ * A whole forward with the built-in attention in full space scatters only Q (options.full_kv_paged,
+ * the default): attention reads K and V from the compact rows through the plan's scatter, as
+ * pages of one row (GPU_ATT_FULL_PAGED); RADIX_MLP_GPU_FULL_KV=scatter scatters all three.
+ * Each launch of the built-in attention is counted by kernel and layout, and each reference launch
+ * where FlashInfer serves the context by why FlashInfer did not take it (rmlp_gpu_stats).
  */
 #include <math.h>
 #include <stdio.h>
@@ -127,9 +132,28 @@ static rmlp_status project_qkv(const char *fn, gpu_context *ctx, uint32_t layer,
         q = ctx->qkv, k = (char *)ctx->qkv + qd * es;
     }
     if (status != RMLP_OK) return status;
+    const gpu_rope_table *rope = ctx->options.rope_table ? &m->rope : NULL; /* RADIX_MLP_GPU_ROPE */
     LAUNCH("gpu_qk_norm_rope", layer,
            gpu_qk_norm_rope(q, q_stride, k, k_stride, rows, c->num_attention_heads, c->num_key_value_heads,
-                            c->head_dim, lw->q_norm, lw->k_norm, p->pos, c->rope_theta, c->rms_norm_eps, m->dtype, s));
+                            c->head_dim, lw->q_norm, lw->k_norm, p->pos, rope, c->rope_theta, c->rms_norm_eps,
+                            m->dtype, s));
+    return RMLP_OK;
+}
+
+/* The fused qkv rows' Q (and K and V, unless k is NULL) scattered to the batch rows q (n_tokens,
+ * q_dim), k, v (n_tokens, kv_dim). */
+static rmlp_status scatter_qkv(const char *fn, gpu_context *ctx, uint32_t layer, void *q, void *k, void *v) {
+    const gpu_plan_state *p = &ctx->plan;
+    const rmlp_model_config *c = &ctx->model->config;
+    rmlp_dtype dt = ctx->model->dtype;
+    size_t qd = q_dim(c), kvd = kv_dim(c), width = qd + 2 * kvd, es = gpu_dtype_bytes(dt), n = p->plan.n_tokens;
+    const char *qkv = (const char *)ctx->qkv;
+    cudaStream_t s = ctx->stream;
+    LAUNCH("gpu_gather_rows (scatter q)", layer, gpu_gather_rows(q, qkv, width, p->scatter, n, qd, dt, s));
+    if (k == NULL) return RMLP_OK;
+    LAUNCH("gpu_gather_rows (scatter k)", layer, gpu_gather_rows(k, qkv + qd * es, width, p->scatter, n, kvd, dt, s));
+    LAUNCH("gpu_gather_rows (scatter v)", layer,
+           gpu_gather_rows(v, qkv + (qd + kvd) * es, width, p->scatter, n, kvd, dt, s));
     return RMLP_OK;
 }
 
@@ -140,16 +164,7 @@ extern "C" rmlp_status gpu_pre_attention(const char *fn, gpu_context *ctx, uint3
     /* identity: batch rows are the compact rows, so project straight into q, k, v */
     rmlp_status status = project_qkv(fn, ctx, layer, hidden, p->identity, q, k, v);
     if (status != RMLP_OK || p->identity) return status;
-    const rmlp_model_config *c = &ctx->model->config;
-    rmlp_dtype dt = ctx->model->dtype;
-    size_t qd = q_dim(c), kvd = kv_dim(c), width = qd + 2 * kvd, es = gpu_dtype_bytes(dt), n = p->plan.n_tokens;
-    const char *qkv = (const char *)ctx->qkv;
-    cudaStream_t s = ctx->stream;
-    LAUNCH("gpu_gather_rows (scatter q)", layer, gpu_gather_rows(q, qkv, width, p->scatter, n, qd, dt, s));
-    LAUNCH("gpu_gather_rows (scatter k)", layer, gpu_gather_rows(k, qkv + qd * es, width, p->scatter, n, kvd, dt, s));
-    LAUNCH("gpu_gather_rows (scatter v)", layer,
-           gpu_gather_rows(v, qkv + (qd + kvd) * es, width, p->scatter, n, kvd, dt, s));
-    return RMLP_OK;
+    return scatter_qkv(fn, ctx, layer, q, k, v);
 }
 
 extern "C" rmlp_status gpu_pre_attention_compact(const char *fn, gpu_context *ctx, uint32_t layer, const void *hidden,
@@ -236,47 +251,74 @@ static bool is_set_plan(const gpu_plan_state *p, const rmlp_attention_args *a, b
            gpu_plan_offsets_unchanged(p, a->kv_indptr, a->qo_indptr);
 }
 
-/* Does the built-in attention run FlashInfer's kernel for `a` over `rows`? */
-static bool takes_flashinfer(const gpu_context *ctx, const rmlp_attention_args *a, const gpu_compact_rows *rows,
-                             bool compact) {
-    return is_set_plan(&ctx->plan, a, compact) &&
-           gpu_flashinfer_ready(ctx->fi, compact ? GPU_FI_COMPACT : GPU_FI_FULL, rows, a->n_seqs,
-                                compact ? a->n_compact : a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim);
+/* GPU_FI_OK when the built-in attention runs FlashInfer's kernel for `a` over `rows` in `layout`,
+ * else why not (GPU_FI_UNPLANNED too for a context FlashInfer does not serve). */
+static gpu_fi_reason flashinfer_reason(const gpu_context *ctx, const rmlp_attention_args *a,
+                                       const gpu_compact_rows *rows, gpu_att_layout layout) {
+    bool compact = layout == GPU_ATT_COMPACT;
+    if (ctx->fi == NULL || !is_set_plan(&ctx->plan, a, compact)) return GPU_FI_UNPLANNED;
+    return gpu_flashinfer_ready(ctx->fi, compact ? GPU_FI_COMPACT : GPU_FI_FULL, layout != GPU_ATT_FULL, rows,
+                                a->n_seqs, compact ? a->n_compact : a->n_tokens, a->n_heads, a->n_kv_heads,
+                                a->head_dim);
 }
 
 extern "C" bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp_attention_args *a, bool compact) {
     size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
     gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
-    return takes_flashinfer(ctx, a, &rows, compact);
+    return flashinfer_reason(ctx, a, &rows, compact ? GPU_ATT_COMPACT : GPU_ATT_FULL) == GPU_FI_OK;
 }
 
-/* The built-in attention over `rows` (q/k/v/out with their strides) and the device layout arrays,
- * full space (kv_indices NULL, qo = kv_indptr = cu_seqlens) or compact: FlashInfer's kernel where the
- * context planned it for this batch and it takes these buffers (gpu/flashinfer.h), else the
- * reference kernel of gpu/attention.cu (f32, other head dims, other batches, odd strides, or a
- * configuration FlashInfer's launcher refuses on this device before launching anything). */
+/* Counts a launch of the built-in attention in `layout`: FlashInfer's (reason GPU_FI_OK; on its
+ * Hopper kernels or, where those serve the context for pages, why not) or the reference kernel's,
+ * and then, where FlashInfer serves the context, why it did not take it. */
+static void count_launch(gpu_context *ctx, gpu_att_layout layout, gpu_fi_reason reason, bool sm90) {
+    gpu_attention_counts *c = &ctx->counts;
+    if (reason == GPU_FI_OK) {
+        c->flashinfer[layout]++;
+        if (sm90) c->sm90[layout]++;
+        else if (layout != GPU_ATT_FULL && gpu_flashinfer_has_sm90(ctx->fi)) c->sm90_fallbacks++;
+        return;
+    }
+    c->reference[layout]++;
+    if (ctx->fi != NULL) c->fallbacks[reason]++;
+}
+
+/* The built-in attention over `rows` (q/k/v/out with their strides) and the device layout arrays in
+ * `layout`: full space (kv_indices NULL, qo = kv_indptr = cu_seqlens), full space reading K/V
+ * through kv_indices = the scatter, or compact: FlashInfer's kernel where the context planned it
+ * for this batch and it takes these buffers (gpu/flashinfer.h), else the reference kernel of
+ * gpu/attention.cu (f32, other head dims, other batches, odd strides, a plan FlashInfer failed to
+ * make, or a configuration its launcher refuses on this device before launching anything). */
 static rmlp_status builtin_attention(const char *fn, gpu_context *ctx, const rmlp_attention_args *a,
                                      const gpu_compact_rows *rows, const uint32_t *qo, const uint32_t *kv_indptr,
-                                     const uint32_t *kv_indices) {
+                                     const uint32_t *kv_indices, gpu_att_layout layout) {
     rmlp_status status = check_builtin(fn, a);
     if (status != RMLP_OK) return status;
-    bool compact = kv_indices != NULL;
-    cudaError_t fi_error = cudaErrorNotSupported;
-    if (takes_flashinfer(ctx, a, rows, compact))
-        fi_error = gpu_flashinfer_run(ctx->fi, compact ? GPU_FI_COMPACT : GPU_FI_FULL, rows, qo, kv_indptr, kv_indices,
-                                      a->scale, ctx->stream);
-    if (fi_error != cudaErrorNotSupported) { /* NotSupported: not taken, or refused before launching */
-        LAUNCH(compact ? "FlashInfer batch prefill (paged KV, page size 1)" : "FlashInfer batch prefill (ragged KV)",
-               (long)a->layer, fi_error);
-    } else if (compact) {
+    gpu_fi_reason reason = flashinfer_reason(ctx, a, rows, layout);
+    if (reason == GPU_FI_OK) {
+        bool sm90 = false;
+        cudaError_t error = gpu_flashinfer_run(ctx->fi, layout == GPU_ATT_COMPACT ? GPU_FI_COMPACT : GPU_FI_FULL, rows,
+                                               qo, kv_indptr, kv_indices, a->scale, ctx->stream, &sm90);
+        if (error != cudaErrorNotSupported) { /* NotSupported: refused before launching anything */
+            LAUNCH(sm90                 ? "FlashInfer Hopper batch prefill (paged KV, page size 1)"
+                   : kv_indices != NULL ? "FlashInfer batch prefill (paged KV, page size 1)"
+                                        : "FlashInfer batch prefill (ragged KV)",
+                   (long)a->layer, error);
+            count_launch(ctx, layout, GPU_FI_OK, sm90);
+            return RMLP_OK;
+        }
+        reason = GPU_FI_LAUNCHER;
+    }
+    if (kv_indices != NULL) /* compact, or full space through the scatter: every batch row a query */
         LAUNCH("gpu_compact_attention", (long)a->layer,
-               gpu_compact_attention(rows, qo, kv_indptr, kv_indices, a->n_seqs, a->n_compact, a->n_heads,
+               gpu_compact_attention(rows, qo, kv_indptr, kv_indices, a->n_seqs,
+                                     layout == GPU_ATT_COMPACT ? a->n_compact : a->n_tokens, a->n_heads,
                                      a->n_kv_heads, a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
-    } else {
+    else
         LAUNCH("gpu_attention", (long)a->layer,
                gpu_attention(rows->q, rows->k, rows->v, rows->out, kv_indptr, a->n_seqs, a->n_tokens, a->n_heads,
                              a->n_kv_heads, a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
-    }
+    count_launch(ctx, layout, reason, false);
     return RMLP_OK;
 }
 
@@ -294,7 +336,7 @@ extern "C" rmlp_status gpu_attention_run(const char *fn, gpu_context *ctx, const
     }
     size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
     gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
-    return builtin_attention(fn, ctx, a, &rows, cu, cu, NULL);
+    return builtin_attention(fn, ctx, a, &rows, cu, cu, NULL, GPU_ATT_FULL);
 }
 
 extern "C" rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ctx, const rmlp_attention_args *a) {
@@ -315,7 +357,7 @@ extern "C" rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ct
     }
     size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
     gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
-    return builtin_attention(fn, ctx, a, &rows, qo, kv_indptr, kv_indices);
+    return builtin_attention(fn, ctx, a, &rows, qo, kv_indptr, kv_indices, GPU_ATT_COMPACT);
 }
 
 extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_space space,
@@ -351,12 +393,21 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
         args.qo_indptr = p->plan.qo_indptr, args.kv_indptr = p->plan.cu_seqlens, args.kv_indices = p->plan.scatter;
         args.qo_indptr_device = p->qo, args.kv_indptr_device = p->cu, args.kv_indices_device = p->scatter;
     }
-    /* The built-in compact attention reads q, k, v in place from the fused qkv rows. */
+    /* The built-in compact attention reads q, k, v in place from the fused qkv rows; in full space
+     * with paged K/V (options.full_kv_paged), k and v too, q from the batch rows. */
     const char *qkv = (const char *)ctx->qkv;
     gpu_compact_rows fused = {qkv, qkv + qd * es, qkv + (qd + kvd) * es, ctx->attn_c, width, width, width, qd};
+    gpu_compact_rows paged = {ctx->q, fused.k, fused.v, ctx->attn, qd, width, width, qd};
+    bool full_paged = !compact && attention == NULL && ctx->options.full_kv_paged && !p->identity;
     for (uint32_t layer = 0; layer < c->num_hidden_layers; layer++) {
         args.layer = layer;
-        if (!compact) {
+        if (full_paged) { /* only Q is scattered to the batch rows */
+            status = project_qkv(fn, ctx, layer, ctx->hidden, false, NULL, NULL, NULL);
+            if (status == RMLP_OK) status = scatter_qkv(fn, ctx, layer, ctx->q, NULL, NULL);
+            if (status == RMLP_OK)
+                status = builtin_attention(fn, ctx, &args, &paged, p->cu, p->cu, p->scatter, GPU_ATT_FULL_PAGED);
+            if (status == RMLP_OK) status = gpu_post_attention(fn, ctx, layer, ctx->attn, ctx->hidden);
+        } else if (!compact) {
             status = gpu_pre_attention(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
             if (status == RMLP_OK)
                 status = attention != NULL ? rmlp_call_attention(fn, attention, user_data, &args)
@@ -368,7 +419,8 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
             if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
         } else {
             status = project_qkv(fn, ctx, layer, ctx->hidden, false, NULL, NULL, NULL);
-            if (status == RMLP_OK) status = builtin_attention(fn, ctx, &args, &fused, p->qo, p->cu, p->scatter);
+            if (status == RMLP_OK)
+                status = builtin_attention(fn, ctx, &args, &fused, p->qo, p->cu, p->scatter, GPU_ATT_COMPACT);
             if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
         }
         if (status != RMLP_OK) return status;

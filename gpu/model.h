@@ -40,7 +40,14 @@ struct gpu_model {
     const void *lm_head;    /* (vocab, hidden), the embedding when tied, NULL when none */
     gpu_layer *layers;      /* (num_hidden_layers), host memory */
     void *owned;            /* the one device allocation of a loaded model; NULL when bound */
+    gpu_rope_table rope;    /* RoPE's cos/sin of the first positions (weights.cu), its own allocation */
 };
+
+/* m->rope for m->config (weights.cu): RoPE's cos/sin table of the first positions, up to
+ * max_position_embeddings and at most GPU_ROPE_TABLE_POSITIONS (later ones take sincosf; 32 MiB
+ * at head_dim 128), filled on the model's device (current). gpu_model_free frees it. */
+#define GPU_ROPE_TABLE_POSITIONS 65536u
+rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m);
 
 /* The plan a context was set up for: what rmlp_context_set_plan copied, and where it lives. */
 typedef struct gpu_plan_state {
@@ -58,6 +65,23 @@ typedef struct gpu_plan_state {
 /* Whether cu (n_seqs + 1 offsets) and qo (the same; NULL: not compared) still hold what the set
  * plan's cu_seqlens and qo_indptr held when it was set (false without a set plan). */
 extern "C" bool gpu_plan_offsets_unchanged(const gpu_plan_state *p, const uint32_t *cu, const uint32_t *qo);
+
+/* The layouts of the built-in attention: full space reading K/V scattered to the batch rows, full
+ * space reading them from the compact rows through the plan's scatter (options.full_kv_paged),
+ * compact space. */
+typedef enum gpu_att_layout { GPU_ATT_FULL = 0, GPU_ATT_FULL_PAGED, GPU_ATT_COMPACT, GPU_ATT_LAYOUTS } gpu_att_layout;
+
+/* What the built-in attention ran (rmlp_gpu_stats), counted on the host when enqueued (layer.cu),
+ * and the plan errors rmlp_context_set_plan met (context.cu). */
+typedef struct gpu_attention_counts {
+    uint64_t flashinfer[GPU_ATT_LAYOUTS], reference[GPU_ATT_LAYOUTS]; /* launches by layout */
+    uint64_t fallbacks[GPU_FI_REASONS]; /* reference launches where FlashInfer serves the context, by reason */
+    uint64_t sm90[GPU_ATT_LAYOUTS];     /* of the FlashInfer launches, those on its Hopper kernels */
+    uint64_t sm90_fallbacks;            /* FA2 launches of paged layouts where the Hopper kernels serve */
+    uint64_t plan_errors;
+    char first_plan_error[384]; /* "" until the first */
+    uint64_t decode_steps[2];   /* generation steps on FlashInfer's batch decode, on the chains (decode.cu) */
+} gpu_attention_counts;
 
 struct gpu_context {
     const gpu_model *model;
@@ -86,6 +110,7 @@ struct gpu_context {
     gpu_plan_state plan;
     gpu_options options; /* the run-time choices fixed at creation (gpu/options.h) */
     gpu_flashinfer *fi;  /* FlashInfer's workspace and plans (gpu/flashinfer.h); NULL: the reference attention */
+    gpu_attention_counts counts;
 };
 
 /* Index arrays sent to the device with each batch or step (staging.cu): `device` and its pinned

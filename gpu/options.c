@@ -9,28 +9,31 @@
 
 #include "../ffi/src/export.h"
 
-/* Sets *out from the variable `name`: `yes` -> true, `no` -> false, unset or empty -> `fallback`. */
-static rmlp_status read_switch(const char *fn, const char *name, const char *yes, const char *no, bool fallback,
-                               bool *out) {
-    const char *value = getenv(name);
-    *out = fallback;
+_Static_assert(GPU_ATTENTION_AUTO == RMLP_GPU_ATTENTION_AUTO && GPU_ATTENTION_FLASHINFER == RMLP_GPU_ATTENTION_FLASHINFER &&
+                   GPU_ATTENTION_REFERENCE == RMLP_GPU_ATTENTION_REFERENCE,
+               "gpu_attention_kernel is rmlp_gpu_attention");
+
+/* *index = the index of the variable's value among its values, `fallback` when unset or empty; a
+ * value outside the list is refused by name. */
+static rmlp_status read_var(const char *fn, int which, int fallback, int *index) {
+    const gpu_option_var *var = &GPU_OPTION_VARS[which];
+    const char *value = getenv(var->name);
+    *index = fallback;
     if (value == NULL || *value == '\0') return RMLP_OK;
-    if (strcmp(value, yes) == 0)
-        *out = true;
-    else if (strcmp(value, no) == 0)
-        *out = false;
-    else
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s='%s' is neither '%s' nor '%s'", name, value, yes, no);
-    return RMLP_OK;
+    *index = gpu_option_value(var, value);
+    if (*index >= 0) return RMLP_OK;
+    const char *const *v = var->values;
+    if (v[2] == NULL)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s='%s' is neither '%s' nor '%s'", var->name, value, v[0],
+                         v[1]);
+    return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s='%s' is none of '%s', '%s', '%s'", var->name, value, v[0],
+                     v[1], v[2]);
 }
 
 const char *gpu_attention_kernel_name(gpu_attention_kernel kernel) {
-    switch (kernel) {
-    case GPU_ATTENTION_AUTO: return "auto";
-    case GPU_ATTENTION_FLASHINFER: return "flashinfer";
-    case GPU_ATTENTION_REFERENCE: return "reference";
-    }
-    return "unknown";
+    return kernel >= GPU_ATTENTION_AUTO && kernel <= GPU_ATTENTION_REFERENCE
+               ? GPU_OPTION_VARS[GPU_OPT_ATTENTION].values[kernel]
+               : "unknown";
 }
 
 rmlp_status gpu_options_read(const char *fn, gpu_attention_kernel attention, gpu_options *out) {
@@ -38,25 +41,21 @@ rmlp_status gpu_options_read(const char *fn, gpu_attention_kernel attention, gpu
     if (attention != GPU_ATTENTION_AUTO && attention != GPU_ATTENTION_FLASHINFER &&
         attention != GPU_ATTENTION_REFERENCE)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "gpu_attention = %d is none of 0 (auto), 1 (flashinfer), 2 (reference)", (int)attention);
+                         "params->gpu_attention=%d is not RMLP_GPU_ATTENTION_AUTO (0), FLASHINFER (1) or "
+                         "REFERENCE (2)", (int)attention);
     out->attention = attention;
-    const char *env = getenv("RADIX_MLP_GPU_ATTENTION");
-    if (attention == GPU_ATTENTION_AUTO && env != NULL && *env != '\0') {
-        if (strcmp(env, "auto") == 0)
-            out->attention = GPU_ATTENTION_AUTO;
-        else if (strcmp(env, "flashinfer") == 0)
-            out->attention = GPU_ATTENTION_FLASHINFER;
-        else if (strcmp(env, "reference") == 0)
-            out->attention = GPU_ATTENTION_REFERENCE;
-        else
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                             "RADIX_MLP_GPU_ATTENTION='%s' is none of 'auto', 'flashinfer', 'reference'", env);
-    }
-    rmlp_status status = read_switch(fn, "RADIX_MLP_GPU_FULL_KV", "paged", "scatter", true, &out->full_kv_paged);
-    if (status == RMLP_OK)
-        status = read_switch(fn, "RADIX_MLP_GPU_FLASHINFER_SM90", "on", "off", true, &out->flashinfer_sm90);
-    if (status == RMLP_OK) status = read_switch(fn, "RADIX_MLP_GPU_ROPE", "table", "sincos", true, &out->rope_table);
-    if (status == RMLP_OK)
-        status = read_switch(fn, "RADIX_MLP_GPU_DECODE", "flashinfer", "own", true, &out->decode_flashinfer);
-    return status;
+    int index[GPU_OPT_COUNT] = {0};
+    rmlp_status status = RMLP_OK;
+    /* the parameter wins over the variable unless it is auto */
+    if (attention == GPU_ATTENTION_AUTO) status = read_var(fn, GPU_OPT_ATTENTION, GPU_ATTENTION_AUTO, &index[0]);
+    for (int which = GPU_OPT_FULL_KV; status == RMLP_OK && which < GPU_OPT_COUNT; which++)
+        status = read_var(fn, which, 0, &index[which]);
+    if (status != RMLP_OK) return status;
+    if (attention == GPU_ATTENTION_AUTO && index[GPU_OPT_ATTENTION] != GPU_ATTENTION_AUTO)
+        out->attention = (gpu_attention_kernel)index[GPU_OPT_ATTENTION], out->attention_from_env = true;
+    out->full_kv_paged = index[GPU_OPT_FULL_KV] == 0;
+    out->flashinfer_sm90 = index[GPU_OPT_FLASHINFER_SM90] == 0;
+    out->rope_table = index[GPU_OPT_ROPE] == 0;
+    out->decode_flashinfer = index[GPU_OPT_DECODE] == 0;
+    return RMLP_OK;
 }

@@ -50,6 +50,10 @@ rmlp_status gpu_context_check_plan(const char *fn, const gpu_context *ctx, const
 /* RMLP_OK when `ptr` is device (or managed) memory usable on the model's device; skipped (OK)
  * while the context's stream is capturing. `name` names the argument in the message. */
 rmlp_status gpu_context_check_buffer(const char *fn, const gpu_context *ctx, const char *name, const void *ptr);
+/* The built-in attention's counters and the options of ctx into out (every field but struct_size). */
+void gpu_context_stats(const gpu_context *ctx, rmlp_gpu_stats *out);
+/* For tests only: the context's FlashInfer state (gpu/flashinfer.h), NULL when it has none. */
+struct gpu_flashinfer *gpu_context_flashinfer(gpu_context *ctx);
 
 /* ---- the layer (layer.cu), on the context's stream, never allocating or synchronising --------- */
 
@@ -112,6 +116,8 @@ typedef struct gpu_cache_rows {
     const struct gpu_chain_layout *chains;
     const uint32_t *row_indptr, *row_members;
     float *state;
+    /* or a decode step through FlashInfer's batch decode (gpu/flashinfer_decode.h; chains then NULL) */
+    const struct gpu_fi_decode_step *fi_step;
 } gpu_cache_rows;
 rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, const gpu_cache_rows *rows);
 /* RMLP_ERR_UNSUPPORTED while the context's stream captures a graph (work through the cache waits on

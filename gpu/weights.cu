@@ -6,7 +6,7 @@
  * (256-byte aligned, stacked parts back to back) and upload. The upload converts on the host
  * (F32/F16/BF16 to F32/F16/BF16, rounding to nearest even) one chunk at a time into two pinned
  * halves, so converting one chunk overlaps the copy of the last and no second full host copy of
- * the model ever exists.
+ * the model ever exists. Also RoPE's cos/sin table of a model, loaded or bound (gpu/kernels.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -204,12 +204,42 @@ struct uploader {
 
 extern "C" void gpu_model_free(gpu_model *model) {
     if (model == NULL) return;
-    if (model->owned != NULL) {
+    if (model->owned != NULL || model->rope.cos_sin != NULL) {
         gpu_device_guard guard(model->device);
-        (void)cudaFree(model->owned);
+        if (model->owned != NULL) (void)cudaFree(model->owned);
+        if (model->rope.cos_sin != NULL) (void)cudaFree((void *)model->rope.cos_sin);
     }
     free(model->layers);
     free(model);
+}
+
+rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m) {
+    const rmlp_model_config *c = &m->config;
+    size_t max_pos = c->max_position_embeddings, half = c->head_dim / 2;
+    size_t n = max_pos != 0 && max_pos < GPU_ROPE_TABLE_POSITIONS ? max_pos : GPU_ROPE_TABLE_POSITIONS;
+    size_t bytes = n * half * 2 * sizeof(float);
+    if (bytes == 0) return RMLP_OK; /* no table: sincosf */
+    void *table = NULL;
+    cudaStream_t stream = NULL;
+    cudaError_t error = cudaMalloc(&table, bytes);
+    if (error != cudaSuccess) {
+        (void)cudaGetLastError();
+        return rmlp_fail(gpu_status_of(error), fn, "cudaMalloc of RoPE's cos/sin table (%zu positions, %zu bytes) on "
+                         "device %d failed: %s", n, bytes, m->device, cudaGetErrorString(error));
+    }
+    m->rope = gpu_rope_table{(const float *)table, (uint32_t)n, c->head_dim, c->rope_theta};
+    const char *what = "cudaStreamCreateWithFlags (RoPE's table)";
+    error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (error == cudaSuccess) {
+        what = "gpu_rope_table_fill";
+        error = gpu_rope_table_fill((float *)table, n, c->head_dim, c->rope_theta, stream);
+    }
+    if (error == cudaSuccess) {
+        what = "cudaStreamSynchronize (RoPE's table)";
+        error = cudaStreamSynchronize(stream);
+    }
+    if (stream != NULL) (void)cudaStreamDestroy(stream);
+    return error == cudaSuccess ? RMLP_OK : gpu_fail(fn, what, error); /* the caller frees the model */
 }
 
 extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rmlp_model_config *config, int device,
@@ -282,6 +312,11 @@ extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rm
     if (!own_lm_head && config->tie_word_embeddings) m->lm_head = m->embed;
     config->has_lm_head = m->lm_head != NULL;
     m->config = *config;
+    status = gpu_model_rope_table(fn, m);
+    if (status != RMLP_OK) {
+        gpu_model_free(m);
+        return status;
+    }
     *out = m;
     return RMLP_OK;
 }

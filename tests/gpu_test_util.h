@@ -4,8 +4,8 @@
  * __float2half_rn and __float2bfloat16_rn and the library's upload do), conversions of
  * little-endian storage to and from fp32, random inputs, device buffers that must be had (a failed
  * CUDA call there ends the test with its summary line: nothing after it would mean anything), and
- * the kernel tests' comparison with per-element and norm tolerances. Include after test_util.h (it
- * CHECKs), in the one translation unit of a test.
+ * the kernel tests' comparison with per-element and norm tolerances (and a line reporting the
+ * errors). Include after test_util.h (it CHECKs), in the one translation unit of a test.
  */
 #ifndef RMLP_GPU_TEST_UTIL_H
 #define RMLP_GPU_TEST_UTIL_H
@@ -153,6 +153,32 @@ static inline int launched_on(cudaError_t error, const char *what, cudaStream_t 
     return 1;
 }
 
+/* Device 0's properties, printed; without a device a SKIP line saying why, and 0 (the test then
+ * exits 77 after its device-free checks). */
+static inline int gpu_test_device(struct cudaDeviceProp *prop) {
+    int count = 0;
+    cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess || count == 0) {
+        printf("SKIP: no CUDA device (%s)\n",
+               error != cudaSuccess ? cudaGetErrorString(error) : "cudaGetDeviceCount reports 0 devices");
+        return 0;
+    }
+    CUDA_MUST(cudaGetDeviceProperties(prop, 0));
+    printf("device 0: %s (compute capability %d.%d)\n", prop->name, prop->major, prop->minor);
+    return 1;
+}
+
+/* A compact layout of two sequences by hand: sequence 0 owns its whole path of l0 rows (compact
+ * rows 0 .. l0), sequence 1 shares its first `shared` rows and owns l1 more (rows l0 .. l0 + l1).
+ * qo (3), kv_indptr (3), kv_indices (l0 + shared + l1). */
+static inline void two_paths(uint32_t l0, uint32_t shared, uint32_t l1, uint32_t *qo, uint32_t *kv, uint32_t *idx) {
+    qo[0] = 0, qo[1] = l0, qo[2] = l0 + l1;
+    kv[0] = 0, kv[1] = l0, kv[2] = l0 + shared + l1;
+    for (uint32_t i = 0; i < l0; i++) idx[i] = i;
+    for (uint32_t i = 0; i < shared; i++) idx[l0 + i] = i;
+    for (uint32_t i = 0; i < l1; i++) idx[l0 + shared + i] = l0 + i;
+}
+
 /* FlashInfer's query tile in CUDA-graph mode (FA2DetermineCtaTileQ of (rows - sequences + 1) x the
  * GQA group, computed in 32 bits): the 128-row tiles gpu/flashinfer.cu instantiates when above 64;
  * other batches take the reference attention. */
@@ -184,6 +210,20 @@ static inline void compare(const char *what, const float *got, const float *ref,
         return;
     CHECK(sqrt(err2) <= t.norm * sqrt(ref2), "%s: relative norm error %.3g > %.3g", what,
           sqrt(err2 / (ref2 ? ref2 : 1)), t.norm);
+}
+
+/* compare(), then one line with the measured errors (gpu/first_run.sh collects them). Not inlined:
+ * GCC then cannot mistake a download's rows for uninitialized memory (-Wmaybe-uninitialized). */
+static __attribute__((noinline, unused)) void compare_report(const char *what, const float *got, const float *ref,
+                                                             size_t n, tol t) {
+    compare(what, got, ref, n, t);
+    double max_ref = 0, err2 = 0, ref2 = 0, max_abs = tu_max_abs_diff(got, ref, n, &max_ref);
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - ref[i];
+        err2 += d * d, ref2 += (double)ref[i] * ref[i];
+    }
+    printf("  %-100s max abs %.3g (of max %.3g), rel norm %.3g\n", what, max_abs, max_ref,
+           sqrt(err2 / (ref2 ? ref2 : 1)));
 }
 
 #endif

@@ -3,16 +3,22 @@
  * the reference CUDA kernels (gpu/attention.cu) and the CPU path (cpu/attention.c), in f16 and bf16,
  * head_dim 64 and 128, GQA 4:1, 2:1 and 1:1:
  *   - full space (ragged KV): sequences of 1, 3, 7, 19 and 733 rows and an empty one, lengths that
- *     are and are not multiples of the 128-row query tile;
+ *     are and are not multiples of the 128-row query tile; and the same keys read as pages of one
+ *     row from storage in another order (kv_indices: what a forward does with the compact rows),
+ *     against the ragged run, and the reference kernel through the same indices bit for bit;
  *   - compact space (paged KV, page size 1): planner-built plans of batches sharing prefixes (deep
  *     trees, sequences that own no row), q/k/v separate or the columns of one fused qkv buffer, the
  *     rows past the compact ones left untouched; and compact against full space on the same batch
  *     (batch row i of the full-space output is compact row scatter[i] of the compact one);
  *   - the plan/run split under CUDA-graph capture: a captured run replayed after planning another
- *     batch of the same counts (longer sequences than at capture), each layout;
+ *     batch of the same counts (longer sequences than at capture), each layout, and again with
+ *     FlashInfer's Hopper kernels taking the compact one where they are (test_gpu_flashinfer_sm90
+ *     checks them otherwise);
  *   - the plan workspace's bound at the capacity's extremes, and the cases that must take the
- *     reference kernel instead (tiny batches FlashInfer would tile otherwise, unaligned or strided
- *     buffers, other shapes).
+ *     reference kernel instead, each with its reason (tiny batches FlashInfer would tile otherwise,
+ *     unaligned or strided buffers, other shapes, other counts);
+ *   - a plan FlashInfer's planner fails (the test hook starves its workspace): a reason and a
+ *     message, no error, and the next plan works.
  * Inputs are drawn in fp32 and rounded to the dtype; outputs are poisoned (0xFF bytes: NaN) first;
  * tolerances as test_gpu_kernels' for f16/bf16 (FlashInfer also rounds the softmax weights to the
  * dtype before P V: at most 2^-9 of max|v| more for bf16, inside the bound). Every comparison prints
@@ -45,25 +51,16 @@ static cudaStream_t stream;
 
 static int launched(cudaError_t error, const char *what) { return launched_on(error, what, stream); }
 
-/* compare(), then one line with the measured errors (gpu/first_run.sh collects them). */
-static void report(const char *what, const float *got, const float *ref, size_t n, tol t) {
-    compare(what, got, ref, n, t);
-    double max_ref = 0, err2 = 0, ref2 = 0, max_abs = tu_max_abs_diff(got, ref, n, &max_ref);
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        err2 += d * d, ref2 += (double)ref[i] * ref[i];
-    }
-    printf("  %-100s max abs %.3g (of max %.3g), rel norm %.3g\n", what, max_abs, max_ref,
-           sqrt(err2 / (ref2 ? ref2 : 1)));
-}
-
-/* Plans `layout` on fi and says whether it is ready for the counts. */
+/* Plans `layout` on fi and says whether it is ready for the counts (K/V read as pages in compact
+ * space, as ragged rows in full space). */
 static int plan_layout(gpu_flashinfer *fi, gpu_fi_layout layout, const uint32_t *qo, const uint32_t *kv, size_t n_seqs,
                        const gpu_compact_rows *rows, size_t nh, size_t nkv, size_t hd, const char *what) {
-    rmlp_status status = gpu_flashinfer_plan(FN, fi, layout, qo, kv, n_seqs, stream);
-    if (!CHECK(status == RMLP_OK, "%s: gpu_flashinfer_plan: %s", what, rmlp_last_error())) return 0;
+    char error[384] = "";
+    gpu_fi_reason reason = gpu_flashinfer_plan(fi, layout, qo, kv, n_seqs, stream, error, sizeof error, NULL);
+    if (!CHECK(reason != GPU_FI_PLAN_ERROR, "%s: gpu_flashinfer_plan: %s", what, error)) return 0;
     CUDA_MUST(cudaStreamSynchronize(stream));
-    return gpu_flashinfer_ready(fi, layout, rows, n_seqs, qo[n_seqs], nh, nkv, hd);
+    return gpu_flashinfer_ready(fi, layout, layout == GPU_FI_COMPACT, rows, n_seqs, qo[n_seqs], nh, nkv, hd) ==
+           GPU_FI_OK;
 }
 
 /* ---- what needs no device ------------------------------------------------------------------ */
@@ -84,19 +81,80 @@ static void test_without_device(void) {
                   (built && shapes[i].want),
               "supports(dtype %d, heads %zu/%zu, head_dim %zu)", shapes[i].dt, shapes[i].nh, shapes[i].nkv,
               shapes[i].hd);
-    /* An unsupported shape gets no state and touches no device. */
+    /* An unsupported shape gets no state and touches no device; asked for by name, it is refused,
+     * saying why and naming the setting. */
     gpu_flashinfer *fi = (gpu_flashinfer *)(uintptr_t)16; /* must come back NULL */
-    CHECK(gpu_flashinfer_create(FN, RMLP_DTYPE_F32, 16, 8, 128, 1024, 64, &fi) == RMLP_OK && fi == NULL,
+    CHECK(gpu_flashinfer_create(FN, RMLP_DTYPE_F32, 16, 8, 128, 1024, 64, NULL, false, &fi) == RMLP_OK && fi == NULL,
           "create for f32: no state");
+    fi = (gpu_flashinfer *)(uintptr_t)16;
+    rmlp_status status = gpu_flashinfer_create(FN, RMLP_DTYPE_F32, 16, 8, 128, 1024, 64, "the setting", false, &fi);
+    const char *msg = rmlp_last_error();
+    CHECK(status == RMLP_ERR_UNSUPPORTED && fi == NULL && strstr(msg, "the setting asks for FlashInfer") != NULL &&
+              strstr(msg, built ? "this model: f32" : "built without it") != NULL,
+          "create for f32, required: status %d, message \"%s\"", status, msg);
     uint32_t cu[2] = {0, 100};
-    CHECK(gpu_flashinfer_plan(FN, NULL, GPU_FI_FULL, cu, cu, 1, NULL) == RMLP_OK, "plan on NULL is a no-op");
+    char error[64] = "";
+    CHECK(gpu_flashinfer_plan(NULL, GPU_FI_FULL, cu, cu, 1, NULL, error, sizeof error, NULL) == GPU_FI_UNPLANNED,
+          "plan on NULL is a no-op");
     gpu_compact_rows rows = {NULL, NULL, NULL, NULL, 128, 64, 64, 128};
-    CHECK(!gpu_flashinfer_ready(NULL, GPU_FI_FULL, &rows, 1, 100, 2, 1, 64), "NULL is never ready");
-    CHECK(gpu_flashinfer_run(NULL, GPU_FI_FULL, &rows, cu, cu, NULL, 1.0f, NULL) == cudaErrorInvalidValue,
+    CHECK(gpu_flashinfer_ready(NULL, GPU_FI_FULL, false, &rows, 1, 100, 2, 1, 64) == GPU_FI_UNPLANNED,
+          "NULL is never ready");
+    CHECK(gpu_flashinfer_run(NULL, GPU_FI_FULL, &rows, cu, cu, NULL, 1.0f, NULL, NULL) == cudaErrorInvalidValue,
           "run on NULL refused");
 }
 
 /* ---- full space ------------------------------------------------------------------------------ */
+
+/* Elements of a and b (n) that differ in any bit (NaN counts as a difference). */
+static size_t differing(const float *a, const float *b, size_t n) {
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return d;
+}
+
+/* Full space with K/V read as pages of one row through kv_indices (what a forward does with the
+ * compact rows): the keys stored in reverse order and found through the indices. The reference
+ * kernel so must give the ragged reference kernel's output bit for bit (the same kernel reading
+ * other addresses); FlashInfer's paged kernel, where ready, its ragged kernel's (d_ragged, NULL
+ * when not run) within the tolerance, saying whether bit for bit. */
+static void paged_full(int di, gpu_flashinfer *fi, const uint32_t *cu, size_t n_seqs, size_t nh, size_t nkv, size_t hd,
+                       const float *k, const float *v, void *d_q, void *d_k, void *d_v, uint32_t *d_cu,
+                       const void *d_ragged, const char *what) {
+    rmlp_dtype dt = DTYPES[di];
+    size_t nt = cu[n_seqs], qd = nh * hd, kvd = nkv * hd;
+    float scale = 1.0f / sqrtf((float)hd), *kp = tu_xmalloc(nt * kvd * 4 + 4), *vp = tu_xmalloc(nt * kvd * 4 + 4);
+    uint32_t *perm = tu_xmalloc(nt * 4 + 4);
+    for (size_t i = 0; i < nt; i++) {
+        perm[i] = (uint32_t)(nt - 1 - i);
+        memcpy(kp + perm[i] * kvd, k + i * kvd, kvd * 4), memcpy(vp + perm[i] * kvd, v + i * kvd, kvd * 4);
+    }
+    void *d_kp = upload(kp, nt * kvd, dt), *d_vp = upload(vp, nt * kvd, dt), *d_a = poisoned(nt * qd, dt);
+    void *d_b = poisoned(nt * qd, dt), *d_c = poisoned(nt * qd, dt);
+    uint32_t *d_idx = upload_u32(perm, nt);
+    gpu_compact_rows paged = {d_q, d_kp, d_vp, d_b, qd, kvd, kvd, qd};
+    char line[260];
+    if (nt > 0 && launched(gpu_attention(d_q, d_k, d_v, d_a, d_cu, n_seqs, nt, nh, nkv, hd, scale, dt, stream), what) &&
+        launched(gpu_compact_attention(&paged, d_cu, d_cu, d_idx, n_seqs, nt, nh, nkv, hd, scale, dt, stream), what)) {
+        float *a = download_as(d_a, nt * qd, dt), *b = download_as(d_b, nt * qd, dt);
+        size_t d = differing(a, b, nt * qd);
+        CHECK(d == 0, "%s: the reference kernel through kv_indices differs from its ragged run in %zu of %zu", what, d,
+              nt * qd);
+        free(a), free(b);
+    }
+    paged.out = d_c;
+    gpu_fi_reason reason = gpu_flashinfer_ready(fi, GPU_FI_FULL, true, &paged, n_seqs, nt, nh, nkv, hd);
+    CHECK((reason == GPU_FI_OK) == (d_ragged != NULL), "%s: paged K/V ready says %d", what, reason);
+    if (reason == GPU_FI_OK && d_ragged != NULL &&
+        launched(gpu_flashinfer_run(fi, GPU_FI_FULL, &paged, d_cu, d_cu, d_idx, scale, stream, NULL), what)) {
+        float *got = download_as(d_c, nt * qd, dt), *ragged = download_as(d_ragged, nt * qd, dt);
+        snprintf(line, sizeof line, "flashinfer %s, K/V as pages vs ragged (%zu of %zu differ in a bit)", what,
+                 differing(got, ragged, nt * qd), nt * qd);
+        compare_report(line, got, ragged, nt * qd, TOLS[di]);
+        free(got), free(ragged);
+    }
+    cudaFree(d_kp), cudaFree(d_vp), cudaFree(d_a), cudaFree(d_b), cudaFree(d_c), cudaFree(d_idx);
+    free(kp), free(vp), free(perm);
+}
 
 static void full_case(uint64_t *rng, int di, gpu_flashinfer *fi, const uint32_t *lens, size_t n_seqs, size_t nh,
                       size_t nkv, size_t hd) {
@@ -123,16 +181,17 @@ static void full_case(uint64_t *rng, int di, gpu_flashinfer *fi, const uint32_t 
     int ready = plan_layout(fi, GPU_FI_FULL, cu, cu, n_seqs, &rows, nh, nkv, hd, what);
     int want = flashinfer_tiles_128(nt, n_seqs, nh / nkv);
     CHECK(ready == want, "%s: ready %d, want %d (FlashInfer's tile choice)", what, ready, want);
-    if (ready && launched(gpu_flashinfer_run(fi, GPU_FI_FULL, &rows, d_cu, d_cu, NULL, scale, stream), what) &&
+    if (ready && launched(gpu_flashinfer_run(fi, GPU_FI_FULL, &rows, d_cu, d_cu, NULL, scale, stream, NULL), what) &&
         launched(gpu_attention(d_q, d_k, d_v, d_ref, d_cu, n_seqs, nt, nh, nkv, hd, scale, dt, stream), what)) {
         float *got = download_as(d_out, nq, dt), *kernel = download_as(d_ref, nq, dt);
         char line[240];
         snprintf(line, sizeof line, "flashinfer %s vs CPU", what);
-        report(line, got, ref, nq, TOLS[di]);
+        compare_report(line, got, ref, nq, TOLS[di]);
         snprintf(line, sizeof line, "flashinfer %s vs the reference kernel", what);
-        report(line, got, kernel, nq, TOLS[di]);
+        compare_report(line, got, kernel, nq, TOLS[di]);
         free(got), free(kernel);
     }
+    paged_full(di, fi, cu, n_seqs, nh, nkv, hd, k, v, d_q, d_k, d_v, d_cu, ready ? d_out : NULL, what);
     cudaFree(d_q), cudaFree(d_k), cudaFree(d_v), cudaFree(d_out), cudaFree(d_ref), cudaFree(d_cu);
     free(q), free(k), free(v), free(ref), free(scratch);
 }
@@ -146,7 +205,7 @@ static void test_full(uint64_t *rng, int di) {
         for (size_t h = 0; h < COUNT(heads); h++) {
             gpu_flashinfer *fi = NULL;
             rmlp_status status = gpu_flashinfer_create(FN, DTYPES[di], heads[h][0], heads[h][1], HEAD_DIMS[a], 1024,
-                                                       16, &fi);
+                                                       16, NULL, false, &fi);
             if (!CHECK(status == RMLP_OK && fi != NULL, "create %s heads %zu/%zu head_dim %zu: %s", DTYPE_NAMES[di],
                        heads[h][0], heads[h][1], HEAD_DIMS[a], rmlp_last_error()))
                 continue;
@@ -184,19 +243,20 @@ static void compact_case(uint64_t *rng, int di, const rmlp_plan *plan, size_t nh
     snprintf(what, sizeof what, "compact %s N=%zu N'=%zu seqs=%zu heads=%zu/%zu head_dim=%zu %s", DTYPE_NAMES[di], nt,
              nc, ns, nh, nkv, hd, fused ? "fused" : "separate");
     gpu_flashinfer *fi = NULL;
-    rmlp_status status = gpu_flashinfer_create(FN, dt, nh, nkv, hd, nt, ns, &fi);
+    rmlp_status status = gpu_flashinfer_create(FN, dt, nh, nkv, hd, nt, ns, NULL, false, &fi);
     if (CHECK(status == RMLP_OK && fi != NULL, "%s: create: %s", what, rmlp_last_error())) {
         int ready = plan_layout(fi, GPU_FI_COMPACT, qo, cu, ns, &rows, nh, nkv, hd, what);
         int want = flashinfer_tiles_128(nc, ns, nh / nkv);
         CHECK(ready == want, "%s: ready %d, want %d (FlashInfer's tile choice)", what, ready, want);
-        if (ready && launched(gpu_flashinfer_run(fi, GPU_FI_COMPACT, &rows, d_qo, d_cu, d_idx, scale, stream), what) &&
+        if (ready &&
+            launched(gpu_flashinfer_run(fi, GPU_FI_COMPACT, &rows, d_qo, d_cu, d_idx, scale, stream, NULL), what) &&
             launched(gpu_compact_attention(&ref_rows, d_qo, d_cu, d_idx, ns, nc, nh, nkv, hd, scale, dt, stream),
                      what)) {
             float *got = download_as(d_out, (nc + extra) * qd, dt), *kernel = download_as(d_ref, nc * qd, dt);
             snprintf(line, sizeof line, "flashinfer %s vs CPU", what);
-            report(line, got, ref, nc * qd, TOLS[di]);
+            compare_report(line, got, ref, nc * qd, TOLS[di]);
             snprintf(line, sizeof line, "flashinfer %s vs the reference kernel", what);
-            report(line, got, kernel, nc * qd, TOLS[di]);
+            compare_report(line, got, kernel, nc * qd, TOLS[di]);
             size_t written = 0;
             for (size_t i = nc * qd; i < (nc + extra) * qd; i++) written += !isnan(got[i]);
             CHECK(written == 0, "%s: %zu elements past the compact rows written", what, written);
@@ -215,11 +275,12 @@ static void compact_case(uint64_t *rng, int di, const rmlp_plan *plan, size_t nh
                 CHECK(full_ready == flashinfer_tiles_128(nt, ns, nh / nkv), "%s: full space ready %d", what,
                       full_ready);
                 if (full_ready &&
-                    launched(gpu_flashinfer_run(fi, GPU_FI_FULL, &full_rows, d_cu, d_cu, NULL, scale, stream), what)) {
+                    launched(gpu_flashinfer_run(fi, GPU_FI_FULL, &full_rows, d_cu, d_cu, NULL, scale, stream, NULL),
+                             what)) {
                     float *full = download_as(d_full, nt * qd, dt), *as_batch = tu_xmalloc(nt * qd * 4);
                     cpu_gather_rows(got, qd, scatter, nt, qd, as_batch);
                     snprintf(line, sizeof line, "flashinfer %s: compact vs full space, batch rows", what);
-                    report(line, as_batch, full, nt * qd, TOLS[di]);
+                    compare_report(line, as_batch, full, nt * qd, TOLS[di]);
                     free(full), free(as_batch);
                 }
                 cudaFree(d_fq), cudaFree(d_fk), cudaFree(d_fv), cudaFree(d_full);
@@ -259,18 +320,9 @@ static void test_compact(uint64_t *rng, int di) {
 
 /* ---- capture: planned on the host, run from a graph --------------------------------------------- */
 
-/* A compact layout of two sequences by hand: sequence 0 owns its whole path of l0 rows (compact
- * rows 0 .. l0), sequence 1 shares its first `shared` rows and owns l1 more (rows l0 .. l0 + l1).
- * qo (3), kv_indptr (3), kv_indices (l0 + shared + l1). */
-static void two_paths(uint32_t l0, uint32_t shared, uint32_t l1, uint32_t *qo, uint32_t *kv, uint32_t *idx) {
-    qo[0] = 0, qo[1] = l0, qo[2] = l0 + l1;
-    kv[0] = 0, kv[1] = l0, kv[2] = l0 + shared + l1;
-    for (uint32_t i = 0; i < l0; i++) idx[i] = i;
-    for (uint32_t i = 0; i < shared; i++) idx[l0 + i] = i;
-    for (uint32_t i = 0; i < l1; i++) idx[l0 + shared + i] = l0 + i;
-}
-
-static void test_graph(uint64_t *rng) {
+/* With `sm90` (a state that has FlashInfer's Hopper kernels: gpu/flashinfer_sm90.h), the compact
+ * layout's launch must run them, the full (ragged) one FA2's. */
+static void test_graph(uint64_t *rng, bool sm90) {
     const int di = 1;
     const rmlp_dtype dt = DTYPES[di];
     const size_t nh = 8, nkv = 2, hd = 128, qd = nh * hd, kvd = nkv * hd, rows_n = 197, max_keys = 400;
@@ -282,8 +334,9 @@ static void test_graph(uint64_t *rng) {
     void *d_out = poisoned(rows_n * qd, dt);
     uint32_t *d_qo = dev_alloc(3 * 4), *d_kv = dev_alloc(3 * 4), *d_idx = dev_alloc(max_keys * 4);
     gpu_flashinfer *fi = NULL;
-    if (!CHECK(gpu_flashinfer_create(FN, dt, nh, nkv, hd, max_keys, 2, &fi) == RMLP_OK && fi != NULL, "create: %s",
-               rmlp_last_error()))
+    if (!CHECK(gpu_flashinfer_create(FN, dt, nh, nkv, hd, max_keys, 2, NULL, sm90, &fi) == RMLP_OK && fi != NULL &&
+                   gpu_flashinfer_has_sm90(fi) == sm90,
+               "create (Hopper %d): %s", sm90, rmlp_last_error()))
         return;
     /* full space: lengths 67, 130 at capture, then 10, 187; compact: (l0, shared, l1) = (120, 50, 77),
      * then (20, 19, 177): the same 197 query rows in 2 sequences, longer paths after the capture. */
@@ -307,17 +360,20 @@ static void test_graph(uint64_t *rng) {
             CUDA_MUST(cudaMemset(d_out, 0xFF, rows_n * qd * elem_size(dt)));
             gpu_compact_rows rows = {d_q, d_k, d_v, d_out, qd, kvd, kvd, qd};
             char what[160];
-            snprintf(what, sizeof what, "graph %s bf16 heads=8/2 head_dim=128, %s", layout ? "compact" : "full",
+            snprintf(what, sizeof what, "graph %s%s bf16 heads=8/2 head_dim=128, %s", sm90 ? "hopper " : "",
+                     layout ? "compact" : "full",
                      round ? "replayed after planning another batch of the same counts" : "captured");
             if (!CHECK(plan_layout(fi, layout, qo, kv, 2, &rows, nh, nkv, hd, what), "%s: not ready", what)) break;
             if (round == 0) {
                 cudaGraph_t graph = NULL;
+                bool used_sm90 = false;
                 CUDA_MUST(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-                cudaError_t e1 =
-                    gpu_flashinfer_run(fi, layout, &rows, d_qo, d_kv, layout ? d_idx : NULL, scale, stream);
+                cudaError_t e1 = gpu_flashinfer_run(fi, layout, &rows, d_qo, d_kv, layout ? d_idx : NULL, scale,
+                                                    stream, &used_sm90);
                 cudaError_t e2 = cudaStreamEndCapture(stream, &graph);
-                if (!CHECK(e1 == cudaSuccess && e2 == cudaSuccess, "%s: run %s, end capture %s", what,
-                           cudaGetErrorString(e1), cudaGetErrorString(e2)))
+                if (!CHECK(e1 == cudaSuccess && e2 == cudaSuccess && used_sm90 == (sm90 && layout == GPU_FI_COMPACT),
+                           "%s: run %s (Hopper kernels %d), end capture %s", what, cudaGetErrorString(e1), used_sm90,
+                           cudaGetErrorString(e2)))
                     break;
                 CUDA_MUST(cudaGraphInstantiate(&exec, graph, 0));
                 cudaGraphDestroy(graph);
@@ -325,7 +381,7 @@ static void test_graph(uint64_t *rng) {
             CUDA_MUST(cudaGraphLaunch(exec, stream));
             CUDA_MUST(cudaStreamSynchronize(stream));
             float *got = download_as(d_out, rows_n * qd, dt);
-            report(what, got, ref, rows_n * qd, TOLS[di]);
+            compare_report(what, got, ref, rows_n * qd, TOLS[di]);
             free(got);
         }
         if (exec != NULL) cudaGraphExecDestroy(exec);
@@ -337,48 +393,110 @@ static void test_graph(uint64_t *rng) {
 
 /* ---- the plan workspace, and what FlashInfer must not take ------------------------------------- */
 
+/* The reason gpu_flashinfer_plan gives (the plan's copy waited for). */
+static gpu_fi_reason plan_reason(gpu_flashinfer *fi, gpu_fi_layout layout, const uint32_t *qo, const uint32_t *kv,
+                                 size_t n_seqs, char *error, size_t cap) {
+    gpu_fi_reason reason = gpu_flashinfer_plan(fi, layout, qo, kv, n_seqs, stream, error, cap, NULL);
+    CUDA_MUST(cudaStreamSynchronize(stream));
+    return reason;
+}
+
 static void test_bounds(void) {
     const size_t cap = 4096, nh = 8, nkv = 2, hd = 64, qd = nh * hd, kvd = nkv * hd;
     gpu_flashinfer *fi = NULL;
-    if (!CHECK(gpu_flashinfer_create(FN, RMLP_DTYPE_BF16, nh, nkv, hd, cap, cap, &fi) == RMLP_OK && fi != NULL,
+    if (!CHECK(gpu_flashinfer_create(FN, RMLP_DTYPE_BF16, nh, nkv, hd, cap, cap, NULL, false, &fi) == RMLP_OK &&
+                   fi != NULL,
                "create: %s", rmlp_last_error()))
         return;
     void *buf = dev_alloc(cap * (qd + 2 * kvd) * 2 + 64);
-    char *b = buf;
+    char *b = buf, error[384];
     gpu_compact_rows rows = {b, b + cap * qd * 2, b + cap * (qd + kvd) * 2, b, qd, kvd, kvd, qd};
     uint32_t *cu = tu_xmalloc((cap + 2) * 4), one[2] = {0, (uint32_t)cap}, over[2] = {0, (uint32_t)cap + 1};
     for (size_t i = 0; i <= cap; i++) cu[i] = (uint32_t)i;
     /* every row its own sequence: the most work items the plan can have (and 16-row tiles: the
      * reference kernel's), in both layouts */
-    for (int layout = 0; layout < 2; layout++)
-        CHECK(!plan_layout(fi, layout, cu, cu, cap, &rows, nh, nkv, hd, "singletons"), "%zu singletons: ready", cap);
+    for (int layout = 0; layout < 2; layout++) {
+        gpu_fi_reason reason = plan_reason(fi, layout, cu, cu, cap, error, sizeof error);
+        CHECK(reason == GPU_FI_SMALL_BATCH, "%zu singletons, layout %d: reason %d", cap, layout, reason);
+        reason = gpu_flashinfer_ready(fi, layout, layout == GPU_FI_COMPACT, &rows, cap, cap, nh, nkv, hd);
+        CHECK(reason == GPU_FI_SMALL_BATCH, "%zu singletons, layout %d: ready says %d", cap, layout, reason);
+    }
     CHECK(plan_layout(fi, GPU_FI_FULL, one, one, 1, &rows, nh, nkv, hd, "one sequence"), "one sequence of %zu", cap);
     CHECK(plan_layout(fi, GPU_FI_COMPACT, one, one, 1, &rows, nh, nkv, hd, "one path"), "one path of %zu", cap);
-    CHECK(!plan_layout(fi, GPU_FI_FULL, over, over, 1, &rows, nh, nkv, hd, "over capacity"),
-          "%zu rows > capacity: ready", cap + 1);
+    gpu_fi_reason reason = plan_reason(fi, GPU_FI_FULL, over, over, 1, error, sizeof error);
+    CHECK(reason == GPU_FI_TOO_LARGE, "%zu rows > capacity: reason %d", cap + 1, reason);
     /* buffers it must leave to the reference kernel, on a planned batch */
     CHECK(plan_layout(fi, GPU_FI_FULL, one, one, 1, &rows, nh, nkv, hd, "one sequence"), "replanned: not ready");
-    gpu_compact_rows r = rows;
-    CHECK(gpu_flashinfer_ready(fi, GPU_FI_FULL, &r, 1, cap, nh, nkv, hd), "the aligned dense buffers");
-    r = rows, r.q = b + 2;
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &r, 1, cap, nh, nkv, hd), "q not 16-byte aligned");
-    r = rows, r.out_stride = qd + 8;
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &r, 1, cap, nh, nkv, hd), "out not dense");
-    r = rows, r.k_stride = r.v_stride = kvd + 4;
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &r, 1, cap, nh, nkv, hd), "k/v stride not a multiple of 8");
-    r = rows, r.v_stride = kvd + 8;
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &r, 1, cap, nh, nkv, hd), "k and v strides differ");
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &rows, 1, cap - 1, nh, nkv, hd), "other row count than planned");
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &rows, 1, cap, nh, nkv, 128), "other head_dim than created for");
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &rows, 1, cap, nh, 4, hd), "other kv heads than created for");
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_COMPACT, &rows, 2, cap, nh, nkv, hd), "other sequence count than planned");
+    static const struct {
+        const char *what;
+        int change; /* 0: none, 1: q unaligned, 2: out strided, 3: k/v stride odd, 4: k/v strides differ */
+        size_t rows, hd, nkv;
+        bool paged;
+        gpu_fi_reason want;
+    } cases[] = {
+        {"the aligned dense buffers", 0, 4096, 64, 2, false, GPU_FI_OK},
+        {"the same, K/V read as pages", 0, 4096, 64, 2, true, GPU_FI_OK},
+        {"q not 16-byte aligned", 1, 4096, 64, 2, false, GPU_FI_BUFFERS},
+        {"out not dense", 2, 4096, 64, 2, false, GPU_FI_BUFFERS},
+        {"k/v stride not a multiple of 8", 3, 4096, 64, 2, false, GPU_FI_BUFFERS},
+        {"k and v strides differ", 4, 4096, 64, 2, true, GPU_FI_BUFFERS},
+        {"other row count than planned", 0, 4095, 64, 2, false, GPU_FI_UNPLANNED},
+        {"other head_dim than created for", 0, 4096, 128, 2, false, GPU_FI_BUFFERS},
+        {"other kv heads than created for", 0, 4096, 64, 4, false, GPU_FI_BUFFERS},
+    };
+    for (size_t k = 0; k < COUNT(cases); k++) {
+        gpu_compact_rows r = rows;
+        if (cases[k].change == 1) r.q = b + 2;
+        if (cases[k].change == 2) r.out_stride = qd + 8;
+        if (cases[k].change == 3) r.k_stride = r.v_stride = kvd + 4;
+        if (cases[k].change == 4) r.v_stride = kvd + 8;
+        reason = gpu_flashinfer_ready(fi, GPU_FI_FULL, cases[k].paged, &r, 1, cases[k].rows, nh, cases[k].nkv,
+                                      cases[k].hd);
+        CHECK(reason == cases[k].want, "%s: ready says %d, want %d", cases[k].what, reason, cases[k].want);
+    }
+    reason = gpu_flashinfer_ready(fi, GPU_FI_COMPACT, true, &rows, 2, cap, nh, nkv, hd);
+    CHECK(reason == GPU_FI_UNPLANNED, "other sequence count than planned: %d", reason);
+    reason = gpu_flashinfer_ready(fi, GPU_FI_COMPACT, false, &rows, 1, cap, nh, nkv, hd);
+    CHECK(reason == GPU_FI_UNPLANNED, "compact space read as ragged rows: %d", reason);
     gpu_flashinfer_unplan(fi);
-    CHECK(!gpu_flashinfer_ready(fi, GPU_FI_FULL, &rows, 1, cap, nh, nkv, hd), "unplanned");
-    CHECK(gpu_flashinfer_run(fi, GPU_FI_FULL, &rows, cu, cu, NULL, 1.0f, stream) == cudaErrorInvalidValue,
+    reason = gpu_flashinfer_ready(fi, GPU_FI_FULL, false, &rows, 1, cap, nh, nkv, hd);
+    CHECK(reason == GPU_FI_UNPLANNED, "unplanned: %d", reason);
+    CHECK(gpu_flashinfer_run(fi, GPU_FI_FULL, &rows, cu, cu, NULL, 1.0f, stream, NULL) == cudaErrorInvalidValue,
           "run unplanned refused");
     gpu_flashinfer_free(fi);
     cudaFree(buf);
     free(cu);
+}
+
+/* A plan FlashInfer's planner fails: its out-of-space error (the test hook hands it a workspace of
+ * 16 bytes) is a reason and a message, not an error, the layout stays unplanned, and the next plan
+ * (a workspace of the right size again) is ready. */
+static void test_plan_error(void) {
+    const size_t nh = 8, nkv = 2, hd = 128, cap = 1024;
+    gpu_flashinfer *fi = NULL;
+    if (!CHECK(gpu_flashinfer_create(FN, RMLP_DTYPE_BF16, nh, nkv, hd, cap, 4, NULL, false, &fi) == RMLP_OK &&
+                   fi != NULL,
+               "create: %s", rmlp_last_error()))
+        return;
+    void *buf = dev_alloc(cap * (nh + 2 * nkv) * hd * 2);
+    char *b = buf, error[384] = "";
+    gpu_compact_rows rows = {b, b + cap * nh * hd * 2, b + cap * (nh + nkv) * hd * 2, b, nh * hd, nkv * hd, nkv * hd,
+                             nh * hd};
+    uint32_t cu[3] = {0, 300, 700};
+    for (int layout = 0; layout < 2; layout++) {
+        gpu_flashinfer_test_starve(fi, 1);
+        gpu_fi_reason reason = plan_reason(fi, layout, cu, cu, 2, error, sizeof error);
+        printf("  forced plan failure, layout %d: %s\n", layout, error);
+        CHECK(reason == GPU_FI_PLAN_ERROR && strstr(error, "FlashInfer's PrefillPlan") != NULL &&
+                  strstr(error, "700 rows, 2 sequences") != NULL,
+              "starved plan, layout %d: reason %d, message \"%s\"", layout, reason, error);
+        reason = gpu_flashinfer_ready(fi, layout, layout == GPU_FI_COMPACT, &rows, 2, 700, nh, nkv, hd);
+        CHECK(reason == GPU_FI_PLAN_ERROR, "starved plan, layout %d: ready says %d", layout, reason);
+        CHECK(plan_layout(fi, layout, cu, cu, 2, &rows, nh, nkv, hd, "replanned"), "layout %d replanned: not ready",
+              layout);
+    }
+    gpu_flashinfer_free(fi);
+    cudaFree(buf);
 }
 
 int main(void) {
@@ -388,16 +506,8 @@ int main(void) {
                "scripts/setup.sh fetches them; or RMLP_FLASHINFER=OFF)\n");
         return tu_failed > 0 ? tu_summary() : SKIP_CODE;
     }
-    int count = 0;
-    cudaError_t error = cudaGetDeviceCount(&count);
-    if (error != cudaSuccess || count == 0) {
-        printf("SKIP: no CUDA device (%s)\n",
-               error != cudaSuccess ? cudaGetErrorString(error) : "cudaGetDeviceCount reports 0 devices");
-        return tu_failed > 0 ? tu_summary() : SKIP_CODE;
-    }
     struct cudaDeviceProp prop;
-    CUDA_MUST(cudaGetDeviceProperties(&prop, 0));
-    printf("device 0: %s (compute capability %d.%d)\n", prop.name, prop.major, prop.minor);
+    if (!gpu_test_device(&prop)) return tu_failed > 0 ? tu_summary() : SKIP_CODE;
     if (prop.major < 8) {
         printf("SKIP: FlashInfer's kernels need sm_80 or newer\n");
         return tu_failed > 0 ? tu_summary() : SKIP_CODE;
@@ -410,8 +520,16 @@ int main(void) {
         test_full(&rng, di);
         test_compact(&rng, di);
     }
-    test_graph(&rng);
+    test_graph(&rng, false);
+    gpu_flashinfer *probe = NULL; /* the Hopper kernels' graph replay where they are */
+    if (gpu_flashinfer_create(FN, RMLP_DTYPE_BF16, 8, 2, 128, 256, 4, NULL, true, &probe) == RMLP_OK &&
+        gpu_flashinfer_has_sm90(probe))
+        test_graph(&rng, true);
+    else
+        printf("  no FlashInfer Hopper kernels in this build or on this device: their graph replay skipped\n");
+    gpu_flashinfer_free(probe);
     test_bounds();
+    test_plan_error();
     CUDA_MUST(cudaStreamDestroy(stream));
     return tu_summary();
 }

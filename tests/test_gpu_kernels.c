@@ -24,6 +24,7 @@
 #include "kernels.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
+#include "rope_reference.h"
 
 #define SKIP_CODE 77
 
@@ -175,12 +176,7 @@ static void test_qk_norm_rope(uint64_t *rng, int di) {
                     uint32_t *pos = tu_xmalloc(rows * sizeof(uint32_t));
                     for (size_t r = 0; r < rows; r++) pos[r] = r < 3 ? (uint32_t)r : tu_rand_range(rng, 0, 40959);
                     memcpy(ref, qkv, n * 4);
-                    for (size_t r = 0; r < rows && norm; r++) {
-                        cpu_rmsnorm(ref + r * stride, nq, hd, hd, qn, eps, ref + r * stride);
-                        cpu_rmsnorm(ref + r * stride + nq * hd, nkv, hd, hd, kn, eps, ref + r * stride + nq * hd);
-                    }
-                    cpu_rope(ref, rows, stride, nq, hd, pos, theta);
-                    cpu_rope(ref + nq * hd, rows, stride, nkv, hd, pos, theta);
+                    qk_norm_rope_reference(ref, rows, stride, nq, nkv, hd, norm ? qn : NULL, kn, eps, pos, theta);
 
                     void *d_qn = upload(qn, hd, dt), *d_kn = upload(kn, hd, dt);
                     uint32_t *d_pos = upload_u32(pos, rows);
@@ -192,8 +188,8 @@ static void test_qk_norm_rope(uint64_t *rng, int di) {
                         void *d_qkv = upload(qkv, n, dt);
                         char *base = d_qkv;
                         if (launched(gpu_qk_norm_rope(d_qkv, stride, base + nq * hd * elem_size(dt), stride, rows, nq,
-                                                      nkv, hd, norm ? d_qn : NULL, norm ? d_kn : NULL, d_pos, theta,
-                                                      eps, dt, stream),
+                                                      nkv, hd, norm ? d_qn : NULL, norm ? d_kn : NULL, d_pos, NULL,
+                                                      theta, eps, dt, stream),
                                      what)) {
                             float *got = download_as(d_qkv, n, dt);
                             compare(what, got, ref, n, TOLS[di]);
@@ -216,7 +212,7 @@ static void test_qk_norm_rope(uint64_t *rng, int di) {
                                 k_ref[r * ks + nkv * hd + c] = k[r * ks + nkv * hd + c];
                         void *d_q = upload(q, rows * qs, dt), *d_k = upload(k, rows * ks, dt);
                         if (launched(gpu_qk_norm_rope(d_q, qs, d_k, ks, rows, nq, nkv, hd, norm ? d_qn : NULL,
-                                                      norm ? d_kn : NULL, d_pos, theta, eps, dt, stream),
+                                                      norm ? d_kn : NULL, d_pos, NULL, theta, eps, dt, stream),
                                      what)) {
                             float *got_q = download_as(d_q, rows * qs, dt), *got_k = download_as(d_k, rows * ks, dt);
                             compare(what, got_q, q_ref, rows * qs, TOLS[di]);
@@ -473,12 +469,7 @@ static void test_graph_capture(uint64_t *rng) {
     uint32_t pos[19];
     for (size_t r = 0; r < rows; r++) pos[r] = tu_rand_range(rng, 0, 4095);
     memcpy(qkv_ref, qkv, rows * stride * 4);
-    for (size_t r = 0; r < rows; r++) {
-        cpu_rmsnorm(qkv_ref + r * stride, nq, hd, hd, qn, 1e-6, qkv_ref + r * stride);
-        cpu_rmsnorm(qkv_ref + r * stride + nq * hd, nkv, hd, hd, kn, 1e-6, qkv_ref + r * stride + nq * hd);
-    }
-    cpu_rope(qkv_ref, rows, stride, nq, hd, pos, 1e6);
-    cpu_rope(qkv_ref + nq * hd, rows, stride, nkv, hd, pos, 1e6);
+    qk_norm_rope_reference(qkv_ref, rows, stride, nq, nkv, hd, qn, kn, 1e-6, pos, 1e6);
     float *q = random_values(rng, an, -3, 3, dt), *k = random_values(rng, ak, -1, 1, dt);
     float *v = random_values(rng, ak, -1, 1, dt), *attn_ref = tu_xmalloc(an * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(130, ahd) * 4);
@@ -493,7 +484,7 @@ static void test_graph_capture(uint64_t *rng) {
     cudaGraphExec_t exec = NULL;
     CUDA_MUST(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     cudaError_t e1 = gpu_qk_norm_rope(d_qkv, stride, (char *)d_qkv + nq * hd * elem_size(dt), stride, rows, nq, nkv, hd,
-                                      d_qn, d_kn, d_pos, 1e6, 1e-6, dt, stream);
+                                      d_qn, d_kn, d_pos, NULL, 1e6, 1e-6, dt, stream);
     cudaError_t e2 = gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, nt, anh, ankv, ahd, scale, dt, stream);
     cudaError_t e3 = cudaStreamEndCapture(stream, &graph);
     CHECK(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess, "graph capture: rope %s, attention %s, end %s",
@@ -536,11 +527,11 @@ static void test_arguments(void) {
     CHECK(gpu_add_row(NULL, 4, NULL, 1, 8, RMLP_DTYPE_BF16, stream) == cudaErrorInvalidValue, "add_row stride < dim");
     CHECK(gpu_add_row(NULL, 8, NULL, 0, 8, RMLP_DTYPE_F32, stream) == cudaSuccess, "add_row 0 rows");
     CHECK(gpu_add_rmsnorm(NULL, NULL, NULL, 1, 8, 1e-6, NULL, bad, stream) == cudaErrorInvalidValue, "rmsnorm dtype");
-    CHECK(gpu_qk_norm_rope(NULL, 64, NULL, 64, 1, 1, 1, 31, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F32, stream) ==
-              cudaErrorInvalidValue,
+    CHECK(gpu_qk_norm_rope(NULL, 64, NULL, 64, 1, 1, 1, 31, NULL, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F32,
+                           stream) == cudaErrorInvalidValue,
           "rope odd head_dim");
-    CHECK(gpu_qk_norm_rope(NULL, 1024, NULL, 1024, 1, 1, 1, 258, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F32, stream) ==
-              cudaErrorInvalidValue,
+    CHECK(gpu_qk_norm_rope(NULL, 1024, NULL, 1024, 1, 1, 1, 258, NULL, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F32,
+                           stream) == cudaErrorInvalidValue,
           "rope head_dim > 256");
     CHECK(gpu_silu_mul(NULL, 1, 8, NULL, bad, stream) == cudaErrorInvalidValue, "silu_mul bad dtype");
     CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 1, 1, 6, 4, 64, 1, RMLP_DTYPE_F32, stream) ==
@@ -552,8 +543,8 @@ static void test_arguments(void) {
     CHECK(gpu_gather_rows(NULL, NULL, 8, NULL, 0, 8, RMLP_DTYPE_F16, stream) == cudaSuccess, "gather_rows 0 rows");
     CHECK(gpu_add_rmsnorm(NULL, NULL, NULL, 0, 8, 1e-6, NULL, RMLP_DTYPE_BF16, stream) == cudaSuccess,
           "rmsnorm 0 rows");
-    CHECK(gpu_qk_norm_rope(NULL, 64, NULL, 64, 0, 1, 1, 32, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F16, stream) ==
-              cudaSuccess,
+    CHECK(gpu_qk_norm_rope(NULL, 64, NULL, 64, 0, 1, 1, 32, NULL, NULL, NULL, NULL, 1e4, 1e-6, RMLP_DTYPE_F16,
+                           stream) == cudaSuccess,
           "rope 0 rows");
     CHECK(gpu_silu_mul(NULL, 0, 8, NULL, RMLP_DTYPE_F32, stream) == cudaSuccess, "silu_mul 0 rows");
     CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 0, 0, 4, 4, 64, 1, RMLP_DTYPE_F32, stream) == cudaSuccess,

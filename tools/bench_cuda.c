@@ -11,6 +11,8 @@
  * timed runs are the plain forward a host would call. The tool links its own static CUDA runtime
  * (the library's is hidden inside it); streams, events and device pointers are the driver's
  * handles, valid in both. Built without CUDA, the two entry points print that and fail.
+ * Each --gpu-variant has a bench_dev of its own (context, planners, outputs), made with its
+ * variables set; a round runs every variant's three sides before the next round.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -21,6 +23,106 @@
 
 #include "bench_cuda.h"
 #include "cli.h"
+
+#include "../gpu/options.h"
+
+/* ---- variants (no CUDA needed) ------------------------------------------------------------------ */
+
+/* Calls `each(name, value, ctx)` for the NAME=VALUE pairs of spec (copied, at most 255 bytes);
+ * stops at the first that returns nonzero and returns it, or -1 for a pair without '='. */
+static int each_pair(const char *spec, int (*each)(const char *name, const char *value, void *ctx), void *ctx) {
+    char copy[256];
+    if (strlen(spec) >= sizeof copy) return -1;
+    strcpy(copy, spec);
+    for (char *save = NULL, *pair = strtok_r(copy, ",", &save); pair != NULL; pair = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(pair, '=');
+        if (eq == NULL) return -1;
+        *eq = '\0';
+        int rc = each(pair, eq + 1, ctx);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+static int check_pair(const char *name, const char *value, void *ctx) {
+    unsigned *seen = ctx;
+    const gpu_option_var *var = gpu_option_find(name);
+    if (var == NULL || gpu_option_value(var, value) < 0 || (*seen >> (var - GPU_OPTION_VARS) & 1u)) return 1;
+    *seen |= 1u << (var - GPU_OPTION_VARS);
+    return 0;
+}
+
+int bench_cuda_variant_check(const char *spec) {
+    unsigned seen = 0;
+    if (*spec != '\0' && spec[strlen(spec) - 1] != ',' && each_pair(spec, check_pair, &seen) == 0 && seen != 0)
+        return 0;
+    fprintf(stderr, "radixmlp: --gpu-variant expects NAME=VALUE[,NAME=VALUE...], each NAME once, got '%s'; the "
+                    "names and their values:", spec);
+    for (int i = 0; i < GPU_OPT_COUNT; i++) {
+        fprintf(stderr, "%s %s=", i ? ";" : "", GPU_OPTION_VARS[i].name);
+        for (int k = 0; k < 3 && GPU_OPTION_VARS[i].values[k] != NULL; k++)
+            fprintf(stderr, "%s%s", k ? "|" : "", GPU_OPTION_VARS[i].values[k]);
+    }
+    fputc('\n', stderr);
+    return -1;
+}
+
+typedef struct apply_state {
+    bench_env_saved *saved;
+    size_t n;
+} apply_state;
+
+static int apply_pair(const char *name, const char *value, void *ctx) {
+    apply_state *st = ctx;
+    if (st->n >= BENCH_VARIANT_MAX_VARS) return 1;
+    bench_env_saved *sv = &st->saved[st->n++];
+    snprintf(sv->name, sizeof sv->name, "%s", name);
+    const char *old = getenv(name);
+    sv->old = old != NULL ? strdup(old) : NULL;
+    setenv(name, value, 1);
+    return 0;
+}
+
+size_t bench_cuda_variant_apply(const char *spec, bench_env_saved saved[BENCH_VARIANT_MAX_VARS]) {
+    apply_state st = {saved, 0};
+    (void)each_pair(spec, apply_pair, &st); /* checked by bench_cuda_variant_check */
+    return st.n;
+}
+
+void bench_cuda_variant_restore(bench_env_saved *saved, size_t n) {
+    for (size_t i = n; i-- > 0;) { /* in reverse: a name set twice gets its first old value back */
+        if (saved[i].old != NULL) setenv(saved[i].name, saved[i].old, 1);
+        else unsetenv(saved[i].name);
+        free(saved[i].old);
+        saved[i].old = NULL;
+    }
+}
+
+static const char *const SIDE_NAMES[BENCH_SIDES] = {"off", "on", "compact"};
+
+const char *bench_cuda_json_keys(const bench_cuda_result *r, char *buf, size_t cap) {
+    int used = snprintf(buf, cap, ", \"variant\": \"%s\", \"attention\": \"%s\", \"flashinfer\": %s, \"sm90\": %s",
+                        r->variant, r->attention, r->flashinfer ? "true" : "false", r->sm90 ? "true" : "false");
+    for (int s = 0; s < BENCH_SIDES && used > 0 && (size_t)used < cap; s++)
+        used += snprintf(buf + used, cap - (size_t)used, ", \"kernel_%s\": \"%s\", \"layout_%s\": \"%s\"",
+                         SIDE_NAMES[s], r->kernel[s], SIDE_NAMES[s], r->layout[s]);
+    for (int s = 0; s < BENCH_SIDES && used > 0 && (size_t)used < cap; s++)
+        used += isfinite(r->rel_norm_vs_default[s])
+                    ? snprintf(buf + used, cap - (size_t)used, ", \"rel_norm_vs_default_%s\": %.3g", SIDE_NAMES[s],
+                               r->rel_norm_vs_default[s])
+                    : snprintf(buf + used, cap - (size_t)used, ", \"rel_norm_vs_default_%s\": null", SIDE_NAMES[s]);
+    if (used > 0 && (size_t)used < cap)
+        snprintf(buf + used, cap - (size_t)used,
+                 ", \"fallbacks\": %llu, \"sm90_fallbacks\": %llu, \"plan_errors\": %llu", r->fallbacks,
+                 r->sm90_fallbacks, r->plan_errors);
+    return buf;
+}
+
+const char *bench_cuda_text_keys(const bench_cuda_result *r, char *buf, size_t cap) {
+    snprintf(buf, cap, "  %s: %s/%s/%s%s", r->variant, r->kernel[BENCH_OFF], r->kernel[BENCH_ON],
+             r->kernel[BENCH_COMPACT], r->fallbacks ? " (fallbacks)" : "");
+    return buf;
+}
 
 #ifdef RMLP_WITH_CUDA
 
@@ -93,9 +195,62 @@ typedef struct bench_dev {
      * (n_tokens + RMLP_MAX_PAD_MULTIPLE, hidden), of which it writes n_compact_padded rows. */
     void *out[BENCH_SIDES];
     size_t hidden, elem_bytes, out_bytes; /* out_bytes: of the batch rows */
+    /* the timed forwards' attention launches per side: [side][0 FlashInfer, 1 reference, 2 of the
+     * FlashInfer ones its Hopper kernels'][layout: full, full_paged, compact] (rmlp_gpu_stats) */
+    unsigned long long launches[BENCH_SIDES][3][3];
 } bench_dev;
 
-static const char *const SIDE_NAMES[BENCH_SIDES] = {"off", "on", "compact"};
+static int gpu_stats(rmlp_context *ctx, rmlp_gpu_stats *s) {
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    return rmlp_ok(rmlp_context_gpu_stats(ctx, s), "rmlp_context_gpu_stats");
+}
+
+/* d's launch counters of `side` += what happened between the stats `a` and `b`. */
+static void count_launches(bench_dev *d, int side, const rmlp_gpu_stats *a, const rmlp_gpu_stats *b) {
+    unsigned long long(*l)[3] = d->launches[side];
+    l[0][0] += b->flashinfer_full - a->flashinfer_full, l[0][1] += b->flashinfer_full_paged - a->flashinfer_full_paged;
+    l[0][2] += b->flashinfer_compact - a->flashinfer_compact, l[1][0] += b->reference_full - a->reference_full;
+    l[1][1] += b->reference_full_paged - a->reference_full_paged;
+    l[1][2] += b->reference_compact - a->reference_compact;
+    l[2][1] += b->flashinfer_sm90_full_paged - a->flashinfer_sm90_full_paged;
+    l[2][2] += b->flashinfer_sm90_compact - a->flashinfer_sm90_compact;
+}
+
+/* What a side's launches l ran: "flashinfer" (on its Hopper kernels: "flashinfer_sm90", some of
+ * them: "flashinfer_part_sm90"), "reference", "mixed" (both), "none". */
+static const char *kernel_name(const unsigned long long (*l)[3]) {
+    unsigned long long fi = l[0][0] + l[0][1] + l[0][2], ref = l[1][0] + l[1][1] + l[1][2];
+    unsigned long long sm90 = l[2][1] + l[2][2];
+    if (fi && ref) return "mixed";
+    if (fi) return sm90 == fi ? "flashinfer_sm90" : sm90 ? "flashinfer_part_sm90" : "flashinfer";
+    return ref ? "reference" : "none";
+}
+
+/* r's attention keys from d's counters and the context's stats. */
+static int describe_attention(const bench_dev *d, bench_cuda_result *r) {
+    static const char *const layouts[3] = {"full", "full_paged", "compact"};
+    rmlp_gpu_stats s;
+    if (!gpu_stats(d->ctx, &s)) return -1;
+    snprintf(r->attention, sizeof r->attention, "%s",
+             s.attention == RMLP_GPU_ATTENTION_FLASHINFER  ? "flashinfer"
+             : s.attention == RMLP_GPU_ATTENTION_REFERENCE ? "reference"
+                                                            : "auto");
+    r->flashinfer = s.flashinfer, r->sm90 = s.sm90;
+    r->plan_errors = s.plan_errors, r->sm90_fallbacks = s.sm90_fallbacks;
+    r->fallbacks = s.fallback_plan_error + s.fallback_small_batch + s.fallback_too_large + s.fallback_unplanned +
+                   s.fallback_buffers + s.fallback_launcher;
+    for (int side = 0; side < BENCH_SIDES; side++) {
+        const unsigned long long(*l)[3] = d->launches[side];
+        snprintf(r->kernel[side], sizeof r->kernel[side], "%s", kernel_name(l));
+        r->layout[side][0] = '\0';
+        for (int k = 0; k < 3; k++)
+            if (l[0][k] + l[1][k] > 0)
+                snprintf(r->layout[side] + strlen(r->layout[side]), sizeof r->layout[side] - strlen(r->layout[side]),
+                         "%s%s", r->layout[side][0] ? "+" : "", layouts[k]);
+    }
+    return 0;
+}
 
 typedef struct sample {
     double fwd_ms, attn_ms, plan_us, set_plan_us;
@@ -123,14 +278,16 @@ static int run_side(bench_dev *d, const workload *w, double threshold, int side,
     d->timer.error = cudaSuccess;
     rmlp_attention_fn attention = instrumented ? timed_attention : NULL;
     bool compact = side == BENCH_COMPACT;
-    if (!cuda_ok(cudaEventRecord(d->start, d->stream), "cudaEventRecord") ||
+    rmlp_gpu_stats before, after;
+    if (!gpu_stats(d->ctx, &before) || !cuda_ok(cudaEventRecord(d->start, d->stream), "cudaEventRecord") ||
         !rmlp_ok(compact ? rmlp_forward_compact(d->ctx, plan, attention, &d->timer, d->out[side])
                          : rmlp_forward(d->ctx, plan, attention, &d->timer, d->out[side]),
                  compact ? "rmlp_forward_compact" : "rmlp_forward") ||
         !cuda_ok(cudaEventRecord(d->stop, d->stream), "cudaEventRecord") ||
         !cuda_ok(cudaEventSynchronize(d->stop), "the forward (cudaEventSynchronize)") ||
-        !cuda_ok(d->timer.error, "cudaEventRecord (attention timer)"))
+        !cuda_ok(d->timer.error, "cudaEventRecord (attention timer)") || !gpu_stats(d->ctx, &after))
         return -1;
+    if (!instrumented) count_launches(d, side, &before, &after);
     float ms = 0.0f;
     if (!cuda_ok(cudaEventElapsedTime(&ms, d->start, d->stop), "cudaEventElapsedTime")) return -1;
     s->fwd_ms = ms;
@@ -166,44 +323,54 @@ static float element(const unsigned char *p, size_t i, rmlp_dtype dt) {
     return (h & 0x8000u) ? -v : v;
 }
 
-/* max |off - x| and ||off - x|| / ||off|| of the off output against side `side`'s, both copied back
- * (the compact side's rows read through its plan's scatter); NaN anywhere (an unwritten row keeps
- * the 0xFF poison, NaN in every dtype) makes both NaN and says so. */
-static int compare_outputs(bench_dev *d, rmlp_dtype dt, int side, double *max_abs_diff, double *rel_norm_diff) {
-    bool compact = side == BENCH_COMPACT;
-    size_t hsz = d->hidden, n = d->out_bytes / d->elem_bytes;
-    size_t bytes = compact ? (size_t)d->plan[side].n_compact_padded * hsz * d->elem_bytes : d->out_bytes;
-    unsigned char *host[2] = {malloc(d->out_bytes ? d->out_bytes : 1), malloc(bytes ? bytes : 1)};
-    int rc = -1;
-    if (host[0] == NULL || host[1] == NULL) {
-        fprintf(stderr, "radixmlp bench: allocating %zu + %zu bytes for the outputs failed\n", d->out_bytes, bytes);
-    } else if (cuda_ok(cudaMemcpyAsync(host[0], d->out[BENCH_OFF], d->out_bytes, cudaMemcpyDeviceToHost, d->stream),
-                       "cudaMemcpyAsync (off output)") &&
-               cuda_ok(cudaMemcpyAsync(host[1], d->out[side], bytes, cudaMemcpyDeviceToHost, d->stream),
-                       side == BENCH_ON ? "cudaMemcpyAsync (on output)" : "cudaMemcpyAsync (compact output)") &&
-               cuda_ok(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize (outputs)")) {
-        double max_abs = 0.0, sq_diff = 0.0, sq_ref = 0.0;
-        size_t nans = 0;
-        for (size_t i = 0; i < n; i++) {
-            size_t j = compact ? (size_t)d->plan[side].scatter[i / hsz] * hsz + i % hsz : i;
-            double a = element(host[0], i, dt), b = element(host[1], j, dt), diff = fabs(a - b);
-            if (isnan(a) || isnan(b)) {
-                nans++;
-                continue;
-            }
-            max_abs = diff > max_abs ? diff : max_abs;
-            sq_diff += diff * diff;
-            sq_ref += a * a;
-        }
-        if (nans)
-            fprintf(stderr, "radixmlp bench: %zu of %zu output values are NaN (off or %s)\n", nans, n,
-                    SIDE_NAMES[side]);
-        *max_abs_diff = nans ? NAN : max_abs;
-        *rel_norm_diff = nans ? NAN : sq_ref > 0.0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
-        rc = 0;
+/* Side `side` of d's output copied back (batch rows, or the compact side's padded compact rows),
+ * NULL after printing why. */
+static unsigned char *download_side(bench_dev *d, int side) {
+    size_t bytes = side == BENCH_COMPACT ? (size_t)d->plan[side].n_compact_padded * d->hidden * d->elem_bytes
+                                         : d->out_bytes;
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    if (host == NULL) {
+        fprintf(stderr, "radixmlp bench: allocating %zu bytes for the %s output failed\n", bytes, SIDE_NAMES[side]);
+    } else if (!cuda_ok(cudaMemcpyAsync(host, d->out[side], bytes, cudaMemcpyDeviceToHost, d->stream),
+                        "cudaMemcpyAsync (output)") ||
+               !cuda_ok(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize (output)")) {
+        free(host);
+        host = NULL;
     }
-    free(host[0]), free(host[1]);
-    return rc;
+    return host;
+}
+
+/* max |x - y| and ||x - y|| / ||x|| over every batch row, x side sa of a's output, y side sb of b's
+ * (a compact side's rows read through its plan's scatter); NaN anywhere (an unwritten row keeps the
+ * 0xFF poison, NaN in every dtype) makes both NaN and says so. */
+static int compare_outputs(bench_dev *a, int sa, bench_dev *b, int sb, rmlp_dtype dt, double *max_abs_diff,
+                           double *rel_norm_diff) {
+    unsigned char *x = download_side(a, sa), *y = x != NULL ? download_side(b, sb) : NULL;
+    if (x == NULL || y == NULL) {
+        free(x);
+        return -1;
+    }
+    size_t hsz = a->hidden, n = a->out_bytes / a->elem_bytes, nans = 0;
+    double max_abs = 0.0, sq_diff = 0.0, sq_ref = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        size_t ix = sa == BENCH_COMPACT ? (size_t)a->plan[sa].scatter[i / hsz] * hsz + i % hsz : i;
+        size_t iy = sb == BENCH_COMPACT ? (size_t)b->plan[sb].scatter[i / hsz] * hsz + i % hsz : i;
+        double u = element(x, ix, dt), v = element(y, iy, dt), diff = fabs(u - v);
+        if (isnan(u) || isnan(v)) {
+            nans++;
+            continue;
+        }
+        max_abs = diff > max_abs ? diff : max_abs;
+        sq_diff += diff * diff;
+        sq_ref += u * u;
+    }
+    if (nans)
+        fprintf(stderr, "radixmlp bench: %zu of %zu output values are NaN (%s or %s)\n", nans, n, SIDE_NAMES[sa],
+                SIDE_NAMES[sb]);
+    *max_abs_diff = nans ? NAN : max_abs;
+    *rel_norm_diff = nans ? NAN : sq_ref > 0.0 ? sqrt(sq_diff / sq_ref) : sqrt(sq_diff);
+    free(x), free(y);
+    return 0;
 }
 
 static void bench_dev_free(bench_dev *d) {
@@ -221,8 +388,9 @@ static void bench_dev_free(bench_dev *d) {
     if (d->stream) cudaStreamDestroy(d->stream);
 }
 
+/* d's context is made with the variables of `variant` set (NULL: the environment as it is). */
 static int bench_dev_init(bench_dev *d, const rmlp_model *model, const rmlp_model_config *cfg, rmlp_dtype dt,
-                          size_t n_tokens) {
+                          size_t n_tokens, const char *variant) {
     d->hidden = cfg->hidden_size, d->elem_bytes = dt == RMLP_DTYPE_F32 ? 4 : 2;
     d->out_bytes = n_tokens * d->hidden * d->elem_bytes;
     d->timer.layers = cfg->num_hidden_layers;
@@ -235,7 +403,11 @@ static int bench_dev_init(bench_dev *d, const rmlp_model *model, const rmlp_mode
         return -1;
     for (uint32_t i = 0; i < 2 * d->timer.layers; i++)
         if (!cuda_ok(cudaEventCreate(&d->timer.events[i]), "cudaEventCreate")) return -1;
-    if (!rmlp_ok(rmlp_context_create(model, n_tokens, &d->ctx), "rmlp_context_create") ||
+    bench_env_saved saved[BENCH_VARIANT_MAX_VARS];
+    size_t n_saved = variant != NULL ? bench_cuda_variant_apply(variant, saved) : 0;
+    rmlp_status created = rmlp_context_create(model, n_tokens, &d->ctx);
+    bench_cuda_variant_restore(saved, n_saved);
+    if (!rmlp_ok(created, variant != NULL ? variant : "rmlp_context_create") ||
         !rmlp_ok(rmlp_context_set_stream(d->ctx, d->stream), "rmlp_context_set_stream"))
         return -1;
     d->timer.ctx = d->ctx;
@@ -250,56 +422,86 @@ static int bench_dev_init(bench_dev *d, const rmlp_model *model, const rmlp_mode
     return 0;
 }
 
-int bench_cuda_case(const rmlp_model *model, rmlp_dtype dtype, const workload *w, double threshold,
-                    unsigned long repeat, float *pooled_last, float *pooled_mean, bench_cuda_result *r) {
-    rmlp_model_config cfg;
-    if (!rmlp_ok(rmlp_model_get_config(model, &cfg), "rmlp_model_get_config")) return -1;
-    *r = (bench_cuda_result){.repeat = repeat};
-    bench_dev d = {0};
-    /* (BENCH_SIDES, 3, repeat): per side, its forward ms, plan build us and set_plan us of each round */
-    double *samples = malloc(3 * BENCH_SIDES * (repeat ? repeat : 1) * sizeof(double));
-    int rc = samples != NULL && bench_dev_init(&d, model, &cfg, dtype, w->n_tokens) == 0 ? 0 : -1;
-    sample s[BENCH_SIDES];
-    /* Warm-up: first launches, cuBLAS's heuristics, the weights into L2 where they fit. Then the
-     * sides take turns, so a slow spell (clocks, a neighbour) hits all alike. */
-    for (unsigned long i = 0; rc == 0 && i <= repeat; i++) {
-        for (int side = 0; rc == 0 && side < BENCH_SIDES; side++) {
-            rc = run_side(&d, w, threshold, side, 0, &s[side]);
-            double *fwd = samples + 3 * side * repeat, *plan = fwd + repeat, *set = plan + repeat;
-            if (rc == 0 && i > 0)
-                fwd[i - 1] = s[side].fwd_ms, plan[i - 1] = s[side].plan_us, set[i - 1] = s[side].set_plan_us;
-        }
-    }
-    for (int side = 0; rc == 0 && side < BENCH_SIDES; side++) {
-        double *fwd = samples + 3 * side * repeat, *plan = fwd + repeat, *set = plan + repeat;
-        r->ms[side] = cli_sort_median(fwd, repeat), r->ms_min[side] = fwd[0]; /* sorted */
-        r->plan_us[side] = cli_sort_median(plan, repeat);
-        r->set_plan_us[side] = cli_sort_median(set, repeat);
-    }
-    if (rc == 0) r->n_compact = s[BENCH_ON].n_compact, r->use_radix = s[BENCH_ON].use_radix;
-    /* Attention's share: up to 2 instrumented rounds, the one with the fastest forward kept per side. */
+/* Per side (BENCH_SIDES, 3, repeat): its forward ms, plan build us and set_plan us of each round. */
+static double *side_samples(double *samples, unsigned long repeat, int side, int what) {
+    return samples + (3 * (size_t)side + (size_t)what) * repeat;
+}
+
+/* Up to 2 instrumented rounds (attention's share), the one with the fastest forward kept per side;
+ * then the outputs compared, with the default context's (base; NULL for the default itself) too. */
+static int finish_variant(bench_dev *d, bench_dev *base, const workload *w, double threshold, rmlp_dtype dtype,
+                          unsigned long repeat, bench_cuda_result *r) {
+    sample s;
+    int rc = 0;
     for (unsigned long i = 0; rc == 0 && i < (repeat < 2 ? repeat : 2); i++) {
         for (int side = 0; rc == 0 && side < BENCH_SIDES; side++) {
-            rc = run_side(&d, w, threshold, side, 1, &s[side]);
-            if (rc == 0 && (i == 0 || s[side].fwd_ms < r->fwd_ms[side]))
-                r->fwd_ms[side] = s[side].fwd_ms, r->attn_ms[side] = s[side].attn_ms;
+            rc = run_side(d, w, threshold, side, 1, &s);
+            if (rc == 0 && (i == 0 || s.fwd_ms < r->fwd_ms[side]))
+                r->fwd_ms[side] = s.fwd_ms, r->attn_ms[side] = s.attn_ms;
         }
     }
     for (int side = BENCH_ON; rc == 0 && side < BENCH_SIDES; side++)
-        rc = compare_outputs(&d, dtype, side, &r->max_abs_diff[side], &r->rel_norm_diff[side]);
+        rc = compare_outputs(d, BENCH_OFF, d, side, dtype, &r->max_abs_diff[side], &r->rel_norm_diff[side]);
+    for (int side = 0; rc == 0 && side < BENCH_SIDES; side++) {
+        double max_abs;
+        r->rel_norm_vs_default[side] = 0.0;
+        if (base != NULL) rc = compare_outputs(base, side, d, side, dtype, &max_abs, &r->rel_norm_vs_default[side]);
+    }
+    return rc == 0 ? describe_attention(d, r) : rc;
+}
+
+int bench_cuda_case(const rmlp_model *model, rmlp_dtype dtype, const workload *w, double threshold,
+                    unsigned long repeat, const char *const *variants, size_t n_variants, float *pooled_last,
+                    float *pooled_mean, bench_cuda_result *r) {
+    rmlp_model_config cfg;
+    if (!rmlp_ok(rmlp_model_get_config(model, &cfg), "rmlp_model_get_config")) return -1;
+    size_t nv = 1 + n_variants;
+    bench_dev *d = calloc(nv, sizeof *d);
+    double *samples = malloc(nv * 3 * BENCH_SIDES * (repeat ? repeat : 1) * sizeof(double));
+    int rc = d != NULL && samples != NULL ? 0 : -1;
+    for (size_t v = 0; v < nv; v++)
+        r[v] = (bench_cuda_result){.repeat = repeat, .variant = v ? variants[v - 1] : "default"};
+    for (size_t v = 0; rc == 0 && v < nv; v++)
+        rc = bench_dev_init(&d[v], model, &cfg, dtype, w->n_tokens, v ? variants[v - 1] : NULL);
+    sample s;
+    /* Warm-up: first launches, cuBLAS's heuristics, the weights into L2 where they fit. Then the
+     * sides of every context take turns, so a slow spell (clocks, a neighbour) hits all alike. */
+    for (unsigned long i = 0; rc == 0 && i <= repeat; i++) {
+        for (size_t v = 0; rc == 0 && v < nv; v++)
+            for (int side = 0; rc == 0 && side < BENCH_SIDES; side++) {
+                rc = run_side(&d[v], w, threshold, side, 0, &s);
+                double *at = samples + v * 3 * BENCH_SIDES * repeat;
+                if (rc == 0 && i > 0) {
+                    side_samples(at, repeat, side, 0)[i - 1] = s.fwd_ms;
+                    side_samples(at, repeat, side, 1)[i - 1] = s.plan_us;
+                    side_samples(at, repeat, side, 2)[i - 1] = s.set_plan_us;
+                }
+                if (rc == 0 && side == BENCH_ON) r[v].n_compact = s.n_compact, r[v].use_radix = s.use_radix;
+            }
+    }
+    for (size_t v = 0; rc == 0 && v < nv; v++)
+        for (int side = 0; side < BENCH_SIDES; side++) {
+            double *at = samples + v * 3 * BENCH_SIDES * repeat, *fwd = side_samples(at, repeat, side, 0);
+            r[v].ms[side] = cli_sort_median(fwd, repeat), r[v].ms_min[side] = fwd[0]; /* sorted */
+            r[v].plan_us[side] = cli_sort_median(side_samples(at, repeat, side, 1), repeat);
+            r[v].set_plan_us[side] = cli_sort_median(side_samples(at, repeat, side, 2), repeat);
+        }
+    for (size_t v = 0; rc == 0 && v < nv; v++)
+        rc = finish_variant(&d[v], v ? &d[0] : NULL, w, threshold, dtype, repeat, &r[v]);
     if (rc == 0 && pooled_last)
-        rc = rmlp_ok(rmlp_context_pool(d.ctx, d.out[BENCH_ON], w->n_tokens, w->cu_seqlens, w->n_seqs,
+        rc = rmlp_ok(rmlp_context_pool(d[0].ctx, d[0].out[BENCH_ON], w->n_tokens, w->cu_seqlens, w->n_seqs,
                                        RMLP_POOLING_LAST, false, pooled_last),
                      "rmlp_context_pool (last)")
                  ? 0
                  : -1;
     if (rc == 0 && pooled_mean)
-        rc = rmlp_ok(rmlp_context_pool(d.ctx, d.out[BENCH_ON], w->n_tokens, w->cu_seqlens, w->n_seqs,
+        rc = rmlp_ok(rmlp_context_pool(d[0].ctx, d[0].out[BENCH_ON], w->n_tokens, w->cu_seqlens, w->n_seqs,
                                        RMLP_POOLING_MEAN, false, pooled_mean),
                      "rmlp_context_pool (mean)")
                  ? 0
                  : -1;
-    bench_dev_free(&d);
+    for (size_t v = 0; d != NULL && v < nv; v++) bench_dev_free(&d[v]);
+    free(d);
     free(samples);
     return rc;
 }
@@ -314,8 +516,10 @@ int bench_cuda_available(char *name, size_t cap) {
 }
 
 int bench_cuda_case(const rmlp_model *model, rmlp_dtype dtype, const workload *w, double threshold,
-                    unsigned long repeat, float *pooled_last, float *pooled_mean, bench_cuda_result *r) {
-    (void)model, (void)dtype, (void)w, (void)threshold, (void)repeat, (void)pooled_last, (void)pooled_mean, (void)r;
+                    unsigned long repeat, const char *const *variants, size_t n_variants, float *pooled_last,
+                    float *pooled_mean, bench_cuda_result *r) {
+    (void)model, (void)dtype, (void)w, (void)threshold, (void)repeat, (void)variants, (void)n_variants,
+        (void)pooled_last, (void)pooled_mean, (void)r;
     return bench_cuda_available(NULL, 0);
 }
 

@@ -7,12 +7,14 @@
 
 #include "../cpu/decode_kernels.h" /* compiled into this tool too: which set the library picks here */
 #include "bench_decode.h"
+#include "bench_cuda.h" /* the --gpu-variant specs' environment */
 #include "cli.h"
 
 #define SUFFIX 16
 /* The reference (CPU): REF_M prompts of a REF_PREFIX-token prefix and one distinct token each. */
 #define REF_M 128
 #define REF_PREFIX 16
+#define RUNS_MAX 9 /* the default and 8 --gpu-variant */
 
 typedef struct decode_case {
     uint32_t prefix, m;
@@ -92,21 +94,52 @@ static double ceiling(double ref_row_ms, const way_result *on, const way_result 
     return (one->step_ms / one->tokens) / (row_ms + on->attention_ms / on->tokens);
 }
 
-/* A case's JSON line or table row; attention figures only where they were timed (the CPU). */
-static void print_case(const decode_options *o, const decode_case *c, const way_result *on, const way_result *off,
-                       const way_result *one, const way_result *ref) {
+/* The decode attention a CUDA context's steps ran on (rmlp_context_gpu_stats): "flashinfer",
+ * "chains", "mixed" (some steps each), "none" (no step, or no stats); the counts in *fi, *chains. */
+static const char *decode_attention(rmlp_context *ctx, unsigned long long *fi, unsigned long long *chains) {
+    rmlp_gpu_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    if (rmlp_context_gpu_stats(ctx, &st) != RMLP_OK) st.decode_steps_flashinfer = st.decode_steps_chains = 0;
+    *fi = st.decode_steps_flashinfer, *chains = st.decode_steps_chains;
+    return *fi && *chains ? "mixed" : *fi ? "flashinfer" : *chains ? "chains" : "none";
+}
+
+/* Run v's name: "default" (v = 0), else its --gpu-variant spec. */
+static const char *variant_name(const decode_options *o, size_t v) { return v == 0 ? "default" : o->variants[v - 1]; }
+
+/* A context as rmlp_context_create_with_params makes it, for run v: with the variables of its
+ * --gpu-variant spec set while it is made. */
+static rmlp_status variant_context(const decode_options *o, size_t v, const rmlp_model *model, size_t max_tokens,
+                                   const rmlp_context_params *cp, rmlp_context **out) {
+    bench_env_saved saved[BENCH_VARIANT_MAX_VARS];
+    size_t n = v == 0 ? 0 : bench_cuda_variant_apply(o->variants[v - 1], saved);
+    rmlp_status status = rmlp_context_create_with_params(model, max_tokens, cp, out);
+    bench_cuda_variant_restore(saved, n);
+    return status;
+}
+
+/* A case's JSON line or table row (of run v); attention figures only where they were timed
+ * (the CPU); on CUDA the decode attention ctx's steps ran on. */
+static void print_case(const decode_options *o, const decode_case *c, size_t v, rmlp_context *ctx,
+                       const way_result *on, const way_result *off, const way_result *one, const way_result *ref) {
     unsigned long steps = o->steps;
     double tps_on = 1e3 * on->tokens / on->step_ms, tps_off = 1e3 * off->tokens / off->step_ms;
     double tps_one = 1e3 * one->tokens / one->step_ms;
     bool timed = o->device == NULL;
     double ref_row_ms = ref->tokens ? (ref->step_ms - ref->attention_ms) / ref->tokens : 0.0;
     double ceil_ratio = timed ? ceiling(ref_row_ms, on, one) : 0.0;
+    unsigned long long fi_steps = 0, chain_steps = 0;
+    const char *kernel = timed ? NULL : decode_attention(ctx, &fi_steps, &chain_steps);
     if (o->json) {
-        printf("{\"case\": \"p%u_m%u\", \"device\": \"%s\", \"prefix\": %u, \"m\": %u, \"steps\": %lu, "
-               "\"tokens_per_s_shared\": %.2f, \"tokens_per_s_per_seq_attention\": %.2f, "
+        printf("{\"case\": \"p%u_m%u\", \"device\": \"%s\", \"variant\": \"%s\", \"prefix\": %u, \"m\": %u, "
+               "\"steps\": %lu, \"tokens_per_s_shared\": %.2f, \"tokens_per_s_per_seq_attention\": %.2f, "
                "\"tokens_per_s_one_at_a_time\": %.2f, \"batched_over_one\": %.3f",
-               c->prefix, c->m, timed ? "cpu" : o->device, c->prefix, c->m, steps, tps_on, tps_off, tps_one,
-               tps_on / tps_one);
+               c->prefix, c->m, timed ? "cpu" : o->device, variant_name(o, v), c->prefix, c->m, steps, tps_on,
+               tps_off, tps_one, tps_on / tps_one);
+        if (!timed)
+            printf(", \"decode_attention\": \"%s\", \"decode_steps_flashinfer\": %llu, \"decode_steps_chains\": %llu",
+                   kernel, fi_steps, chain_steps);
         if (timed)
             printf(", \"cpu_threads\": %u, \"cpu_kernels\": \"%s\", \"batched_over_one_ceiling\": %.3f, "
                    "\"reference_position_wise_ms_per_row\": %.4f, "
@@ -122,14 +155,14 @@ static void print_case(const decode_options *o, const decode_case *c, const way_
                ceil_ratio, on->attention_ms / steps, off->attention_ms / steps, off->attention_ms / on->attention_ms,
                100 * on->attention_ms / on->step_ms, 100 * off->attention_ms / off->step_ms);
     } else {
-        printf("p%-5u %3u %9.2f %9.1f %9.1f %9.1f %9.2f %8.2fx\n", c->prefix, c->m, on->step_ms / steps, tps_on, tps_off,
-               tps_one, one->step_ms / steps / c->m, tps_on / tps_one);
+        printf("p%-5u %3u %9.2f %9.1f %9.1f %9.1f %9.2f %8.2fx  %-10s %s\n", c->prefix, c->m, on->step_ms / steps,
+               tps_on, tps_off, tps_one, one->step_ms / steps / c->m, tps_on / tps_one, kernel, variant_name(o, v));
     }
     fflush(stdout);
 }
 
-/* A case's three ways (and on the CPU the reference) alternating o->repeat times, the fastest run
- * of each kept, then its line. */
+/* A case's three ways (and on the CPU the reference) alternating o->repeat times, in each variant's
+ * context in turn, the fastest run of each kept, then a line per variant. */
 static int run_case(rmlp_model *model, const rmlp_model_config *cfg, const decode_options *o, const decode_case *c) {
     uint32_t m = c->m, vocab = cfg->vocab_size, most = m > REF_M ? m : REF_M;
     unsigned long steps = o->steps;
@@ -145,30 +178,33 @@ static int run_case(rmlp_model *model, const rmlp_model_config *cfg, const decod
     cp.cache_bytes = ((slots > ref_slots ? slots : ref_slots) + 64) * slot;
     uint32_t *tokens = malloc(most * sizeof *tokens);
     float *logits = malloc((size_t)most * vocab * sizeof(float));
-    rmlp_context *ctx = NULL;
+    size_t nv = 1 + o->n_variants; /* the runs: the default, then each variant */
+    rmlp_context *ctx[RUNS_MAX] = {NULL};
     rmlp_planner *planner = NULL;
-    if (rc == 0 && (tokens == NULL || logits == NULL ||
-                    rmlp_context_create_with_params(model, n_tokens > ref_tokens ? n_tokens : ref_tokens, &cp, &ctx) !=
-                        RMLP_OK ||
-                    rmlp_planner_create(&planner) != RMLP_OK))
-        rc = -1;
-    way_result on = {0}, off = {0}, one = {0}, ref = {0};
-    for (unsigned long rep = 0; rc == 0 && rep < o->repeat; rep++) { /* the ways alternate; the fastest of each kept */
-        way_result r_on = {0}, r_off = {0}, r_one = {0}, r_ref = {0};
-        rc = session(ctx, planner, &p, 0, m, true, steps, true, vocab, logits, tokens, &r_on);
-        if (rc == 0) rc = session(ctx, planner, &p, 0, m, true, steps, false, vocab, logits, tokens, &r_off);
-        for (uint32_t s = 0; rc == 0 && s < m; s++) /* one at a time: the prefix is cached after the first */
-            rc = session(ctx, planner, &p, s, 1, s == 0, steps, true, vocab, logits, tokens, &r_one);
-        if (rc == 0 && with_ref) rc = session(ctx, planner, &ref_p, 0, REF_M, true, steps, true, vocab, logits, tokens, &r_ref);
-        if (rep == 0 || r_on.step_ms < on.step_ms) on = r_on;
-        if (rep == 0 || r_off.step_ms < off.step_ms) off = r_off;
-        if (rep == 0 || r_one.step_ms < one.step_ms) one = r_one;
-        if (rep == 0 || r_ref.step_ms < ref.step_ms) ref = r_ref;
-    }
+    if (rc == 0 && (tokens == NULL || logits == NULL || rmlp_planner_create(&planner) != RMLP_OK)) rc = -1;
+    if (nv > RUNS_MAX) rc = -1;
+    for (size_t v = 0; rc == 0 && v < nv; v++)
+        if (variant_context(o, v, model, n_tokens > ref_tokens ? n_tokens : ref_tokens, &cp, &ctx[v]) != RMLP_OK)
+            rc = -1;
+    way_result on[RUNS_MAX] = {0}, off[RUNS_MAX] = {0}, one[RUNS_MAX] = {0}, ref[RUNS_MAX] = {0};
+    for (unsigned long rep = 0; rc == 0 && rep < o->repeat; rep++) /* the ways alternate; the fastest of each kept */
+        for (size_t v = 0; rc == 0 && v < nv; v++) {
+            way_result r_on = {0}, r_off = {0}, r_one = {0}, r_ref = {0};
+            rc = session(ctx[v], planner, &p, 0, m, true, steps, true, vocab, logits, tokens, &r_on);
+            if (rc == 0) rc = session(ctx[v], planner, &p, 0, m, true, steps, false, vocab, logits, tokens, &r_off);
+            for (uint32_t s = 0; rc == 0 && s < m; s++) /* one at a time: the prefix is cached after the first */
+                rc = session(ctx[v], planner, &p, s, 1, s == 0, steps, true, vocab, logits, tokens, &r_one);
+            if (rc == 0 && with_ref)
+                rc = session(ctx[v], planner, &ref_p, 0, REF_M, true, steps, true, vocab, logits, tokens, &r_ref);
+            if (rep == 0 || r_on.step_ms < on[v].step_ms) on[v] = r_on;
+            if (rep == 0 || r_off.step_ms < off[v].step_ms) off[v] = r_off;
+            if (rep == 0 || r_one.step_ms < one[v].step_ms) one[v] = r_one;
+            if (rep == 0 || r_ref.step_ms < ref[v].step_ms) ref[v] = r_ref;
+        }
     if (rc != 0) fprintf(stderr, "radixmlp bench --decode: p%u_m%u: %s\n", c->prefix, m, rmlp_last_error());
-    if (rc == 0) print_case(o, c, &on, &off, &one, &ref);
+    for (size_t v = 0; rc == 0 && v < nv; v++) print_case(o, c, v, ctx[v], &on[v], &off[v], &one[v], &ref[v]);
     rmlp_planner_free(planner);
-    rmlp_context_free(ctx);
+    for (size_t v = 0; v < RUNS_MAX; v++) rmlp_context_free(ctx[v]);
     free_prompts(&p), free_prompts(&ref_p);
     free(tokens), free(logits);
     return rc == 0 ? 0 : 1;
@@ -193,10 +229,11 @@ int bench_decode(rmlp_model *model, const rmlp_model_config *cfg, const decode_o
     else if (!o->json)
         printf("# decode on %s, %u layers, %lu steps, fastest of %lu, prompts: a shared prefix + 16 distinct tokens; "
                "tok/s of a batched step with shared-prefix attention (sh), per-sequence attention (ps), and M "
-               "one-at-a-time sessions (one); ms: host wall time of rmlp_generate_step (logits copied back)\n"
-               "%-6s %3s %9s %9s %9s %9s %9s %9s\n",
+               "one-at-a-time sessions (one); ms: host wall time of rmlp_generate_step (logits copied back); "
+               "decode attn: the kernels the steps ran on (rmlp_context_gpu_stats); variant: --gpu-variant\n"
+               "%-6s %3s %9s %9s %9s %9s %9s %9s  %-10s %s\n",
                o->device, cfg->num_hidden_layers, o->steps, o->repeat, "prefix", "M", "ms/step", "tok/s sh", "tok/s ps",
-               "tok/s one", "ms one", "batch/one");
+               "tok/s one", "ms one", "batch/one", "decode att", "variant");
     fflush(stdout);
     int rc = 0, ran = 0;
     for (size_t k = 0; rc == 0 && k < sizeof cases / sizeof cases[0]; k++) {

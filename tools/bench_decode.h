@@ -15,7 +15,11 @@
  * steps are timed (the prefill is not); the cache is cleared between the ways, so no way finds
  * another's rows. With --repeat R the ways (and the reference) alternate R times and the fastest
  * run of each is kept (a shared machine's slow spells hit all alike). On CUDA the times are host wall times of rmlp_generate_step, which returns the
- * logits to the host.
+ * logits to the host. On CUDA each --gpu-variant (bench_cuda_variant_check's specs) runs the case
+ * again in a context of its own, made with its variables set (RADIX_MLP_GPU_DECODE=own: the chain
+ * kernels beside FlashInfer's batch decode), its ways alternating with the default's; each gets
+ * its line ("variant": the spec, or "default"), with the steps its context ran on each decode
+ * attention (rmlp_context_gpu_stats).
  */
 #ifndef RMLP_TOOLS_BENCH_DECODE_H
 #define RMLP_TOOLS_BENCH_DECODE_H
@@ -31,6 +35,8 @@ typedef struct decode_options {
     const char *const *only;    /* [n_only] case-name fragments ("p1024_m32"); none: every case */
     size_t n_only;
     int json;                   /* a JSON line per case, else a table row */
+    const char *const *variants; /* [n_variants] --gpu-variant specs (checked), run after the default */
+    size_t n_variants;
 } decode_options;
 
 /* Runs the cases named by o->only. Returns 0, or 1 after printing why. */

@@ -154,3 +154,10 @@ int tiny_model_write(const char *dir, const rmlp_model_config *cfg, uint64_t see
     free(specs);
     return rc;
 }
+
+void tiny_model_remove(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir), remove(path);
+    snprintf(path, sizeof path, "%s/config.json", dir), remove(path);
+    remove(dir);
+}

@@ -15,4 +15,7 @@
  * why to stderr. */
 int tiny_model_write(const char *dir, const rmlp_model_config *cfg, uint64_t seed);
 
+/* Removes what tiny_model_write wrote in dir, then dir itself (when empty); errors are ignored. */
+void tiny_model_remove(const char *dir);
+
 #endif

@@ -1,12 +1,17 @@
 /*
- * cuda_api.c: exported CUDA entry points. In a build without CUDA they return
- * RMLP_ERR_UNSUPPORTED; with CUDA every runtime error becomes a status whose message names
- * the call and CUDA's error string.
+ * cuda_api.c: exported CUDA entry points: the device count (in a build without CUDA
+ * RMLP_ERR_UNSUPPORTED; with CUDA every runtime error becomes a status whose message names the
+ * call and CUDA's error string), and a context's GPU counters (zeros for a CPU context).
  */
+#include <string.h>
+
+#include "context_checks.h"
 #include "export.h"
+#include "validate.h"
 
 #ifdef RMLP_WITH_CUDA
 #include "../../gpu/device.h"
+#include "../../gpu/runner.h"
 #endif
 
 RMLP_EXPORT rmlp_status rmlp_cuda_device_count(int32_t *count) {
@@ -28,4 +33,31 @@ RMLP_EXPORT rmlp_status rmlp_cuda_device_count(int32_t *count) {
 #else
     return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "this libradix_mlp was built without CUDA (-DRMLP_CUDA=OFF or no nvcc)");
 #endif
+}
+
+/* out: an output struct versioned by its struct_size (see rmlp_gpu_stats). */
+static rmlp_status gpu_stats(const char *fn, const rmlp_context *context, rmlp_gpu_stats *out) {
+    if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
+    uint32_t size = out->struct_size;
+    if (size < sizeof(rmlp_gpu_stats) || size > RMLP_MAX_STRUCT_SIZE)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "out->struct_size=%u is not the size of an rmlp_gpu_stats (%zu in this release, or a newer "
+                         "header's larger one): set it to sizeof(rmlp_gpu_stats)", size, sizeof(rmlp_gpu_stats));
+    rmlp_gpu_stats stats;
+    memset(&stats, 0, sizeof stats);
+#ifdef RMLP_WITH_CUDA
+    if (context->gpu != NULL) gpu_context_stats(context->gpu, &stats);
+#else
+    (void)context; /* no CUDA context exists */
+#endif
+    stats.struct_size = (uint32_t)sizeof stats;
+    memset((char *)out + sizeof stats, 0, size - sizeof stats); /* a newer header's fields: unknown here */
+    memcpy(out, &stats, sizeof stats);
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_context_gpu_stats(rmlp_context *context, rmlp_gpu_stats *out) {
+    static const char fn[] = "rmlp_context_gpu_stats";
+    rmlp_status status = rmlp_context_enter(fn, context);
+    return status != RMLP_OK ? status : rmlp_guard_leave(context, gpu_stats(fn, context, out));
 }

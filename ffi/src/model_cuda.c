@@ -70,11 +70,12 @@ rmlp_status cuda_model_bind(const char *fn, const rmlp_model_config *config, con
 
 void cuda_model_free(rmlp_model *model) { gpu_model_free(model->gpu); }
 
-rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact) {
+rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact,
+                                rmlp_gpu_attention gpu_attention) {
     context->ws.cap_tokens = max_tokens;
     context->ws.cap_compact = max_compact;
     gpu_options options;
-    rmlp_status status = gpu_options_read(fn, GPU_ATTENTION_AUTO, &options);
+    rmlp_status status = gpu_options_read(fn, (gpu_attention_kernel)gpu_attention, &options);
     if (status != RMLP_OK) return status;
     return gpu_context_create(fn, context->model->gpu, max_tokens, max_compact, &options, &context->gpu);
 }
@@ -257,8 +258,9 @@ rmlp_status cuda_model_bind(const char *fn, const rmlp_model_config *config, con
 
 void cuda_model_free(rmlp_model *model) { (void)model; }
 
-rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact) {
-    (void)context, (void)max_tokens, (void)max_compact;
+rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact,
+                                rmlp_gpu_attention gpu_attention) {
+    (void)context, (void)max_tokens, (void)max_compact, (void)gpu_attention;
     return no_cuda(fn);
 }
 

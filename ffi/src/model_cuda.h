@@ -18,7 +18,10 @@ rmlp_status cuda_model_bind(const char *fn, const rmlp_model_config *config, con
                             size_t n_tensors, const rmlp_model_params *params, rmlp_model *model);
 void cuda_model_free(rmlp_model *model);
 
-rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact);
+/* gpu_attention: rmlp_context_params::gpu_attention (checked), which RADIX_MLP_GPU_ATTENTION may
+ * decide where it is auto; the other RADIX_MLP_GPU_* switches are read here too (gpu/options.h). */
+rmlp_status cuda_context_create(const char *fn, rmlp_context *context, size_t max_tokens, size_t max_compact,
+                                rmlp_gpu_attention gpu_attention);
 void cuda_context_free(rmlp_context *context);
 rmlp_status cuda_set_stream(const char *fn, rmlp_context *context, void *stream);
 rmlp_status cuda_set_plan(const char *fn, rmlp_context *context, const rmlp_plan *plan);

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# test_device_scripts.sh: the shared parts of the device scripts (gpu/device_env.sh, device_steps.sh,
+# device_deps.sh, summarize_window.py), checked without a GPU, a network or dpkg, on fakes:
+#   - PATH gains the toolkit's bin folder when nvcc is not on it (and only then);
+#   - rmlp_setup keeps what a step exports (rmlp_find_cublas's LD_LIBRARY_PATH), where a pipeline
+#     loses it; no device script runs the cuBLAS search in a pipeline or $(...);
+#   - a .deb unpacks without dpkg (ar + tar, xz and gzip data members) and its .pc files are relocated;
+#   - steps: the time limit (rc 124), "not run" when the budget is spent, RMLP_DEADLINE, the JSON
+#     record of awkward text, the summary naming what failed;
+#   - rmlp_build retries with FlashInfer off when the build fails, once per command, and says so.
+# Usage: tests/test_device_scripts.sh (from anywhere; ctest runs it, label cpu).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+tmp=$(mktemp -d)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+check() { # check WHAT COMMAND...: passes when COMMAND succeeds
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)) && echo "FAIL: $what"; fi
+}
+
+# --- PATH and the cuBLAS search ------------------------------------------------------------------------
+mkdir -p "$tmp/cuda/bin" "$tmp/cuda/lib64"
+printf '#!/bin/sh\necho "Cuda compilation tools, release 99.0, V99.0.1"\n' >"$tmp/cuda/bin/nvcc"
+chmod +x "$tmp/cuda/bin/nvcc"
+: >"$tmp/cuda/lib64/libcublas.so.99"
+(
+  PATH=/usr/bin:/bin
+  command -v nvcc >/dev/null && exit 0 # a machine with nvcc in /usr/bin: nothing to check here
+  RMLP_CUDA_HOME=$tmp/cuda . gpu/device_env.sh
+  [ "$(command -v nvcc)" = "$tmp/cuda/bin/nvcc" ]
+)
+check "device_env.sh puts \$RMLP_CUDA_HOME/bin on PATH when nvcc is not on it" test $? = 0
+(
+  PATH=$tmp/cuda/bin:/usr/bin:/bin
+  RMLP_CUDA_HOME=/nonexistent . gpu/device_env.sh
+  [ "$(command -v nvcc)" = "$tmp/cuda/bin/nvcc" ] && [ "${PATH%%:*}" = "$tmp/cuda/bin" ]
+)
+check "device_env.sh leaves PATH alone when nvcc is on it" test $? = 0
+(
+  PATH=$tmp/cuda/bin:/usr/bin:/bin
+  export OUT=$tmp/out-cublas LD_LIBRARY_PATH=
+  mkdir -p "$OUT"
+  . gpu/device_env.sh
+  rmlp_find_cublas 99 | cat >/dev/null
+  [ -z "$LD_LIBRARY_PATH" ] || exit 1 # a pipeline's subshell loses the export: the bug this guards against
+  rmlp_setup "cuBLAS" rmlp_find_cublas 99 >/dev/null
+  [ "${LD_LIBRARY_PATH%%:*}" = "$tmp/cuda/lib64" ] && grep -q 'libcublas.so.99' "$OUT/steps.jsonl"
+)
+check "rmlp_setup keeps rmlp_find_cublas's LD_LIBRARY_PATH (a pipeline does not)" test $? = 0
+bad=$(grep -n -E 'rmlp_find_cublas[^|#]*\||\$\(rmlp_find_cublas|<\(rmlp_find_cublas' gpu/*.sh bench/*.sh)
+check "no device script runs rmlp_find_cublas in a pipeline or \$(...): $bad" test -z "$bad"
+
+# --- a .deb without dpkg ---------------------------------------------------------------------------------
+make_deb() { # make_deb NAME COMPRESSION FILE=CONTENT...
+  local name=$1 comp=$2 d=$tmp/deb-$1
+  shift 2
+  mkdir -p "$d/data" "$tmp/debs"
+  for spec in "$@"; do
+    mkdir -p "$d/data/$(dirname "${spec%%=*}")"
+    printf '%b' "${spec#*=}" >"$d/data/${spec%%=*}"
+  done
+  echo 2.0 >"$d/debian-binary"
+  tar -C "$d/data" -cf - . | $comp -c >"$d/data.tar.${comp/gzip/gz}"
+  tar -C "$d/data" -cf - ./usr | xz -c >"$d/control.tar.xz"
+  (cd "$d" && ar rc "$tmp/debs/$name.deb" debian-binary control.tar.xz "data.tar.${comp/gzip/gz}")
+}
+lib=usr/lib/x86_64-linux-gnu
+make_deb openblas xz "$lib/openblas-pthread/pkgconfig/openblas.pc=libdir=/usr/lib/x86_64-linux-gnu/openblas-pthread/\nincludedir=/usr/include\nName: openblas\nDescription: fake\nVersion: 9.8.7\nLibs: -L\${libdir} -lopenblas\n"
+make_deb jansson gzip "$lib/pkgconfig/jansson.pc=prefix=/usr\nlibdir=\${prefix}/lib\nName: jansson\nDescription: fake\nVersion: 6.5\nLibs: -ljansson\n"
+(
+  export PKG_CONFIG_PATH= LD_LIBRARY_PATH=
+  versions=$(RMLP_DEPS_NO_DPKG=1 . gpu/device_deps.sh install "$tmp/debs" "$tmp/prefix" 2>&1) || exit 1
+  grep -q 'ar and tar, no dpkg' <<<"$versions" && grep -qx '9.8.7' <<<"$versions" && grep -qx '6.5' <<<"$versions" &&
+    grep -q "^libdir=$tmp/prefix/usr/lib/x86_64-linux-gnu/openblas-pthread/" "$tmp/prefix/pkgconfig/openblas.pc" &&
+    grep -q "^prefix=$tmp/prefix/usr" "$tmp/prefix/pkgconfig/jansson.pc"
+)
+check "device_deps.sh install unpacks .debs without dpkg (xz and gzip members) and relocates their .pc files" test $? = 0
+check "device_deps.sh fetches libquadmath0 (libgfortran5 needs it)" grep -q 'libquadmath0' gpu/device_deps.sh
+
+# --- steps, their limits and their record ----------------------------------------------------------------
+(
+  export OUT=$tmp/out-steps
+  mkdir -p "$OUT"
+  . gpu/device_env.sh
+  budget=100
+  start=$SECONDS
+  RMLP_MIN_STEP=1 # steps of a few seconds here
+  rmlp_step 'sleep "quoted" \ and	tab' 1 0 "$OUT/o.log" "$OUT/e.log" sleep 30
+  [ "$RMLP_STEP_RC" = 124 ] && ((SECONDS - start < 10)) || exit 1
+  rmlp_done "$(printf 'line "one" \\ back\tslash\nline two \342\200\230cut\342\200\231 \377')" >/dev/null
+  rmlp_step "starved" 60 100 "$OUT/o.log" "$OUT/e.log" true && exit 1
+  [[ "$RMLP_STEP_RC" == "not run: "* ]] || exit 1
+  rmlp_done >/dev/null
+  rmlp_step "ok" 10 0 "$OUT/o.log" "$OUT/e.log" sh -c 'echo out; echo err >&2' && rmlp_done >/dev/null || exit 1
+  grep -qx out "$OUT/o.log" && grep -qx err "$OUT/e.log" || exit 1
+  RMLP_DEADLINE=$(($(date +%s) + 7))
+  [ "$(rmlp_budget 500)" -le 7 ] && [ "$(rmlp_budget 3)" = 3 ] || exit 1
+  python3 - "$OUT/steps.jsonl" <<'EOF' || exit 1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1], encoding="ascii")]
+assert [r["step"] for r in rows] == ['sleep "quoted" \\ and tab', "starved", "ok"], rows
+assert rows[0]["rc"] == 124 and rows[0]["lines"] == ['line "one" \\ back slash', "line two cut "], rows[0]
+assert rows[1]["rc"].startswith("not run") and rows[2]["rc"] == 0, rows
+EOF
+  grep -q '^# NOT OK: sleep "quoted" \\ and tab (rc=124 (time limit)); starved (not run' "$OUT/summary.txt"
+)
+check "steps: time limit, not run, deadline, JSON record, summary" test $? = 0
+
+# --- the build and its fallback without FlashInfer, on a fake cmake ------------------------------------------
+mkdir -p "$tmp/fakebin"
+cat >"$tmp/fakebin/cmake" <<'EOF'
+#!/bin/sh
+# configure: -S . -B DIR ...: writes DIR/CMakeCache.txt; --build DIR: fails, printing $FAKE_FAILED,
+# unless DIR ends in -nofi or $FAKE_BUILD_OK is set
+if [ "$1" = --build ]; then
+  case $2 in *-nofi) echo built; exit 0 ;; esac
+  [ -n "${FAKE_BUILD_OK:-}" ] && echo built && exit 0
+  echo "${FAKE_FAILED:-FAILED: CMakeFiles/radix_mlp_objects.dir/gpu/flashinfer.cu.o}"; echo "fake failure"; exit 1
+fi
+mkdir -p "$4" && echo "$*" >"$4/CMakeCache.txt" && echo "-- radix_mlp 0.0: CUDA ON (x), attention: fake, warnings"
+EOF
+chmod +x "$tmp/fakebin/cmake"
+(
+  export OUT=$tmp/out-build PATH=$tmp/fakebin:$PATH
+  mkdir -p "$OUT"
+  . gpu/device_env.sh
+  budget=1000 build=$tmp/b
+  rmlp_build 30 30 0 radixmlp >/dev/null && [ "$RMLP_BUILD_DIR" = "$tmp/b-nofi" ] || exit 1
+  grep -q 'RMLP_FLASHINFER=OFF' "$tmp/b-nofi/CMakeCache.txt" && grep -q '"NOTE: built without FlashInfer"' "$OUT/steps.jsonl" &&
+    grep -q 'fake failure' "$OUT/steps.jsonl" || exit 1
+  n=$(grep -c '"step": "build radixmlp in' "$OUT/steps.jsonl")
+  rmlp_build 30 30 0 radixmlp >/dev/null && [ "$RMLP_BUILD_DIR" = "$tmp/b-nofi" ] || exit 1
+  grep -q "\"step\": \"build in $tmp/b\", \"rc\": \"not run\"" "$OUT/steps.jsonl" &&
+    [ "$(grep -c '"step": "build radixmlp in' "$OUT/steps.jsonl")" = $((n + 1)) ] || exit 1 # the nofi one only
+  RMLP_WINDOW_ID=another-command FAKE_BUILD_OK=1 rmlp_build 30 30 0 radixmlp >/dev/null && [ "$RMLP_BUILD_DIR" = "$tmp/b" ] || exit 1
+  # only a program failed: the library built, so no second build; the record names what failed
+  build=$tmp/p
+  FAKE_FAILED="FAILED: tests/CMakeFiles/test_gpu_model.dir/test_gpu_model.c.o" rmlp_build 30 30 0 radixmlp >/dev/null &&
+    [ "$RMLP_BUILD_DIR" = "$tmp/p" ] && [ ! -e "$tmp/p-nofi" ] &&
+    grep '"NOTE: some programs did not build"' "$OUT/steps.jsonl" | grep -q 'test_gpu_model.dir' || exit 1
+  build=$tmp/c
+  PATH=$tmp/fakebin:$PATH
+  printf '#!/bin/sh\n[ "$1" = --build ] && exit 2\nmkdir -p "$4"; : >"$4/CMakeCache.txt"\n' >"$tmp/fakebin/cmake"
+  rmlp_build 30 30 0 radixmlp >/dev/null && exit 1
+  [ -z "$RMLP_BUILD_DIR" ] && grep -q '"step": "NO BUILD"' "$OUT/steps.jsonl"
+)
+check "rmlp_build: FlashInfer off after a failed build, once per command, and NO BUILD when both fail" test $? = 0
+
+echo "$passed passed, $failed failed"
+((failed == 0))
