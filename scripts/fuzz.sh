@@ -6,14 +6,15 @@
 # crash, a leak, a timeout or an invariant violation; the input that did it is kept under
 # build-fuzz/artifacts/<target>/ (add it to the seed corpus with the fix). Prints each
 # target's final figures: executions, exec/s, coverage (cov/ft) and corpus size.
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (targets: fuzz_plan fuzz_safetensors fuzz_config fuzz_cache)
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
+#   (targets: fuzz_plan fuzz_safetensors fuzz_config fuzz_cache fuzz_forged_plans fuzz_batcher)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 seconds=${1:-20}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_plan fuzz_safetensors fuzz_config fuzz_cache)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_plan fuzz_safetensors fuzz_config fuzz_cache fuzz_forged_plans fuzz_batcher)
 case "$seconds" in
   '' | *[!0-9]*) echo "fuzz.sh: SECONDS_PER_TARGET '$seconds' is not a whole number" >&2; exit 2 ;;
 esac

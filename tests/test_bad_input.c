@@ -211,7 +211,7 @@ static void test_status_strings(void) {
                                         RMLP_ERR_TOO_LARGE, RMLP_ERR_OUT_OF_MEMORY,    RMLP_ERR_UNSUPPORTED,
                                         RMLP_ERR_CUDA,      RMLP_ERR_NO_DEVICE,        RMLP_ERR_INTERNAL,
                                         RMLP_ERR_IO,        RMLP_ERR_FORMAT,           RMLP_ERR_MODEL,
-                                        RMLP_ERR_BUSY};
+                                        RMLP_ERR_BUSY,      RMLP_ERR_FULL};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t a = 0; a < n; a++) {
         const char *s = rmlp_status_string(codes[a]);
@@ -220,7 +220,7 @@ static void test_status_strings(void) {
         for (size_t b = 0; b < a && s != NULL; b++)
             CHECK(strcmp(s, rmlp_status_string(codes[b])) != 0, "codes %d and %d share \"%s\"", codes[a], codes[b], s);
     }
-    static const rmlp_status unknown[] = {1, -13, 100, INT32_MIN, INT32_MAX};
+    static const rmlp_status unknown[] = {1, -14, 100, INT32_MIN, INT32_MAX};
     for (size_t u = 0; u < sizeof unknown / sizeof unknown[0]; u++) {
         const char *s = rmlp_status_string(unknown[u]);
         CHECK(s != NULL && strcmp(s, "unknown status") == 0, "rmlp_status_string(%d)=\"%s\"", unknown[u],

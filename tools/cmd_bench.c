@@ -21,7 +21,10 @@
  * --device cuda: the model on CUDA device 0 in --dtype (bf16 by default), all the shape's layers by
  * default (28 or 36: the published figures are whole-model), timed on the device (bench_cuda.c):
  * off, on and on with attention in compact space, a warm-up round, then R rounds (default 5),
- * median and min; also the rel-norm of on - off and compact - off.
+ * median and min; also the rel-norm of on - off and compact - off. --gpu-variant
+ * NAME=VALUE[,NAME=VALUE...] (repeatable; NAME a RADIX_MLP_GPU_* variable of gpu/options.h) adds a
+ * context made with those variables set, whose sides run in the same rounds (bench_cuda.h): one
+ * row per case and variant ("variant": "default" or the setting), with the kernel each side ran.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -36,6 +39,7 @@
 #include "bench_batches.h"
 #include "bench_cuda.h"
 #include "bench_decode.h"
+#include "bench_serve.h"
 #include "bench_dump.h"
 #include "bench_trace.h"
 #include "cli.h"
@@ -82,6 +86,8 @@ typedef struct bench_args {
     unsigned long cache_mb, passages;    /* of the traces */
     int decode;                          /* --decode: generation steps instead (bench_decode.h) */
     unsigned long decode_steps;
+    const char *variants[8]; /* --gpu-variant specs (bench_cuda_variant_check), timed beside the default */
+    size_t n_variants;
 } bench_args;
 
 static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"}; /* indexed by rmlp_dtype */
@@ -228,14 +234,17 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                      const bench_case *c, const workload *w, FILE *dump) {
     size_t pooled = w->n_seqs * cfg->hidden_size;
     float *last = dump ? malloc(2 * pooled * sizeof(float)) : NULL;
-    bench_cuda_result r;
-    if ((dump && last == NULL) ||
-        bench_cuda_case(model, a->dtype, w, c->threshold, a->repeat, last, last ? last + pooled : NULL, &r) != 0) {
+    bench_cuda_result results[1 + sizeof a->variants / sizeof a->variants[0]];
+    if ((dump && last == NULL) || bench_cuda_case(model, a->dtype, w, c->threshold, a->repeat, a->variants,
+                                                  a->n_variants, last, last ? last + pooled : NULL, results) != 0) {
         fprintf(stderr, "radixmlp bench: %s failed\n", c->name);
         free(last);
         return 1;
     }
     enum { OFF = BENCH_OFF, ON = BENCH_ON, CMP = BENCH_COMPACT };
+    for (size_t v = 0; v <= a->n_variants; v++) { /* a row per variant, the default's first */
+    const bench_cuda_result r = results[v];
+    char keys[1024];
     double f = 1.0 - r.attn_ms[OFF] / r.fwd_ms[OFF], ratio = (double)r.n_compact / w->n_tokens;
     double predicted = 1.0 / ((1.0 - f) + f * ratio);
     double speedup = r.ms[OFF] / r.ms[ON], speedup_min = r.ms_min[OFF] / r.ms_min[ON];
@@ -257,7 +266,7 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                "\"ms_compact\": %.3f, \"ms_compact_min\": %.3f, \"speedup_compact\": %.3f, "
                "\"speedup_compact_min\": %.3f, \"set_plan_us_compact\": %.1f, \"attention_ms_compact\": %.3f, "
                "\"forward_ms_compact_timed_attention\": %.3f, \"max_abs_diff_compact\": %s, "
-               "\"rel_norm_diff_compact\": %s}\n",
+               "\"rel_norm_diff_compact\": %s%s}\n",
                c->name, jstr(device_json, sizeof device_json, device_name),
                jstr(model_json, sizeof model_json, a->model_name), cfg->hidden_size, DTYPE_NAMES[a->dtype], w->n_seqs,
                w->n_tokens, r.n_compact, r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms[OFF], r.ms[ON],
@@ -267,14 +276,16 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                jnum(b[4], 32, "%.3f", pw_speedup), jnum(b[2], 32, "%.3g", r.max_abs_diff[ON]),
                jnum(b[3], 32, "%.3g", r.rel_norm_diff[ON]), r.ms[CMP], r.ms_min[CMP], speedup_cmp, speedup_cmp_min,
                r.set_plan_us[CMP], r.attn_ms[CMP], r.fwd_ms[CMP], jnum(b[5], 32, "%.3g", r.max_abs_diff[CMP]),
-               jnum(b[6], 32, "%.3g", r.rel_norm_diff[CMP]));
+               jnum(b[6], 32, "%.3g", r.rel_norm_diff[CMP]), bench_cuda_json_keys(&r, keys, sizeof keys));
     } else {
         printf("%-20s %6zu %6u %6.3f %9.2f %9.2f %7.2fx %9.2f %9.2f %7.2fx %9.2f %7.2fx %6.3f %8.2fx %8.2fx %11.3g "
-               "%9.2g %9.2g %8.1f %8.1f\n",
+               "%9.2g %9.2g %8.1f %8.1f%s\n",
                c->name, w->n_tokens, r.n_compact, ratio, r.ms[OFF], r.ms[ON], speedup, r.ms_min[OFF], r.ms_min[ON],
                speedup_min, r.ms[CMP], speedup_cmp, f, predicted, pw_speedup, r.max_abs_diff[ON], r.rel_norm_diff[ON],
-               r.rel_norm_diff[CMP], r.plan_us[ON], r.set_plan_us[ON]);
+               r.rel_norm_diff[CMP], r.plan_us[ON], r.set_plan_us[ON], bench_cuda_text_keys(&r, keys, sizeof keys));
     }
+    }
+    const bench_cuda_result r = results[0];
     int rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1;
     if (rc == 0 && dump) {
         bench_dump_row row = {c->name, "cuda", DTYPE_NAMES[a->dtype], "median", a->layers, cfg->hidden_size,
@@ -293,7 +304,8 @@ static int usage(FILE *to) {
                 "                      [--keep-model DIR | --model DIR]\n"
                 "                      [--dump-batches FILE] [--batches FILE]\n"
                 "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
-                "                      [--decode [--decode-steps N]]\n"
+                "                      [--decode [--decode-steps N]] [--gpu-variant NAME=VALUE[,NAME=VALUE]]...\n"
+                "       radixmlp bench --serve [options]: serving traces, FIFO vs prefix batching (--serve --help)\n"
                 "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
                 "  --device cuda: device 0, --dtype bf16, all the shape's layers, --repeat 5 (median and min of R\n"
                 "                 rounds of off, on and on with compact attention after a warm-up round, timed with\n"
@@ -304,7 +316,9 @@ static int usage(FILE *to) {
                 "  --trace NAME: a stream of batches through a context without and with the prefix cache (CPU;\n"
                 "                --cache-mb, default 1024; --passages per query of the rerank trace, default 32)\n"
                 "  --decode: generation steps: batched with and without shared-prefix attention vs one at a time,\n"
-                "                shared prefix 1024/2048, M = 1..64 (--decode-steps per session, default 16)\n");
+                "                shared prefix 1024/2048, M = 1..64 (--decode-steps per session, default 16)\n"
+                "  --gpu-variant: with --device cuda, the cases again in contexts made with these RADIX_MLP_GPU_*\n"
+                "                 settings (RADIX_MLP_GPU_DECODE=own, ...), interleaved with the default's\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -352,6 +366,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
             }
         } else if (strcmp(flag, "--cache-mb") == 0) {
             if (cli_parse_count(flag, argv[++i], 1ul << 20, &a->cache_mb) != 0) return 2;
+        } else if (strcmp(flag, "--gpu-variant") == 0) {
+            if (a->n_variants == sizeof a->variants / sizeof a->variants[0]) {
+                fprintf(stderr, "radixmlp: --gpu-variant may be given at most %zu times\n", a->n_variants);
+                return 2;
+            }
+            if (bench_cuda_variant_check(argv[++i]) != 0) return 2;
+            a->variants[a->n_variants++] = argv[i];
         } else if (strcmp(flag, "--decode-steps") == 0) {
             if (cli_parse_count(flag, argv[++i], 100000, &a->decode_steps) != 0) return 2;
         } else if (strcmp(flag, "--passages") == 0) {
@@ -414,6 +435,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     }
     if (a->decode_steps && !a->decode) {
         fprintf(stderr, "radixmlp: --decode-steps needs --decode\n");
+        return 2;
+    }
+    if (a->n_variants && !a->cuda) {
+        fprintf(stderr, "radixmlp: --gpu-variant sets CUDA contexts' switches: it needs --device cuda\n");
         return 2;
     }
     if (a->decode_steps == 0) a->decode_steps = 16;
@@ -496,6 +521,7 @@ static void clamp_ids(workload *w, uint32_t vocab) {
 }
 
 int cmd_bench(int argc, char **argv) {
+    if (bench_serve_wanted(argc, argv)) return bench_serve(argc, argv); /* its own options: bench_serve.h */
     bench_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc != 0) return rc < 0 ? 0 : rc; /* --help: -1 */
@@ -528,7 +554,7 @@ int cmd_bench(int argc, char **argv) {
     if (a.decode) {
         static const size_t elem_bytes[] = {4, 2, 2}; /* f32, f16, bf16 */
         decode_options o = {a.decode_steps, a.repeat, a.cuda ? device_name : NULL, elem_bytes[a.dtype],
-                            a.only, a.n_only, a.json};
+                            a.only, a.n_only, a.json, a.variants, a.n_variants};
         rc = bench_decode(model, &cfg, &o);
         rmlp_model_free(model);
         if (dump) fclose(dump);

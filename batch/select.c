@@ -1,0 +1,298 @@
+/*
+ * select.c: the next batch of a batcher (select.h): FIFO, or aged requests, groups by shared and
+ * cached prefixes and the oldest of the rest; then the batch laid out for rmlp_plan_build.
+ */
+#include "select.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ffi/src/alloc.h"
+
+int batch_scratch_init(batch_scratch *s, uint32_t cap_requests, uint32_t cap_tokens, const char **failed,
+                       size_t *failed_bytes) {
+    memset(s, 0, sizeof *s);
+    size_t r = cap_requests, t = cap_tokens;
+    struct {
+        void **at;
+        size_t bytes;
+        const char *name;
+    } parts[] = {
+        {(void **)&s->taken, r, "batcher taken flags"},
+        {(void **)&s->cached, r * sizeof(uint32_t), "batcher cached prefixes"},
+        {(void **)&s->pos_of, r * sizeof(uint32_t), "batcher positions"},
+        {(void **)&s->picked, r * sizeof(uint32_t), "batcher picks"},
+        {(void **)&s->seeds, r * sizeof(batch_seed), "batcher seeds"},
+        {(void **)&s->sides, 2 * r * sizeof(batch_side), "batcher cluster sides"},
+        {(void **)&s->ids, r * sizeof(uint64_t), "batch ids"},
+        {(void **)&s->arrivals, r * sizeof(uint64_t), "batch arrival times"},
+        {(void **)&s->input_ids, t * sizeof(uint32_t), "batch input_ids"},
+        {(void **)&s->position_ids, t * sizeof(uint32_t), "batch position_ids"},
+        {(void **)&s->cu_seqlens, (r + 1) * sizeof(uint32_t), "batch cu_seqlens"},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        *parts[i].at = rmlp_calloc(1, parts[i].bytes);
+        if (*parts[i].at == NULL) {
+            *failed = parts[i].name, *failed_bytes = parts[i].bytes;
+            batch_scratch_release(s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void batch_scratch_release(batch_scratch *s) {
+    free(s->taken), free(s->cached), free(s->pos_of), free(s->picked), free(s->seeds), free(s->sides);
+    free(s->ids), free(s->arrivals), free(s->input_ids), free(s->position_ids), free(s->cu_seqlens);
+    memset(s, 0, sizeof *s);
+}
+
+/* One selection in progress. */
+typedef struct picking {
+    batch_queue *q;
+    batch_scratch *s;
+    const batch_ask *ask;
+    uint64_t tokens_left;
+    uint32_t n_picked, n_aged, n_sides, n_seeds;
+} picking;
+
+static uint32_t len_at(const picking *p, uint32_t pos) { return p->q->req[p->q->order[pos]].len; }
+
+static int aged(const picking *p, uint32_t slot) {
+    uint64_t arrival = p->q->req[slot].arrival_us, now = p->ask->now_us;
+    return now >= arrival && now - arrival >= p->ask->max_wait_us;
+}
+
+static int room(const picking *p) { return p->n_picked < p->ask->max_seqs && p->tokens_left > 0; }
+
+static int fits(const picking *p, uint32_t pos) { return !p->s->taken[pos] && len_at(p, pos) <= p->tokens_left; }
+
+static void take(picking *p, uint32_t pos) {
+    p->s->taken[pos] = 1;
+    p->s->picked[p->n_picked++] = pos;
+    uint32_t len = len_at(p, pos);
+    p->tokens_left = len < p->tokens_left ? p->tokens_left - len : 0; /* an oversized one leaves none */
+    if (p->ask->mode != RMLP_BATCH_FIFO && aged(p, p->q->order[pos])) p->n_aged++; /* FIFO has no age bound */
+}
+
+/* The cached prefix of every request, in token order: a request whose common prefix with the
+ * previous one is longer than that one's cached prefix has the same cached prefix; otherwise the
+ * match resumes from their common prefix (climbing from the previous one's last cached row). */
+static void find_cached(picking *p, const batch_cache_ops *ops, const void *index) {
+    uint32_t prev = 0, slot = RMLP_NO_PARENT;
+    for (uint32_t i = 0; i < p->q->n; i++) {
+        uint32_t common = i > 0 ? p->q->lcp[i] : 0;
+        if (i > 0 && common > prev) {
+            p->s->cached[i] = prev;
+            continue;
+        }
+        for (uint32_t depth = prev; depth > common; depth--) slot = ops->parent(index, slot);
+        uint32_t r = p->q->order[i];
+        prev = ops->match(index, batch_queue_tokens(p->q, r), p->q->req[r].len, common, &slot);
+        p->s->cached[i] = prev;
+    }
+}
+
+/* ---- seeds: a max-heap by score, then cached prefix, then age ------------------------------- */
+
+static int seed_before(const batch_seed *a, const batch_seed *b) {
+    if (a->score != b->score) return a->score > b->score;
+    if (a->cached != b->cached) return a->cached > b->cached;
+    if (a->arrival_us != b->arrival_us) return a->arrival_us < b->arrival_us;
+    return a->push_no < b->push_no;
+}
+
+static void sift_down(batch_seed *heap, uint32_t n, uint32_t i) {
+    for (;;) {
+        uint32_t best = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && seed_before(&heap[l], &heap[best])) best = l;
+        if (r < n && seed_before(&heap[r], &heap[best])) best = r;
+        if (best == i) return;
+        batch_seed t = heap[i];
+        heap[i] = heap[best], heap[best] = t;
+        i = best;
+    }
+}
+
+/* Every request not taken whose prefix is shared with a neighbour or cached, heapified. */
+static void make_seeds(picking *p) {
+    const batch_queue *q = p->q;
+    p->n_seeds = 0;
+    for (uint32_t i = 0; i < q->n; i++) {
+        if (!fits(p, i)) continue;
+        uint32_t score = p->s->cached[i];
+        if (i > 0 && q->lcp[i] > score) score = q->lcp[i];
+        if (i + 1 < q->n && q->lcp[i + 1] > score) score = q->lcp[i + 1];
+        if (score == 0) continue;
+        const batch_request *r = &q->req[q->order[i]];
+        p->s->seeds[p->n_seeds++] = (batch_seed){r->arrival_us, r->push_no, score, p->s->cached[i], i};
+    }
+    for (uint32_t i = p->n_seeds / 2; i-- > 0;) sift_down(p->s->seeds, p->n_seeds, i);
+}
+
+/* The best seed still free and fitting (those that are not are dropped for good: the budget only
+ * shrinks), or NULL. */
+static const batch_seed *top_seed(picking *p) {
+    batch_seed *heap = p->s->seeds;
+    while (p->n_seeds > 0 && !fits(p, heap[0].pos)) {
+        heap[0] = heap[--p->n_seeds];
+        sift_down(heap, p->n_seeds, 0);
+    }
+    return p->n_seeds > 0 ? &heap[0] : NULL;
+}
+
+/* ---- clusters: the two sides of each taken request ----------------------------------------- */
+
+/* Moves a side past taken requests (its common prefix starts again from them) and past requests
+ * that no longer fit (its common prefix shrinks across them) to its next candidate; a side whose
+ * common prefix reached 0 is done (what lies beyond shares nothing with the cluster). */
+static void settle(const picking *p, batch_side *side) {
+    int64_t n = p->q->n;
+    while (side->at >= 0 && side->at < n && side->common > 0) {
+        uint32_t at = (uint32_t)side->at;
+        if (fits(p, at)) return;
+        if (p->s->taken[at]) side->common = UINT32_MAX; /* the cluster reaches this taken request */
+        int64_t next = side->at + side->step;
+        if (next < 0 || next >= n) break;
+        uint32_t link = p->q->lcp[side->step > 0 ? (uint32_t)next : at]; /* between at and next */
+        if (link < side->common) side->common = link;
+        side->at = next;
+    }
+    side->at = -1;
+}
+
+/* A side starting next to the taken position `pos`. */
+static void add_side(picking *p, uint32_t pos, int32_t step) {
+    int64_t at = (int64_t)pos + step;
+    if (at < 0 || at >= p->q->n) return;
+    uint32_t common = p->q->lcp[step > 0 ? (uint32_t)at : pos];
+    p->s->sides[p->n_sides++] = (batch_side){at, common, step};
+}
+
+static void take_grouped(picking *p, uint32_t pos) {
+    take(p, pos);
+    add_side(p, pos, -1);
+    add_side(p, pos, +1);
+}
+
+/* What taking the candidate of a settled side saves: its prefix shared with the cluster, or
+ * cached if longer; 0 for a side that is done. */
+static uint32_t side_gain(const picking *p, const batch_side *side) {
+    if (side->at < 0) return 0;
+    uint32_t cached = p->s->cached[side->at];
+    return side->common > cached ? side->common : cached;
+}
+
+/* Whether request a (position) is older than b: arrival, then push. */
+static int older(const picking *p, uint32_t a, uint32_t b) {
+    const batch_request *x = &p->q->req[p->q->order[a]], *y = &p->q->req[p->q->order[b]];
+    return x->arrival_us != y->arrival_us ? x->arrival_us < y->arrival_us : x->push_no < y->push_no;
+}
+
+/* Step 2 of select.h: the candidate saving most, a cluster's neighbour or a new seed, each time. */
+static void take_groups(picking *p) {
+    make_seeds(p);
+    while (room(p)) {
+        batch_side *best = NULL;
+        uint32_t best_gain = 0;
+        for (uint32_t i = 0; i < p->n_sides; i++) {
+            batch_side *side = &p->s->sides[i];
+            settle(p, side);
+            uint32_t gain = side_gain(p, side);
+            if (gain > best_gain || (gain > 0 && gain == best_gain && older(p, (uint32_t)side->at, (uint32_t)best->at)))
+                best = side, best_gain = gain;
+        }
+        const batch_seed *seed = top_seed(p);
+        if (best_gain == 0 && seed == NULL) return;
+        if (seed == NULL || best_gain >= seed->score) {
+            uint32_t pos = (uint32_t)best->at;
+            take(p, pos);
+            best->common = UINT32_MAX; /* the side now starts from pos */
+            settle(p, best);
+        } else {
+            take_grouped(p, seed->pos);
+        }
+    }
+}
+
+static void take_prefix(picking *p) {
+    const batch_queue *q = p->q;
+    for (uint32_t i = 0; i < q->n; i++) p->s->pos_of[q->order[i]] = i;
+    for (uint32_t r = q->oldest; r != BATCH_NONE && aged(p, r) && room(p); r = q->req[r].newer) {
+        uint32_t pos = p->s->pos_of[r];
+        if (p->n_picked == 0 && len_at(p, pos) > p->tokens_left) { /* the oldest can never fit: alone */
+            take(p, pos);
+            return;
+        }
+        if (fits(p, pos)) take_grouped(p, pos);
+    }
+    if (room(p)) take_groups(p);
+    for (uint32_t r = q->oldest; r != BATCH_NONE && room(p); r = q->req[r].newer)
+        if (fits(p, p->s->pos_of[r])) take(p, p->s->pos_of[r]);
+    if (p->n_picked == 0 && q->oldest != BATCH_NONE) take(p, p->s->pos_of[q->oldest]); /* nothing fits */
+}
+
+static void take_fifo(picking *p) {
+    const batch_queue *q = p->q;
+    for (uint32_t i = 0; i < q->n; i++) p->s->pos_of[q->order[i]] = i;
+    for (uint32_t r = q->head; r != BATCH_NONE && room(p); r = q->req[r].next) {
+        uint32_t pos = p->s->pos_of[r];
+        if (len_at(p, pos) > p->tokens_left && p->n_picked > 0) break;
+        take(p, pos);
+        if (p->n_picked == 1 && len_at(p, pos) > p->ask->max_tokens) break; /* oversized: alone */
+    }
+}
+
+/* Lays the picked requests out (FIFO: as picked; prefix: in token order) with the batch's shared
+ * and cached paths, then removes them from the queue. */
+static void write_batch(picking *p, rmlp_batch *out) {
+    batch_queue *q = p->q;
+    batch_scratch *s = p->s;
+    uint32_t shared = 0, cached = 0, common = 0, n = 0;
+    int first = 1;
+    for (uint32_t i = 0; i < q->n; i++) { /* paths in token order: the trie of the batch */
+        if (i > 0 && q->lcp[i] < common) common = q->lcp[i];
+        if (!s->taken[i]) continue;
+        uint32_t with_prev = first ? 0 : common;
+        shared += with_prev;
+        if (s->cached[i] > with_prev) cached += s->cached[i] - with_prev;
+        if (p->ask->mode != RMLP_BATCH_FIFO) s->picked[n++] = i;
+        first = 0, common = UINT32_MAX;
+    }
+    uint32_t tokens = 0;
+    s->cu_seqlens[0] = 0;
+    for (uint32_t k = 0; k < p->n_picked; k++) {
+        const batch_request *r = &q->req[q->order[s->picked[k]]];
+        s->ids[k] = r->id, s->arrivals[k] = r->arrival_us;
+        memcpy(s->input_ids + tokens, q->arena + r->offset, (size_t)r->len * sizeof(uint32_t));
+        for (uint32_t t = 0; t < r->len; t++) s->position_ids[tokens + t] = t;
+        tokens += r->len;
+        s->cu_seqlens[k + 1] = tokens;
+    }
+    uint32_t flags = (p->n_aged ? RMLP_BATCH_AGED : 0) | (tokens > p->ask->max_tokens ? RMLP_BATCH_OVERSIZED : 0);
+    *out = (rmlp_batch){p->n_picked, tokens, flags, p->n_aged, shared, cached, s->ids, s->arrivals, s->input_ids,
+                        s->position_ids, s->cu_seqlens};
+    batch_queue_remove_taken(q, s->taken);
+}
+
+rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const batch_ask *ask, rmlp_batch *out) {
+    picking p = {q, s, ask, ask->max_tokens, 0, 0, 0, 0};
+    memset(s->taken, 0, q->n);
+    memset(s->cached, 0, (size_t)q->n * sizeof(uint32_t));
+    uint32_t skipped = 0;
+    if (ask->context != NULL && q->n > 0) {
+        const void *index = NULL;
+        rmlp_status status = ask->cache->enter(fn, ask->context, &index);
+        if (status == RMLP_ERR_BUSY) skipped = RMLP_BATCH_CACHE_SKIPPED;
+        else if (status != RMLP_OK) return status;
+        else {
+            if (index != NULL) find_cached(&p, ask->cache, index);
+            ask->cache->leave(ask->context);
+        }
+    }
+    if (ask->mode == RMLP_BATCH_FIFO) take_fifo(&p);
+    else take_prefix(&p);
+    write_batch(&p, out);
+    out->flags |= skipped;
+    return RMLP_OK;
+}

@@ -1,0 +1,194 @@
+/*
+ * fuzz_batcher.c: libFuzzer target for the batcher and the routing key through the public ABI.
+ * One input: a head byte (bit 0: FIFO mode; capacity 1 + (head >> 1) % 16 requests), a byte of
+ * token capacity (1 + byte % 96) and a byte of max_wait_us; then operations, each a byte whose
+ * low 2 bits pick it:
+ *   0 push:   id byte (% 24: ids repeat), length byte (% 21: empties too), then about two tokens per
+ *             byte from a 4-token alphabet (requests share, extend and repeat each other), the
+ *             clock moved on by the op byte's top bits, the arrival stamped up to 3 before now;
+ *   1 next:   max_tokens byte (% 48: 0 too), max_seqs byte (% 9: 0 too);
+ *   2 remove: id byte (% 24);
+ *   3 the routing key of the last request pushed, prefix_tokens and separator from the next byte.
+ * Oracle: a model of the queue. A push is refused exactly when the model says so (the id queued,
+ * empty, longer than the capacity, full), with the status for that reason; a batch holds queued
+ * requests only, each with its own tokens and positions from 0, within the budget (or one
+ * oversized request, flagged), non-empty when the queue is not, its shared tokens at most its
+ * tokens; FIFO batches are the plain queue's; an aged request left behind did not fit the room
+ * the aged ones left; the routing key covers at most prefix_tokens tokens, ends at the separator
+ * when there is one, and equals the key of exactly the tokens it covers. Any violation aborts.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "radix_mlp.h"
+
+#define IDS 24
+#define MAX_LEN 20
+
+static const char TARGET[] = "fuzz_batcher";
+
+typedef struct model {
+    uint32_t tokens[IDS][MAX_LEN];
+    uint32_t len[IDS];
+    uint64_t arrival[IDS], pushed_at[IDS]; /* pushed_at: push number (the plain queue's order) */
+    int queued[IDS];
+    uint32_t n, live, cap_requests, cap_tokens;
+    uint64_t pushes;
+} model;
+
+static void fail(const char *what, int op) {
+    char detail[64];
+    snprintf(detail, sizeof detail, "operation %d", op);
+    fuzz_violation(TARGET, what, detail);
+}
+
+static uint8_t byte_at(const uint8_t *data, size_t size, size_t *at) { return *at < size ? data[(*at)++] : 0; }
+
+static void push(rmlp_batcher *b, model *m, const uint8_t *data, size_t size, size_t *at, uint64_t now, int op) {
+    uint32_t id = byte_at(data, size, at) % IDS, len = byte_at(data, size, at) % (MAX_LEN + 1), tokens[MAX_LEN];
+    for (uint32_t t = 0; t < len; t++) {
+        tokens[t] = 1 + (*at < size ? data[*at] >> (4 * (t % 2)) : 0) % 4;
+        *at += t % 2;
+    }
+    uint64_t arrival = now - (now > 3 ? now % 4 : 0);
+    rmlp_status want = RMLP_OK; /* in the order the library checks */
+    if (len == 0) want = RMLP_ERR_INVALID_ARGUMENT;
+    else if (len > m->cap_tokens) want = RMLP_ERR_TOO_LARGE;
+    else if (m->queued[id]) want = RMLP_ERR_INVALID_ARGUMENT;
+    else if (m->n == m->cap_requests || m->live + len > m->cap_tokens) want = RMLP_ERR_FULL;
+    rmlp_status got = rmlp_batcher_push(b, id, tokens, len, arrival);
+    if (got != want) fail("a push's status is not the model's", op);
+    if (got != RMLP_OK && rmlp_last_error()[0] == '\0') fail("a refused push without a message", op);
+    if (got != RMLP_OK) return;
+    memcpy(m->tokens[id], tokens, len * sizeof(uint32_t));
+    m->len[id] = len, m->arrival[id] = arrival, m->pushed_at[id] = m->pushes++, m->queued[id] = 1;
+    m->n++, m->live += len;
+}
+
+static int aged(const model *m, uint32_t id, uint64_t now, uint64_t max_wait) {
+    return now >= m->arrival[id] && now - m->arrival[id] >= max_wait;
+}
+
+/* The plain queue's next batch into want (ids); its size. */
+static uint32_t fifo_batch(const model *m, size_t max_tokens, size_t max_seqs, uint32_t *want) {
+    uint32_t n = 0, tokens = 0;
+    for (uint64_t p = 0; p < m->pushes && n < max_seqs; p++)
+        for (uint32_t id = 0; id < IDS; id++) {
+            if (!m->queued[id] || m->pushed_at[id] != p) continue;
+            if (tokens + m->len[id] > max_tokens && n > 0) return n;
+            want[n++] = id, tokens += m->len[id];
+            if (tokens > max_tokens) return n;
+        }
+    return n;
+}
+
+static void next(rmlp_batcher *b, model *m, int fifo, uint64_t max_wait, size_t max_tokens, size_t max_seqs,
+                 uint64_t now, int op) {
+    uint32_t want[IDS], n_want = fifo ? fifo_batch(m, max_tokens, max_seqs, want) : 0;
+    rmlp_batch batch;
+    rmlp_status got = rmlp_batcher_next(b, max_tokens, max_seqs, now, &batch);
+    if (max_tokens == 0 || max_seqs == 0) {
+        if (got != RMLP_ERR_INVALID_ARGUMENT) fail("a zero budget was not refused", op);
+        return;
+    }
+    if (got != RMLP_OK) fail("next failed", op);
+    if ((batch.n_seqs == 0) != (m->n == 0)) fail("an empty batch from a queue, or the reverse", op);
+    if (batch.n_seqs > max_seqs) fail("more sequences than max_seqs", op);
+    if (batch.n_tokens > max_tokens && !(batch.n_seqs == 1 && (batch.flags & RMLP_BATCH_OVERSIZED)))
+        fail("more tokens than max_tokens", op);
+    if (batch.shared_tokens > batch.n_tokens || batch.cu_seqlens[0] != 0) fail("counts", op);
+    if (fifo && batch.n_seqs != n_want) fail("a FIFO batch is not the plain queue's", op);
+    uint32_t aged_tokens = 0, n_aged = 0;
+    for (uint32_t s = 0; s < batch.n_seqs; s++) {
+        uint64_t id = batch.ids[s];
+        if (id >= IDS || !m->queued[id]) fail("a batch holds a request that is not queued", op);
+        if (fifo && id != want[s]) fail("a FIFO batch is not in push order", op);
+        uint32_t start = batch.cu_seqlens[s], len = batch.cu_seqlens[s + 1] - start;
+        if (len != m->len[id] || batch.arrival_us[s] != m->arrival[id]) fail("a request's length or arrival", op);
+        for (uint32_t t = 0; t < len; t++)
+            if (batch.input_ids[start + t] != m->tokens[id][t] || batch.position_ids[start + t] != t)
+                fail("a request's tokens or positions", op);
+        if (!fifo && aged(m, (uint32_t)id, now, max_wait)) aged_tokens += len, n_aged++;
+        m->queued[id] = 0, m->n--, m->live -= len;
+    }
+    if (n_aged != batch.n_aged) fail("n_aged", op);
+    if (!fifo && !(batch.flags & RMLP_BATCH_OVERSIZED) && n_aged < max_seqs)
+        for (uint32_t id = 0; id < IDS; id++)
+            if (m->queued[id] && aged(m, id, now, max_wait) && m->len[id] <= max_tokens - aged_tokens)
+                fail("an aged request that fits was left behind", op);
+}
+
+static void route(const model *m, uint32_t id, uint8_t knob, int op) {
+    rmlp_route_params params = rmlp_route_default_params();
+    params.prefix_tokens = 1 + knob % 24;
+    params.use_separator = (knob & 0x80) != 0;
+    params.separator = 1 + (knob >> 5) % 4;
+    uint64_t key = 0, exact = 0;
+    size_t covered = 0, all = 0;
+    rmlp_route_params whole = rmlp_route_default_params();
+    whole.prefix_tokens = UINT32_MAX;
+    if (rmlp_route_key(m->tokens[id], m->len[id], &params, &key, &covered) != RMLP_OK ||
+        rmlp_route_key(m->tokens[id], covered, &whole, &exact, &all) != RMLP_OK)
+        fail("rmlp_route_key failed", op);
+    if (covered > params.prefix_tokens || covered > m->len[id] || all != covered || key != exact)
+        fail("the key does not cover its prefix", op);
+    int ends_at_separator = covered > 0 && m->tokens[id][covered - 1] == params.separator;
+    for (size_t t = 0; params.use_separator && t + 1 < covered; t++)
+        if (m->tokens[id][t] == params.separator) fail("the key passes the separator", op);
+    if (params.use_separator && !ends_at_separator && covered < params.prefix_tokens && covered < m->len[id])
+        fail("the key stops short", op);
+    char text[RMLP_ROUTE_KEY_CHARS];
+    if (rmlp_route_key_format(key, text, sizeof text) != RMLP_OK || strlen(text) != 16) fail("format", op);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 3) return 0;
+    static model m;
+    memset(&m, 0, sizeof m);
+    int fifo = data[0] & 1;
+    m.cap_requests = 1 + (data[0] >> 1) % 16, m.cap_tokens = 1 + data[1] % 96;
+    uint64_t max_wait = data[2];
+    rmlp_batcher_params params = rmlp_batcher_default_params();
+    params.mode = fifo ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX;
+    params.max_requests = m.cap_requests, params.max_queued_tokens = m.cap_tokens, params.max_wait_us = max_wait;
+    rmlp_batcher *b = NULL;
+    if (rmlp_batcher_create(&params, &b) != RMLP_OK) fail("create failed", -1);
+    uint64_t now = 0;
+    uint32_t last_id = IDS;
+    size_t at = 3;
+    for (int op = 0; at < size; op++) {
+        uint8_t code = data[at++];
+        now += code >> 2;
+        switch (code & 3) {
+        case 0: {
+            uint32_t id = at < size ? data[at] % IDS : 0;
+            push(b, &m, data, size, &at, now, op);
+            if (m.queued[id]) last_id = id;
+            break;
+        }
+        case 1: {
+            size_t max_tokens = byte_at(data, size, &at) % 48, max_seqs = byte_at(data, size, &at) % 9;
+            next(b, &m, fifo, max_wait, max_tokens, max_seqs, now, op);
+            break;
+        }
+        case 2: {
+            uint32_t id = byte_at(data, size, &at) % IDS;
+            rmlp_status got = rmlp_batcher_remove(b, id);
+            if (got != (m.queued[id] ? RMLP_OK : RMLP_ERR_INVALID_ARGUMENT)) fail("remove's status", op);
+            if (got == RMLP_OK) m.queued[id] = 0, m.n--, m.live -= m.len[id];
+            break;
+        }
+        default:
+            if (last_id < IDS) route(&m, last_id, byte_at(data, size, &at), op);
+        }
+        size_t pending = 0, tokens = 0;
+        if (rmlp_batcher_pending(b, &pending, &tokens) != RMLP_OK || pending != m.n || tokens != m.live)
+            fail("pending disagrees with the model", op);
+    }
+    rmlp_batcher_free(b);
+    return 0;
+}
