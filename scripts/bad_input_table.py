@@ -35,6 +35,7 @@ TESTS = [
     ("tests/test_handles", []),
     ("tests/test_concurrency", []),
     ("tests/test_context_threads", []),
+    ("tests/test_forged_plans", []),
     ("fuzz/fuzz_plan_replay", [os.path.join(CORPUS, "fuzz_plan")]),
     ("fuzz/fuzz_safetensors_replay", [os.path.join(CORPUS, "fuzz_safetensors")]),
     ("fuzz/fuzz_config_replay", [os.path.join(CORPUS, "fuzz_config")]),

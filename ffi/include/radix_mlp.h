@@ -46,6 +46,41 @@
 // Largest accepted padding multiple (GEMM tiles want 8 to 256; more only wastes rows).
 #define RMLP_MAX_PAD_MULTIPLE 4096
 
+// Bit of `rmlp_batch::flags`: the batch is one request longer than `max_tokens`, alone (it can
+// never share a batch under that budget; it is handed out when it is the oldest waiting past
+// `max_wait_us`, or when nothing else fits, so it is not starved).
+#define RMLP_BATCH_OVERSIZED 1
+
+// Bit of `rmlp_batch::flags`: the batch holds requests that waited `max_wait_us` or longer
+// (`n_aged` of them), taken before any other.
+#define RMLP_BATCH_AGED 2
+
+// Bit of `rmlp_batch::flags`: a context is attached but was in a call on another thread, so the
+// batch was chosen without looking at its prefix cache (`cached_tokens` is 0).
+#define RMLP_BATCH_CACHE_SKIPPED 4
+
+// Default capacity of a batcher: requests queued at once.
+#define RMLP_BATCHER_DEFAULT_MAX_REQUESTS 4096
+
+// Default capacity of a batcher: token ids queued at once (all requests together).
+#define RMLP_BATCHER_DEFAULT_MAX_QUEUED_TOKENS (1 << 20)
+
+// Default age bound: 100 ms.
+#define RMLP_BATCHER_DEFAULT_MAX_WAIT_US 100000
+
+// Default number of leading tokens a routing key covers.
+#define RMLP_ROUTE_DEFAULT_PREFIX_TOKENS 64
+
+// Bytes `rmlp_route_key_format` writes: 16 lowercase hex digits and a NUL.
+#define RMLP_ROUTE_KEY_CHARS 17
+
+// A queue of pending requests (a request is one sequence of token ids with the host's id and its
+// arrival time) from which `rmlp_batcher_next` takes batches. Its storage is allocated at
+// creation for the capacity of `rmlp_batcher_params` (requests and queued tokens): pushing and
+// taking batches allocate nothing. Single-threaded like a planner: a call that finds it in use
+// by another call returns `RMLP_ERR_BUSY` and changes nothing; a host's batching thread owns it.
+typedef struct rmlp_batcher rmlp_batcher;
+
 // Workspace for running batches of up to `max_tokens` tokens through a model. One per thread
 // (or stream); per-layer calls and forwards through it never allocate. A call that finds the
 // context in a call on another thread returns `RMLP_ERR_BUSY` instead of sharing the workspace.
@@ -186,6 +221,9 @@ typedef struct rmlp_weight_binding {
 // (`rmlp_context_params::attention_space`) and the layout of `rmlp_attention_args`.
 typedef int32_t rmlp_attention_space;
 
+// Which kernel the built-in attention of a CUDA context runs (`rmlp_context_params::gpu_attention`).
+typedef int32_t rmlp_gpu_attention;
+
 // How a context runs, for `rmlp_context_create_with_params`. Get one from
 // `rmlp_context_default_params()` and change fields; versioned by `struct_size` like the
 // other params structs.
@@ -205,6 +243,12 @@ typedef struct rmlp_context_params {
   // attention (a host callback is refused) and is not used by the per-layer calls. Freeing the
   // context frees it; like the context, it is used by one thread at a time.
   uint64_t cache_bytes;
+  // Which kernel the built-in attention of a CUDA context runs (default
+  // `RMLP_GPU_ATTENTION_AUTO`, which lets `RADIX_MLP_GPU_ATTENTION` decide; another value wins
+  // over that variable). A CPU context takes only `RMLP_GPU_ATTENTION_AUTO` (another value is
+  // `RMLP_ERR_INVALID_ARGUMENT`: it cannot apply) and reads no `RADIX_MLP_GPU_*` variable.
+  // Added in 0.2 after `cache_bytes`: a struct of 16 bytes (without it) gets the default.
+  rmlp_gpu_attention gpu_attention;
 } rmlp_context_params;
 
 // What a context's prefix cache did since its creation (`rmlp_context_cache_stats`). Tokens are
@@ -227,11 +271,92 @@ typedef struct rmlp_cache_stats {
   uint64_t bytes_in_use;
 } rmlp_cache_stats;
 
+// What the built-in attention of a CUDA context ran since its creation
+// (`rmlp_context_gpu_stats`), and the run-time choices it was created with. Counted on the host
+// when the work is enqueued: launches replayed from a captured CUDA graph are not counted again.
+// An output struct versioned by `struct_size`: the caller sets it to `sizeof(rmlp_gpu_stats)` of
+// its header; the library fills the fields it has, zeroes any bytes past them up to that size,
+// and sets `struct_size` to the bytes it filled. A size smaller than this release's struct is
+// `RMLP_ERR_INVALID_ARGUMENT`.
+typedef struct rmlp_gpu_stats {
+  uint32_t struct_size;
+  // Whether the context runs on CUDA (false for a CPU context: every other field is zero).
+  bool cuda;
+  // The kernel setting in effect: `rmlp_context_params::gpu_attention`, or
+  // `RADIX_MLP_GPU_ATTENTION` where that was `RMLP_GPU_ATTENTION_AUTO`.
+  rmlp_gpu_attention attention;
+  // Whether FlashInfer's kernels serve the context (false with `RMLP_GPU_ATTENTION_REFERENCE`,
+  // and with `RMLP_GPU_ATTENTION_AUTO` where the build, the shape or the device has none).
+  bool flashinfer;
+  // The switches read from the environment at creation (`RADIX_MLP_GPU_FULL_KV=paged`,
+  // `RADIX_MLP_GPU_FLASHINFER_SM90=on`, `RADIX_MLP_GPU_ROPE=table`,
+  // `RADIX_MLP_GPU_DECODE=flashinfer`: true; each defaults to true).
+  bool full_kv_paged;
+  bool flashinfer_sm90;
+  bool rope_table;
+  bool decode_flashinfer;
+  // Launches of the built-in prefill attention (`rmlp_forward*`, `rmlp_attention*`; one per
+  // layer) by kernel and layout: full space with K/V scattered to the batch rows, full space
+  // reading K/V from the compact rows through the plan's `scatter` (`full_kv_paged`, a forward
+  // with the built-in attention), compact space.
+  uint64_t flashinfer_full;
+  uint64_t flashinfer_full_paged;
+  uint64_t flashinfer_compact;
+  uint64_t reference_full;
+  uint64_t reference_full_paged;
+  uint64_t reference_compact;
+  // FlashInfer work splits that `rmlp_context_set_plan` failed to make (FlashInfer's planner
+  // raised an error); the batch then runs on the reference kernel and the call still succeeds.
+  // The first such error is also left in `rmlp_last_error()` by the `rmlp_context_set_plan` that
+  // met it (which returns `RMLP_OK`), and kept in `first_plan_error`.
+  uint64_t plan_errors;
+  // Launches that ran the reference kernel where FlashInfer serves the context, by reason: its
+  // plan failed (`plan_errors`); a batch so small that FlashInfer would pick a query tile this
+  // build does not instantiate; more elements than FlashInfer's 32-bit offsets reach (2^31) or
+  // more rows than the context's capacity; a batch that is not the plan set on the context (a
+  // per-layer call with other arrays or offsets); buffers FlashInfer cannot read (strides,
+  // alignment, another shape); FlashInfer's launcher refusing the configuration on this device.
+  uint64_t fallback_plan_error;
+  uint64_t fallback_small_batch;
+  uint64_t fallback_too_large;
+  uint64_t fallback_unplanned;
+  uint64_t fallback_buffers;
+  uint64_t fallback_launcher;
+  // The message of the first FlashInfer plan error (NUL-terminated, truncated), "" for none.
+  char first_plan_error[384];
+  // Generation steps (`rmlp_generate_step`) whose attention ran on FlashInfer's batch decode
+  // (`decode_flashinfer`, where the build, the model's shape and the device have its kernels:
+  // F16/BF16, head_dim 64 or 128, 1, 2, 4 or 8 query heads per KV head, sm_80 and up), and
+  // those that ran on the library's chain kernels (the others).
+  uint64_t decode_steps_flashinfer;
+  uint64_t decode_steps_chains;
+  // Whether FlashInfer's Hopper prefill (sm_90a, FA3 style; `flashinfer_sm90`, a build with it,
+  // a device of compute capability 9.0, F16/BF16, head_dim 128) serves the context's paged
+  // layouts (compact space, and full space through the scatter).
+  bool sm90;
+  // Of the FlashInfer launches above, those that ran the Hopper kernels, by layout.
+  uint64_t flashinfer_sm90_full_paged;
+  uint64_t flashinfer_sm90_compact;
+  // FlashInfer launches of a paged layout that ran the FA2 kernels where the Hopper ones serve
+  // the context (a batch of more query tiles than they plan, a plan they failed to make, or their
+  // launcher refusing).
+  uint64_t sm90_fallbacks;
+} rmlp_gpu_stats;
+
 // A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
 // space (one row per distinct (token, position) path). The arrays belong to the planner
 // and stay valid until its next `rmlp_plan_build`, `rmlp_planner_reserve` or
 // `rmlp_planner_free`; they may be NULL when their length is 0. A host that keeps a plan
 // longer copies its arrays (and sets `planner` to NULL in the copy).
+//
+// Every model call that takes a plan first checks its maps against each other, whoever built
+// it (a host may fill in a plan, or edit a library plan's arrays in place): `scatter`,
+// `fold_gather` and `compact_parent` must describe the same paths (each row reads its path's
+// first occurrence; a compact row's parent is the compact row of the row before it), and
+// `qo_indptr` and the runs, when present, must agree with `scatter`. A plan that fails is
+// `RMLP_ERR_INVALID_ARGUMENT` naming the first bad index; one pass over the rows, no memory.
+// (On CUDA the per-layer calls and read-outs run the device copy that `rmlp_context_set_plan`
+// made of the plan it checked, so they check only that the plan is the one set.)
 typedef struct rmlp_plan {
   // N: rows of the batch.
   uint32_t n_tokens;
@@ -400,6 +525,73 @@ typedef struct rmlp_generate_stats {
   double attention_ms;
 } rmlp_generate_stats;
 
+// How `rmlp_batcher_next` picks a batch (`rmlp_batcher_params::mode`).
+typedef int32_t rmlp_batch_mode;
+
+// How a batcher is made (`rmlp_batcher_create`). Get one from `rmlp_batcher_default_params()`
+// and change fields; versioned by `struct_size` like the other params structs.
+typedef struct rmlp_batcher_params {
+  // `sizeof(rmlp_batcher_params)` of the caller's header.
+  uint32_t struct_size;
+  // `RMLP_BATCH_PREFIX` (default) or `RMLP_BATCH_FIFO`.
+  rmlp_batch_mode mode;
+  // Capacity: requests queued at once (default 4096, at least 1); a push past it is
+  // `RMLP_ERR_FULL`.
+  uint32_t max_requests;
+  // Capacity: token ids queued at once, all requests together (default 2^20, at least 1); a
+  // push past it is `RMLP_ERR_FULL` (`RMLP_ERR_TOO_LARGE` for one request longer than it).
+  uint32_t max_queued_tokens;
+  // Age bound of prefix batching, in microseconds of the clock the host stamps arrivals with
+  // (default 100 ms): a request whose `now_us - arrival_us` reaches it is taken before any
+  // request that has not, oldest first. `UINT64_MAX`: no bound. Ignored by `RMLP_BATCH_FIFO`.
+  uint64_t max_wait_us;
+} rmlp_batcher_params;
+
+// A batch from `rmlp_batcher_next`: its requests, in the order the host answers them, laid
+// out as `rmlp_plan_build` takes a batch (`input_ids`, `position_ids`, `n_tokens`,
+// `cu_seqlens`, `n_seqs`). The arrays belong to the batcher and stay valid until its next
+// `rmlp_batcher_next` or `rmlp_batcher_free`; the requests are no longer queued.
+typedef struct rmlp_batch {
+  // Requests (sequences) in the batch; 0 when the queue was empty (then `cu_seqlens` is `[0]`).
+  uint32_t n_seqs;
+  // Token ids in the batch (N).
+  uint32_t n_tokens;
+  // `RMLP_BATCH_*` bits.
+  uint32_t flags;
+  // Requests that had waited `max_wait_us` or longer (prefix mode; 0 in FIFO mode).
+  uint32_t n_aged;
+  // Tokens that repeat a (token, position) path of an earlier request in the batch: N minus
+  // the distinct paths N' the planner finds.
+  uint32_t shared_tokens;
+  // Distinct paths of the batch that the attached context's prefix cache held when the batch
+  // was chosen (0 without a context): rows a cached forward would not compute.
+  uint32_t cached_tokens;
+  // (n_seqs) the host's request ids.
+  const uint64_t *ids;
+  // (n_seqs) their arrival times, as pushed.
+  const uint64_t *arrival_us;
+  // (n_tokens) the requests' token ids back to back.
+  const uint32_t *input_ids;
+  // (n_tokens) positions, 0.. within each request.
+  const uint32_t *position_ids;
+  // (n_seqs + 1) offsets of the requests in `input_ids`.
+  const uint32_t *cu_seqlens;
+} rmlp_batch;
+
+// Which prefix a routing key covers (`rmlp_route_key`). Get one from
+// `rmlp_route_default_params()`; versioned by `struct_size`.
+typedef struct rmlp_route_params {
+  // `sizeof(rmlp_route_params)` of the caller's header.
+  uint32_t struct_size;
+  // The key covers at most this many leading tokens (default 64, at least 1).
+  uint32_t prefix_tokens;
+  // With `use_separator`, the key covers the tokens up to and including the first `separator`
+  // among the first `prefix_tokens` (a reranker's query end, an instruction's end), or all
+  // `prefix_tokens` of them where it is absent. Default false.
+  bool use_separator;
+  uint32_t separator;
+} rmlp_route_params;
+
 // Success.
 #define RMLP_OK 0
 
@@ -436,14 +628,22 @@ typedef struct rmlp_generate_stats {
 #define RMLP_ERR_FORMAT -10
 
 // The checkpoint does not fit: unsupported architecture or dtype, a missing tensor, a shape
-// that disagrees with config.json; the message names the tensor or key.
+// that disagrees with config.json; the message names the tensor or key. From a forward on the
+// CPU (`rmlp_forward`, `rmlp_forward_compact`): its output is not finite (weights large enough
+// to overflow fp32); the message names the first row, and `out` holds the output as computed.
 #define RMLP_ERR_MODEL -11
 
-// The planner or context is in use by a call on another thread. Planners and contexts are
+// The planner or context is in use by a call on another thread, or by the call whose host
+// attention callback made this one (a callback may call only `rmlp_attention` and
+// `rmlp_attention_compact` on the context running it). Planners and contexts are
 // single-threaded objects (one per thread, or calls serialised by the host); the call changed
 // nothing and may be retried once the other call has returned. A model is not exclusive: any
 // number of threads may use one through their own contexts.
 #define RMLP_ERR_BUSY -12
+
+// A batcher's queue is at its capacity of requests or queued tokens (`rmlp_batcher_params`): the
+// request was not added; take a batch first (or create the batcher with a larger capacity).
+#define RMLP_ERR_FULL -13
 
 // This library's rule (default): radix iff `threshold >= 1.0` or `n_distinct / n_tokens <
 // threshold` (unpadded count, in double precision); `threshold == 0` turns radix off and skips
@@ -514,6 +714,30 @@ typedef struct rmlp_generate_stats {
 // earlier one and the copies around attention.
 #define RMLP_ATTENTION_AUTO 2
 
+// FlashInfer's prefill kernels where this build, the model's shape and the device have them
+// (`RMLP_BUILD_FLASHINFER`; F16/BF16, head_dim 64 or 128, sm_80 and up), the reference kernel
+// elsewhere (the default). The environment variable `RADIX_MLP_GPU_ATTENTION=auto|flashinfer|reference`,
+// read when a CUDA context is created, decides in its place.
+#define RMLP_GPU_ATTENTION_AUTO 0
+
+// FlashInfer's kernels, required: creating the context is `RMLP_ERR_UNSUPPORTED`, saying why,
+// where the build, the shape or the device has none. A batch they cannot take (a plan FlashInfer
+// fails to make, more elements than its 32-bit offsets reach, buffers it cannot read) still runs
+// on the reference kernel, counted in `rmlp_gpu_stats`.
+#define RMLP_GPU_ATTENTION_FLASHINFER 1
+
+// The library's reference kernel only (any dtype and head_dim up to 256; for comparisons).
+#define RMLP_GPU_ATTENTION_REFERENCE 2
+
+// Prefix batching (default): requests older than `max_wait_us` first (oldest first), then
+// requests grouped by the deepest prefixes they share with each other, with the batch so far
+// or with the attached context's prefix cache, then the oldest of the rest, under the budget.
+#define RMLP_BATCH_PREFIX 0
+
+// First in, first out: requests in the order they were pushed, up to the first that does not fit
+// the budget (a plain queue, as text-embeddings-inference's is).
+#define RMLP_BATCH_FIFO 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -531,7 +755,9 @@ extern uint32_t rmlp_build_flags(void);
 extern const char *rmlp_status_string(rmlp_status status);
 
 // Detail of the last error on the calling thread: set by a call that returns an error
-// status, cleared ("") by the next call that returns a status. Valid until then.
+// status, cleared ("") by the next call that returns a status. Valid until then. Cleanup
+// calls are calls too (`rmlp_generate_end`, and the frees, which leave it empty when they
+// succeed): read or copy the message before cleaning up.
 extern const char *rmlp_last_error(void);
 
 // Number of CUDA devices in `*count`. `RMLP_ERR_UNSUPPORTED` in a build without CUDA;
@@ -632,6 +858,10 @@ extern rmlp_status rmlp_context_cache_stats(struct rmlp_context *context, struct
 
 // Empties the prefix cache (the counters stay). OK for a context without a cache.
 extern rmlp_status rmlp_context_cache_clear(struct rmlp_context *context);
+
+// The built-in attention's counters and run-time choices of a CUDA context (`rmlp_gpu_stats`;
+// set `out->struct_size` first). A CPU context gets `cuda = false` and zeros.
+extern rmlp_status rmlp_context_gpu_stats(struct rmlp_context *context, struct rmlp_gpu_stats *out);
 
 // `rmlp_context_create` with `params` (NULL: the defaults).
 extern rmlp_status rmlp_context_create_with_params(const struct rmlp_model *model, size_t max_tokens, const struct rmlp_context_params *params, struct rmlp_context **out);
@@ -820,6 +1050,63 @@ extern rmlp_status rmlp_generate_active(struct rmlp_context *context, uint32_t *
 
 // The session's counters (zero without a session).
 extern rmlp_status rmlp_generate_get_stats(struct rmlp_context *context, struct rmlp_generate_stats *out);
+
+// The defaults of `rmlp_batcher_params` (`struct_size` set, prefix mode, 4096 requests,
+// 2^20 tokens, 100 ms).
+extern struct rmlp_batcher_params rmlp_batcher_default_params(void);
+
+// Creates a batcher with storage for its capacity (`params`: NULL for the defaults).
+// `RMLP_ERR_INVALID_ARGUMENT` for a zero capacity or an unknown mode,
+// `RMLP_ERR_OUT_OF_MEMORY` naming the array that could not be allocated.
+extern rmlp_status rmlp_batcher_create(const struct rmlp_batcher_params *params, struct rmlp_batcher **out);
+
+// Frees a batcher (NULL: nothing). A context attached to it is left alone.
+extern void rmlp_batcher_free(struct rmlp_batcher *batcher);
+
+// Queues a request: `token_ids` (n_tokens) are copied. Refused, with the queue unchanged:
+// an `id` already queued or an empty request (`RMLP_ERR_INVALID_ARGUMENT`), a request longer
+// than `max_queued_tokens` (`RMLP_ERR_TOO_LARGE`), a queue at its capacity of requests or
+// tokens (`RMLP_ERR_FULL`: take a batch first).
+extern rmlp_status rmlp_batcher_push(struct rmlp_batcher *batcher, uint64_t id, const uint32_t *token_ids, size_t n_tokens, uint64_t arrival_us);
+
+// Takes a queued request out without batching it (a client that went away);
+// `RMLP_ERR_INVALID_ARGUMENT` when no request with `id` is queued.
+extern rmlp_status rmlp_batcher_remove(struct rmlp_batcher *batcher, uint64_t id);
+
+// The requests and token ids queued now (either pointer may be NULL).
+extern rmlp_status rmlp_batcher_pending(struct rmlp_batcher *batcher, size_t *n_requests, size_t *n_tokens);
+
+// Takes the next batch of at most `max_tokens` token ids in at most `max_seqs` requests
+// (both at least 1) at time `now_us`, as `rmlp_batcher_params::mode` picks it, and removes
+// its requests from the queue. A request longer than `max_tokens` goes alone
+// (`RMLP_BATCH_OVERSIZED`). An empty queue gives an empty batch (`n_seqs == 0`).
+extern rmlp_status rmlp_batcher_next(struct rmlp_batcher *batcher, size_t max_tokens, size_t max_seqs, uint64_t now_us, struct rmlp_batch *out);
+
+// Attaches a context whose prefix cache prefix batching prefers (groups whose prefix the
+// cache holds first; `rmlp_batch::cached_tokens`), or detaches with NULL. The context must
+// have a cache (`cache_bytes != 0`) and outlive the attachment (detach before freeing it).
+// `rmlp_batcher_next` enters the context as any call does; when another thread is in it, the
+// batch is chosen without the cache (`RMLP_BATCH_CACHE_SKIPPED`). Not in libradix_mlp_plan.
+extern rmlp_status rmlp_batcher_attach_context(struct rmlp_batcher *batcher, struct rmlp_context *context);
+
+// How many leading tokens of `token_ids` (n_tokens, positions 0..) the context's prefix cache
+// holds now, into `n_cached` (0 for a context without a cache). Changes nothing, not even the
+// cache's counters or its eviction order. Not in libradix_mlp_plan.
+extern rmlp_status rmlp_context_cached_prefix(struct rmlp_context *context, const uint32_t *token_ids, size_t n_tokens, size_t *n_cached);
+
+// The defaults of `rmlp_route_params` (`struct_size` set, 64 tokens, no separator).
+extern struct rmlp_route_params rmlp_route_default_params(void);
+
+// The routing key of a request: a 64-bit hash of its leading prefix as `params` (NULL: the
+// defaults) delimit it, the same on every platform and process: FNV-1a 64 over the
+// little-endian bytes of the covered token ids, then MurmurHash3's 64-bit finaliser (fmix64).
+// `n_covered` (may be NULL) gets how many tokens it covers. An empty request has a key too
+// (of no tokens).
+extern rmlp_status rmlp_route_key(const uint32_t *token_ids, size_t n_tokens, const struct rmlp_route_params *params, uint64_t *key, size_t *n_covered);
+
+// Writes `key` as a header value: 16 lowercase hex digits and a NUL (`capacity` at least
+// `RMLP_ROUTE_KEY_CHARS`).
+extern rmlp_status rmlp_route_key_format(uint64_t key, char *out, size_t capacity);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -190,7 +190,28 @@ RMLP_EXPORT rmlp_context_params rmlp_context_default_params(void) {
     memset(&params, 0, sizeof params);
     params.struct_size = (uint32_t)sizeof(rmlp_context_params);
     params.attention_space = RMLP_ATTENTION_FULL;
+    params.gpu_attention = RMLP_GPU_ATTENTION_AUTO;
     return params;
+}
+
+/* The context parameters' checks that need no device. gpu_attention applies to CUDA contexts only
+ * (a CPU context reads no RADIX_MLP_GPU_* variable either): a CPU context refuses any other value
+ * than auto, since it could not honour it. */
+static rmlp_status check_context_params(const char *fn, const rmlp_model *model, const rmlp_context_params *p) {
+    if (p->attention_space != RMLP_ATTENTION_FULL && p->attention_space != RMLP_ATTENTION_COMPACT &&
+        p->attention_space != RMLP_ATTENTION_AUTO)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->attention_space=%d is not RMLP_ATTENTION_FULL, "
+                         "COMPACT or AUTO", p->attention_space);
+    if (p->gpu_attention != RMLP_GPU_ATTENTION_AUTO && p->gpu_attention != RMLP_GPU_ATTENTION_FLASHINFER &&
+        p->gpu_attention != RMLP_GPU_ATTENTION_REFERENCE)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->gpu_attention=%d is not RMLP_GPU_ATTENTION_AUTO (0), "
+                         "FLASHINFER (1) or REFERENCE (2)", p->gpu_attention);
+    if (model->gpu == NULL && p->gpu_attention != RMLP_GPU_ATTENTION_AUTO)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->gpu_attention=%s applies to CUDA contexts only, and "
+                         "this model runs on the CPU: leave it RMLP_GPU_ATTENTION_AUTO",
+                         p->gpu_attention == RMLP_GPU_ATTENTION_FLASHINFER ? "RMLP_GPU_ATTENTION_FLASHINFER"
+                                                                           : "RMLP_GPU_ATTENTION_REFERENCE");
+    return RMLP_OK;
 }
 
 /* Frees what a context holds, made in full or in part. */
@@ -213,14 +234,14 @@ static rmlp_status context_create(const char *fn, const rmlp_model *model, size_
     if (max_tokens == 0 || max_tokens > UINT32_MAX)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_tokens=%zu must be in 1..2^32-1", max_tokens);
     rmlp_context_params read = rmlp_context_default_params();
+    static const size_t older[] = {offsetof(rmlp_context_params, gpu_attention)}; /* before gpu_attention: 16 */
     if (params != NULL) {
-        checked = rmlp_read_params(fn, "rmlp_context_params", params, &read, sizeof read, NULL, 0);
+        checked = rmlp_read_params(fn, "rmlp_context_params", params, &read, sizeof read, older,
+                                   sizeof older / sizeof older[0]);
         if (checked != RMLP_OK) return checked;
     }
-    if (read.attention_space != RMLP_ATTENTION_FULL && read.attention_space != RMLP_ATTENTION_COMPACT &&
-        read.attention_space != RMLP_ATTENTION_AUTO)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->attention_space=%d is not RMLP_ATTENTION_FULL, "
-                         "COMPACT or AUTO", read.attention_space);
+    checked = check_context_params(fn, model, &read);
+    if (checked != RMLP_OK) return checked;
     rmlp_context *context = rmlp_calloc(1, sizeof *context);
     if (context == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the context (%zu bytes) failed", sizeof *context);
@@ -232,7 +253,7 @@ static rmlp_status context_create(const char *fn, const rmlp_model *model, size_
     size_t failed_bytes = 0;
     rmlp_status status = RMLP_OK;
     if (model->gpu != NULL)
-        status = cuda_context_create(fn, context, max_tokens, max_compact);
+        status = cuda_context_create(fn, context, max_tokens, max_compact, read.gpu_attention);
     else if (cpu_workspace_alloc(&context->ws, &model->config, max_tokens, max_compact, &failed_name, &failed_bytes))
         status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the workspace's %s buffer (%zu bytes) for %zu "
                            "tokens failed", failed_name, failed_bytes, max_tokens);
@@ -275,7 +296,7 @@ RMLP_EXPORT void rmlp_context_free(rmlp_context *context) {
 
 
 static rmlp_status embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden) {
-    rmlp_status status = rmlp_check_call(fn, context, plan);
+    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
     if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
     if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
     if (status != RMLP_OK) return status;
@@ -298,7 +319,7 @@ static rmlp_status check_space(const char *fn, const rmlp_plan *plan, bool compa
 
 static rmlp_status layer_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
                                        const void *hidden, void *q, void *k, void *v, bool compact) {
-    rmlp_status status = rmlp_check_call(fn, context, plan);
+    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
     if (status == RMLP_OK) status = check_space(fn, plan, compact);
     if (status == RMLP_OK) status = rmlp_check_layer(fn, context, layer);
     if (status == RMLP_OK)
@@ -334,7 +355,7 @@ RMLP_EXPORT rmlp_status rmlp_layer_pre_attention_compact(rmlp_context *context, 
 
 static rmlp_status layer_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
                                         const void *attn, void *hidden, bool compact) {
-    rmlp_status status = rmlp_check_call(fn, context, plan);
+    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
     if (status == RMLP_OK) status = check_space(fn, plan, compact);
     if (status == RMLP_OK) status = rmlp_check_layer(fn, context, layer);
     if (status == RMLP_OK)
@@ -369,7 +390,7 @@ RMLP_EXPORT rmlp_status rmlp_layer_post_attention_compact(rmlp_context *context,
 
 static rmlp_status final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
                               void *out, bool compact) {
-    rmlp_status status = rmlp_check_call(fn, context, plan);
+    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
     if (status == RMLP_OK)
         status = rmlp_check_buffers(fn, (const void *[]){hidden, out}, (const char *[]){"hidden", "out"}, 2);
     if (status != RMLP_OK) return status;
@@ -413,13 +434,13 @@ static rmlp_status attend(const char *fn, rmlp_context *context, const rmlp_atte
 
 RMLP_EXPORT rmlp_status rmlp_attention(rmlp_context *context, const rmlp_attention_args *args) {
     static const char fn[] = "rmlp_attention";
-    rmlp_status status = rmlp_context_enter(fn, context);
+    rmlp_status status = rmlp_context_enter_nested(fn, context); /* from a host attention callback too */
     return status != RMLP_OK ? status : rmlp_guard_leave(context, attend(fn, context, args, false));
 }
 
 RMLP_EXPORT rmlp_status rmlp_attention_compact(rmlp_context *context, const rmlp_attention_args *args) {
     static const char fn[] = "rmlp_attention_compact";
-    rmlp_status status = rmlp_context_enter(fn, context);
+    rmlp_status status = rmlp_context_enter_nested(fn, context); /* from a host attention callback too */
     return status != RMLP_OK ? status : rmlp_guard_leave(context, attend(fn, context, args, true));
 }
 
@@ -447,7 +468,7 @@ static rmlp_status check_readout(const char *fn, rmlp_context *context, bool com
                                  size_t n_tokens, const uint32_t **cu_seqlens, size_t *n_seqs) {
     rmlp_status status;
     if (compact) {
-        status = rmlp_check_call(fn, context, plan);
+        status = rmlp_check_layer_call(fn, context, plan);
         if (status == RMLP_OK) *cu_seqlens = plan->cu_seqlens, *n_seqs = plan->n_seqs;
     } else {
         status = rmlp_check_cu_seqlens(fn, *cu_seqlens, *n_seqs, n_tokens);

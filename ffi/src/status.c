@@ -54,7 +54,8 @@ RMLP_EXPORT const char *rmlp_status_string(rmlp_status status) {
     case RMLP_ERR_IO: return "file could not be read";
     case RMLP_ERR_FORMAT: return "malformed file";
     case RMLP_ERR_MODEL: return "checkpoint not supported or inconsistent";
-    case RMLP_ERR_BUSY: return "handle in use by another thread";
+    case RMLP_ERR_BUSY: return "handle in use by another call";
+    case RMLP_ERR_FULL: return "queue full";
     default: return "unknown status";
     }
 }

@@ -18,6 +18,9 @@ major version must match the one these bindings are written for.
   one batch on the prefix tree; the session underneath: ``Context.generate_begin(plan)`` -> logits,
   ``generate_step(tokens)``, ``generate_finish(seq)``, ``generate_active()``, ``generate_stats()``,
   ``generate_end()``.
+- ``Batcher(mode="prefix"|"fifo", ...)``: a queue of requests; ``push(id, tokens, arrival_us)``,
+  ``next_batch(max_tokens, max_seqs, now_us, context=None)`` -> ``Batch`` (shared prefixes first);
+  ``route_key(tokens, prefix_tokens, separator)`` and ``route_key_header(key)`` for load balancers.
 - Every error status of the library raises ``RadixMLPError`` (a RuntimeError) carrying
   ``rmlp_last_error()``; argument problems found in Python raise ValueError / TypeError.
 
@@ -39,6 +42,7 @@ from ._abi import (
     RMLP_DEFAULT_THRESHOLD,
     RMLP_ERR_BUSY,
     RMLP_ERR_CUDA,
+    RMLP_ERR_FULL,
     RMLP_ERR_FORMAT,
     RMLP_ERR_INTERNAL,
     RMLP_ERR_INVALID_ARGUMENT,
@@ -60,8 +64,10 @@ from ._loader import LIB_PATH as library_path
 from ._loader import LibraryNotFound
 from .errors import RadixMLPError, check as _check, last_error, status_string
 from .model import CacheStats, Context, GenerateStats, Model, ModelConfig, embed, pool
+from .gpu_stats import GpuStats
 from .generation import generate, sample_token
 from .planner import Plan, Planner, PlanParams, compute_fold_and_scatter, plan_params_from_env
+from .batcher import Batch, Batcher, cached_prefix, route_key, route_key_header
 
 __version__ = "%d.%d.%d" % (_abi.RMLP_VERSION_MAJOR, _abi.RMLP_VERSION_MINOR, _abi.RMLP_VERSION_PATCH)
 __distribution__ = "radix-mlp-ctypes"  # this package; the published one is "radix-mlp"
@@ -147,10 +153,16 @@ __all__ = [
     "Model",
     "ModelConfig",
     "CacheStats",
+    "GpuStats",
     "GenerateStats",
     "generate",
     "sample_token",
     "Context",
+    "Batcher",
+    "Batch",
+    "cached_prefix",
+    "route_key",
+    "route_key_header",
     "pool",
     "embed",
     "RadixMLPError",
@@ -177,6 +189,7 @@ __all__ = [
     "RMLP_ERR_FORMAT",
     "RMLP_ERR_MODEL",
     "RMLP_ERR_BUSY",
+    "RMLP_ERR_FULL",
     "RMLP_GATE_DISTINCT",
     "RMLP_GATE_TEI",
     "RMLP_ATTENTION_FULL",

@@ -8,7 +8,7 @@ from the header when a compiler is available.
 """
 
 import ctypes
-from ctypes import POINTER, c_bool, c_char_p, c_double, c_float, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, c_bool, c_char, c_char_p, c_double, c_float, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
 
 # Version the bindings are written for. The major version must match the library's.
 RMLP_VERSION_MAJOR = 0
@@ -37,6 +37,7 @@ RMLP_ERR_IO = -9
 RMLP_ERR_FORMAT = -10
 RMLP_ERR_MODEL = -11
 RMLP_ERR_BUSY = -12
+RMLP_ERR_FULL = -13
 
 STATUS_NAMES = {
     RMLP_OK: "RMLP_OK",
@@ -52,6 +53,7 @@ STATUS_NAMES = {
     RMLP_ERR_FORMAT: "RMLP_ERR_FORMAT",
     RMLP_ERR_MODEL: "RMLP_ERR_MODEL",
     RMLP_ERR_BUSY: "RMLP_ERR_BUSY",
+    RMLP_ERR_FULL: "RMLP_ERR_FULL",
 }
 
 # rmlp_gate: the rule of the plan's gate.
@@ -86,6 +88,13 @@ RMLP_ATTENTION_COMPACT = 1
 RMLP_ATTENTION_AUTO = 2
 ATTENTION_NAMES = {RMLP_ATTENTION_FULL: "full", RMLP_ATTENTION_COMPACT: "compact", RMLP_ATTENTION_AUTO: "auto"}
 
+# rmlp_gpu_attention: the kernel of a CUDA context's built-in attention (a context setting).
+RMLP_GPU_ATTENTION_AUTO = 0
+RMLP_GPU_ATTENTION_FLASHINFER = 1
+RMLP_GPU_ATTENTION_REFERENCE = 2
+GPU_ATTENTION_NAMES = {RMLP_GPU_ATTENTION_AUTO: "auto", RMLP_GPU_ATTENTION_FLASHINFER: "flashinfer",
+                       RMLP_GPU_ATTENTION_REFERENCE: "reference"}
+
 # Typedefs.
 rmlp_status = c_int32
 rmlp_device = c_int32
@@ -93,6 +102,7 @@ rmlp_dtype = c_int32
 rmlp_arch = c_int32
 rmlp_pooling = c_int32
 rmlp_attention_space = c_int32
+rmlp_gpu_attention = c_int32
 rmlp_gate = c_int32
 _u32_p = POINTER(c_uint32)
 
@@ -170,6 +180,7 @@ class rmlp_context_params(ctypes.Structure):
         ("struct_size", c_uint32),
         ("attention_space", rmlp_attention_space),
         ("cache_bytes", c_uint64),
+        ("gpu_attention", rmlp_gpu_attention),
     ]
 
 
@@ -177,6 +188,24 @@ class rmlp_cache_stats(ctypes.Structure):
     _fields_ = [(name, c_uint64) for name in (
         "batches", "bypassed", "lookups", "hit_tokens", "computed_tokens", "evicted_tokens", "slots", "slots_used",
         "bytes_per_slot", "bytes_budget", "bytes_in_use")]
+
+
+class rmlp_gpu_stats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("cuda", c_bool),
+        ("attention", rmlp_gpu_attention),
+        ("flashinfer", c_bool),
+        ("full_kv_paged", c_bool),
+        ("flashinfer_sm90", c_bool),
+        ("rope_table", c_bool),
+        ("decode_flashinfer", c_bool),
+    ] + [(name, c_uint64) for name in (
+        "flashinfer_full", "flashinfer_full_paged", "flashinfer_compact", "reference_full", "reference_full_paged",
+        "reference_compact", "plan_errors", "fallback_plan_error", "fallback_small_batch", "fallback_too_large",
+        "fallback_unplanned", "fallback_buffers", "fallback_launcher")] + [("first_plan_error", c_char * 384)] + [
+        (name, c_uint64) for name in ("decode_steps_flashinfer", "decode_steps_chains")] + [("sm90", c_bool)] + [
+        (name, c_uint64) for name in ("flashinfer_sm90_full_paged", "flashinfer_sm90_compact", "sm90_fallbacks")]
 
 
 class rmlp_generate_params(ctypes.Structure):
@@ -190,6 +219,46 @@ class rmlp_generate_params(ctypes.Structure):
 class rmlp_generate_stats(ctypes.Structure):
     _fields_ = [(name, c_uint64) for name in ("n_seqs", "n_active", "steps", "rows", "rows_computed")] + [
         ("step_ms", c_double), ("attention_ms", c_double)]
+
+
+# The batcher and the routing key (rmlp_batcher_*, rmlp_route_*).
+RMLP_BATCH_PREFIX = 0
+RMLP_BATCH_FIFO = 1
+BATCH_MODE_NAMES = {RMLP_BATCH_PREFIX: "prefix", RMLP_BATCH_FIFO: "fifo"}
+RMLP_BATCH_OVERSIZED = 1
+RMLP_BATCH_AGED = 2
+RMLP_BATCH_CACHE_SKIPPED = 4
+RMLP_BATCHER_DEFAULT_MAX_REQUESTS = 4096
+RMLP_BATCHER_DEFAULT_MAX_QUEUED_TOKENS = 1 << 20
+RMLP_BATCHER_DEFAULT_MAX_WAIT_US = 100000
+RMLP_ROUTE_DEFAULT_PREFIX_TOKENS = 64
+RMLP_ROUTE_KEY_CHARS = 17
+
+
+class rmlp_batcher_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("mode", c_int32),
+        ("max_requests", c_uint32),
+        ("max_queued_tokens", c_uint32),
+        ("max_wait_us", c_uint64),
+    ]
+
+
+class rmlp_batch(ctypes.Structure):
+    _fields_ = [(name, c_uint32) for name in (
+        "n_seqs", "n_tokens", "flags", "n_aged", "shared_tokens", "cached_tokens")] + [
+        ("ids", POINTER(c_uint64)), ("arrival_us", POINTER(c_uint64)), ("input_ids", _u32_p),
+        ("position_ids", _u32_p), ("cu_seqlens", _u32_p)]
+
+
+class rmlp_route_params(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("prefix_tokens", c_uint32),
+        ("use_separator", c_bool),
+        ("separator", c_uint32),
+    ]
 
 
 class rmlp_attention_args(ctypes.Structure):
@@ -238,11 +307,15 @@ STRUCT_SIZES = {
     "rmlp_model_config": 64,
     "rmlp_plan": 136,
     "rmlp_attention_args": 152,
-    "rmlp_context_params": 16,
+    "rmlp_context_params": 24,
     "rmlp_cache_stats": 88,
+    "rmlp_gpu_stats": 560,
     "rmlp_weight_binding": 40,
     "rmlp_generate_params": 12,
     "rmlp_generate_stats": 56,
+    "rmlp_batcher_params": 24,
+    "rmlp_batch": 64,
+    "rmlp_route_params": 16,
 }
 
 # typedef rmlp_status (*rmlp_attention_fn)(void *user_data, const struct rmlp_attention_args *args);
@@ -279,6 +352,7 @@ PROTOTYPES = {
     "rmlp_context_create": (rmlp_status, [_handle, c_size_t, _handle_p]),
     "rmlp_context_default_params": (rmlp_context_params, []),
     "rmlp_context_cache_stats": (rmlp_status, [_handle, POINTER(rmlp_cache_stats)]),
+    "rmlp_context_gpu_stats": (rmlp_status, [_handle, POINTER(rmlp_gpu_stats)]),
     "rmlp_context_cache_clear": (rmlp_status, [_handle]),
     "rmlp_context_create_with_params": (rmlp_status, [_handle, c_size_t, POINTER(rmlp_context_params), _handle_p]),
     "rmlp_context_free": (None, [_handle]),
@@ -335,6 +409,19 @@ PROTOTYPES = {
     "rmlp_generate_end": (rmlp_status, [_handle]),
     "rmlp_generate_active": (rmlp_status, [_handle, _u32_p, POINTER(c_size_t)]),
     "rmlp_generate_get_stats": (rmlp_status, [_handle, POINTER(rmlp_generate_stats)]),
+    "rmlp_batcher_default_params": (rmlp_batcher_params, []),
+    "rmlp_batcher_create": (rmlp_status, [POINTER(rmlp_batcher_params), _handle_p]),
+    "rmlp_batcher_free": (None, [_handle]),
+    "rmlp_batcher_push": (rmlp_status, [_handle, c_uint64, _u32_p, c_size_t, c_uint64]),
+    "rmlp_batcher_remove": (rmlp_status, [_handle, c_uint64]),
+    "rmlp_batcher_pending": (rmlp_status, [_handle, POINTER(c_size_t), POINTER(c_size_t)]),
+    "rmlp_batcher_next": (rmlp_status, [_handle, c_size_t, c_size_t, c_uint64, POINTER(rmlp_batch)]),
+    "rmlp_batcher_attach_context": (rmlp_status, [_handle, _handle]),
+    "rmlp_context_cached_prefix": (rmlp_status, [_handle, _u32_p, c_size_t, POINTER(c_size_t)]),
+    "rmlp_route_default_params": (rmlp_route_params, []),
+    "rmlp_route_key": (rmlp_status, [_u32_p, c_size_t, POINTER(rmlp_route_params), POINTER(c_uint64),
+                                     POINTER(c_size_t)]),
+    "rmlp_route_key_format": (rmlp_status, [c_uint64, ctypes.c_char_p, c_size_t]),
 }
 
 

@@ -18,6 +18,7 @@ from . import _abi
 from ._arrays import as_f32_2d, as_u32, as_u32_scalar, f32_ptr, u32_ptr, void_ptr
 from ._loader import LIB
 from .errors import RadixMLPError, check, last_error
+from .gpu_stats import GPU_ATTENTION, read_gpu_stats
 from ._handle import _Handle
 from .planner import Plan, PlanParams, _thread_planner
 
@@ -185,11 +186,11 @@ class Model(_Handle):
             warnings.warn("%s: %s" % (os.fsdecode(path), text.strip()), RuntimeWarning, stacklevel=2)
         return cls(handle, ModelConfig._from_c(c_config), device=device, dtype=dtype, load_report=text)
 
-    def context(self, max_tokens, attention="full", cache_bytes=0):
+    def context(self, max_tokens, attention="full", cache_bytes=0, gpu_attention="auto"):
         """A Context for batches of up to ``max_tokens`` tokens; ``attention`` is where its
         forward runs attention: "full", "compact" or "auto"; ``cache_bytes`` the budget of its
-        prefix KV cache, 0 for none (see Context)."""
-        return Context(self, max_tokens, attention=attention, cache_bytes=cache_bytes)
+        prefix KV cache, 0 for none; ``gpu_attention`` a CUDA context's kernel (see Context)."""
+        return Context(self, max_tokens, attention=attention, cache_bytes=cache_bytes, gpu_attention=gpu_attention)
 
     def close(self):
         for context in list(getattr(self, "_contexts", ())):
@@ -218,9 +219,15 @@ class Context(_Handle):
     hidden state, least recently used evicted first) and return the same outputs up to fp32
     rounding; a batch whose new rows do not fit runs without it, with no error (counted in
     ``cache_stats().bypassed``). CPU models only (a CUDA model raises RMLP_ERR_UNSUPPORTED).
-    ``cache_stats()`` returns the counters, ``cache_clear()`` empties it."""
+    ``cache_stats()`` returns the counters, ``cache_clear()`` empties it.
 
-    def __init__(self, model, max_tokens, attention="full", cache_bytes=0):
+    ``gpu_attention`` (``rmlp_context_params.gpu_attention``) is the kernel of a CUDA context's
+    built-in attention: "auto" (the default: FlashInfer's where it runs, unless
+    RADIX_MLP_GPU_ATTENTION says otherwise), "flashinfer" (required: RMLP_ERR_UNSUPPORTED where
+    it cannot run) or "reference"; a CPU context takes "auto" only. ``gpu_stats()`` returns what
+    it ran (a GpuStats)."""
+
+    def __init__(self, model, max_tokens, attention="full", cache_bytes=0, gpu_attention="auto"):
         super().__init__(LIB.rmlp_context_free)
         if not isinstance(model, Model):
             raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
@@ -230,6 +237,8 @@ class Context(_Handle):
             raise ValueError("max_tokens=%d must be at least 1" % max_tokens)
         if attention not in _ATTENTION:
             raise ValueError("attention=%r must be one of 'full', 'compact', 'auto'" % (attention,))
+        if gpu_attention not in GPU_ATTENTION:
+            raise ValueError("gpu_attention=%r must be one of 'auto', 'flashinfer', 'reference'" % (gpu_attention,))
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)):
             raise TypeError("cache_bytes must be an int, got %r" % (cache_bytes,))
         cache_bytes = int(cache_bytes)
@@ -242,6 +251,7 @@ class Context(_Handle):
         params = LIB.rmlp_context_default_params()
         params.attention_space = _ATTENTION[attention]
         params.cache_bytes = self.cache_bytes
+        params.gpu_attention = GPU_ATTENTION[gpu_attention]
         handle = ctypes.c_void_p()
         check(LIB.rmlp_context_create_with_params(model._live(), self.max_tokens, ctypes.byref(params),
                                                   ctypes.byref(handle)))
@@ -265,6 +275,12 @@ class Context(_Handle):
         with self._lock:
             check(LIB.rmlp_context_cache_stats(self._live(), ctypes.byref(stats)))
         return CacheStats(**{name: int(getattr(stats, name)) for name, _ in stats._fields_})
+
+    def gpu_stats(self):
+        """What the built-in attention of a CUDA context ran (``rmlp_context_gpu_stats``), a
+        GpuStats; all zero (``cuda`` False) for a CPU context."""
+        with self._lock:
+            return read_gpu_stats(self._live())
 
     def cache_clear(self):
         """Empties the prefix cache (``rmlp_context_cache_clear``): later batches compute every row

@@ -15,7 +15,8 @@ from radix_mlp import _abi
 from conftest import HEADER, HERE
 
 STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args",
-           "rmlp_context_params", "rmlp_cache_stats", "rmlp_generate_params", "rmlp_generate_stats"]
+           "rmlp_context_params", "rmlp_cache_stats", "rmlp_gpu_stats", "rmlp_generate_params", "rmlp_generate_stats",
+           "rmlp_batcher_params", "rmlp_batch", "rmlp_route_params"]
 
 # Offsets of selected fields, as a C program compiled against ffi/include/radix_mlp.h printed
 # them (sizeof/offsetof, LP64): the layout the bindings rely on.
@@ -51,6 +52,14 @@ KNOWN_OFFSETS = {
     ("rmlp_attention_args", "kv_indices_device"): 144,
     ("rmlp_context_params", "attention_space"): 4,
     ("rmlp_context_params", "cache_bytes"): 8,
+    ("rmlp_context_params", "gpu_attention"): 16,
+    ("rmlp_gpu_stats", "attention"): 8,
+    ("rmlp_gpu_stats", "decode_flashinfer"): 16,
+    ("rmlp_gpu_stats", "flashinfer_full"): 24,
+    ("rmlp_gpu_stats", "fallback_launcher"): 120,
+    ("rmlp_gpu_stats", "first_plan_error"): 128,
+    ("rmlp_gpu_stats", "sm90"): 528,
+    ("rmlp_gpu_stats", "sm90_fallbacks"): 552,
     ("rmlp_cache_stats", "hit_tokens"): 24,
     ("rmlp_cache_stats", "bytes_in_use"): 80,
     ("rmlp_generate_params", "shared_prefix_attention"): 8,
@@ -70,7 +79,7 @@ def test_known_offsets():
     assert _abi.STRUCT_SIZES["rmlp_plan_params"] == 32  # 24 in 0.1.0, before `gate`
     assert _abi.STRUCT_SIZES["rmlp_plan"] == 136  # 88 in 0.1.0, before `planner` ... `run_start`
     assert _abi.STRUCT_SIZES["rmlp_attention_args"] == 152  # 96 in 0.1.0, before `layout` ... `kv_indices_device`
-    assert _abi.STRUCT_SIZES["rmlp_context_params"] == 16  # 8 before `cache_bytes`
+    assert _abi.STRUCT_SIZES["rmlp_context_params"] == 24  # 8 before `cache_bytes`, 16 before `gpu_attention`
 
 
 def test_layout_matches_header_compiled():
@@ -88,7 +97,11 @@ def test_layout_matches_header_compiled():
               "RMLP_DEVICE_CPU", "RMLP_DEVICE_CUDA", "RMLP_DTYPE_F32", "RMLP_DTYPE_F16", "RMLP_DTYPE_BF16",
               "RMLP_ARCH_QWEN3", "RMLP_ARCH_QWEN2", "RMLP_ARCH_LLAMA", "RMLP_ARCH_MISTRAL", "RMLP_BUILD_CUDA",
               "RMLP_GATE_DISTINCT", "RMLP_GATE_TEI", "RMLP_ATTENTION_FULL", "RMLP_ATTENTION_COMPACT",
-              "RMLP_ATTENTION_AUTO"]
+              "RMLP_ATTENTION_AUTO", "RMLP_GPU_ATTENTION_AUTO", "RMLP_GPU_ATTENTION_FLASHINFER",
+              "RMLP_GPU_ATTENTION_REFERENCE", "RMLP_BATCH_PREFIX", "RMLP_BATCH_FIFO", "RMLP_BATCH_OVERSIZED",
+              "RMLP_BATCH_AGED", "RMLP_BATCH_CACHE_SKIPPED", "RMLP_BATCHER_DEFAULT_MAX_REQUESTS",
+              "RMLP_BATCHER_DEFAULT_MAX_QUEUED_TOKENS", "RMLP_BATCHER_DEFAULT_MAX_WAIT_US",
+              "RMLP_ROUTE_DEFAULT_PREFIX_TOKENS", "RMLP_ROUTE_KEY_CHARS"]
     consts += list(_abi.STATUS_NAMES.values())
     for c in consts:
         lines.append('printf("%s %%lld\\n", (long long)(%s));' % (c, c))

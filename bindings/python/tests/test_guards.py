@@ -42,7 +42,7 @@ def test_gate_from_env(monkeypatch):
 
 def test_busy_status():
     assert radix_mlp.RMLP_ERR_BUSY == -12
-    assert radix_mlp.status_string(radix_mlp.RMLP_ERR_BUSY) == "handle in use by another thread"
+    assert radix_mlp.status_string(radix_mlp.RMLP_ERR_BUSY) == "handle in use by another call"
     assert RadixMLPError(-12, "rmlp_plan_build: planner is in use").status_name == "RMLP_ERR_BUSY"
 
 

@@ -14,12 +14,16 @@
 //! rmlp_context handle"), and freeing one twice does nothing the second time. This is a
 //! best-effort check, not a guarantee: reading freed memory is itself undefined behaviour, and a
 //! handle whose memory was reused for a new handle of the same kind looks alive. Planners and
-//! contexts are single-threaded: a call that finds one in use by another thread returns
-//! `RMLP_ERR_BUSY` and changes nothing (calls from the same thread nest, so a host attention
-//! callback may call `rmlp_attention` on the context running it).
+//! contexts are single-threaded: a call that finds one in use by another call returns
+//! `RMLP_ERR_BUSY` and changes nothing, whether that call runs on another thread or is the one
+//! whose host attention callback made it (such a callback may call only `rmlp_attention` and
+//! `rmlp_attention_compact` on the context running it: those two nest).
 #![allow(non_camel_case_types)]
 
 use core::ffi::{c_char, c_void};
+
+mod batcher; // the batcher and the routing key (issue 33)
+pub use batcher::*;
 
 /// Major version: the SONAME carries it; a change means the ABI broke.
 pub const RMLP_VERSION_MAJOR: u32 = 0;
@@ -58,13 +62,20 @@ pub const RMLP_ERR_IO: rmlp_status = -9;
 /// A file is malformed (safetensors header, JSON); the message names the file and the place.
 pub const RMLP_ERR_FORMAT: rmlp_status = -10;
 /// The checkpoint does not fit: unsupported architecture or dtype, a missing tensor, a shape
-/// that disagrees with config.json; the message names the tensor or key.
+/// that disagrees with config.json; the message names the tensor or key. From a forward on the
+/// CPU (`rmlp_forward`, `rmlp_forward_compact`): its output is not finite (weights large enough
+/// to overflow fp32); the message names the first row, and `out` holds the output as computed.
 pub const RMLP_ERR_MODEL: rmlp_status = -11;
-/// The planner or context is in use by a call on another thread. Planners and contexts are
+/// The planner or context is in use by a call on another thread, or by the call whose host
+/// attention callback made this one (a callback may call only `rmlp_attention` and
+/// `rmlp_attention_compact` on the context running it). Planners and contexts are
 /// single-threaded objects (one per thread, or calls serialised by the host); the call changed
 /// nothing and may be retried once the other call has returned. A model is not exclusive: any
 /// number of threads may use one through their own contexts.
 pub const RMLP_ERR_BUSY: rmlp_status = -12;
+/// A batcher's queue is at its capacity of requests or queued tokens (`rmlp_batcher_params`): the
+/// request was not added; take a batch first (or create the batcher with a larger capacity).
+pub const RMLP_ERR_FULL: rmlp_status = -13;
 
 /// Bit of `rmlp_build_flags()`: the library was compiled with CUDA kernels.
 pub const RMLP_BUILD_CUDA: u32 = 1;
@@ -155,6 +166,21 @@ pub const RMLP_ATTENTION_COMPACT: rmlp_attention_space = 1;
 /// Compact never computes more than full: it drops the queries a sequence shares with an
 /// earlier one and the copies around attention.
 pub const RMLP_ATTENTION_AUTO: rmlp_attention_space = 2;
+
+/// Which kernel the built-in attention of a CUDA context runs (`rmlp_context_params::gpu_attention`).
+pub type rmlp_gpu_attention = i32;
+/// FlashInfer's prefill kernels where this build, the model's shape and the device have them
+/// (`RMLP_BUILD_FLASHINFER`; F16/BF16, head_dim 64 or 128, sm_80 and up), the reference kernel
+/// elsewhere (the default). The environment variable `RADIX_MLP_GPU_ATTENTION=auto|flashinfer|reference`,
+/// read when a CUDA context is created, decides in its place.
+pub const RMLP_GPU_ATTENTION_AUTO: rmlp_gpu_attention = 0;
+/// FlashInfer's kernels, required: creating the context is `RMLP_ERR_UNSUPPORTED`, saying why,
+/// where the build, the shape or the device has none. A batch they cannot take (a plan FlashInfer
+/// fails to make, more elements than its 32-bit offsets reach, buffers it cannot read) still runs
+/// on the reference kernel, counted in `rmlp_gpu_stats`.
+pub const RMLP_GPU_ATTENTION_FLASHINFER: rmlp_gpu_attention = 1;
+/// The library's reference kernel only (any dtype and head_dim up to 256; for comparisons).
+pub const RMLP_GPU_ATTENTION_REFERENCE: rmlp_gpu_attention = 2;
 
 /// A loaded model: config and weights on one device. Read-only after load: any number of
 /// contexts on any threads may use it at once.
@@ -370,6 +396,15 @@ pub struct rmlp_plan_params {
 /// and stay valid until its next `rmlp_plan_build`, `rmlp_planner_reserve` or
 /// `rmlp_planner_free`; they may be NULL when their length is 0. A host that keeps a plan
 /// longer copies its arrays (and sets `planner` to NULL in the copy).
+///
+/// Every model call that takes a plan first checks its maps against each other, whoever built
+/// it (a host may fill in a plan, or edit a library plan's arrays in place): `scatter`,
+/// `fold_gather` and `compact_parent` must describe the same paths (each row reads its path's
+/// first occurrence; a compact row's parent is the compact row of the row before it), and
+/// `qo_indptr` and the runs, when present, must agree with `scatter`. A plan that fails is
+/// `RMLP_ERR_INVALID_ARGUMENT` naming the first bad index; one pass over the rows, no memory.
+/// (On CUDA the per-layer calls and read-outs run the device copy that `rmlp_context_set_plan`
+/// made of the plan it checked, so they check only that the plan is the one set.)
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct rmlp_plan {
@@ -457,6 +492,12 @@ pub struct rmlp_context_params {
     /// attention (a host callback is refused) and is not used by the per-layer calls. Freeing the
     /// context frees it; like the context, it is used by one thread at a time.
     pub cache_bytes: u64,
+    /// Which kernel the built-in attention of a CUDA context runs (default
+    /// `RMLP_GPU_ATTENTION_AUTO`, which lets `RADIX_MLP_GPU_ATTENTION` decide; another value wins
+    /// over that variable). A CPU context takes only `RMLP_GPU_ATTENTION_AUTO` (another value is
+    /// `RMLP_ERR_INVALID_ARGUMENT`: it cannot apply) and reads no `RADIX_MLP_GPU_*` variable.
+    /// Added in 0.2 after `cache_bytes`: a struct of 16 bytes (without it) gets the default.
+    pub gpu_attention: rmlp_gpu_attention,
 }
 
 /// What a context's prefix cache did since its creation (`rmlp_context_cache_stats`). Tokens are
@@ -479,6 +520,80 @@ pub struct rmlp_cache_stats {
     pub bytes_per_slot: u64,
     pub bytes_budget: u64,
     pub bytes_in_use: u64,
+}
+
+/// What the built-in attention of a CUDA context ran since its creation
+/// (`rmlp_context_gpu_stats`), and the run-time choices it was created with. Counted on the host
+/// when the work is enqueued: launches replayed from a captured CUDA graph are not counted again.
+/// An output struct versioned by `struct_size`: the caller sets it to `sizeof(rmlp_gpu_stats)` of
+/// its header; the library fills the fields it has, zeroes any bytes past them up to that size,
+/// and sets `struct_size` to the bytes it filled. A size smaller than this release's struct is
+/// `RMLP_ERR_INVALID_ARGUMENT`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_gpu_stats {
+    pub struct_size: u32,
+    /// Whether the context runs on CUDA (false for a CPU context: every other field is zero).
+    pub cuda: bool,
+    /// The kernel setting in effect: `rmlp_context_params::gpu_attention`, or
+    /// `RADIX_MLP_GPU_ATTENTION` where that was `RMLP_GPU_ATTENTION_AUTO`.
+    pub attention: rmlp_gpu_attention,
+    /// Whether FlashInfer's kernels serve the context (false with `RMLP_GPU_ATTENTION_REFERENCE`,
+    /// and with `RMLP_GPU_ATTENTION_AUTO` where the build, the shape or the device has none).
+    pub flashinfer: bool,
+    /// The switches read from the environment at creation (`RADIX_MLP_GPU_FULL_KV=paged`,
+    /// `RADIX_MLP_GPU_FLASHINFER_SM90=on`, `RADIX_MLP_GPU_ROPE=table`,
+    /// `RADIX_MLP_GPU_DECODE=flashinfer`: true; each defaults to true).
+    pub full_kv_paged: bool,
+    pub flashinfer_sm90: bool,
+    pub rope_table: bool,
+    pub decode_flashinfer: bool,
+    /// Launches of the built-in prefill attention (`rmlp_forward*`, `rmlp_attention*`; one per
+    /// layer) by kernel and layout: full space with K/V scattered to the batch rows, full space
+    /// reading K/V from the compact rows through the plan's `scatter` (`full_kv_paged`, a forward
+    /// with the built-in attention), compact space.
+    pub flashinfer_full: u64,
+    pub flashinfer_full_paged: u64,
+    pub flashinfer_compact: u64,
+    pub reference_full: u64,
+    pub reference_full_paged: u64,
+    pub reference_compact: u64,
+    /// FlashInfer work splits that `rmlp_context_set_plan` failed to make (FlashInfer's planner
+    /// raised an error); the batch then runs on the reference kernel and the call still succeeds.
+    /// The first such error is also left in `rmlp_last_error()` by the `rmlp_context_set_plan` that
+    /// met it (which returns `RMLP_OK`), and kept in `first_plan_error`.
+    pub plan_errors: u64,
+    /// Launches that ran the reference kernel where FlashInfer serves the context, by reason: its
+    /// plan failed (`plan_errors`); a batch so small that FlashInfer would pick a query tile this
+    /// build does not instantiate; more elements than FlashInfer's 32-bit offsets reach (2^31) or
+    /// more rows than the context's capacity; a batch that is not the plan set on the context (a
+    /// per-layer call with other arrays or offsets); buffers FlashInfer cannot read (strides,
+    /// alignment, another shape); FlashInfer's launcher refusing the configuration on this device.
+    pub fallback_plan_error: u64,
+    pub fallback_small_batch: u64,
+    pub fallback_too_large: u64,
+    pub fallback_unplanned: u64,
+    pub fallback_buffers: u64,
+    pub fallback_launcher: u64,
+    /// The message of the first FlashInfer plan error (NUL-terminated, truncated), "" for none.
+    pub first_plan_error: [c_char; 384],
+    /// Generation steps (`rmlp_generate_step`) whose attention ran on FlashInfer's batch decode
+    /// (`decode_flashinfer`, where the build, the model's shape and the device have its kernels:
+    /// F16/BF16, head_dim 64 or 128, 1, 2, 4 or 8 query heads per KV head, sm_80 and up), and
+    /// those that ran on the library's chain kernels (the others).
+    pub decode_steps_flashinfer: u64,
+    pub decode_steps_chains: u64,
+    /// Whether FlashInfer's Hopper prefill (sm_90a, FA3 style; `flashinfer_sm90`, a build with it,
+    /// a device of compute capability 9.0, F16/BF16, head_dim 128) serves the context's paged
+    /// layouts (compact space, and full space through the scatter).
+    pub sm90: bool,
+    /// Of the FlashInfer launches above, those that ran the Hopper kernels, by layout.
+    pub flashinfer_sm90_full_paged: u64,
+    pub flashinfer_sm90_compact: u64,
+    /// FlashInfer launches of a paged layout that ran the FA2 kernels where the Hopper ones serve
+    /// the context (a batch of more query tiles than they plan, a plan they failed to make, or their
+    /// launcher refusing).
+    pub sm90_fallbacks: u64,
 }
 
 /// Options of a generation session (`rmlp_generate_begin`): get them from
@@ -526,7 +641,9 @@ extern "C" {
     /// A fixed English description of a status code (static storage; never NULL).
     pub fn rmlp_status_string(status: rmlp_status) -> *const c_char;
     /// Detail of the last error on the calling thread: set by a call that returns an error
-    /// status, cleared ("") by the next call that returns a status. Valid until then.
+    /// status, cleared ("") by the next call that returns a status. Valid until then. Cleanup
+    /// calls are calls too (`rmlp_generate_end`, and the frees, which leave it empty when they
+    /// succeed): read or copy the message before cleaning up.
     pub fn rmlp_last_error() -> *const c_char;
 
     /// Number of CUDA devices in `*count`. `RMLP_ERR_UNSUPPORTED` in a build without CUDA;
@@ -632,6 +749,9 @@ extern "C" {
     pub fn rmlp_context_cache_stats(context: *mut rmlp_context, out: *mut rmlp_cache_stats) -> rmlp_status;
     /// Empties the prefix cache (the counters stay). OK for a context without a cache.
     pub fn rmlp_context_cache_clear(context: *mut rmlp_context) -> rmlp_status;
+    /// The built-in attention's counters and run-time choices of a CUDA context (`rmlp_gpu_stats`;
+    /// set `out->struct_size` first). A CPU context gets `cuda = false` and zeros.
+    pub fn rmlp_context_gpu_stats(context: *mut rmlp_context, out: *mut rmlp_gpu_stats) -> rmlp_status;
     /// `rmlp_context_create` with `params` (NULL: the defaults).
     pub fn rmlp_context_create_with_params(
         model: *const rmlp_model,

@@ -65,10 +65,26 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_attention_args, kv_indptr_device), 136);
     assert_eq!(offset_of!(rmlp_attention_args, kv_indices_device), 144);
 
-    // 8 before `cache_bytes`.
-    assert_eq!((size_of::<rmlp_context_params>(), align_of::<rmlp_context_params>()), (16, 8));
+    // 8 before `cache_bytes`, 16 before `gpu_attention`.
+    assert_eq!((size_of::<rmlp_context_params>(), align_of::<rmlp_context_params>()), (24, 8));
     assert_eq!(offset_of!(rmlp_context_params, attention_space), 4);
     assert_eq!(offset_of!(rmlp_context_params, cache_bytes), 8);
+    assert_eq!(offset_of!(rmlp_context_params, gpu_attention), 16);
+
+    assert_eq!((size_of::<rmlp_gpu_stats>(), align_of::<rmlp_gpu_stats>()), (560, 8));
+    assert_eq!(offset_of!(rmlp_gpu_stats, cuda), 4);
+    assert_eq!(offset_of!(rmlp_gpu_stats, attention), 8);
+    assert_eq!(offset_of!(rmlp_gpu_stats, flashinfer), 12);
+    assert_eq!(offset_of!(rmlp_gpu_stats, full_kv_paged), 13);
+    assert_eq!(offset_of!(rmlp_gpu_stats, decode_flashinfer), 16);
+    assert_eq!(offset_of!(rmlp_gpu_stats, flashinfer_full), 24);
+    assert_eq!(offset_of!(rmlp_gpu_stats, reference_compact), 64);
+    assert_eq!(offset_of!(rmlp_gpu_stats, plan_errors), 72);
+    assert_eq!(offset_of!(rmlp_gpu_stats, fallback_plan_error), 80);
+    assert_eq!(offset_of!(rmlp_gpu_stats, fallback_launcher), 120);
+    assert_eq!(offset_of!(rmlp_gpu_stats, first_plan_error), 128);
+    assert_eq!(offset_of!(rmlp_gpu_stats, sm90), 528);
+    assert_eq!(offset_of!(rmlp_gpu_stats, sm90_fallbacks), 552);
 
     assert_eq!((size_of::<rmlp_cache_stats>(), align_of::<rmlp_cache_stats>()), (88, 8));
     assert_eq!(offset_of!(rmlp_cache_stats, batches), 0);
@@ -106,6 +122,7 @@ fn default_params_match_constants() {
     assert_eq!(c.struct_size as usize, size_of::<rmlp_context_params>());
     assert_eq!(c.attention_space, RMLP_ATTENTION_FULL);
     assert_eq!(c.cache_bytes, 0);
+    assert_eq!(c.gpu_attention, RMLP_GPU_ATTENTION_AUTO);
     let g = unsafe { rmlp_generate_default_params() };
     assert_eq!(g.struct_size as usize, size_of::<rmlp_generate_params>());
     assert_eq!(g.max_new_tokens, 256);
@@ -128,6 +145,7 @@ fn status_strings_are_non_empty() {
         RMLP_ERR_FORMAT,
         RMLP_ERR_MODEL,
         RMLP_ERR_BUSY,
+        RMLP_ERR_FULL,
         -1000,
     ];
     let strings: Vec<String> =

@@ -35,6 +35,9 @@ pub enum Status {
     /// single-threaded); nothing was done. Safe Rust cannot get this (`&mut self`), only a
     /// handle shared through raw pointers.
     Busy,
+    /// `RMLP_ERR_FULL`: a batcher's queue is at its capacity; the request was not added (take a
+    /// batch first).
+    Full,
     /// Any other code, as the library returned it.
     Unknown(i32),
 }
@@ -55,6 +58,7 @@ impl Status {
             sys::RMLP_ERR_FORMAT => Status::Format,
             sys::RMLP_ERR_MODEL => Status::Model,
             sys::RMLP_ERR_BUSY => Status::Busy,
+            sys::RMLP_ERR_FULL => Status::Full,
             other => Status::Unknown(other),
         }
     }
@@ -74,6 +78,7 @@ impl Status {
             Status::Format => sys::RMLP_ERR_FORMAT,
             Status::Model => sys::RMLP_ERR_MODEL,
             Status::Busy => sys::RMLP_ERR_BUSY,
+            Status::Full => sys::RMLP_ERR_FULL,
             Status::Unknown(code) => code,
         }
     }

@@ -48,6 +48,11 @@
 //!
 //! # Serving
 //!
+//! A [`Batcher`] queues requests and hands out batches that share prefixes (deepest first, the age
+//! bound kept; [`Batcher::next_batch_with_cache`] prefers what a context's prefix cache holds);
+//! [`route_key`] keys a request's leading prefix for a load balancer (docs/batching.md,
+//! docs/deploying-routing.md).
+//!
 //! [`PlanParams::from_env`] reads the deployment's switches (`RADIX_MLP_THRESHOLD`,
 //! `RADIX_MLP_PAD`); [`Context::new`] makes a context that holds an `Arc` of its [`Model`]
 //! ([`SharedContext`]), for a server struct or a `'static` worker thread; [`set_cpu_threads`]
@@ -104,13 +109,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use radix_mlp_sys as sys;
 
+mod batcher;
 mod error;
 mod generate;
+mod gpu;
 mod model;
 mod planner;
 
+pub use batcher::{route_key, route_key_header, Batch, BatchMode, Batcher, BatcherParams, RouteParams};
 pub use error::{Error, Status};
 pub use generate::{argmax, GenerateParams, GenerateStats, Generation};
+pub use gpu::{GpuAttention, GpuStats};
 pub use model::{
     Architecture, AttentionArgs, AttentionSpace, CacheStats, CompactLayout, Context, ContextParams, DType, Device,
     Model, ModelConfig, ModelHolder, ModelParams, PairScore, Pooling, SharedContext, WeightBinding,

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use radix_mlp_sys as sys;
 
 use crate::error::{Error, Status};
+use crate::gpu::GpuAttention;
 use crate::planner::AsPlan;
 
 /// Decoder architecture (`model_type` in config.json).
@@ -287,6 +288,10 @@ pub struct ContextParams {
     /// the `*_with_attention` forwards are refused on it (the cache needs the built-in attention)
     /// and the per-layer calls do not use it. See [`Context::cache_stats`], [`Context::cache_clear`].
     pub cache_bytes: u64,
+    /// Which kernel a CUDA context's built-in attention runs (default [`GpuAttention::Auto`],
+    /// which lets `RADIX_MLP_GPU_ATTENTION` decide); a CPU context takes only `Auto`
+    /// (`Status::InvalidArgument` otherwise). See [`Context::gpu_stats`].
+    pub gpu_attention: GpuAttention,
 }
 
 impl Default for ContextParams {
@@ -297,6 +302,7 @@ impl Default for ContextParams {
         ContextParams {
             attention_space: AttentionSpace::from_raw(raw.attention_space).unwrap_or_default(),
             cache_bytes: raw.cache_bytes,
+            gpu_attention: GpuAttention::from_raw(raw.gpu_attention).unwrap_or_default(),
         }
     }
 }
@@ -307,6 +313,7 @@ impl ContextParams {
         let mut raw = unsafe { sys::rmlp_context_default_params() };
         raw.attention_space = self.attention_space.raw();
         raw.cache_bytes = self.cache_bytes;
+        raw.gpu_attention = self.gpu_attention.raw();
         raw
     }
 }
@@ -900,6 +907,11 @@ impl<M: ModelHolder> Context<'_, M> {
     pub fn cache_clear(&mut self) -> Result<(), Error> {
         // SAFETY: `self.raw` is a live context, borrowed mutably for the call.
         Error::check(unsafe { sys::rmlp_context_cache_clear(self.raw.as_ptr()) })
+    }
+
+    /// The live handle, borrowed mutably, for the crate's other modules (batcher.rs).
+    pub(crate) fn raw_mut(&mut self) -> *mut sys::rmlp_context {
+        self.raw.as_ptr()
     }
 
     /// Err unless the model computes in host memory (the CPU): slices are host memory.

@@ -41,5 +41,5 @@ fn gate_from_env_and_busy_status() {
 
     assert_eq!(Status::from_code(-12), Status::Busy);
     assert_eq!(Status::Busy.code(), -12);
-    assert_eq!(Status::Busy.description(), "handle in use by another thread");
+    assert_eq!(Status::Busy.description(), "handle in use by another call");
 }
