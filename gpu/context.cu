@@ -18,6 +18,7 @@
 #include "blas.h"
 #include "host.h"
 #include "model.h"
+#include "nonfinite.h"
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -73,6 +74,7 @@ extern "C" rmlp_status gpu_context_create(const char *fn, const gpu_model *model
         {&ctx->v, rows * kvd * es},
         {(void **)&ctx->maps, ctx->maps_words * sizeof(uint32_t)},
         {(void **)&ctx->pool_cu, (max_tokens + 1) * sizeof(uint32_t)},
+        {(void **)&ctx->nonfinite, sizeof(gpu_nonfinite)}, /* zeroed below with the rest */
     };
     size_t total = 0;
     for (const part &p : parts) total = round_up(total, 256) + p.bytes;

@@ -63,6 +63,16 @@ struct gpu_device_guard {
     gpu_device_guard guard(device);                                                                                    \
     if (guard.error != cudaSuccess) return gpu_fail((fn), "cudaSetDevice", guard.error)
 
+/* RMLP_OK, or while `stream` (a context's) captures a graph RMLP_ERR_INVALID_ARGUMENT saying so and
+ * `why` the call cannot be captured ("this call synchronises it ..."). */
+static inline rmlp_status gpu_refuse_capture(const char *fn, cudaStream_t stream, const char *why) {
+    cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
+    GPU_TRY(fn, cudaStreamIsCapturing(stream, &state));
+    if (state == cudaStreamCaptureStatusNone) return RMLP_OK;
+    return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the context's stream is capturing a graph, and %s: call it after "
+                     "the capture", why);
+}
+
 /* Bytes per element of a storage dtype, 0 for anything else. */
 static inline size_t gpu_dtype_bytes(rmlp_dtype dtype) {
     return dtype == RMLP_DTYPE_F32 ? 4 : dtype == RMLP_DTYPE_F16 || dtype == RMLP_DTYPE_BF16 ? 2 : 0;

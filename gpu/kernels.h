@@ -1,6 +1,6 @@
 /*
  * kernels.h: C-callable host launchers of the CUDA kernels in gpu/ (rows.cu, norm.cu, rope.cu,
- * activation.cu, attention.cu). Internal to the library: not part of the ABI.
+ * activation.cu, attention.cu, nonfinite.cu). Internal to the library: not part of the ABI.
  *
  * Every launcher enqueues its work on `stream` and returns at once: it never allocates,
  * never synchronises, and may be captured in a CUDA graph. It returns cudaSuccess, the launch's
@@ -153,6 +153,13 @@ cudaError_t gpu_pool_rows(const void *hidden, size_t dim, const uint32_t *rows, 
 cudaError_t gpu_score_rows(const void *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens,
                            size_t n_seqs, const void *row_a, const void *row_b, float *logits, rmlp_dtype dtype,
                            cudaStream_t stream);
+
+/* Scans x (n elements, rows of `width`) for an infinity or NaN: where there is one, counts the
+ * scan in state->outputs and sets state->row, col to the first one (nonfinite.cu; state is the
+ * device counter of gpu/nonfinite.h). width 0 is refused. */
+struct gpu_nonfinite;
+cudaError_t gpu_nonfinite_scan(const void *x, size_t n, uint32_t width, rmlp_dtype dtype, struct gpu_nonfinite *state,
+                               cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -111,6 +111,7 @@ struct gpu_context {
     gpu_options options; /* the run-time choices fixed at creation (gpu/options.h) */
     gpu_flashinfer *fi;  /* FlashInfer's workspace and plans (gpu/flashinfer.h); NULL: the reference attention */
     gpu_attention_counts counts;
+    struct gpu_nonfinite *nonfinite; /* the forwards' non-finite output counter (nonfinite.h), in the arena */
 };
 
 /* Index arrays sent to the device with each batch or step (staging.cu): `device` and its pinned

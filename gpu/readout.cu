@@ -15,12 +15,8 @@
 #include "model.h"
 
 static rmlp_status prepare(const char *fn, gpu_context *ctx, const uint32_t *cu_seqlens, size_t n_seqs) {
-    cudaStreamCaptureStatus state = cudaStreamCaptureStatusNone;
-    GPU_TRY(fn, cudaStreamIsCapturing(ctx->stream, &state));
-    if (state != cudaStreamCaptureStatusNone)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "the context's stream is capturing a graph, and this call synchronises it to return host "
-                         "results: call it after the capture");
+    rmlp_status status = gpu_refuse_capture(fn, ctx->stream, "this call synchronises it to return host results");
+    if (status != RMLP_OK) return status;
     if (n_seqs > ctx->cap_tokens)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "n_seqs=%zu but the context was created for %zu tokens", n_seqs,
                          ctx->cap_tokens);

@@ -5,7 +5,8 @@
 # one model shared by threads, a context each, and the thread-local last error;
 # test_context_threads: one context shared by threads, refused with RMLP_ERR_BUSY, and calls that
 # nest on one thread; test_prefix_cache: threads with a cached context each on one model;
-# test_decode_attention: the CPU decode attention on pools of threads, and the pool itself). Any
+# test_decode_attention: the CPU decode attention on pools of threads, and the pool itself;
+# test_batcher_traces: batchers on threads, one shared and refused with RMLP_ERR_BUSY). Any
 # report fails the run (halt_on_error=1 makes the test exit nonzero).
 #   scripts/tsan.sh [-jN]
 set -euo pipefail
@@ -15,7 +16,7 @@ jobs=${1:--j$(nproc)}
 
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DRMLP_CUDA=OFF -DRMLP_SANITIZE=thread >/dev/null
 cmake --build build-tsan "$jobs" --target test_concurrency test_model_threads test_context_threads test_prefix_cache \
-  test_decode_attention
+  test_decode_attention test_batcher_traces
 
 # OpenBLAS is not built with ThreadSanitizer, so what its own worker threads do is invisible to
 # TSan: their accesses are not recorded, and the hand-over of work to them (OpenBLAS's own flags

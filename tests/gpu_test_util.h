@@ -2,10 +2,11 @@
  * gpu_test_util.h: what the tests of the CUDA path (test_gpu_kernels.c, test_gpu_flashinfer.c,
  * test_gpu_model.c) share: F16 and BF16 on the host (round to nearest even, as the device's
  * __float2half_rn and __float2bfloat16_rn and the library's upload do), conversions of
- * little-endian storage to and from fp32, random inputs, device buffers that must be had (a failed
- * CUDA call there ends the test with its summary line: nothing after it would mean anything), and
- * the kernel tests' comparison with per-element and norm tolerances (and a line reporting the
- * errors). Include after test_util.h (it CHECKs), in the one translation unit of a test.
+ * little-endian storage to and from fp32, random inputs, a context's GPU stats, device buffers that
+ * must be had (a failed CUDA call there ends the test with its summary line: nothing after it would
+ * mean anything), and the kernel tests' comparison with per-element and norm tolerances (and a
+ * line reporting the errors). Include after test_util.h (it CHECKs), in the one translation unit
+ * of a test.
  */
 #ifndef RMLP_GPU_TEST_UTIL_H
 #define RMLP_GPU_TEST_UTIL_H
@@ -87,6 +88,15 @@ static inline void f32_to_dtype(const float *x, size_t n, rmlp_dtype dt, unsigne
             memcpy(out + 2 * i, &v, 2);
         }
     }
+}
+
+/* rmlp_context_gpu_stats of a CUDA context (CHECKed: OK and `cuda`). */
+static inline rmlp_gpu_stats gpu_stats_of(rmlp_context *ctx) {
+    rmlp_gpu_stats s;
+    memset(&s, 0, sizeof s);
+    s.struct_size = sizeof s;
+    CHECK(rmlp_context_gpu_stats(ctx, &s) == RMLP_OK && s.cuda, "rmlp_context_gpu_stats: %s", rmlp_last_error());
+    return s;
 }
 
 /* ---- device buffers ------------------------------------------------------------------------- */

@@ -63,14 +63,6 @@ static rmlp_context *make_context(rmlp_model *model, size_t max_tokens, rmlp_gpu
     return NULL;
 }
 
-static rmlp_gpu_stats stats_of(rmlp_context *ctx) {
-    rmlp_gpu_stats s;
-    memset(&s, 0, sizeof s);
-    s.struct_size = sizeof s;
-    CHECK(rmlp_context_gpu_stats(ctx, &s) == RMLP_OK && s.cuda, "rmlp_context_gpu_stats: %s", rmlp_last_error());
-    return s;
-}
-
 /* The forward (full space: batch rows; compact: the n_compact compact rows) into a poisoned buffer,
  * downloaded; with `set`, the plan set first (else it is the one set). NULL on failure. */
 static float *forward(rmlp_context *ctx, const rmlp_plan *plan, bool compact, bool set, rmlp_dtype dt, size_t hidden,
@@ -120,9 +112,9 @@ static void launches(const rmlp_gpu_stats *s, const rmlp_gpu_stats *before, uint
  * reference) in `layout` (0 full, 1 full paged, 2 compact). */
 static float *counted_forward(rmlp_context *ctx, const rmlp_plan *plan, bool compact, bool set, int di, size_t hidden,
                               void *d_out, int kernel, int layout, const char *what) {
-    rmlp_gpu_stats before = stats_of(ctx);
+    rmlp_gpu_stats before = gpu_stats_of(ctx);
     float *out = forward(ctx, plan, compact, set, DTYPES[di], hidden, d_out, what);
-    rmlp_gpu_stats after = stats_of(ctx);
+    rmlp_gpu_stats after = gpu_stats_of(ctx);
     uint64_t got[2][3];
     launches(&after, &before, got);
     for (int k = 0; k < 2; k++)
@@ -148,7 +140,7 @@ static void test_plan_failure(rmlp_context *fast, const rmlp_plan *plan, int di,
     char what[160];
     size_t n = plan->n_tokens * hidden;
     gpu_flashinfer_test_starve(gpu_context_flashinfer(fast->gpu), 1); /* the full layout's, planned first */
-    rmlp_gpu_stats before = stats_of(fast);
+    rmlp_gpu_stats before = gpu_stats_of(fast);
     rmlp_status status = rmlp_context_set_plan(fast, plan);
     const char *msg = rmlp_last_error();
     printf("  forced plan failure: status %d, \"%s\"\n", status, msg);
@@ -159,7 +151,7 @@ static void test_plan_failure(rmlp_context *fast, const rmlp_plan *plan, int di,
     float *out = counted_forward(fast, plan, false, false, di, hidden, d_out, 1, 1, what);
     if (out && ref_out) expect_close(what, di, out, ref_out, n, true);
     free(out);
-    rmlp_gpu_stats after = stats_of(fast);
+    rmlp_gpu_stats after = gpu_stats_of(fast);
     CHECK(after.plan_errors == before.plan_errors + 1 &&
               after.fallback_plan_error == before.fallback_plan_error + LAYERS &&
               strstr(after.first_plan_error, "FlashInfer's PrefillPlan (full layout") != NULL,
@@ -171,7 +163,7 @@ static void test_plan_failure(rmlp_context *fast, const rmlp_plan *plan, int di,
     status = rmlp_context_set_plan(fast, plan);
     CHECK(status == RMLP_OK && rmlp_last_error()[0] == '\0', "a second failed plan: status %d, said again \"%s\"",
           status, rmlp_last_error());
-    CHECK(stats_of(fast).plan_errors == before.plan_errors + 3, "both layouts failing: 2 more plan errors");
+    CHECK(gpu_stats_of(fast).plan_errors == before.plan_errors + 3, "both layouts failing: 2 more plan errors");
     snprintf(what, sizeof what, "%s compact space after both plans failed", DTYPE_NAMES[di]);
     free(counted_forward(fast, plan, true, false, di, hidden, d_out, 1, 2, what));
     snprintf(what, sizeof what, "%s full space, FlashInfer again after the failed plans", DTYPE_NAMES[di]);
@@ -185,7 +177,7 @@ static void test_plan_failure(rmlp_context *fast, const rmlp_plan *plan, int di,
 static void test_sm90(const contexts *c, const rmlp_plan *plan, int di, size_t hidden, void *d_out,
                       const float *f_paged, const float *f_compact) {
     char what[160];
-    rmlp_gpu_stats s = stats_of(c->fast), t = stats_of(c->fa2);
+    rmlp_gpu_stats s = gpu_stats_of(c->fast), t = gpu_stats_of(c->fa2);
     CHECK(s.flashinfer_sm90_full_paged >= LAYERS && s.flashinfer_sm90_compact >= LAYERS && s.sm90_fallbacks == 0,
           "%s: Hopper launches %llu full paged, %llu compact, %llu fallbacks", DTYPE_NAMES[di],
           (unsigned long long)s.flashinfer_sm90_full_paged, (unsigned long long)s.flashinfer_sm90_compact,
@@ -199,16 +191,16 @@ static void test_sm90(const contexts *c, const rmlp_plan *plan, int di, size_t h
     fa2 = counted_forward(c->fa2, plan, true, true, di, hidden, d_out, 0, 2, what);
     if (fa2 && f_compact) expect_close(what, di, f_compact, fa2, plan->n_compact * hidden, false);
     free(fa2);
-    CHECK(stats_of(c->fa2).flashinfer_sm90_full_paged == 0, "FA2 context: no Hopper launches");
+    CHECK(gpu_stats_of(c->fa2).flashinfer_sm90_full_paged == 0, "FA2 context: no Hopper launches");
 }
 
 static void test_contexts(const contexts *c, const rmlp_plan *plan, int di, size_t hidden, void *d_out, bool fi) {
     char what[160];
     const char *name = DTYPE_NAMES[di], *fast_name = fi ? "FlashInfer" : "auto (the reference kernel)";
     size_t n = plan->n_tokens * hidden;
-    rmlp_gpu_stats s = stats_of(c->fast);
-    CHECK(s.flashinfer == fi && s.full_kv_paged && !stats_of(c->fast_scatter).full_kv_paged &&
-              stats_of(c->ref).attention == RMLP_GPU_ATTENTION_REFERENCE && !stats_of(c->ref).flashinfer,
+    rmlp_gpu_stats s = gpu_stats_of(c->fast);
+    CHECK(s.flashinfer == fi && s.full_kv_paged && !gpu_stats_of(c->fast_scatter).full_kv_paged &&
+              gpu_stats_of(c->ref).attention == RMLP_GPU_ATTENTION_REFERENCE && !gpu_stats_of(c->ref).flashinfer,
           "%s: stats say flashinfer %d, paged %d", name, s.flashinfer, s.full_kv_paged);
     int fk = fi ? 0 : 1; /* the kernel the fast contexts run */
     snprintf(what, sizeof what, "%s full space, reference kernel, K/V paged vs scattered", name);
@@ -225,7 +217,7 @@ static void test_contexts(const contexts *c, const rmlp_plan *plan, int di, size
     float *r_compact = counted_forward(c->ref, plan, true, true, di, hidden, d_out, 1, 2, what);
     float *f_compact = counted_forward(c->fast, plan, true, true, di, hidden, d_out, fk, 2, what);
     if (r_compact && f_compact) expect_close(what, di, f_compact, r_compact, plan->n_compact * hidden, !fi);
-    s = stats_of(c->fast);
+    s = gpu_stats_of(c->fast);
     uint64_t fallbacks = s.fallback_plan_error + s.fallback_small_batch + s.fallback_too_large + s.fallback_unplanned +
                          s.fallback_buffers + s.fallback_launcher;
     CHECK(s.plan_errors == 0 && fallbacks == 0, "%s: %llu fallbacks counted where there were none", name,
@@ -293,7 +285,7 @@ static void test_refused(const char *dir) {
     setenv("RADIX_MLP_GPU_ATTENTION", "reference", 1);
     ctx = make_context(model, 64, RMLP_GPU_ATTENTION_AUTO, NULL, &status);
     if (CHECK(ctx != NULL, "RADIX_MLP_GPU_ATTENTION=reference: %s", rmlp_last_error())) {
-        rmlp_gpu_stats s = stats_of(ctx);
+        rmlp_gpu_stats s = gpu_stats_of(ctx);
         CHECK(s.attention == RMLP_GPU_ATTENTION_REFERENCE && !s.flashinfer, "the variable: attention %d", s.attention);
     }
     rmlp_context_free(ctx);

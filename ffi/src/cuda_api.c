@@ -1,7 +1,8 @@
 /*
  * cuda_api.c: exported CUDA entry points: the device count (in a build without CUDA
  * RMLP_ERR_UNSUPPORTED; with CUDA every runtime error becomes a status whose message names the
- * call and CUDA's error string), and a context's GPU counters (zeros for a CPU context).
+ * call and CUDA's error string), and a context's GPU counters (zeros for a CPU context; on CUDA the
+ * read of the non-finite output counter synchronises the context's stream).
  */
 #include <string.h>
 
@@ -11,6 +12,7 @@
 
 #ifdef RMLP_WITH_CUDA
 #include "../../gpu/device.h"
+#include "../../gpu/nonfinite.h"
 #include "../../gpu/runner.h"
 #endif
 
@@ -35,7 +37,8 @@ RMLP_EXPORT rmlp_status rmlp_cuda_device_count(int32_t *count) {
 #endif
 }
 
-/* out: an output struct versioned by its struct_size (see rmlp_gpu_stats). */
+/* out: an output struct versioned by its struct_size (see rmlp_gpu_stats). On CUDA the non-finite
+ * output counter is read from the device (synchronising the context's stream). */
 static rmlp_status gpu_stats(const char *fn, const rmlp_context *context, rmlp_gpu_stats *out) {
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     uint32_t size = out->struct_size;
@@ -46,7 +49,11 @@ static rmlp_status gpu_stats(const char *fn, const rmlp_context *context, rmlp_g
     rmlp_gpu_stats stats;
     memset(&stats, 0, sizeof stats);
 #ifdef RMLP_WITH_CUDA
-    if (context->gpu != NULL) gpu_context_stats(context->gpu, &stats);
+    if (context->gpu != NULL) {
+        gpu_context_stats(context->gpu, &stats);
+        rmlp_status status = gpu_nonfinite_stats(fn, context->gpu, &stats);
+        if (status != RMLP_OK) return status;
+    }
 #else
     (void)context; /* no CUDA context exists */
 #endif

@@ -198,7 +198,8 @@ static size_t first_not_finite(const float *x, size_t n) {
 
 /* A CPU forward's output, all finite, or RMLP_ERR_MODEL naming the first row and element that is
  * not (weights so large that fp32 overflows: the load's finite check passes them). The output is
- * left as computed. A CUDA forward's output stays on the device, unchecked (docs/bad_input.md). */
+ * left as computed. A CUDA forward's output stays on the device: a kernel after the forward counts
+ * it instead (model_cuda.c, gpu/nonfinite.h; the forward is asynchronous, so no status can say it). */
 static rmlp_status check_output(const char *fn, const rmlp_context *context, const rmlp_plan *plan, const float *out,
                                 bool compact_out) {
     size_t hsz = context->model->config.hidden_size, rows = compact_out ? plan->n_compact : plan->n_tokens;

@@ -2,6 +2,7 @@
  * model_cuda.c: the model entry points on a CUDA device (see model_cuda.h). Device selection
  * and the "no device" status happen here at load; after it, each call checks that its plan is
  * the one set on the context and that its buffers are device memory, then hands over to gpu/.
+ * A whole forward ends with the check of its output (gpu/nonfinite.h: counted, not a status).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 
 #include "../../cache/kv_cache.h"
 #include "../../gpu/device.h"
+#include "../../gpu/nonfinite.h"
 #include "../../gpu/options.h"
 #include "../../gpu/runner.h"
 
@@ -164,7 +166,9 @@ rmlp_status cuda_forward(const char *fn, rmlp_context *context, const rmlp_plan 
     rmlp_status status = gpu_context_check_plan(fn, context->gpu, plan, true);
     if (status == RMLP_OK)
         status = check_device_buffers(fn, context, (const void *[]){out}, (const char *[]){"out"}, 1);
-    return status == RMLP_OK ? gpu_forward(fn, context->gpu, space, attention, user_data, out, compact_out) : status;
+    if (status == RMLP_OK) status = gpu_forward(fn, context->gpu, space, attention, user_data, out, compact_out);
+    return status == RMLP_OK ? gpu_check_output(fn, context->gpu, out, compact_out ? plan->n_compact : plan->n_tokens)
+                             : status;
 }
 
 rmlp_status cuda_cache_create(const char *fn, rmlp_context *context) {
@@ -189,7 +193,8 @@ rmlp_status cuda_forward_cached(const char *fn, rmlp_context *context, const rml
                               c->batch.n_computed, c->n_out};
     status = gpu_forward_cached(fn, context->gpu, context->gpu_cache, &batch, out, compact_out);
     kv_pool_end(c->pool, plan, &c->batch, status == RMLP_OK); /* after a failure its new rows hold nothing */
-    return status;
+    if (status != RMLP_OK || out == NULL) return status;
+    return gpu_check_output(fn, context->gpu, out, compact_out ? plan->n_compact : plan->n_tokens);
 }
 
 rmlp_status cuda_generate_open(const char *fn, rmlp_context *context, size_t n_seqs, size_t key_words,

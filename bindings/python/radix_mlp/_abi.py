@@ -205,7 +205,8 @@ class rmlp_gpu_stats(ctypes.Structure):
         "reference_compact", "plan_errors", "fallback_plan_error", "fallback_small_batch", "fallback_too_large",
         "fallback_unplanned", "fallback_buffers", "fallback_launcher")] + [("first_plan_error", c_char * 384)] + [
         (name, c_uint64) for name in ("decode_steps_flashinfer", "decode_steps_chains")] + [("sm90", c_bool)] + [
-        (name, c_uint64) for name in ("flashinfer_sm90_full_paged", "flashinfer_sm90_compact", "sm90_fallbacks")]
+        (name, c_uint64) for name in ("flashinfer_sm90_full_paged", "flashinfer_sm90_compact", "sm90_fallbacks",
+                                      "nonfinite_outputs")] + [("nonfinite_row", c_uint32), ("nonfinite_col", c_uint32)]
 
 
 class rmlp_generate_params(ctypes.Structure):
@@ -309,7 +310,7 @@ STRUCT_SIZES = {
     "rmlp_attention_args": 152,
     "rmlp_context_params": 24,
     "rmlp_cache_stats": 88,
-    "rmlp_gpu_stats": 560,
+    "rmlp_gpu_stats": 576,
     "rmlp_weight_binding": 40,
     "rmlp_generate_params": 12,
     "rmlp_generate_stats": 56,

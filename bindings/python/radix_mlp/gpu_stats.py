@@ -28,7 +28,10 @@ class GpuStats:
     whose attention ran on FlashInfer's batch decode / the library's chain kernels; ``sm90`` whether
     FlashInfer's Hopper prefill serves the context, ``flashinfer_sm90_full_paged`` /
     ``flashinfer_sm90_compact`` the FlashInfer launches on it, ``sm90_fallbacks`` those of a paged
-    layout that ran FA2 instead."""
+    layout that ran FA2 instead. ``nonfinite_outputs``: forwards whose output held an infinity or NaN
+    (a CPU forward raises for these; a CUDA one is asynchronous, so it is counted on the device),
+    ``nonfinite_row`` / ``nonfinite_col`` the latest one's first such element (a row of its
+    output); reading them synchronises the context's stream."""
 
     cuda: bool
     attention: str
@@ -57,6 +60,9 @@ class GpuStats:
     flashinfer_sm90_full_paged: int
     flashinfer_sm90_compact: int
     sm90_fallbacks: int
+    nonfinite_outputs: int
+    nonfinite_row: int
+    nonfinite_col: int
 
 
 def read_gpu_stats(handle):

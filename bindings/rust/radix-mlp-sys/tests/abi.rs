@@ -71,7 +71,7 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_context_params, cache_bytes), 8);
     assert_eq!(offset_of!(rmlp_context_params, gpu_attention), 16);
 
-    assert_eq!((size_of::<rmlp_gpu_stats>(), align_of::<rmlp_gpu_stats>()), (560, 8));
+    assert_eq!((size_of::<rmlp_gpu_stats>(), align_of::<rmlp_gpu_stats>()), (576, 8));
     assert_eq!(offset_of!(rmlp_gpu_stats, cuda), 4);
     assert_eq!(offset_of!(rmlp_gpu_stats, attention), 8);
     assert_eq!(offset_of!(rmlp_gpu_stats, flashinfer), 12);
@@ -85,6 +85,9 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_gpu_stats, first_plan_error), 128);
     assert_eq!(offset_of!(rmlp_gpu_stats, sm90), 528);
     assert_eq!(offset_of!(rmlp_gpu_stats, sm90_fallbacks), 552);
+    assert_eq!(offset_of!(rmlp_gpu_stats, nonfinite_outputs), 560);
+    assert_eq!(offset_of!(rmlp_gpu_stats, nonfinite_row), 568);
+    assert_eq!(offset_of!(rmlp_gpu_stats, nonfinite_col), 572);
 
     assert_eq!((size_of::<rmlp_cache_stats>(), align_of::<rmlp_cache_stats>()), (88, 8));
     assert_eq!(offset_of!(rmlp_cache_stats, batches), 0);

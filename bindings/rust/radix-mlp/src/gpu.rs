@@ -90,6 +90,13 @@ pub struct GpuStats {
     pub flashinfer_sm90_full_paged: u64,
     pub flashinfer_sm90_compact: u64,
     pub sm90_fallbacks: u64,
+    /// Forwards whose output held an infinity or NaN (a CPU forward returns an error for these; a
+    /// CUDA one is asynchronous, so it is counted on the device, replays of a graph too), and the
+    /// latest one's first such element: its row of the output and its element in the row. Reading
+    /// them synchronises the context's stream.
+    pub nonfinite_outputs: u64,
+    pub nonfinite_row: u32,
+    pub nonfinite_col: u32,
 }
 
 impl From<&sys::rmlp_gpu_stats> for GpuStats {
@@ -124,13 +131,17 @@ impl From<&sys::rmlp_gpu_stats> for GpuStats {
             flashinfer_sm90_full_paged: s.flashinfer_sm90_full_paged,
             flashinfer_sm90_compact: s.flashinfer_sm90_compact,
             sm90_fallbacks: s.sm90_fallbacks,
+            nonfinite_outputs: s.nonfinite_outputs,
+            nonfinite_row: s.nonfinite_row,
+            nonfinite_col: s.nonfinite_col,
         }
     }
 }
 
 impl<M: ModelHolder> Context<'_, M> {
     /// The built-in attention's counters and run-time choices (`rmlp_context_gpu_stats`; all zero
-    /// for a CPU context).
+    /// for a CPU context). On CUDA this synchronises the context's stream (for `nonfinite_outputs`)
+    /// and is refused while the stream captures a graph.
     pub fn gpu_stats(&self) -> Result<GpuStats, Error> {
         // SAFETY: rmlp_gpu_stats is plain data (integers, bools and a char array): all zero is valid.
         let mut out: sys::rmlp_gpu_stats = unsafe { core::mem::zeroed() };
