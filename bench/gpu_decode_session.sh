@@ -12,7 +12,7 @@
 #      (--gpu-variant; a radixmlp without it runs the default only, and the record says so);
 #   3. radixmlp bench --decode --json on the machine's CPU cores (all of them, the built-in 2-layer
 #      model, fp32), with OPENBLAS_THREAD_TIMEOUT=4 so OpenBLAS's idle threads sleep instead of
-#      spinning beside the session's own threads (README, set_cpu_threads);
+#      spinning beside the session's own threads (docs/backends.md, "CPU threads");
 #   4. the M = 32 cases with one OpenBLAS thread, as on the development VM, when time is left.
 # Every step runs under `timeout -k 15` within the budget and is recorded as it ends; each bench
 # writes one JSON line per case as it goes (gpu/device_steps.sh). Without a GPU it records SKIP and

@@ -1,5 +1,5 @@
 /*
- * kv_pool.h: the index of a context's prefix KV cache (shared/DESIGN.md, "the KV tree"): token
+ * kv_pool.h: the index of a context's prefix KV cache (docs/design.md, "The prefix KV cache"): token
  * slots, a radix tree over (token id, position id) paths whose nodes are slots, reference counts
  * that lock the slots a batch uses, and LRU eviction of unlocked leaves. What a slot holds (each
  * layer's K and V and the final hidden state of its row) lives with the context, on the CPU or the

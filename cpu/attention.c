@@ -6,7 +6,7 @@
  * Scratch is one block of scores (and in compact space a path's K and V rows of one head), so
  * memory stays linear in the sequence length.
  *
- * Compact space (shared/DESIGN.md, "Attention in compact space"): a sequence's keys are its
+ * Compact space (docs/design.md, "Attention in compact space"): a sequence's keys are its
  * path, the compact rows kv_indices[kv_indptr[s] .. kv_indptr[s+1]) (the plan's scatter over
  * cu_seqlens: a paged KV layout with page size 1); its queries are only the compact rows it owns,
  * qo_indptr[s] .. qo_indptr[s+1], the last q_s rows of its path. Owned query t sits at path

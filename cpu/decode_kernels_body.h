@@ -32,7 +32,7 @@ KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(dots_bloc
     v8 a[4][4];
     for (size_t i = 0; i < rb; i++)
         for (size_t j = 0; j < 4; j++) a[i][j] = (v8){0};
-#pragma GCC unroll 2 /* two chunks per pass: 6-9% faster on Zen 4 (bench/RESULTS.md), the same sums */
+#pragma GCC unroll 2 /* two chunks per pass: 6-9% faster on Zen 4 (docs/bench/generation-cpu.md), the same sums */
     for (size_t d = 0; d < dim8; d += 8) {
         v8 xv[4];
         for (size_t i = 0; i < rb; i++) {

@@ -2,8 +2,8 @@
  * linear_few.h: x W^T (+ bias) for the few rows of a decode step, with the decode kernels' row
  * dots (decode_kernels.h) on a pool of threads: W (out_dim, in_dim), nn.Linear's layout, read in
  * place. At these row counts BLAS packs W for every call and runs at a fraction of its GEMM rate
- * (bench/RESULTS.md); here each block of W's rows is read once, from memory, while every x row
- * passes over it in L1.
+ * (docs/bench/generation-cpu.md); here each block of W's rows is read once, from memory, while
+ * every x row passes over it in L1.
  */
 #ifndef RMLP_CPU_LINEAR_FEW_H
 #define RMLP_CPU_LINEAR_FEW_H

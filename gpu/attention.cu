@@ -2,7 +2,7 @@
  * attention.cu: the built-in causal attention with grouped KV heads, for standalone use and tests
  * (hosts that keep attention bring their own flash-attention), in both layouts: full space (each
  * sequence's rows attend over its own rows) and compact space (each sequence's owned compact rows
- * attend over its path, read through the plan's scatter: shared/DESIGN.md). Correctness first: a
+ * attend over its path, read through the plan's scatter: docs/design.md). Correctness first: a
  * tiled online-softmax kernel with fp32 accumulation, one block per (query tile, head) on a grid
  * over the batch's query tiles sized from its counts (attention_tiles.h, so a captured graph
  * replays over other lengths). A block holds ATT_BQ query rows in shared memory, four per warp,

@@ -8,7 +8,7 @@
  * in CUDA-graph mode whenever (rows - sequences + 1) x group > 64, i.e. for any batch but tiny ones,
  * which the reference kernel takes), for every architecture the build targets. Each instantiation
  * compiles one kernel per key tile size FlashInfer may pick at run time (from the device's shared
- * memory), so the list is kept this short: see README ("Models on a CUDA device") for build times.
+ * memory), so the list is kept this short: see docs/building.md ("CMake") for build times.
  *
  * FlashInfer reports bad configurations with C++ exceptions and, in debug builds, prints failed
  * CUDA calls: this file is compiled with exceptions (CMakeLists.txt), catches every one at the C

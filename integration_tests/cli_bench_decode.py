@@ -43,7 +43,7 @@ def main(radixmlp):
         check(row["device"] == "cpu" and row["prefix"] == 1024 and row["m"] == 1 and row["steps"] == 2, f"row {row}")
         ref_ms = row["reference_position_wise_ms_per_row"]
         # positive and finite only: whether batching lowers the cost per row is a measurement
-        # (bench/RESULTS.md), and under the sanitizers our own kernels slow down, OpenBLAS's do not
+        # (docs/bench/generation-cpu.md), and under the sanitizers our own kernels slow down, OpenBLAS's do not
         check(0 < ref_ms and math.isfinite(ref_ms), f"reference cost per row {ref_ms} in {row}")
         check_ways(row)
         check(0 < row["batched_over_one_ceiling"] and math.isfinite(row["batched_over_one_ceiling"]), f"ceiling {row}")

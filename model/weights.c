@@ -125,7 +125,7 @@ static rmlp_status load(const checkpoint *ckpt, parts *ps) {
     for (size_t i = 0, end; i < ps->n; i = end) {
         uint64_t total = 0;
         for (end = i; end < ps->n && ps->p[end].dst == ps->p[i].dst; end++) total += part_size(&ps->p[end]);
-        /* on cache lines: the decode kernels read W rows in place with 32-byte loads (bench/RESULTS.md) */
+        /* on cache lines: the decode kernels read W rows in place with 32-byte loads (docs/bench/generation-cpu.md) */
         float *dst = total <= SIZE_MAX / sizeof(float) ? rmlp_malloc_aligned(total * sizeof(float)) : NULL;
         if (dst == NULL)
             return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating %llu floats (%llu bytes) for '%s' failed",

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""README.md's table of bad inputs, made from what the library really answers.
+"""docs/errors.md's table of bad inputs, made from what the library really answers.
 
 The C tests that try bad inputs, and the fuzz targets replaying their committed seed corpora
 (fuzz/replay.c), append one markdown row per input to the file named by RMLP_BAD_INPUT_TABLE
 (tests/bad_input_row.h, tu_record_bad_input): the call, the input, the status and the message. This script runs those tests with that variable set and puts the rows between
-the README's markers, or (--check, a CTest test) fails when the README differs from them.
+the markers of docs/errors.md, or (--check, the CTest test docs_bad_input_table) fails when that
+file differs from them.
 
-    scripts/bad_input_table.py --build build --write    # refresh README.md
+    scripts/bad_input_table.py --build build --write    # refresh docs/errors.md
     scripts/bad_input_table.py --build build --check    # exit 1 and show the difference
 """
 import argparse
@@ -61,7 +62,7 @@ def generated_rows(build):
     return HEADER + "".join(rows)
 
 
-def readme_parts(path):
+def doc_parts(path):
     with open(path) as f:
         text = f.read()
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
@@ -74,25 +75,25 @@ def readme_parts(path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="the CMake build folder")
-    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    parser.add_argument("--doc", default=os.path.join(ROOT, "docs", "errors.md"), help="the file holding the table")
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="fail when README.md differs from the tests")
-    mode.add_argument("--write", action="store_true", help="rewrite README.md's table")
+    mode.add_argument("--check", action="store_true", help="fail when the file differs from the tests")
+    mode.add_argument("--write", action="store_true", help="rewrite the file's table")
     opts = parser.parse_args()
 
     table = generated_rows(opts.build)
-    head, current, tail = readme_parts(opts.readme)
+    head, current, tail = doc_parts(opts.doc)
     if opts.write:
-        with open(opts.readme, "w") as f:
+        with open(opts.doc, "w") as f:
             f.write(head + BEGIN + "\n" + table + END + tail)
-        print("bad_input_table: %d rows written to %s" % (table.count("\n") - 2, opts.readme))
+        print("bad_input_table: %d rows written to %s" % (table.count("\n") - 2, opts.doc))
         return 0
     if current == table:
-        print("bad_input_table: README.md's %d rows match the tests" % (table.count("\n") - 2))
+        print("bad_input_table: %s's %d rows match the tests" % (os.path.relpath(opts.doc, ROOT), table.count("\n") - 2))
         return 0
     sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), table.splitlines(True),
-                                               "README.md", "what the tests record"))
-    print("bad_input_table: README.md is out of date: run scripts/bad_input_table.py --write")
+                                               os.path.relpath(opts.doc, ROOT), "what the tests record"))
+    print("bad_input_table: %s is out of date: run scripts/bad_input_table.py --write" % os.path.relpath(opts.doc, ROOT))
     return 1
 
 

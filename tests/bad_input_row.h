@@ -1,9 +1,9 @@
 /*
- * bad_input_row.h: one row of README.md's table of bad inputs. With RMLP_BAD_INPUT_TABLE=FILE in
+ * bad_input_row.h: one row of docs/errors.md's table of bad inputs. With RMLP_BAD_INPUT_TABLE=FILE in
  * the environment, the C tests (test_util.h) and the fuzz targets replaying their seed corpora
  * (fuzz/harness.c) append | call | input | status | message | for each bad input they try, the
  * call and message as the library gave them, with tu_scrub_dir (a temporary or fixture folder,
- * set by the caller) shown as DIR. scripts/bad_input_table.py gathers the rows into README.md
+ * set by the caller) shown as DIR. scripts/bad_input_table.py gathers the rows into docs/errors.md
  * and checks they stay in sync.
  */
 #ifndef RMLP_TESTS_BAD_INPUT_ROW_H

@@ -73,7 +73,7 @@ static rmlp_status observe(rmlp_status status) {
     return status;
 }
 
-/* README's bad-input table (tu_record_bad_input): one row per allocation site, from the one-shot
+/* docs/errors.md's bad-input table (tu_record_bad_input): one row per allocation site, from the one-shot
  * sweeps (a sticky failure gives the same messages). A site is the message from "allocating" on,
  * with numbers and quoted names left out, so each weight or workspace buffer is not a row of its own. */
 static void record_once(const char *scenario, const char *message) {

@@ -40,7 +40,7 @@ static rmlp_status build(rmlp_planner *planner, const uint32_t *ids, rmlp_plan *
     return rmlp_plan_build(planner, ids, pos6, 6, cu6, 2, &params, plan);
 }
 
-/* status and message of the call just made, recorded for README's table when `record`. */
+/* status and message of the call just made, recorded for docs/errors.md's table when `record`. */
 static void expect(const char *what, rmlp_status status, rmlp_status want, const char *want_msg, int record) {
     const char *msg = rmlp_last_error();
     if (record) tu_record_bad_input(what, status, msg);

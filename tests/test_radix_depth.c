@@ -1,11 +1,11 @@
 /*
- * test_radix_depth.c: what README.md states of radix on vs off, on a model as deep as real ones.
+ * test_radix_depth.c: what docs/backends.md states of radix on vs off, on a model as deep as real ones.
  * Radix on runs every row through the same arithmetic as radix off, except inside BLAS, whose
  * GEMM kernels (and so the order of each dot product's additions) OpenBLAS picks by the number
  * of rows, which radix changes (N' rows instead of N). The two therefore differ by fp32
  * rounding, and the difference grows with depth: 2-3-layer fixtures stay within 1e-6 of the
  * largest |value| (test_model_fixtures), a 30-layer model does not. This checks the bound the
- * README gives, RADIX_REL (max |on - off| <= RADIX_REL * max |off|), on a random 30-layer Qwen3
+ * docs/backends.md gives, RADIX_REL (max |on - off| <= RADIX_REL * max |off|), on a random 30-layer Qwen3
  * with attention biases whose weights are drawn as the fixtures' are (unit-gain projections, so
  * every layer adds to the residual stream as much as a trained one does, rather than the
  * near-identity layers of small random weights), and a batch whose sequences share a prefix,
@@ -23,7 +23,7 @@
 #include "st_writer.h"
 #include "test_util.h"
 
-#define RADIX_REL 1e-5 /* README.md, "Models on the CPU" */
+#define RADIX_REL 1e-5 /* docs/backends.md, "The CPU" */
 #define LAYERS 30
 #define SEQS 8
 #define PREFIX 40

@@ -217,7 +217,7 @@ typedef struct rmlp_weight_binding {
   uint64_t shape[2];
 } rmlp_weight_binding;
 
-// Where attention runs (shared/DESIGN.md, "Attention in compact space"), a context setting
+// Where attention runs (docs/design.md, "Attention in compact space"), a context setting
 // (`rmlp_context_params::attention_space`) and the layout of `rmlp_attention_args`.
 typedef int32_t rmlp_attention_space;
 
@@ -272,8 +272,10 @@ typedef struct rmlp_cache_stats {
 } rmlp_cache_stats;
 
 // What the built-in attention of a CUDA context ran since its creation
-// (`rmlp_context_gpu_stats`), and the run-time choices it was created with. Counted on the host
-// when the work is enqueued: launches replayed from a captured CUDA graph are not counted again.
+// (`rmlp_context_gpu_stats`), and the run-time choices it was created with. Launches are counted
+// on the host when the work is enqueued: launches replayed from a captured CUDA graph are not
+// counted again. The forwards whose output was not finite are counted on the device
+// (`nonfinite_outputs`).
 // An output struct versioned by `struct_size`: the caller sets it to `sizeof(rmlp_gpu_stats)` of
 // its header; the library fills the fields it has, zeroes any bytes past them up to that size,
 // and sets `struct_size` to the bytes it filled. A size smaller than this release's struct is
@@ -341,6 +343,18 @@ typedef struct rmlp_gpu_stats {
   // the context (a batch of more query tiles than they plan, a plan they failed to make, or their
   // launcher refusing).
   uint64_t sm90_fallbacks;
+  // Whole forwards (`rmlp_forward`, `rmlp_forward_compact`, with a prefix cache or not) whose
+  // output held an infinity or NaN: finite weights large enough to overflow. A CPU forward
+  // returns `RMLP_ERR_MODEL` for these; a CUDA forward only enqueues its work, so it is counted
+  // instead: a kernel enqueued after each forward scans its output. Unlike the launch counters
+  // above, this one lives on the device (replays of a captured graph count too), and reading it
+  // synchronises the context's stream: it covers every forward enqueued before the call.
+  uint64_t nonfinite_outputs;
+  // The latest such forward's first non-finite element in row-major order: its row of `out`
+  // (a batch row for `rmlp_forward`, a compact row for `rmlp_forward_compact`) and its element
+  // in that row; 0 while `nonfinite_outputs` is 0.
+  uint32_t nonfinite_row;
+  uint32_t nonfinite_col;
 } rmlp_gpu_stats;
 
 // A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
@@ -630,7 +644,8 @@ typedef struct rmlp_route_params {
 // The checkpoint does not fit: unsupported architecture or dtype, a missing tensor, a shape
 // that disagrees with config.json; the message names the tensor or key. From a forward on the
 // CPU (`rmlp_forward`, `rmlp_forward_compact`): its output is not finite (weights large enough
-// to overflow fp32); the message names the first row, and `out` holds the output as computed.
+// to overflow fp32); the message names the first row, and `out` holds the output as computed (a
+// CUDA forward counts such outputs instead: `rmlp_gpu_stats::nonfinite_outputs`).
 #define RMLP_ERR_MODEL -11
 
 // The planner or context is in use by a call on another thread, or by the call whose host
@@ -860,7 +875,10 @@ extern rmlp_status rmlp_context_cache_stats(struct rmlp_context *context, struct
 extern rmlp_status rmlp_context_cache_clear(struct rmlp_context *context);
 
 // The built-in attention's counters and run-time choices of a CUDA context (`rmlp_gpu_stats`;
-// set `out->struct_size` first). A CPU context gets `cuda = false` and zeros.
+// set `out->struct_size` first). A CPU context gets `cuda = false` and zeros. On CUDA it
+// synchronises the context's stream (to read `nonfinite_outputs` after every forward enqueued
+// before it), so it is `RMLP_ERR_INVALID_ARGUMENT` while that stream captures a graph, and
+// `RMLP_ERR_CUDA` when a kernel enqueued earlier failed.
 extern rmlp_status rmlp_context_gpu_stats(struct rmlp_context *context, struct rmlp_gpu_stats *out);
 
 // `rmlp_context_create` with `params` (NULL: the defaults).
@@ -935,6 +953,15 @@ extern rmlp_status rmlp_attention(struct rmlp_context *context, const struct rml
 // (other tokens, other sequence lengths) before replaying it; a plan of other counts needs
 // a graph of its own. The host callback gets device pointers, `args->cu_seqlens_device`,
 // `args->max_seqlen` and the stream.
+//
+// An output that is not finite (weights large enough to overflow fp32 pass the load's finite
+// check): on the CPU the call returns `RMLP_ERR_MODEL` naming the first row and element that
+// is not, with `out` holding the output as computed. On CUDA the forward is asynchronous, so
+// no status can say it: one more kernel, enqueued after the forward (captured with it), scans
+// `out` and counts the forward in `rmlp_gpu_stats::nonfinite_outputs` with the row and element
+// of its first infinity or NaN; `rmlp_context_gpu_stats` reads them, synchronising the
+// context's stream. The same holds for `rmlp_forward_compact` (compact rows) and with a prefix
+// cache.
 extern rmlp_status rmlp_forward(struct rmlp_context *context, const struct rmlp_plan *plan, rmlp_attention_fn attention, void *user_data, void *out);
 
 // Attention in compact space (`RMLP_ATTENTION_COMPACT`), for hosts that keep attention:

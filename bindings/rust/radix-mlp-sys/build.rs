@@ -10,7 +10,7 @@
 //!   (`libradix_mlp_plan`, libc only) for hosts that call no model function.
 //! * Run time: with the shared library from a folder named above, this package's own tests get an
 //!   rpath to it, and dependents get the folder as `DEP_RADIX_MLP_LIBDIR` (the `links` metadata) to
-//!   put in their own binaries' rpath (see README.md, "Building and linking").
+//!   put in their own binaries' rpath (see docs/building.md, "From Rust").
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command};

@@ -44,7 +44,7 @@
 //! `RADIX_MLP_PLAN_ONLY=1` links the planner alone (`libradix_mlp_plan`: nothing but libc to
 //! load; then only the planner functions may be called). With the shared library from a named
 //! folder, this crate's tests run without `LD_LIBRARY_PATH` (an rpath); a host's binary gets the
-//! same from three lines in its build script (README.md, "Building and linking").
+//! same from three lines in its build script (docs/building.md, "From Rust").
 //!
 //! # Serving
 //!

@@ -235,7 +235,7 @@ impl Pooling {
     }
 }
 
-/// Where attention runs (`rmlp_attention_space`; shared/DESIGN.md, "Attention in compact
+/// Where attention runs (`rmlp_attention_space`; docs/design.md, "Attention in compact
 /// space"): a [`Context`] setting ([`ContextParams`]) and the layout of [`AttentionArgs`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AttentionSpace {

@@ -78,9 +78,9 @@ impl PlanParams {
     /// The switches a deployment sets in the environment, starting from the defaults
     /// (`rmlp_plan_params_from_env`): `RADIX_MLP_THRESHOLD` (the gate, TEI's
     /// `--radix-mlp-threshold`), `RADIX_MLP_PAD` (pad the compact rows to this multiple) and
-    /// `RADIX_MLP_GATE` (`distinct` or `tei`, the [`Gate`]); see
-    /// README.md, "Deployment switches". An unset or empty variable keeps the default; a set but
-    /// invalid one is an error naming the variable and its value, never a silent default.
+    /// `RADIX_MLP_GATE` (`distinct` or `tei`, the [`Gate`]); see docs/deploying.md, "Switches and
+    /// metrics". An unset or empty variable keeps the default; a set but invalid one is an error
+    /// naming the variable and its value, never a silent default.
     pub fn from_env() -> Result<PlanParams, Error> {
         let mut raw = MaybeUninit::<sys::rmlp_plan_params>::uninit();
         // SAFETY: `raw` is a valid out pointer; the library writes it whatever it returns.

@@ -272,7 +272,7 @@ fn one_planner_per_thread_matches_serial() {
 }
 
 /// The layout of attention in compact space of a plan: what `qo_indptr` and the path runs
-/// promise (shared/DESIGN.md, "Attention in compact space"), checked against the maps.
+/// promise (docs/design.md, "Attention in compact space"), checked against the maps.
 fn check_layout(p: &Plan, case: &str) {
     assert_eq!(p.qo_indptr.len(), p.n_seqs + 1, "{case}");
     assert_eq!((p.qo_indptr[0], p.qo_indptr[p.n_seqs] as usize), (0, p.n_compact), "{case}");
