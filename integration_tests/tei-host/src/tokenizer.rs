@@ -1,0 +1,142 @@
+//! Text to token ids through the project's tokenizer path for the real model: the `tokenizers`
+//! package on the model's tokenizer.json (integration_tests/real_model), in a pool of Python worker
+//! processes (src/tokenizer_worker.py) that speak JSON lines over pipes, as TEI runs a pool of
+//! tokenization workers. Calls block: the routes run them on tokio's blocking threads. A worker that
+//! exits is started again on the next call; every process is killed when the pool is dropped.
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+const WORKER: &str = include_str!("tokenizer_worker.py");
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    fn start(python: &str, tokenizer: &Path) -> Result<(Worker, usize), String> {
+        let mut child = Command::new(python)
+            .arg("-c")
+            .arg(WORKER)
+            .arg(tokenizer)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {python} for the tokenizer: {e}"))?;
+        let (stdin, stdout) = (child.stdin.take().unwrap(), BufReader::new(child.stdout.take().unwrap()));
+        let mut worker = Worker { child, stdin, stdout };
+        let first = worker.read().map_err(|e| format!("tokenizer worker ({python}): {e}"))?;
+        match first.get("vocab_size").and_then(Value::as_u64) {
+            Some(n) => Ok((worker, n as usize)),
+            None => Err(format!(
+                "tokenizer {}: {} (a Python with the tokenizers package: --python, PYTHONPATH)",
+                tokenizer.display(),
+                first.get("error").and_then(Value::as_str).unwrap_or("no answer")
+            )),
+        }
+    }
+
+    fn read(&mut self) -> Result<Value, String> {
+        let mut line = String::new();
+        match self.stdout.read_line(&mut line) {
+            Ok(0) => Err("the worker exited".into()),
+            Ok(_) => serde_json::from_str(&line).map_err(|e| format!("unreadable answer: {e}")),
+            Err(e) => Err(format!("cannot read the worker's answer: {e}")),
+        }
+    }
+
+    fn ask(&mut self, request: &Value) -> Result<Value, String> {
+        writeln!(self.stdin, "{request}").and_then(|_| self.stdin.flush()).map_err(|e| format!("worker gone: {e}"))?;
+        self.read()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Why a call failed: the text (422) or the worker (424).
+#[derive(Debug, PartialEq, Eq)]
+pub enum TokenizeError {
+    Text(String),
+    Worker(String),
+}
+
+pub struct TokenizerPool {
+    python: String,
+    path: std::path::PathBuf,
+    workers: Vec<Mutex<Option<Worker>>>,
+    next: AtomicUsize,
+    vocab_size: usize,
+}
+
+impl TokenizerPool {
+    /// Starts `n` workers on tokenizer.json `path`; `Err` says why the first could not start.
+    pub fn start(python: &str, path: &Path, n: usize) -> Result<TokenizerPool, String> {
+        let mut workers = Vec::with_capacity(n);
+        let mut vocab_size = 0;
+        for _ in 0..n.max(1) {
+            let (w, v) = Worker::start(python, path)?;
+            vocab_size = v;
+            workers.push(Mutex::new(Some(w)));
+        }
+        Ok(TokenizerPool { python: python.into(), path: path.into(), workers, next: AtomicUsize::new(0), vocab_size })
+    }
+
+    /// The tokenizer's vocabulary, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// One request to a free worker (or the next one in turn), started again if it had exited.
+    fn ask(&self, request: &Value) -> Result<Value, TokenizeError> {
+        let n = self.workers.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut slot = (0..n)
+            .find_map(|i| self.workers[(start + i) % n].try_lock().ok())
+            .unwrap_or_else(|| self.workers[start % n].lock().unwrap_or_else(|p| p.into_inner()));
+        for attempt in 0..2 {
+            if slot.is_none() {
+                *slot = Some(Worker::start(&self.python, &self.path).map_err(TokenizeError::Worker)?.0);
+            }
+            match slot.as_mut().unwrap().ask(request) {
+                Ok(answer) => {
+                    return match answer.get("error").and_then(Value::as_str) {
+                        Some(e) => Err(TokenizeError::Text(e.to_string())),
+                        None => Ok(answer),
+                    }
+                }
+                Err(e) if attempt == 1 => return Err(TokenizeError::Worker(e)),
+                Err(_) => *slot = None, // exited: start another and ask it once
+            }
+        }
+        unreachable!()
+    }
+
+    /// The ids of each text (with the tokenizer's special tokens, as TEI adds them).
+    pub fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, TokenizeError> {
+        let answer = self.ask(&json!({ "encode": texts }))?;
+        let bad = || TokenizeError::Worker("the worker's answer holds no ids".into());
+        let lists = answer.get("ids").and_then(Value::as_array).ok_or_else(bad)?;
+        let ids: Option<Vec<Vec<u32>>> = lists
+            .iter()
+            .map(|l| l.as_array()?.iter().map(|x| x.as_u64().and_then(|x| u32::try_from(x).ok())).collect())
+            .collect();
+        ids.filter(|ids| ids.len() == texts.len()).ok_or_else(bad)
+    }
+
+    /// The id of a token of the vocabulary, `None` where it has none.
+    pub fn token_to_id(&self, token: &str) -> Result<Option<u32>, TokenizeError> {
+        let answer = self.ask(&json!({ "token_to_id": [token] }))?;
+        Ok(answer["ids"][0].as_u64().and_then(|x| u32::try_from(x).ok()))
+    }
+}

@@ -1,0 +1,190 @@
+//! From a request's inputs to the token sequences the backend runs, with TEI's checks and codes:
+//! more inputs than `--max-client-batch-size` is 413; texts go through the tokenizer workers (a
+//! text the tokenizer refuses is 422, a worker that fails 424); an empty sequence or a token id past
+//! the vocabulary is 422; a sequence longer than `--max-input-length` is truncated when the request
+//! (or `--auto-truncate`) says so, else 413. Reranking pairs become one prompt each: the
+//! `--rerank-template` around the query and the text, or the query's ids then the text's.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::Loaded;
+use crate::errors::{ApiError, ErrorKind};
+use crate::server::State;
+use crate::tokenizer::TokenizeError;
+use crate::types::{Direction, Input};
+
+/// A request's sequences, ready for the queue.
+#[derive(Debug)]
+pub struct Prepared {
+    pub sequences: Vec<Vec<u32>>,
+    pub tokenization: Duration,
+    /// Characters of text and ids given (TEI's `x-compute-characters`).
+    pub chars: usize,
+}
+
+impl Prepared {
+    pub fn tokens(&self) -> usize {
+        self.sequences.iter().map(Vec::len).sum()
+    }
+}
+
+fn loaded(state: &State) -> Result<&Loaded, ApiError> {
+    state.loaded.get().ok_or_else(|| ApiError::new(ErrorKind::Unhealthy, "the model is loading"))
+}
+
+/// 413 past `--max-client-batch-size` (TEI's message).
+pub fn check_batch_size(state: &State, n: usize) -> Result<(), ApiError> {
+    let max = state.config.max_client_batch_size;
+    if n > max {
+        return Err(ApiError::too_large(format!("batch size {n} > maximum allowed batch size {max}")));
+    }
+    Ok(())
+}
+
+/// Tokenizes `texts` on a blocking thread.
+async fn tokenize(state: &Arc<State>, texts: Vec<String>) -> Result<Vec<Vec<u32>>, ApiError> {
+    if texts.is_empty() {
+        return Ok(Vec::new());
+    }
+    let state = Arc::clone(state);
+    let job = tokio::task::spawn_blocking(move || {
+        let pool = loaded(&state)?.tokenizer.as_ref().expect("checked by the caller");
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        pool.encode(&refs).map_err(|e| match e {
+            TokenizeError::Text(m) => ApiError::new(ErrorKind::Tokenizer, format!("tokenizer: {m}")),
+            TokenizeError::Worker(m) => ApiError::new(ErrorKind::Backend, format!("tokenizer worker: {m}")),
+        })
+    });
+    job.await.unwrap_or_else(|e| Err(ApiError::new(ErrorKind::Backend, format!("tokenizer task: {e}"))))
+}
+
+/// The checks every sequence passes: not empty, ids within the vocabulary, the length limit.
+fn finish(
+    loaded: &Loaded,
+    auto_truncate: bool,
+    truncate: Option<bool>,
+    dir: Direction,
+    at: &str,
+    mut seq: Vec<u32>,
+) -> Result<Vec<u32>, ApiError> {
+    if seq.is_empty() {
+        return Err(ApiError::validation(format!("{at} is empty: an input needs at least one token")));
+    }
+    if let Some(j) = seq.iter().position(|&id| id as usize >= loaded.vocab_size) {
+        return Err(ApiError::validation(format!(
+            "{at}[{j}]: token id {} >= vocab size {}",
+            seq[j], loaded.vocab_size
+        )));
+    }
+    let max = loaded.max_input_length;
+    if seq.len() > max {
+        if !truncate.unwrap_or(auto_truncate) {
+            return Err(ApiError::too_large(format!(
+                "{at}: `inputs` must have less than {max} tokens. Given: {} (or set `truncate`)",
+                seq.len()
+            )));
+        }
+        match dir {
+            Direction::Right => seq.truncate(max),
+            Direction::Left => {
+                seq.drain(..seq.len() - max);
+            }
+        }
+    }
+    Ok(seq)
+}
+
+fn no_tokenizer(at: &str) -> ApiError {
+    ApiError::validation(format!("{at} is a text but this model has no tokenizer: send token ids"))
+}
+
+/// The sequences of `/embed` and `/v1/embeddings` inputs (`key` names them in messages).
+pub async fn embed_inputs(
+    state: &Arc<State>,
+    key: &str,
+    inputs: Vec<Input>,
+    truncate: Option<bool>,
+    dir: Direction,
+) -> Result<Prepared, ApiError> {
+    check_batch_size(state, inputs.len())?;
+    let l = loaded(state)?;
+    let start = Instant::now();
+    let mut texts = Vec::new();
+    let mut chars = 0;
+    for (i, x) in inputs.iter().enumerate() {
+        match x {
+            Input::Text(t) if l.tokenizer.is_none() => return Err(no_tokenizer(&format!("{key}[{i}]"))),
+            Input::Text(t) => {
+                chars += t.chars().count();
+                texts.push(t.clone());
+            }
+            Input::Ids(ids) => chars += ids.len(),
+        }
+    }
+    let mut encoded = tokenize(state, texts).await?.into_iter();
+    let tokenization = start.elapsed();
+    let mut sequences = Vec::with_capacity(inputs.len());
+    for (i, x) in inputs.into_iter().enumerate() {
+        let seq = match x {
+            Input::Text(_) => encoded.next().expect("one per text"),
+            Input::Ids(ids) => ids,
+        };
+        sequences.push(finish(l, state.config.auto_truncate, truncate, dir, &format!("{key}[{i}]"), seq)?);
+    }
+    Ok(Prepared { sequences, tokenization, chars })
+}
+
+/// The sequences of a `/rerank` request: one prompt per text. Where the query and the text are both
+/// texts, the `--rerank-template` around them, tokenized whole; where either is token ids, the
+/// query's ids then the text's (a text side tokenized alone).
+pub async fn rerank_inputs(
+    state: &Arc<State>,
+    query: Input,
+    texts: &[Input],
+    truncate: Option<bool>,
+    dir: Direction,
+) -> Result<Prepared, ApiError> {
+    check_batch_size(state, texts.len())?;
+    let l = loaded(state)?;
+    let start = Instant::now();
+    let concat = matches!(query, Input::Ids(_)) || texts.iter().any(|t| matches!(t, Input::Ids(_)));
+    let text_of = |x: &Input, at: &str| match x {
+        Input::Text(_) if l.tokenizer.is_none() => Err(no_tokenizer(at)),
+        Input::Text(t) => Ok(Some(t.clone())),
+        Input::Ids(_) => Ok(None),
+    };
+    let length = |x: &Input| match x {
+        Input::Text(t) => t.chars().count(),
+        Input::Ids(ids) => ids.len(),
+    };
+    // What to tokenize, in order: the query (concat mode), then one string per text side.
+    let mut strings: Vec<String> = text_of(&query, "query")?.filter(|_| concat).into_iter().collect();
+    let mut chars = 0;
+    for (i, t) in texts.iter().enumerate() {
+        chars += length(&query) + length(t);
+        match (text_of(t, &format!("texts[{i}]"))?, &query) {
+            (Some(t), Input::Text(q)) if !concat => {
+                strings.push(state.config.rerank_template.replace("{query}", q).replace("{text}", &t))
+            }
+            (Some(t), _) => strings.push(t),
+            (None, _) => {}
+        }
+    }
+    let mut encoded = tokenize(state, strings).await?.into_iter();
+    let tokenization = start.elapsed();
+    let query_ids = match (&query, concat) {
+        (Input::Ids(ids), _) => ids.clone(),
+        (Input::Text(_), true) => encoded.next().expect("the query's ids"),
+        (Input::Text(_), false) => Vec::new(),
+    };
+    let mut sequences = Vec::with_capacity(texts.len());
+    for (i, t) in texts.iter().enumerate() {
+        let own = match t {
+            Input::Text(_) => encoded.next().expect("one per text"),
+            Input::Ids(ids) => ids.clone(),
+        };
+        let seq = if concat { [query_ids.as_slice(), &own].concat() } else { own };
+        sequences.push(finish(l, state.config.auto_truncate, truncate, dir, &format!("texts[{i}]"), seq)?);
+    }
+    Ok(Prepared { sequences, tokenization, chars })
+}
