@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 
 rmlp_batcher *batcher_new(const rmlp_batcher_params *params, const char **failed, size_t *failed_bytes) {
     rmlp_batcher *b = rmlp_calloc(1, sizeof *b);

@@ -1,5 +1,5 @@
 /*
- * batcher.h: what an rmlp_batcher is: its guard (ffi/src/guard.h: the handle checks and
+ * batcher.h: what an rmlp_batcher is: its guard (common/guard.h: the handle checks and
  * RMLP_ERR_BUSY), its settings, the queue of pending requests (queue.h), the scratch and batch
  * arrays of its selections (select.h), and the context whose prefix cache it reads, if any. The
  * exported entry points (ffi/src/batcher_api.c) check arguments and call these.
@@ -7,7 +7,7 @@
 #ifndef RMLP_BATCH_BATCHER_H
 #define RMLP_BATCH_BATCHER_H
 
-#include "../ffi/src/guard.h"
+#include "common/guard.h"
 #include "queue.h"
 #include "radix_mlp.h"
 #include "select.h"

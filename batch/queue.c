@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 
 /* MurmurHash3's 64-bit finaliser: ids that differ in any bit land far apart in the id table. */
 static uint64_t mix(uint64_t h) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 
 int batch_scratch_init(batch_scratch *s, uint32_t cap_requests, uint32_t cap_tokens, const char **failed,
                        size_t *failed_bytes) {

@@ -29,7 +29,7 @@
 #include "queue.h"
 #include "radix_mlp.h"
 
-/* How the batcher reads an attached context's prefix cache (ffi/src/cache_query.c; absent in
+/* How the batcher reads an attached context's prefix cache (ffi/src/cache_api.c; absent in
  * libradix_mlp_plan). `index` is what enter hands out. */
 typedef struct batch_cache_ops {
     /* Enters the context's guard: RMLP_OK with *index set (leave it after), RMLP_ERR_BUSY when

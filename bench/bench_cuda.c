@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "bench_cuda.h"
-#include "cli.h"
+#include "tools/cli.h"
 
-#include "../gpu/options.h"
+#include "gpu/options.h"
 
 /* ---- variants (no CUDA needed) ------------------------------------------------------------------ */
 

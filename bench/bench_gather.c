@@ -19,8 +19,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cli.h"
-#include "kernels.h"
+#include "tools/cli.h"
+#include "gpu/kernels.h"
 #include "radix_mlp.h"
 #include "workload.h"
 

@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/cli.h"
 #include "serve_sim.h"
 #include "serve_trace.h"
-#include "tiny_model.h"
+#include "tools/tiny_model.h"
 
 #define MAX_REPLICA_COUNTS 8
 

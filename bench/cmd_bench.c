@@ -36,15 +36,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench_args.h"
 #include "bench_batches.h"
 #include "bench_cuda.h"
 #include "bench_decode.h"
 #include "bench_serve.h"
 #include "bench_dump.h"
 #include "bench_trace.h"
-#include "cli.h"
+#include "tools/cli.h"
 #include "radix_mlp.h"
-#include "tiny_model.h"
+#include "tools/tiny_model.h"
 #include "workload.h"
 
 typedef struct bench_case {
@@ -60,37 +61,6 @@ static const bench_case cases[] = {
     {"rerank_msmarco_32", 32, 0, 0, 1.0},  {"no_sharing_b32_s512", 32, 0, 512, RMLP_DEFAULT_THRESHOLD},
 };
 
-/* The built-in model's shapes: Qwen3's, as their config.json gives them. */
-typedef struct model_shape {
-    const char *name;
-    uint32_t hidden, intermediate, heads, kv_heads, layers;
-    bool tie_word_embeddings;
-} model_shape;
-
-static const model_shape shapes[] = {
-    {"qwen3-0.6b", 1024, 3072, 16, 8, 28, true},
-    {"qwen3-4b", 2560, 9728, 32, 8, 36, true},
-    {"qwen3-8b", 4096, 12288, 32, 8, 36, false},
-};
-
-typedef struct bench_args {
-    int json, quick, cuda;
-    const model_shape *shape; /* of the built-in model */
-    const char *model_name;   /* the shape's name, or --model DIR */
-    rmlp_dtype dtype;
-    unsigned long layers, repeat; /* 0: the device's default */
-    const char *only[16];
-    size_t n_only;
-    const char *keep_model, *model_dir, *dump_path, *batches_path;
-    const char *trace;                   /* --trace NAME: the prefix cache's traces instead of the cases */
-    unsigned long cache_mb, passages;    /* of the traces */
-    int decode;                          /* --decode: generation steps instead (bench_decode.h) */
-    unsigned long decode_steps;
-    const char *variants[8]; /* --gpu-variant specs (bench_cuda_variant_check), timed beside the default */
-    size_t n_variants;
-} bench_args;
-
-static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"}; /* indexed by rmlp_dtype */
 
 /* ---- the CPU path -------------------------------------------------------------------------- */
 
@@ -268,7 +238,7 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                "\"forward_ms_compact_timed_attention\": %.3f, \"max_abs_diff_compact\": %s, "
                "\"rel_norm_diff_compact\": %s%s}\n",
                c->name, jstr(device_json, sizeof device_json, device_name),
-               jstr(model_json, sizeof model_json, a->model_name), cfg->hidden_size, DTYPE_NAMES[a->dtype], w->n_seqs,
+               jstr(model_json, sizeof model_json, a->model_name), cfg->hidden_size, BENCH_DTYPE_NAMES[a->dtype], w->n_seqs,
                w->n_tokens, r.n_compact, r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms[OFF], r.ms[ON],
                r.ms_min[OFF], r.ms_min[ON], speedup, speedup_min, r.plan_us[OFF], r.plan_us[ON], r.set_plan_us[OFF],
                r.set_plan_us[ON], r.attn_ms[OFF], r.fwd_ms[OFF], r.attn_ms[ON], r.fwd_ms[ON],
@@ -288,7 +258,7 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
     const bench_cuda_result r = results[0];
     int rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1;
     if (rc == 0 && dump) {
-        bench_dump_row row = {c->name, "cuda", DTYPE_NAMES[a->dtype], "median", a->layers, cfg->hidden_size,
+        bench_dump_row row = {c->name, "cuda", BENCH_DTYPE_NAMES[a->dtype], "median", a->layers, cfg->hidden_size,
                               r.n_compact, r.ms[OFF], r.ms[ON], last, last + pooled};
         rc = bench_dump_write(dump, a->dump_path, w, &row) == 0 ? 0 : 1;
     }
@@ -297,160 +267,6 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
 }
 
 /* ---- the command --------------------------------------------------------------------------- */
-
-static int usage(FILE *to) {
-    fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
-                "                      [--case NAME]... [--quick] [--shape 0.6b|4b|8b]\n"
-                "                      [--keep-model DIR | --model DIR]\n"
-                "                      [--dump-batches FILE] [--batches FILE]\n"
-                "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
-                "                      [--decode [--decode-steps N]] [--gpu-variant NAME=VALUE[,NAME=VALUE]]...\n"
-                "       radixmlp bench --serve [options]: serving traces, FIFO vs prefix batching (--serve --help)\n"
-                "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
-                "  --device cuda: device 0, --dtype bf16, all the shape's layers, --repeat 5 (median and min of R\n"
-                "                 rounds of off, on and on with compact attention after a warm-up round, timed with\n"
-                "                 CUDA events)\n"
-                "  --shape: the built-in random model shaped like Qwen3-0.6B (default), -4B or -8B (vocabulary 8,192)\n"
-                "  --batches FILE: the batches of FILE, JSON lines {\"case\", \"input_ids\", \"cu_seqlens\"} (what\n"
-                "                 --dump-batches writes), in place of the built-in cases\n"
-                "  --trace NAME: a stream of batches through a context without and with the prefix cache (CPU;\n"
-                "                --cache-mb, default 1024; --passages per query of the rerank trace, default 32)\n"
-                "  --decode: generation steps: batched with and without shared-prefix attention vs one at a time,\n"
-                "                shared prefix 1024/2048, M = 1..64 (--decode-steps per session, default 16)\n"
-                "  --gpu-variant: with --device cuda, the cases again in contexts made with these RADIX_MLP_GPU_*\n"
-                "                 settings (RADIX_MLP_GPU_DECODE=own, ...), interleaved with the default's\n");
-    return to == stdout ? 0 : 2;
-}
-
-static int parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){.dtype = -1};
-    for (int i = 0; i < argc; i++) {
-        const char *flag = argv[i];
-        if (strcmp(flag, "--json") == 0) a->json = 1;
-        else if (strcmp(flag, "--quick") == 0) a->quick = 1;
-        else if (strcmp(flag, "--decode") == 0) a->decode = 1;
-        else if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout) - 1;
-        else if (i + 1 >= argc) {
-            fprintf(stderr, "radixmlp: unknown option or missing value: %s\n", flag);
-            return usage(stderr);
-        } else if (strcmp(flag, "--layers") == 0) {
-            if (cli_parse_count(flag, argv[++i], 64, &a->layers) != 0) return 2;
-        } else if (strcmp(flag, "--repeat") == 0) {
-            if (cli_parse_count(flag, argv[++i], 100, &a->repeat) != 0) return 2;
-        } else if (strcmp(flag, "--case") == 0) {
-            if (a->n_only == sizeof a->only / sizeof a->only[0]) {
-                fprintf(stderr, "radixmlp: --case may be given at most %zu times\n", a->n_only);
-                return 2;
-            }
-            a->only[a->n_only++] = argv[++i];
-        } else if (strcmp(flag, "--keep-model") == 0) a->keep_model = argv[++i];
-        else if (strcmp(flag, "--shape") == 0) {
-            const char *v = argv[++i];
-            a->shape = NULL;
-            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-                if (strcmp(v, shapes[k].name) == 0 || strcmp(v, shapes[k].name + strlen("qwen3-")) == 0)
-                    a->shape = &shapes[k];
-            if (a->shape == NULL) {
-                fprintf(stderr, "radixmlp: --shape expects 0.6b, 4b or 8b (Qwen3's), got '%s'\n", v);
-                return 2;
-            }
-        }
-        else if (strcmp(flag, "--model") == 0) a->model_dir = argv[++i];
-        else if (strcmp(flag, "--dump-batches") == 0) a->dump_path = argv[++i];
-        else if (strcmp(flag, "--batches") == 0) a->batches_path = argv[++i];
-        else if (strcmp(flag, "--trace") == 0) {
-            a->trace = argv[++i];
-            if (!bench_trace_known(a->trace)) {
-                fprintf(stderr, "radixmlp: --trace expects rerank, long_prefix, no_sharing or all, got '%s'\n", a->trace);
-                return 2;
-            }
-        } else if (strcmp(flag, "--cache-mb") == 0) {
-            if (cli_parse_count(flag, argv[++i], 1ul << 20, &a->cache_mb) != 0) return 2;
-        } else if (strcmp(flag, "--gpu-variant") == 0) {
-            if (a->n_variants == sizeof a->variants / sizeof a->variants[0]) {
-                fprintf(stderr, "radixmlp: --gpu-variant may be given at most %zu times\n", a->n_variants);
-                return 2;
-            }
-            if (bench_cuda_variant_check(argv[++i]) != 0) return 2;
-            a->variants[a->n_variants++] = argv[i];
-        } else if (strcmp(flag, "--decode-steps") == 0) {
-            if (cli_parse_count(flag, argv[++i], 100000, &a->decode_steps) != 0) return 2;
-        } else if (strcmp(flag, "--passages") == 0) {
-            if (cli_parse_count(flag, argv[++i], 4096, &a->passages) != 0) return 2;
-        }
-        else if (strcmp(flag, "--device") == 0) {
-            const char *v = argv[++i];
-            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
-                fprintf(stderr, "radixmlp: --device expects cpu or cuda, got '%s'\n", v);
-                return 2;
-            }
-            a->cuda = strcmp(v, "cuda") == 0;
-        } else if (strcmp(flag, "--dtype") == 0) {
-            const char *v = argv[++i];
-            for (int d = 0; d < 3; d++)
-                if (strcmp(v, DTYPE_NAMES[d]) == 0) a->dtype = d;
-            if (a->dtype < 0) {
-                fprintf(stderr, "radixmlp: --dtype expects f32, f16 or bf16, got '%s'\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "radixmlp: unknown option: %s\n", flag);
-            return usage(stderr);
-        }
-    }
-    if (a->keep_model && a->model_dir) {
-        fprintf(stderr, "radixmlp: --keep-model writes the built-in model, --model loads another: give one\n");
-        return 2;
-    }
-    if (a->batches_path && a->quick) {
-        fprintf(stderr, "radixmlp: --quick picks built-in cases, --batches %s brings its own: give one\n",
-                a->batches_path);
-        return 2;
-    }
-    if (a->model_dir && (a->layers || a->shape)) {
-        fprintf(stderr, "radixmlp: --%s shapes the built-in model; --model %s has its own\n",
-                a->layers ? "layers" : "shape", a->model_dir);
-        return 2;
-    }
-    if (!a->cuda && a->dtype > RMLP_DTYPE_F32) {
-        fprintf(stderr, "radixmlp: --dtype %s needs --device cuda (the CPU path is f32)\n", DTYPE_NAMES[a->dtype]);
-        return 2;
-    }
-    if (a->trace && (a->cuda || a->quick || a->batches_path || a->n_only)) {
-        fprintf(stderr, "radixmlp: --trace runs on the CPU, without --quick, --batches or --case\n");
-        return 2;
-    }
-    if (a->decode && (a->quick || a->batches_path || a->trace)) {
-        fprintf(stderr, "radixmlp: --decode runs without --quick, --batches or --trace\n");
-        return 2;
-    }
-    if (a->dump_path && (a->trace || a->decode)) {
-        fprintf(stderr, "radixmlp: --dump-batches writes the cases' batches; --%s has none to write\n",
-                a->trace ? "trace" : "decode");
-        return 2;
-    }
-    if ((a->cache_mb || a->passages) && !a->trace) {
-        fprintf(stderr, "radixmlp: --%s sizes the traces: it needs --trace\n", a->cache_mb ? "cache-mb" : "passages");
-        return 2;
-    }
-    if (a->decode_steps && !a->decode) {
-        fprintf(stderr, "radixmlp: --decode-steps needs --decode\n");
-        return 2;
-    }
-    if (a->n_variants && !a->cuda) {
-        fprintf(stderr, "radixmlp: --gpu-variant sets CUDA contexts' switches: it needs --device cuda\n");
-        return 2;
-    }
-    if (a->decode_steps == 0) a->decode_steps = 16;
-    if (a->cache_mb == 0) a->cache_mb = 1024;
-    if (a->passages == 0) a->passages = 32;
-    if (a->dtype < 0) a->dtype = a->cuda ? RMLP_DTYPE_BF16 : RMLP_DTYPE_F32;
-    if (a->shape == NULL) a->shape = &shapes[0];
-    a->model_name = a->model_dir ? a->model_dir : a->shape->name;
-    if (a->layers == 0) a->layers = a->cuda ? a->shape->layers : 2;
-    if (a->repeat == 0) a->repeat = a->cuda ? 5 : 1;
-    return 0;
-}
 
 /* The built-in model (written to a temporary folder, removed after loading, or to --keep-model
  * DIR, kept), or --model DIR; loaded on the bench's device in its dtype. */
@@ -496,7 +312,7 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
         fprintf(stderr, "radixmlp bench: model %s%s%s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
                 a->model_dir ? dir : a->shape->name, a->keep_model ? ", written to " : "", a->keep_model ? dir : "",
                 cfg->num_hidden_layers, cfg->hidden_size,
-                a->cuda ? "cuda" : "cpu", DTYPE_NAMES[a->dtype], (cli_now_ms() - start) / 1e3);
+                a->cuda ? "cuda" : "cpu", BENCH_DTYPE_NAMES[a->dtype], (cli_now_ms() - start) / 1e3);
     return 0;
 }
 
@@ -523,7 +339,7 @@ static void clamp_ids(workload *w, uint32_t vocab) {
 int cmd_bench(int argc, char **argv) {
     if (bench_serve_wanted(argc, argv)) return bench_serve(argc, argv); /* its own options: bench_serve.h */
     bench_args a;
-    int rc = parse_args(argc, argv, &a);
+    int rc = bench_args_parse(argc, argv, &a);
     if (rc != 0) return rc < 0 ? 0 : rc; /* --help: -1 */
     char device_name[256] = "cpu";
     /* Before writing a model of 1.8 GB: is there a device to run it on? */
@@ -574,7 +390,7 @@ int cmd_bench(int argc, char **argv) {
                "on and cmp (on, attention in compact space: rmlp_forward_compact) in turn after a warm-up round; f: "
                "position-wise share of the off run (built-in attention timed apart); pw spd: speedup of the "
                "position-wise part alone; rel-norm: of on - off, and of cmp - off; plan/set us: host, on run\n",
-               device_name, a.model_name, DTYPE_NAMES[a.dtype], a.layers, a.repeat);
+               device_name, a.model_name, BENCH_DTYPE_NAMES[a.dtype], a.layers, a.repeat);
         printf("%-20s %6s %6s %6s %9s %9s %8s %9s %9s %8s %9s %8s %6s %9s %9s %11s %9s %9s %8s %8s\n", "case", "N",
                "N'", "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "ms cmp", "spd cmp", "f",
                "predicted", "pw spd", "max|off-on|", "rel-norm", "rel cmp", "plan us", "set us");

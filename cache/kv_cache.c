@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 #include "kv_cache.h"
 
 uint64_t kv_cache_slot_bytes(const rmlp_model_config *cfg, size_t elem_bytes) {

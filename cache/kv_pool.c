@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 #include "kv_pool.h"
 
 #define ROOT UINT32_MAX /* the parent of a path's first row (RMLP_NO_PARENT) */

@@ -68,7 +68,7 @@ int kv_pool_key(const kv_pool *pool, uint32_t slot, uint32_t *parent, uint32_t *
  * reachable by its key with a used parent, child counts right. 0, or 1 with why. For tests. */
 int kv_pool_check(const kv_pool *pool, char *why, size_t why_len);
 
-/* ---- rows one at a time, for generation (ffi/src/generate.c) -------------------------------------
+/* ---- rows one at a time, for generation (generate/session.c) -------------------------------------
  * A generation session appends one row per active sequence and step below the sequence's last slot
  * and holds one lock on that last slot (which keeps its whole path: only unlocked leaves go). */
 

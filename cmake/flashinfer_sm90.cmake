@@ -31,7 +31,7 @@ if(RMLP_WITH_FLASHINFER_SM90)
   # FlashInfer's newer libcu++ ahead of the toolkit's (-I); FlashInfer's and CUTLASS's headers as
   # system headers (-isystem: their warnings are theirs)
   target_include_directories(radix_mlp_sm90 PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/ffi/include"
-    "${RMLP_FLASHINFER_DIR}/cccl")
+    "${CMAKE_CURRENT_SOURCE_DIR}" "${RMLP_FLASHINFER_DIR}/cccl")
   target_include_directories(radix_mlp_sm90 SYSTEM PRIVATE "${RMLP_FLASHINFER_DIR}/include"
     "${RMLP_FLASHINFER_DIR}/cutlass")
   target_compile_definitions(radix_mlp_sm90 PRIVATE RMLP_WITH_CUDA=1 RMLP_WITH_FLASHINFER=1)

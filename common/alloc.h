@@ -14,8 +14,8 @@
  * libc's own allocations (fopen, qsort) report through errno or cope, and OpenBLAS keeps its
  * own buffers, which it allocates once and which no status of ours can report.
  */
-#ifndef RMLP_FFI_ALLOC_H
-#define RMLP_FFI_ALLOC_H
+#ifndef RMLP_COMMON_ALLOC_H
+#define RMLP_COMMON_ALLOC_H
 
 #include <stddef.h>
 

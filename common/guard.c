@@ -3,7 +3,7 @@
  */
 #include "guard.h"
 
-#include "export.h"
+#include "status.h"
 
 /* One per thread; its address names the thread in a guard's owner word (never 0). */
 static _Thread_local char thread_tag;

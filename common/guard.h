@@ -15,8 +15,8 @@
  *   rmlp_attention_compact on the context whose forward runs the attention callback). Taking and releasing the owner word is an acquire/release
  *   pair, so one thread's writes to the handle happen before the next owner's reads.
  */
-#ifndef RMLP_FFI_GUARD_H
-#define RMLP_FFI_GUARD_H
+#ifndef RMLP_COMMON_GUARD_H
+#define RMLP_COMMON_GUARD_H
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -1,11 +1,11 @@
 /*
- * cached_rows.c: new rows through the model against a prefix cache's slots (cached_rows.h).
+ * cached_rows.c: new rows through the model against a prefix cache's slots (runner.h): what the
+ * cached forward (forward.c) and a generation step (decode.c) share.
  */
 #include <string.h>
 
-#include "../../cache/kv_cache.h"
-#include "../../cpu/layer.h"
-#include "cached_rows.h"
+#include "cache/kv_cache.h"
+#include "runner.h"
 
 /* Copies rows of src (n, dim, at src_stride) to dst's rows index[m] (dim, at dst_stride). */
 static void put_rows(float *dst, size_t dst_stride, const uint32_t *index, const float *src, size_t src_stride,
@@ -21,12 +21,11 @@ static void put_heads(float *dst, size_t n_slots, const uint32_t *index, const f
         put_rows(dst + g * n_slots * head_dim, head_dim, index, src + g * head_dim, src_stride, n, head_dim);
 }
 
-void cached_rows_run(rmlp_context *context, const rmlp_plan *rows, const uint32_t *slots,
-                     cached_rows_attention attention, void *arg) {
-    const rmlp_model_config *cfg = &context->model->config;
-    const model_weights *w = &context->model->weights;
-    cpu_workspace *ws = &context->ws;
-    kv_cache *c = context->cache;
+void cpu_cached_rows_run(cpu_context *ctx, kv_cache *c, const rmlp_plan *rows, const uint32_t *slots,
+                         cached_rows_attention attention, void *arg) {
+    const rmlp_model_config *cfg = ctx->config;
+    const model_weights *w = ctx->weights;
+    cpu_workspace *ws = &ctx->ws;
     size_t n = rows->n_compact, hsz = cfg->hidden_size, kvd = c->kv_dim;
     size_t nkv = cfg->num_key_value_heads, hd = cfg->head_dim;
     size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, width = qd + 2 * kvd;

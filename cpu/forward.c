@@ -1,7 +1,7 @@
 /*
- * forward.c: the whole model on one batch, rmlp_forward (batch rows out, attention in the
- * context's space) and rmlp_forward_compact (compact rows out, attention in compact space), and
- * the CPU loop behind both; a CUDA model's forward goes on to model_cuda.c and gpu/layer.cu.
+ * forward.c: the whole model on one batch on the CPU (runner.h): embedding, layers, final norm,
+ * attention in full or compact space, and the same against a prefix cache, and the check that the
+ * output is finite.
  *
  * Full space: per layer, Q/K/V are scattered to the batch rows, attention runs over each
  * sequence's rows, its output is gathered back. Compact space: nothing leaves the N' compact
@@ -12,8 +12,7 @@
  * With a prefix cache (cache/kv_cache.h), the forward is the compact one over the rows the cache
  * lacks: their K and V go into their slots layer by layer, attention reads every key of a path
  * from the slots (kv_indices = the slots of the path), and their final hidden states go into the
- * slots too; the output is then read from the slots of all rows, cached or computed. On a CUDA
- * context the same runs on the device (gpu/cache.cu).
+ * slots too; the output is then read from the slots of all rows, cached or computed.
  *
  * A CPU forward's output is checked to be finite (RMLP_ERR_MODEL naming the first row that is
  * not: finite weights large enough to overflow fp32 pass the load's check).
@@ -21,16 +20,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../cpu/cpu_ops.h"
-#include "../../cpu/layer.h"
-#include "../../cache/kv_cache.h"
-#include "cached_rows.h"
-#include "context_checks.h"
-#include "export.h"
-#include "forward.h"
-#include "guard.h"
-#include "model_cuda.h"
-#include "model_internal.h"
+#include "cache/kv_cache.h"
+#include "common/status.h"
+#include "runner.h"
 
 /* The arguments the library hands an attention callback for this plan, in `space`, over the
  * given buffers (q, k, v, out: batch rows in full space, compact rows in compact space). */
@@ -66,11 +58,11 @@ static rmlp_attention_args attention_args(const rmlp_model_config *cfg, const rm
 }
 
 /* The CPU forward: embedding, layers, final norm into out (batch rows, or compact rows). */
-static rmlp_status cpu_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
-                               rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
-    const rmlp_model_config *cfg = &context->model->config;
-    const model_weights *w = &context->model->weights;
-    cpu_workspace *ws = &context->ws;
+rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan, rmlp_attention_space space,
+                        rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+    const rmlp_model_config *cfg = ctx->config;
+    const model_weights *w = ctx->weights;
+    cpu_workspace *ws = &ctx->ws;
     bool compact = space == RMLP_ATTENTION_COMPACT;
     size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
     size_t width = qd + 2 * kvd;
@@ -127,18 +119,15 @@ static void attend_paths(void *arg, const cpu_attention_rows *rows) {
                           1.0f / sqrtf((float)cfg->head_dim), a->scores);
 }
 
-/* The CPU forward against the prefix cache: only the rows the cache lacks are computed. Returns 1
- * (nothing done) when the batch's new rows do not fit the cache: it then runs without it. */
-static int cpu_forward_cached(rmlp_context *context, const rmlp_plan *plan, void *out, bool compact_out) {
-    kv_cache *c = context->cache;
+int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, void *out, bool compact_out) {
     if (kv_cache_begin(c, plan, compact_out) != 0) return 1;
-    size_t hsz = context->model->config.hidden_size;
+    size_t hsz = ctx->config->hidden_size;
     /* the computed rows as a plan of their own for the position-wise calls */
     rmlp_plan rows = *plan;
     rows.n_compact = rows.n_compact_padded = c->batch.n_computed;
     rows.compact_input_ids = c->ids, rows.compact_position_ids = c->pos;
-    cached_batch_attention attention = {&context->model->config, plan, c, context->ws.scores};
-    if (rows.n_compact > 0) cached_rows_run(context, &rows, c->slots, attend_paths, &attention);
+    cached_batch_attention attention = {ctx->config, plan, c, ctx->ws.scores};
+    if (rows.n_compact > 0) cpu_cached_rows_run(ctx, c, &rows, c->slots, attend_paths, &attention);
     kv_pool_end(c->pool, plan, &c->batch, 1);
     /* the output, read from the slots: compact rows, or batch rows through scatter */
     float *o = out;
@@ -147,35 +136,6 @@ static int cpu_forward_cached(rmlp_context *context, const rmlp_plan *plan, void
     if (compact_out)
         memset(o + plan->n_compact * hsz, 0, (plan->n_compact_padded - plan->n_compact) * hsz * sizeof(float));
     return 0;
-}
-
-/* Checks the call, then runs the forward on the context's device, against its cache if it has one. */
-static rmlp_status run_forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
-                               rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
-    rmlp_status status = rmlp_check_call(fn, context, plan);
-    if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){out}, (const char *[]){"out"}, 1);
-    if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
-    if (status == RMLP_OK) status = rmlp_check_window(fn, &context->model->config, plan->cu_seqlens, plan->n_seqs);
-    space = rmlp_resolve_space(space, plan);
-    if (status == RMLP_OK && space == RMLP_ATTENTION_COMPACT) status = rmlp_check_compact_plan(fn, plan);
-    if (status != RMLP_OK) return status;
-    if (context->cache != NULL) {
-        if (attention != NULL)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the context has a prefix cache, whose forward runs the "
-                             "built-in attention: pass attention=NULL, or use a context without a cache");
-        status = rmlp_check_compact_plan(fn, plan);
-        if (status != RMLP_OK) return status;
-        if (context->gpu != NULL) {
-            bool bypassed = false;
-            status = cuda_forward_cached(fn, context, plan, out, compact_out, &bypassed);
-            if (status != RMLP_OK || !bypassed) return status;
-        } else if (cpu_forward_cached(context, plan, out, compact_out) == 0) {
-            return RMLP_OK;
-        }
-        space = RMLP_ATTENTION_COMPACT; /* the batch does not fit the cache: the same forward without it */
-    }
-    if (context->gpu != NULL) return cuda_forward(fn, context, plan, space, attention, user_data, out, compact_out);
-    return cpu_forward(fn, context, plan, space, attention, user_data, out, compact_out);
 }
 
 /* The first element of x (n floats) that is an infinity or NaN, or n. Words are tested by their
@@ -196,13 +156,12 @@ static size_t first_not_finite(const float *x, size_t n) {
     return n;
 }
 
-/* A CPU forward's output, all finite, or RMLP_ERR_MODEL naming the first row and element that is
- * not (weights so large that fp32 overflows: the load's finite check passes them). The output is
- * left as computed. A CUDA forward's output stays on the device: a kernel after the forward counts
- * it instead (model_cuda.c, gpu/nonfinite.h; the forward is asynchronous, so no status can say it). */
-static rmlp_status check_output(const char *fn, const rmlp_context *context, const rmlp_plan *plan, const float *out,
-                                bool compact_out) {
-    size_t hsz = context->model->config.hidden_size, rows = compact_out ? plan->n_compact : plan->n_tokens;
+/* The output is left as computed. A CUDA forward's output stays on the device: a kernel after the
+ * forward counts it instead (gpu/backend.c, gpu/nonfinite.h; the forward is asynchronous, so no
+ * status can say it). */
+rmlp_status cpu_check_output(const char *fn, const cpu_context *ctx, const rmlp_plan *plan, const float *out,
+                             bool compact_out) {
+    size_t hsz = ctx->config->hidden_size, rows = compact_out ? plan->n_compact : plan->n_tokens;
     size_t at = first_not_finite(out, rows * hsz);
     if (at == rows * hsz) return RMLP_OK;
     size_t row = at / hsz;
@@ -212,32 +171,3 @@ static rmlp_status check_output(const char *fn, const rmlp_context *context, con
                      compact_out ? "compact" : "batch", row, isnan(out[at]) ? "NaN" : "an infinity", at % hsz, hsz);
 }
 
-static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
-                           rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
-    rmlp_status status = run_forward(fn, context, plan, space, attention, user_data, out, compact_out);
-    return status == RMLP_OK && context->gpu == NULL ? check_output(fn, context, plan, out, compact_out) : status;
-}
-
-rmlp_status rmlp_forward_in_call(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *out,
-                                 bool compact_out) {
-    return forward(fn, context, plan, compact_out ? RMLP_ATTENTION_COMPACT : context->attention_space, NULL, NULL, out,
-                   compact_out);
-}
-
-RMLP_EXPORT rmlp_status rmlp_forward(rmlp_context *context, const rmlp_plan *plan, rmlp_attention_fn attention,
-                                     void *user_data, void *out) {
-    static const char fn[] = "rmlp_forward";
-    rmlp_status status = rmlp_context_enter(fn, context);
-    return status != RMLP_OK ? status
-                             : rmlp_guard_leave(context, forward(fn, context, plan, context->attention_space,
-                                                                 attention, user_data, out, false));
-}
-
-RMLP_EXPORT rmlp_status rmlp_forward_compact(rmlp_context *context, const rmlp_plan *plan,
-                                             rmlp_attention_fn attention, void *user_data, void *out) {
-    static const char fn[] = "rmlp_forward_compact";
-    rmlp_status status = rmlp_context_enter(fn, context);
-    return status != RMLP_OK ? status
-                             : rmlp_guard_leave(context, forward(fn, context, plan, RMLP_ATTENTION_COMPACT, attention,
-                                                                 user_data, out, true));
-}

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 #include "cpu_ops.h"
 #include "layer.h"
 #include "linear_few.h"

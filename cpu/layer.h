@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../model/weights.h"
+#include "model/weights.h"
 #include "radix_mlp.h"
 #include "workers.h"
 

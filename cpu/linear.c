@@ -1,6 +1,6 @@
 /*
  * linear.c: x W^T through BLAS (OpenBLAS): sgemm for row blocks, sgemv for a single row.
- * OpenBLAS allocates its own work buffers outside ffi/src/alloc.h and outside our control: when
+ * OpenBLAS allocates its own work buffers outside common/alloc.h and outside our control: when
  * that fails OpenBLAS handles it itself (it prints, and may stop the process), and no status of
  * ours can carry it; test_alloc_failure covers every allocation but those.
  */

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 #include "workers.h"
 
 struct workers {

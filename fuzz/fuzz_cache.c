@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cache/kv_pool.h"
+#include "cache/kv_pool.h"
 #include "harness.h"
 #include "radix_mlp.h"
 

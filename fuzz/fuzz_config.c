@@ -8,13 +8,15 @@
  *  - config_read succeeds exactly when the oracle accepts, and then every field is the one the
  *    JSON gives (or its documented default): sizes >= 1, num_key_value_heads dividing
  *    num_attention_heads, head_dim given or hidden_size / num_attention_heads (which must then
- *    divide), rms_norm_eps and rope_theta > 0, qk_norm exactly for Qwen3, the biases
- *    transformers builds (q/k/v always for Qwen2; q/k/v and o_proj from attention_bias for Llama
- *    and Qwen3; gate/up/down from mlp_bias for Llama; none for Mistral), every layer full
- *    attention (layer_types of one entry per layer, all "full_attention"; without it, Qwen2 and
- *    Qwen3 slide at layers >= max_window_layers (default 28) when use_sliding_window is true and
- *    sliding_window is not null; Llama and Mistral refuse use_sliding_window true),
- *    sliding_window only for Mistral;
+ *    divide), rms_norm_eps and rope_theta > 0, and what the architecture's row of model/arch.h
+ *    says (the oracle reads its facts, not config.c's use of them): qk_norm exactly where the row
+ *    has it (Qwen3), the biases transformers builds (q/k/v always for Qwen2; q/k/v and o_proj
+ *    from attention_bias for Llama and Qwen3; gate/up/down from mlp_bias for Llama; none for
+ *    Mistral), tie_word_embeddings' default, every layer full attention (layer_types of one
+ *    entry per layer, all "full_attention"; without it, windows per layer (Qwen2, Qwen3) slide at
+ *    layers >= max_window_layers (default 28) when use_sliding_window is true and sliding_window
+ *    is not null; the others (Llama, Mistral) refuse use_sliding_window true), sliding_window
+ *    only where it applies to every layer (Mistral);
  *  - a failure returns FORMAT (not JSON, not an object, a wrong type or range) or MODEL (a
  *    missing or unsupported key; only for a JSON object), never IO or OUT_OF_MEMORY (the file
  *    was just written, inputs are small), with a message "rmlp_model_load: <the file>: ..." and
@@ -30,8 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/export.h"
-#include "../model/config.h"
+#include "common/status.h"
+#include "model/arch.h"
+#include "model/config.h"
 #include "harness.h"
 #include "radix_mlp.h"
 
@@ -65,9 +68,9 @@ static int positive_ok(json_t *object, const char *key, int required, double fal
     return 1;
 }
 
-static int bool_ok(json_t *root, const char *key, bool *out) {
+static int bool_ok(json_t *root, const char *key, bool fallback, bool *out) {
     json_t *value = given(root, key);
-    *out = false;
+    *out = fallback;
     if (value == NULL) return 1;
     if (!json_is_boolean(value)) return 0;
     *out = json_is_true(value);
@@ -85,13 +88,9 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     memset(want, 0, sizeof *want);
     json_t *type = given(root, "model_type");
     if (!json_is_string(type)) return 0;
-    const char *name = json_string_value(type);
-    want->architecture = strcmp(name, "qwen3") == 0     ? RMLP_ARCH_QWEN3
-                         : strcmp(name, "qwen2") == 0   ? RMLP_ARCH_QWEN2
-                         : strcmp(name, "llama") == 0   ? RMLP_ARCH_LLAMA
-                         : strcmp(name, "mistral") == 0 ? RMLP_ARCH_MISTRAL
-                                                        : 0;
-    if (want->architecture == 0) return 0;
+    const arch_info *arch = arch_by_model_type(json_string_value(type));
+    if (arch == NULL) return 0;
+    want->architecture = arch->id;
     if (!size_ok(root, "vocab_size", 1, 0, &want->vocab_size) || !size_ok(root, "hidden_size", 1, 0, &want->hidden_size) ||
         !size_ok(root, "intermediate_size", 1, 0, &want->intermediate_size) ||
         !size_ok(root, "num_hidden_layers", 1, 0, &want->num_hidden_layers) ||
@@ -105,22 +104,20 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     bool attention_bias, mlp_bias;
     if (!positive_ok(root, "rms_norm_eps", 1, 0, &want->rms_norm_eps) ||
         !positive_ok(root, "rope_theta", 0, 10000.0, &want->rope_theta) ||
-        !bool_ok(root, "tie_word_embeddings", &want->tie_word_embeddings) ||
-        !bool_ok(root, "attention_bias", &attention_bias) || !bool_ok(root, "mlp_bias", &mlp_bias))
+        !bool_ok(root, "tie_word_embeddings", arch->tied_default, &want->tie_word_embeddings) ||
+        !bool_ok(root, "attention_bias", false, &attention_bias) || !bool_ok(root, "mlp_bias", false, &mlp_bias))
         return 0;
-    bool llama = want->architecture == RMLP_ARCH_LLAMA, qwen3 = want->architecture == RMLP_ARCH_QWEN3;
-    bool qwen2 = want->architecture == RMLP_ARCH_QWEN2;
-    want->attention_bias = qwen2 || ((llama || qwen3) && attention_bias);
-    want->o_proj_bias = (llama || qwen3) && attention_bias;
-    want->mlp_bias = llama && mlp_bias;
-    want->qk_norm = qwen3;
+    want->attention_bias = arch->qkv_bias || (arch->reads_attention_bias && attention_bias);
+    want->o_proj_bias = arch->reads_attention_bias && attention_bias;
+    want->mlp_bias = arch->reads_mlp_bias && mlp_bias;
+    want->qk_norm = arch->qk_norm;
     json_t *rope = given(root, "rope_parameters");
     if (rope != NULL && (!json_is_object(rope) || !string_is(rope, "rope_type", "default") ||
                          !positive_ok(rope, "rope_theta", 0, want->rope_theta, &want->rope_theta)))
         return 0;
     json_t *layers = given(root, "layer_types");
     bool use_sliding;
-    if (!bool_ok(root, "use_sliding_window", &use_sliding)) return 0;
+    if (!bool_ok(root, "use_sliding_window", false, &use_sliding)) return 0;
     if (layers != NULL) {
         if (!json_is_array(layers) || json_array_size(layers) != want->num_hidden_layers) return 0;
         for (size_t i = 0; i < json_array_size(layers); i++)
@@ -128,9 +125,10 @@ static int oracle(json_t *root, rmlp_model_config *want) {
                 strcmp(json_string_value(json_array_get(layers, i)), "full_attention") != 0)
                 return 0;
     }
-    if (use_sliding && (layers == NULL || !(qwen2 || qwen3))) {
+    bool per_layer = arch->windows == ARCH_WINDOWS_PER_LAYER;
+    if (use_sliding && (layers == NULL || !per_layer)) {
         uint32_t window, max_window_layers;
-        if (!(qwen2 || qwen3) || !size_ok(root, "sliding_window", 0, 4096, &window) ||
+        if (!per_layer || !size_ok(root, "sliding_window", 0, 4096, &window) ||
             !size_ok(root, "max_window_layers", 0, 28, &max_window_layers))
             return 0;
         json_t *w = json_object_get(root, "sliding_window");
@@ -138,7 +136,7 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     }
     if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu")) return 0;
     if (json_is_null(json_object_get(root, "hidden_act"))) return 0; /* null is not absent here */
-    if (want->architecture == RMLP_ARCH_MISTRAL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))
+    if (arch->windows == ARCH_WINDOWS_ALL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))
         return 0;
     return 1;
 }
@@ -168,7 +166,11 @@ static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
 static void check_guarantees(const rmlp_model_config *c) {
     char detail[600];
     describe(detail, sizeof detail, c);
-    if (c->architecture < RMLP_ARCH_QWEN3 || c->architecture > RMLP_ARCH_MISTRAL) violation("architecture", detail);
+    const arch_info *arch = arch_by_id(c->architecture);
+    if (arch == NULL) {
+        violation("architecture not in model/arch.h", detail);
+        return;
+    }
     if (!c->vocab_size || !c->hidden_size || !c->intermediate_size || !c->num_hidden_layers ||
         !c->num_attention_heads || !c->num_key_value_heads || !c->head_dim || !c->max_position_embeddings)
         violation("a size is 0", detail);
@@ -176,14 +178,16 @@ static void check_guarantees(const rmlp_model_config *c) {
         violation("num_key_value_heads does not divide num_attention_heads", detail);
     if (!(c->rms_norm_eps > 0) || !isfinite(c->rms_norm_eps) || !(c->rope_theta > 0) || !isfinite(c->rope_theta))
         violation("rms_norm_eps or rope_theta not a positive finite number", detail);
-    if (c->qk_norm != (c->architecture == RMLP_ARCH_QWEN3)) violation("qk_norm not exactly for Qwen3", detail);
-    if (c->architecture == RMLP_ARCH_QWEN2 && !c->attention_bias) violation("Qwen2 without QKV bias", detail);
-    if (c->architecture == RMLP_ARCH_MISTRAL && (c->attention_bias || c->o_proj_bias || c->mlp_bias))
-        violation("Mistral with a bias (transformers' has none)", detail);
-    if (c->o_proj_bias != (c->attention_bias && c->architecture != RMLP_ARCH_QWEN2))
-        violation("o_proj bias not exactly with attention_bias, Qwen2 aside", detail);
-    if (c->mlp_bias && c->architecture != RMLP_ARCH_LLAMA) violation("MLP biases outside Llama", detail);
-    if (c->architecture != RMLP_ARCH_MISTRAL && c->sliding_window != 0) violation("sliding_window not Mistral", detail);
+    if (c->qk_norm != arch->qk_norm) violation("qk_norm not exactly where the architecture has it (Qwen3)", detail);
+    if (arch->qkv_bias && !c->attention_bias) violation("no QKV bias where the architecture always has it (Qwen2)",
+                                                        detail);
+    if (!arch->qkv_bias && !arch->reads_attention_bias && (c->attention_bias || c->o_proj_bias))
+        violation("an attention bias where the architecture has none (Mistral)", detail);
+    if (c->o_proj_bias != (c->attention_bias && arch->reads_attention_bias))
+        violation("o_proj bias not exactly with attention_bias where it is read (Llama, Qwen3)", detail);
+    if (c->mlp_bias && !arch->reads_mlp_bias) violation("MLP biases where mlp_bias is not read (only Llama)", detail);
+    if (arch->windows != ARCH_WINDOWS_ALL && c->sliding_window != 0)
+        violation("sliding_window where windows are not for every layer (only Mistral)", detail);
     if (c->has_lm_head) violation("has_lm_head set from config.json alone", detail);
 }
 

@@ -28,12 +28,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../cache/kv_cache.h"
-#include "../ffi/src/model_internal.h"
-#include "../tools/tiny_model.h"
+#include "cache/kv_cache.h"
+#include "ffi/src/model_internal.h"
+#include "tools/tiny_model.h"
 #include "harness.h"
 #include "radix_mlp.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 #define MAX_SEQS 6
 #define MAX_LEN 12

@@ -35,8 +35,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "naive_plan.h"
-#include "plan_verify.h"
+#include "tests/naive_plan.h"
+#include "tests/plan_verify.h"
 #include "radix_mlp.h"
 
 #define MAX_SEQS 16      /* structured batches: sequences */

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/export.h"
-#include "../model/safetensors.h"
+#include "common/status.h"
+#include "model/safetensors.h"
 #include "harness.h"
 #include "radix_mlp.h"
 

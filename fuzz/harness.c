@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "bad_input_row.h"
+#include "tests/bad_input_row.h"
 #include "replay.h"
 
 static char file_path[512]; /* where this process writes its input */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/arch.h"
 #include "host.h"
 #include "model.h"
 
@@ -201,7 +202,8 @@ static rmlp_status make_linear(const char *fn, const rmlp_model_config *c, uint3
 }
 
 static rmlp_status check_config(const char *fn, const rmlp_model_config *c) {
-    if (c->architecture < RMLP_ARCH_QWEN3 || c->architecture > RMLP_ARCH_MISTRAL)
+    const arch_info *arch = arch_by_id(c->architecture);
+    if (arch == NULL)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "config->architecture=%d is not an rmlp_arch", c->architecture);
     if (c->vocab_size == 0 || c->hidden_size == 0 || c->intermediate_size == 0 || c->num_hidden_layers == 0 ||
         c->num_attention_heads == 0 || c->num_key_value_heads == 0 || c->head_dim == 0 ||
@@ -219,9 +221,9 @@ static rmlp_status check_config(const char *fn, const rmlp_model_config *c) {
     if (!(c->rms_norm_eps > 0.0 && c->rms_norm_eps < 1.0) || !(c->rope_theta > 1.0 && c->rope_theta < 1e30))
         return rmlp_fail(RMLP_ERR_MODEL, fn, "config->rms_norm_eps=%g or rope_theta=%g is out of range",
                          c->rms_norm_eps, c->rope_theta);
-    if (c->qk_norm != (c->architecture == RMLP_ARCH_QWEN3))
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->qk_norm=%d but q/k norms are Qwen3's (architecture %d)",
-                         c->qk_norm, c->architecture);
+    if (c->qk_norm != arch->qk_norm)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->qk_norm=%d but architecture %d (%s) %s q/k norm", c->qk_norm,
+                         c->architecture, arch->model_type, arch->qk_norm ? "has" : "has no");
     return RMLP_OK;
 }
 

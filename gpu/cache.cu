@@ -2,7 +2,7 @@
  * cache.cu: the device side of a CUDA context's prefix KV cache (cache/kv_cache.h keeps the index
  * on the host): the slots' storage in the model's dtype (struct gpu_cache, model.h), new rows
  * through the model against the slots (shared with generation, decode.cu), and the cached
- * forward, the CUDA twin of cpu_forward_cached (ffi/src/forward.c): only the batch's new rows
+ * forward, the CUDA twin of cpu_forward_cached (cpu/forward.c): only the batch's new rows
  * are computed, with the layer calls of layer.cu run on them as if they were a
  * plan's compact rows; each layer puts their K and V into their slots and the compact attention
  * reads every key of a path from the slots (kv_indices = the path's slots, the reference kernel

@@ -1,5 +1,5 @@
 /*
- * decode.cu: the device side of a generation session on a CUDA context (ffi/src/generate.c keeps
+ * decode.cu: the device side of a generation session on a CUDA context (generate/session.c keeps
  * the session, the index and the step's cut into chains on the host). A step's new rows run through
  * the model against the prefix cache's slots (gpu_cache_run_rows, cache.cu) with the attention of
  * cpu/decode_attention.h by chains: each chain's keys are read by one block for up to ATT_BQ of its

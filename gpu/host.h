@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "../ffi/src/export.h"
+#include "common/status.h"
 }
 
 /* The status a CUDA error maps to: no usable device/driver, out of memory, or a CUDA error. */

@@ -1,6 +1,6 @@
 /*
  * nonfinite.h: the check of a CUDA forward's output for infinities and NaN (nonfinite.cu). A CPU
- * forward returns RMLP_ERR_MODEL when its output is not finite (ffi/src/forward.c); a CUDA forward
+ * forward returns RMLP_ERR_MODEL when its output is not finite (cpu/forward.c); a CUDA forward
  * cannot: it only enqueues its work, and its output stays on the device. So after each whole
  * forward one kernel scans the output and, where it finds a non-finite element, counts the forward
  * in a counter on the device and keeps where the first such element was; rmlp_context_gpu_stats

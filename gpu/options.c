@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/export.h"
+#include "common/status.h"
 
 _Static_assert(GPU_ATTENTION_AUTO == RMLP_GPU_ATTENTION_AUTO && GPU_ATTENTION_FLASHINFER == RMLP_GPU_ATTENTION_FLASHINFER &&
                    GPU_ATTENTION_REFERENCE == RMLP_GPU_ATTENTION_REFERENCE,

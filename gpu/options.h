@@ -11,7 +11,7 @@
  *   RADIX_MLP_GPU_DECODE=flashinfer|own     generation steps' attention kernels
  * A value outside its list is refused by name (RMLP_ERR_INVALID_ARGUMENT). Plain C, no CUDA:
  * compiled in every build, so a CPU-only build refuses the same values. CPU contexts read none of
- * these (ffi/src/model_api.c). The table of variables and values is header-only, so that tools
+ * these (cpu/backend.c). The table of variables and values is header-only, so that tools
  * (radixmlp bench --gpu-variant) check a setting the way the library will.
  * Internal to the library.
  */

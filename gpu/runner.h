@@ -1,5 +1,5 @@
 /*
- * runner.h: the C interface of the CUDA model path, as ffi/src/model_cuda.c calls it: device
+ * runner.h: the C interface of the CUDA model path, as gpu/backend.c calls it: device
  * weights (loaded from a checkpoint or bound to the host's device pointers), contexts (device
  * workspace, stream, cuBLAS handle, the plan's maps on the device) and the layer runner, which
  * mirrors cpu/layer.h call for call. Every function takes the exported entry point's name
@@ -24,6 +24,10 @@ typedef struct gpu_model gpu_model;
 typedef struct gpu_context gpu_context;
 struct checkpoint;
 struct gpu_options;
+struct rmlp_backend;
+
+/* CUDA's backend table (common/backend.h) over the functions below: backend.c, in CUDA builds only. */
+extern const struct rmlp_backend rmlp_backend_cuda;
 
 /* ---- models (weights.cu, bind.cu) --------------------------------------------------------- */
 

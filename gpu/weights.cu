@@ -17,7 +17,7 @@
 #include "model.h"
 
 extern "C" {
-#include "../model/weights.h"
+#include "model/weights.h"
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
-#include "../ffi/src/export.h"
+#include "common/alloc.h"
+#include "common/status.h"
+#include "arch.h"
 #include "lm_head.h"
 #include "weights.h"
 
@@ -114,15 +115,6 @@ static bool ignored(const char *name) {
     return n >= k && strcmp(name + n - k, "rotary_emb.inv_freq") == 0;
 }
 
-static const char *model_type(rmlp_arch arch) {
-    switch (arch) {
-    case RMLP_ARCH_QWEN3: return "qwen3";
-    case RMLP_ARCH_QWEN2: return "qwen2";
-    case RMLP_ARCH_LLAMA: return "llama";
-    default: return "mistral";
-    }
-}
-
 /* Appends to buf (cap bytes; NULL to measure) at *len, as snprintf would, moving *len on. */
 #define APPEND(buf, cap, len, ...) \
     (*(len) += (size_t)snprintf((buf) && *(len) < (cap) ? (buf) + *(len) : NULL, \
@@ -139,9 +131,10 @@ static size_t unused_report(const checkpoint *ckpt, const rmlp_model_config *c, 
             unused += !used(c, prefix, st_at(file, i)->name) && !ignored(st_at(file, i)->name);
     }
     if (unused == 0) return 0;
+    const arch_info *arch = arch_by_id(c->architecture); /* config_read's: never NULL */
     APPEND(buf, cap, &len, "%zu tensor%s of the checkpoint %s not used by a %s model of %u layer%s as config.json "
            "describes it, and ignored (as transformers ignores them, with a warning):", unused, unused > 1 ? "s" : "",
-           unused > 1 ? "are" : "is", model_type(c->architecture), c->num_hidden_layers,
+           unused > 1 ? "are" : "is", arch ? arch->model_type : "?", c->num_hidden_layers,
            c->num_hidden_layers > 1 ? "s" : "");
     size_t listed = 0;
     for (size_t s = 0; s < checkpoint_shard_count(ckpt) && listed < LISTED_NAMES; s++) {

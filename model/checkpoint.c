@@ -19,8 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../ffi/src/alloc.h"
-#include "../ffi/src/export.h"
+#include "common/alloc.h"
+#include "common/status.h"
 #include "config.h"
 
 static const char fn[] = "rmlp_model_load";

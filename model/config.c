@@ -20,7 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../ffi/src/export.h"
+#include "common/status.h"
+#include "arch.h"
 
 static const char fn[] = "rmlp_model_load";
 
@@ -182,11 +183,12 @@ static rmlp_status rope_parameters(const cfg *c, rmlp_model_config *m) {
 
 /* Every layer runs full attention, as transformers decides it: "layer_types" (transformers 5)
  * names each layer's kind and must have one entry per layer (transformers refuses another
- * length); without it, Qwen2 and Qwen3 derive the kinds as transformers does: layer i slides
- * when use_sliding_window is true, sliding_window is not null (absent means 4096) and
- * i >= max_window_layers (default 28). Llama and Mistral do not read use_sliding_window; true is
- * refused there, as a config whose intent the layer code cannot tell. A sliding layer is refused. */
-static rmlp_status full_attention(const cfg *c, const rmlp_model_config *m) {
+ * length); without it, the architectures whose windows are per layer (arch.h: Qwen2, Qwen3)
+ * derive the kinds as transformers does: layer i slides when use_sliding_window is true,
+ * sliding_window is not null (absent means 4096) and i >= max_window_layers (default 28). The
+ * others (Llama, Mistral) do not read use_sliding_window; true is refused there, as a config
+ * whose intent the layer code cannot tell. A sliding layer is refused. */
+static rmlp_status full_attention(const cfg *c, const rmlp_model_config *m, const arch_info *arch) {
     const json_t *types = get(c, "layer_types");
     bool use_sliding;
     rmlp_status s = get_bool(c, "use_sliding_window", false, &use_sliding);
@@ -203,10 +205,10 @@ static rmlp_status full_attention(const cfg *c, const rmlp_model_config *m) {
                                  "%s: layer_types[%zu] is not \"full_attention\" (only full attention is supported)",
                                  c->path, i);
         }
-        if (m->architecture == RMLP_ARCH_QWEN3 || m->architecture == RMLP_ARCH_QWEN2) return RMLP_OK;
+        if (arch->windows == ARCH_WINDOWS_PER_LAYER) return RMLP_OK;
     }
     if (!use_sliding) return RMLP_OK;
-    if (m->architecture != RMLP_ARCH_QWEN3 && m->architecture != RMLP_ARCH_QWEN2)
+    if (arch->windows != ARCH_WINDOWS_PER_LAYER)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_sliding_window true is not supported", c->path);
     uint32_t window, max_window_layers;
     bool window_null = json_is_null(json_object_get(c->root, "sliding_window"));
@@ -222,21 +224,16 @@ static rmlp_status full_attention(const cfg *c, const rmlp_model_config *m) {
 }
 
 static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
-    static const struct {
-        const char *name;
-        rmlp_arch arch;
-    } archs[] = {{"qwen3", RMLP_ARCH_QWEN3},
-                 {"qwen2", RMLP_ARCH_QWEN2},
-                 {"llama", RMLP_ARCH_LLAMA},
-                 {"mistral", RMLP_ARCH_MISTRAL}};
     const char *model_type, *act;
     rmlp_status s = get_string(c, "model_type", 1, &model_type);
     if (s != RMLP_OK) return s;
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-        if (strcmp(model_type, archs[i].name) == 0) m->architecture = archs[i].arch;
-    if (m->architecture == 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: model_type '%s' is not supported (qwen3, qwen2, llama, mistral)",
-                         c->path, model_type);
+    const arch_info *arch = arch_by_model_type(model_type);
+    if (arch == NULL) {
+        char accepted[256];
+        arch_model_types(accepted, sizeof accepted);
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: model_type '%s' is not supported (%s)", c->path, model_type,
+                         accepted);
+    }
 
     const struct {
         const char *key;
@@ -262,21 +259,17 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
     bool attention_bias, mlp_bias;
     if ((s = get_positive(c, "rms_norm_eps", 1, 0, &m->rms_norm_eps)) != RMLP_OK ||
         (s = get_positive(c, "rope_theta", 0, 10000.0, &m->rope_theta)) != RMLP_OK ||
-        (s = get_bool(c, "tie_word_embeddings", false, &m->tie_word_embeddings)) != RMLP_OK ||
+        (s = get_bool(c, "tie_word_embeddings", arch->tied_default, &m->tie_word_embeddings)) != RMLP_OK ||
         (s = get_bool(c, "attention_bias", false, &attention_bias)) != RMLP_OK ||
         (s = get_bool(c, "mlp_bias", false, &mlp_bias)) != RMLP_OK)
         return s;
-    /* The biases transformers' modeling code builds: Llama and Qwen3 take q, k, v and o_proj
-     * biases from attention_bias, Llama also gate, up and down biases from mlp_bias; Qwen2 always
-     * has q, k, v biases and nothing else; Mistral has none. A flag an architecture does not read
-     * is ignored, as transformers ignores it. */
-    bool reads_flags = m->architecture == RMLP_ARCH_LLAMA || m->architecture == RMLP_ARCH_QWEN3;
-    m->attention_bias = m->architecture == RMLP_ARCH_QWEN2 || (reads_flags && attention_bias);
-    m->o_proj_bias = reads_flags && attention_bias;
-    m->mlp_bias = m->architecture == RMLP_ARCH_LLAMA && mlp_bias;
-    m->qk_norm = m->architecture == RMLP_ARCH_QWEN3;
+    /* The biases and q/k norm transformers' modeling code builds, by the architecture's row of
+     * arch.h (Llama and Qwen3 read attention_bias, Llama mlp_bias, Qwen2 always has q, k, v
+     * biases, Mistral none); a flag an architecture does not read is ignored, as transformers
+     * ignores it. */
+    arch_set_layer_flags(arch, attention_bias, mlp_bias, m);
 
-    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c, m)) != RMLP_OK) return s;
+    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c, m, arch)) != RMLP_OK) return s;
     if (get(c, "rope_scaling") != NULL)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_scaling is not supported (only plain RoPE)", c->path);
     /* null is not absent here: transformers takes the key as given and finds no activation None */
@@ -287,7 +280,7 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
     if (act != NULL && strcmp(act, "silu") != 0)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act '%s' is not supported (only silu)", c->path, act);
     /* Mistral applies its window whenever it is set; sequences up to it see full attention. */
-    if (m->architecture == RMLP_ARCH_MISTRAL) return get_u32(c, "sliding_window", 0, 0, &m->sliding_window);
+    if (arch->windows == ARCH_WINDOWS_ALL) return get_u32(c, "sliding_window", 0, 0, &m->sliding_window);
     return RMLP_OK;
 }
 

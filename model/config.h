@@ -1,5 +1,5 @@
 /*
- * config.h: config.json of a Llama-family decoder (Qwen3, Qwen2, Llama, Mistral) into
+ * config.h: config.json of a Llama-family decoder (the architectures of arch.h) into
  * rmlp_model_config, refusing what the layer code does not implement (rope_scaling, an
  * activation other than SiLU or none at all, sliding windows in use).
  */

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../ffi/src/alloc.h"
-#include "../ffi/src/export.h"
+#include "common/alloc.h"
+#include "common/status.h"
 #include "config.h"
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20)

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
-#include "../ffi/src/export.h"
+#include "common/alloc.h"
+#include "common/status.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; F32 tensors are copied as they are"

@@ -9,4 +9,4 @@ if ! diff -u "$root/ffi/include/radix_mlp.h" "$fresh"; then
   echo "header drift: ffi/include/radix_mlp.h is stale; run scripts/gen_header.sh and commit it" >&2
   exit 1
 fi
-echo "header drift: ffi/include/radix_mlp.h matches bindings/rust/radix-mlp-sys/src/lib.rs"
+echo "header drift: ffi/include/radix_mlp.h matches bindings/rust/radix-mlp-sys/src/"

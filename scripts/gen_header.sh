@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates ffi/include/radix_mlp.h from the ABI crate with cbindgen.
+# Regenerates ffi/include/radix_mlp.h from the ABI crate with cbindgen, which reads src/lib.rs and
+# the modules it declares (one per object), in the order lib.rs declares them.
 # Usage: scripts/gen_header.sh [OUTPUT]   (default: the committed header)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -3,7 +3,7 @@
  * on the CPU, test_gpu_decode.c on the device): query rows whose paths share a common prefix, then
  * a part their group shares, then slots of their own (the shape cpu/decode_attention.h's chains
  * are cut from), cut into chains with or without shared prefixes (decode_build_chains) and packed
- * as ffi/src/generate.c packs them for the device: keys and members by chain, memberships by row.
+ * as gpu/backend.c packs them for the device: keys and members by chain, memberships by row.
  * Include after test_util.h, in the one translation unit of a test.
  */
 #ifndef RMLP_TESTS_DECODE_STEPS_H
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode_attention.h"
+#include "cpu/decode_attention.h"
 
 typedef struct decode_step {
     size_t n_rows, max_path, n_slots;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 
 /* In place on x (rows, stride): the nq query heads then the nkv key heads of head_dim hd, each
  * RMSNorm'ed with qn / kn (hd) when qn is non-NULL, then rotated at pos (rows) with theta. */

@@ -1,7 +1,7 @@
 /*
  * test_alloc_failure.c: every allocation the library makes while building plans, loading a model
  * and creating a context is made to fail in turn (k = 0, 1, 2, ... until the calls succeed with no
- * failure injected), through the hook of the radix_mlp_alloc_hooks build (ffi/src/alloc.h). Each
+ * failure injected), through the hook of the radix_mlp_alloc_hooks build (common/alloc.h). Each
  * failure must come back as RMLP_ERR_OUT_OF_MEMORY with a message about memory (never a crash or
  * another status), the objects involved must still work afterwards, and nothing may leak
  * (LeakSanitizer checks that when this runs in the ASan build, as scripts/test.sh does).
@@ -27,12 +27,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../ffi/src/alloc.h"
+#include "common/alloc.h"
 #ifndef RMLP_ALLOC_HOOKS
 #error "links radix_mlp_alloc_hooks, whose RMLP_ALLOC_HOOKS declares the failure hook"
 #endif
-#include "../model/safetensors.h"
-#include "../tools/tiny_model.h"
+#include "model/safetensors.h"
+#include "tools/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

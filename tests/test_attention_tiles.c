@@ -8,7 +8,7 @@
  */
 #include <stdlib.h>
 
-#include "../gpu/attention_tiles.h"
+#include "gpu/attention_tiles.h"
 #include "test_util.h"
 
 /* Walks the grid over cu_seqlens (n_seqs + 1) as the kernel does; checks coverage and waste. */

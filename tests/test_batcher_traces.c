@@ -12,8 +12,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "../ffi/src/guard.h"
-#include "../tools/tiny_model.h"
+#include "common/guard.h"
+#include "tools/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

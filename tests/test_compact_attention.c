@@ -11,7 +11,7 @@
  */
 #include <math.h>
 
-#include "cpu_ops.h"
+#include "cpu/cpu_ops.h"
 #include "test_util.h"
 
 /* qo_indptr (n_seqs + 1): the compact rows whose first occurrence lies in sequence s, from the

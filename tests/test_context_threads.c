@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../tools/tiny_model.h"
+#include "tools/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

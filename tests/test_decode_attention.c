@@ -22,11 +22,11 @@
 #include <math.h>
 #include <stdatomic.h>
 
-#include "decode_attention.h"
-#include "decode_kernels.h"
-#include "linear_few.h"
+#include "cpu/decode_attention.h"
+#include "cpu/decode_kernels.h"
+#include "cpu/linear_few.h"
 #include "test_util.h"
-#include "workers.h"
+#include "cpu/workers.h"
 
 typedef struct count_job {
     atomic_uint *runs;  /* (n_tasks) */

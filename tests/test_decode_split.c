@@ -12,7 +12,7 @@
  */
 #include <stdbool.h>
 
-#include "decode_split.h"
+#include "gpu/decode_split.h"
 #include "test_util.h"
 #include "decode_steps.h"
 

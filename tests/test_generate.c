@@ -1,5 +1,5 @@
 /*
- * test_generate.c: generation on the prefix tree (ffi/src/generate.c, cpu/decode_attention.c).
+ * test_generate.c: generation on the prefix tree (generate/session.c, cpu/decode.c, cpu/decode_attention.c).
  *   - Greedy ids equal transformers' greedy generate on every fixture with an LM head
  *     (integration_tests/fixtures/<name>/generate.json, made by tools/make_generate_fixtures.py):
  *     six prompts in one session (three sharing a 22-token prefix, one a strict prefix of another,
@@ -24,9 +24,10 @@
  */
 #include <math.h>
 
-#include "../cache/kv_cache.h"
-#include "../cache/kv_pool.h"
-#include "../ffi/src/model_internal.h"
+#include "cache/kv_cache.h"
+#include "cache/kv_pool.h"
+#include "ffi/src/model_internal.h"
+#include "model/weights.h"
 #include "test_util.h"
 #include "gen_fixture.h"
 
@@ -52,11 +53,12 @@ static int full_logits(rmlp_context *plain, rmlp_planner *planner, const uint32_
     if (plan_of(planner, one, &len, 1, &plan) != 0 || rmlp_forward(plain, &plan, NULL, NULL, hidden) != RMLP_OK)
         return -1;
     const rmlp_model *m = plain->model;
+    const model_weights *w = m->backend_model; /* a CPU model's (cpu/runner.h) */
     const float *last = hidden + (size_t)(len - 1) * m->config.hidden_size;
     for (uint32_t v = 0; v < m->config.vocab_size; v++) {
         double acc = 0.0;
         for (uint32_t d = 0; d < m->config.hidden_size; d++)
-            acc += (double)last[d] * m->weights.lm_head[(size_t)v * m->config.hidden_size + d];
+            acc += (double)last[d] * w->lm_head[(size_t)v * m->config.hidden_size + d];
         logits[v] = (float)acc;
     }
     return 0;

@@ -25,11 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/model_internal.h"
-#include "../gpu/flashinfer.h"
-#include "../gpu/options.h"
-#include "../gpu/runner.h"
-#include "../tools/tiny_model.h"
+#include "ffi/src/model_internal.h"
+#include "gpu/flashinfer.h"
+#include "gpu/options.h"
+#include "gpu/runner.h"
+#include "tools/tiny_model.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 
@@ -139,7 +139,7 @@ static void test_plan_failure(rmlp_context *fast, const rmlp_plan *plan, int di,
                               const float *ref_out, const float *fast_out) {
     char what[160];
     size_t n = plan->n_tokens * hidden;
-    gpu_flashinfer_test_starve(gpu_context_flashinfer(fast->gpu), 1); /* the full layout's, planned first */
+    gpu_flashinfer_test_starve(gpu_context_flashinfer(fast->backend_ctx), 1); /* the full layout's, planned first */
     rmlp_gpu_stats before = gpu_stats_of(fast);
     rmlp_status status = rmlp_context_set_plan(fast, plan);
     const char *msg = rmlp_last_error();
@@ -159,7 +159,7 @@ static void test_plan_failure(rmlp_context *fast, const rmlp_plan *plan, int di,
           (unsigned long long)after.fallback_plan_error, after.first_plan_error);
     snprintf(what, sizeof what, "%s compact space beside a failed full-space plan", DTYPE_NAMES[di]);
     free(counted_forward(fast, plan, true, false, di, hidden, d_out, 0, 2, what)); /* planned: FlashInfer's */
-    gpu_flashinfer_test_starve(gpu_context_flashinfer(fast->gpu), 2); /* both layouts */
+    gpu_flashinfer_test_starve(gpu_context_flashinfer(fast->backend_ctx), 2); /* both layouts */
     status = rmlp_context_set_plan(fast, plan);
     CHECK(status == RMLP_OK && rmlp_last_error()[0] == '\0', "a second failed plan: status %d, said again \"%s\"",
           status, rmlp_last_error());

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cache/kv_cache.h"
-#include "../ffi/src/model_internal.h"
+#include "cache/kv_cache.h"
+#include "ffi/src/model_internal.h"
 #include "test_util.h"
 #include "gen_fixture.h"
 #include "gpu_test_util.h"

@@ -25,14 +25,14 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cpu_ops.h"
-#include "decode_split.h"
-#include "flashinfer_decode.h"
-#include "kernels.h"
+#include "cpu/cpu_ops.h"
+#include "gpu/decode_split.h"
+#include "gpu/flashinfer_decode.h"
+#include "gpu/kernels.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 #include "decode_steps.h"
-#include "tiny_model.h"
+#include "tools/tiny_model.h"
 
 #define SKIP_CODE 77
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

@@ -19,9 +19,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cpu_ops.h"
-#include "flashinfer.h"
-#include "kernels.h"
+#include "cpu/cpu_ops.h"
+#include "gpu/flashinfer.h"
+#include "gpu/kernels.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 

@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gpu/kernels.h"
-#include "../gpu/nonfinite.h"
-#include "../tools/tiny_model.h"
+#include "gpu/kernels.h"
+#include "gpu/nonfinite.h"
+#include "tools/tiny_model.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 

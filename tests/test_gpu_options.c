@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "../gpu/options.h"
-#include "../tools/tiny_model.h"
+#include "gpu/options.h"
+#include "tools/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

@@ -22,12 +22,12 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cpu_ops.h"
-#include "kernels.h"
+#include "cpu/cpu_ops.h"
+#include "gpu/kernels.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 #include "rope_reference.h"
-#include "tiny_model.h"
+#include "tools/tiny_model.h"
 
 #define SKIP_CODE 77
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

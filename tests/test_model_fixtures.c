@@ -20,7 +20,7 @@
  */
 #include <math.h>
 
-#include "../model/safetensors.h"
+#include "model/safetensors.h"
 #include "fixtures.h"
 #include "test_util.h"
 

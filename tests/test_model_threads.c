@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "../tools/tiny_model.h"
+#include "tools/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

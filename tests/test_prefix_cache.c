@@ -18,9 +18,9 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "../cache/kv_pool.h"
-#include "../ffi/src/model_internal.h"
-#include "../cache/kv_cache.h"
+#include "cache/kv_pool.h"
+#include "ffi/src/model_internal.h"
+#include "cache/kv_cache.h"
 #include "test_util.h"
 
 static void test_index(void) {

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/weights.h"
+#include "model/weights.h"
 #include "st_writer.h"
 #include "test_util.h"
 

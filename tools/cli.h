@@ -67,6 +67,6 @@ int cli_finish_output(FILE *f, const char *name);
 int cmd_plan(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
+int cmd_bench(int argc, char **argv); /* bench/cmd_bench.c: the benchmarks' modes */
 
 #endif

@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "radix_mlp.h"
-#include "workload.h"
+#include "bench/workload.h"
 
 typedef struct plan_args {
     unsigned long passages;

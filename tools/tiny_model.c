@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/arch.h"
 #include "tiny_model.h"
 
 typedef struct tensor_spec {
@@ -26,15 +27,7 @@ static uint64_t splitmix64(uint64_t *state) {
 /* Uniform in [-1, 1). */
 static float unit(uint64_t *state) { return (float)((double)(splitmix64(state) >> 11) * 0x1p-52 - 1.0); }
 
-static const char *model_type(rmlp_arch arch) {
-    switch (arch) {
-    case RMLP_ARCH_QWEN3: return "qwen3";
-    case RMLP_ARCH_QWEN2: return "qwen2";
-    case RMLP_ARCH_MISTRAL: return "mistral";
-    default: return "llama";
-    }
-}
-
+/* c->architecture is one of arch.h (tiny_model_write checked). */
 static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
     uint64_t h = c->hidden_size, qd = (uint64_t)c->num_attention_heads * c->head_dim;
     uint64_t kvd = (uint64_t)c->num_key_value_heads * c->head_dim, inter = c->intermediate_size;
@@ -42,10 +35,11 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
 #define ADD(rows_, cols_, norm_, ...) \
     (snprintf(specs[n].name, sizeof specs[n].name, __VA_ARGS__), specs[n].rows = rows_, specs[n].cols = cols_, \
      specs[n++].is_norm = norm_)
-    /* The biases transformers' modeling code gives each architecture (as model/config.c reads them). */
-    bool qkv_bias = c->architecture == RMLP_ARCH_QWEN2 || (c->attention_bias && c->architecture != RMLP_ARCH_MISTRAL);
-    bool o_bias = c->attention_bias && (c->architecture == RMLP_ARCH_LLAMA || c->architecture == RMLP_ARCH_QWEN3);
-    bool mlp_bias = c->mlp_bias && c->architecture == RMLP_ARCH_LLAMA;
+    /* The biases the architecture builds from the attention_bias and mlp_bias written to
+     * config.json (model/arch.h, as model/config.c reads them); q/k norms as c->qk_norm says. */
+    rmlp_model_config built = *c;
+    arch_set_layer_flags(arch_by_id(c->architecture), c->attention_bias, c->mlp_bias, &built);
+    bool qkv_bias = built.attention_bias, o_bias = built.o_proj_bias, mlp_bias = built.mlp_bias;
     ADD(c->vocab_size, h, 0, "model.embed_tokens.weight");
     for (uint32_t l = 0; l < c->num_hidden_layers; l++) {
         ADD(h, 0, 1, "model.layers.%u.input_layernorm.weight", l);
@@ -90,8 +84,9 @@ static int write_config(const char *dir, const rmlp_model_config *c) {
             " \"max_position_embeddings\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
             " \"tie_word_embeddings\": %s, \"attention_bias\": %s, \"mlp_bias\": %s, \"hidden_act\": \"silu\",\n"
             " \"sliding_window\": %u}\n",
-            model_type(c->architecture), c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
-            c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings, c->rms_norm_eps,
+            arch_by_id(c->architecture)->model_type, c->vocab_size, c->hidden_size, c->intermediate_size,
+            c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+            c->max_position_embeddings, c->rms_norm_eps,
             c->rope_theta, c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
             c->mlp_bias ? "true" : "false", c->sliding_window);
     return fclose(f) == 0 ? 0 : -1;
@@ -142,6 +137,11 @@ static int write_weights(FILE *f, const tensor_spec *specs, size_t n, uint64_t s
 }
 
 int tiny_model_write(const char *dir, const rmlp_model_config *cfg, uint64_t seed) {
+    if (arch_by_id(cfg->architecture) == NULL) {
+        fprintf(stderr, "radixmlp: writing the random model to %s failed: architecture %d is not an rmlp_arch\n",
+                dir, cfg->architecture);
+        return -1;
+    }
     tensor_spec *specs = malloc((4 + 16 * (size_t)cfg->num_hidden_layers) * sizeof(tensor_spec));
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

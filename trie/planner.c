@@ -4,7 +4,7 @@
  *
  * Arrays only grow, each group in one allocation made before the old one is released, so a
  * failed growth leaves the planner as it was and a planner that has seen a batch this large
- * builds without allocating. Allocations go through the library's allocator (ffi/src/alloc.h),
+ * builds without allocating. Allocations go through the library's allocator (common/alloc.h),
  * so a test can fail each of them; a failure names the array and its size.
  *
  * The gate has two rules (rmlp_gate): this library's, on the unpadded count in double precision,
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ffi/src/alloc.h"
-#include "../ffi/src/guard.h"
+#include "common/alloc.h"
+#include "common/guard.h"
 #include "row_ops.h"
 #include "planner.h"
 #include "radix_tree.h"

@@ -8,7 +8,7 @@
  * generation), and stamps each plan with itself and that count, so a model call can tell a plan
  * whose arrays have since changed.
  *
- * An rmlp_planner begins with an rmlp_guard (ffi/src/guard.h), which the ffi layer manages.
+ * An rmlp_planner begins with an rmlp_guard (common/guard.h), which the ffi layer manages.
  */
 #ifndef RMLP_TRIE_PLANNER_H
 #define RMLP_TRIE_PLANNER_H

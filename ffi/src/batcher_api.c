@@ -2,14 +2,15 @@
  * batcher_api.c: the exported batcher entry points (batch/batcher.h). Every argument is checked
  * here, with a message naming it, before batch/ (which trusts its input) runs; each call holds the
  * batcher's guard, so a freed batcher or another kind of handle is refused, and so is a batcher
- * another call is using (RMLP_ERR_BUSY). rmlp_batcher_attach_context is in cache_query.c (it
+ * another call is using (RMLP_ERR_BUSY). rmlp_batcher_attach_context is in cache_api.c (it
  * needs the context, which libradix_mlp_plan does not have).
  */
 #include <string.h>
 
-#include "../../batch/batcher.h"
-#include "export.h"
-#include "guard.h"
+#include "batch/batcher.h"
+#include "common/export.h"
+#include "common/status.h"
+#include "common/guard.h"
 #include "validate.h"
 
 /* Larger queues would outgrow the id table's 2^31 entries. */

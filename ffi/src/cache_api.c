@@ -1,14 +1,15 @@
 /*
- * cache_query.c: read-only looks into a context's prefix cache: how many leading tokens of a
+ * cache_api.c: read-only looks into a context's prefix cache: how many leading tokens of a
  * sequence it holds (rmlp_context_cached_prefix, for hosts), and the same walk for a batcher with
  * the context attached (rmlp_batcher_attach_context; batch/select.h's batch_cache_ops). Nothing
  * here changes the cache, its counters or its eviction order. In libradix_mlp only (the planner
  * library has no contexts).
  */
-#include "../../batch/batcher.h"
-#include "../../cache/kv_cache.h"
+#include "batch/batcher.h"
+#include "cache/kv_cache.h"
 #include "context_checks.h"
-#include "export.h"
+#include "common/export.h"
+#include "common/status.h"
 
 /* The length (>= depth) of the cached prefix of tokens (n), from depth on below *slot. */
 static uint32_t match(const void *index, const uint32_t *tokens, uint32_t n, uint32_t depth, uint32_t *slot) {

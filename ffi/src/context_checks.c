@@ -3,7 +3,7 @@
  */
 #include "context_checks.h"
 
-#include "guard.h"
+#include "common/guard.h"
 #include "plan_maps.h"
 #include "validate.h"
 
@@ -22,10 +22,10 @@ static rmlp_status check_fits(const char *fn, const rmlp_context *context, const
     rmlp_status status = rmlp_check_plan(fn, plan);
     if (status != RMLP_OK) return status;
     if (plan->n_tokens == 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the plan is empty (n_tokens=0)");
-    if (plan->n_tokens > context->ws.cap_tokens || plan->n_compact_padded > context->ws.cap_compact)
+    if (plan->n_tokens > context->cap_tokens || plan->n_compact_padded > context->cap_compact)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
                          "plan has %u tokens (%u compact rows) but the context was created for %zu tokens",
-                         plan->n_tokens, plan->n_compact_padded, context->ws.cap_tokens);
+                         plan->n_tokens, plan->n_compact_padded, context->cap_tokens);
     return RMLP_OK;
 }
 
@@ -35,7 +35,7 @@ rmlp_status rmlp_check_call(const char *fn, const rmlp_context *context, const r
 }
 
 rmlp_status rmlp_check_layer_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
-    return context->gpu != NULL ? check_fits(fn, context, plan) : rmlp_check_call(fn, context, plan);
+    return context->backend->plan_on_device ? check_fits(fn, context, plan) : rmlp_check_call(fn, context, plan);
 }
 
 rmlp_status rmlp_check_layer(const char *fn, const rmlp_context *context, uint32_t layer) {
@@ -98,17 +98,14 @@ rmlp_status rmlp_check_compact_plan(const char *fn, const rmlp_plan *plan) {
 rmlp_status rmlp_check_attention_args(const char *fn, const rmlp_context *context, const rmlp_attention_args *a,
                                       bool compact) {
     if (a == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args is NULL");
-    if (context->gpu != NULL && a->dtype != context->model->dtype)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "args->dtype=%d but the CUDA model's dtype is %d", a->dtype,
-                         context->model->dtype);
-    if (context->gpu == NULL && a->dtype != RMLP_DTYPE_F32)
-        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "args->dtype=%d: the CPU attention is F32", a->dtype);
+    rmlp_status dtype = context->backend->check_attention_dtype(fn, a->dtype, context->model->dtype);
+    if (dtype != RMLP_OK) return dtype;
     if (a->n_heads == 0 || a->n_kv_heads == 0 || a->head_dim == 0 || a->n_heads % a->n_kv_heads != 0)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "n_heads=%u, n_kv_heads=%u, head_dim=%u are inconsistent",
                          a->n_heads, a->n_kv_heads, a->head_dim);
-    if (a->n_tokens > context->ws.cap_tokens)
+    if (a->n_tokens > context->cap_tokens)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "n_tokens=%u but the context was created for %zu",
-                         a->n_tokens, context->ws.cap_tokens);
+                         a->n_tokens, context->cap_tokens);
     if (a->n_tokens > 0 && (a->q == NULL || a->k == NULL || a->v == NULL || a->out == NULL))
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->q, k, v or out is NULL");
     const uint32_t *cu = compact ? a->kv_indptr : a->cu_seqlens;

@@ -1,6 +1,6 @@
 /*
  * context_checks.h: the argument checks every call on a context shares (model_api.c for the
- * per-layer calls and read-outs, forward.c for whole forwards), on the host, before anything
+ * per-layer calls and read-outs, forward_api.c for whole forwards), on the host, before anything
  * runs: the context's guard, the plan against the context, layers, buffers, token ids, sliding
  * windows, attention arguments in either layout, and a plan's compact-attention layout.
  */

@@ -1,5 +1,5 @@
 /*
- * cpu_threads.c: how many threads the CPU path uses. The layer code itself runs on the calling
+ * cpu_threads_api.c: how many threads the CPU path uses. The layer code itself runs on the calling
  * thread; its GEMMs run on OpenBLAS's thread pool, which is one per process. A server that runs
  * one context per worker thread usually wants 1 here (its own threads are the parallelism), a
  * single-batch tool all cores. OpenBLAS caps the count at its build's maximum: a request above it
@@ -7,7 +7,8 @@
  */
 #include <cblas.h>
 
-#include "export.h"
+#include "common/export.h"
+#include "common/status.h"
 
 RMLP_EXPORT rmlp_status rmlp_set_cpu_threads(uint32_t n_threads) {
     static const char fn[] = "rmlp_set_cpu_threads";

@@ -6,40 +6,26 @@
  */
 #include <string.h>
 
+#include "backends.h"
+#include "common/export.h"
+#include "common/status.h"
 #include "context_checks.h"
-#include "export.h"
 #include "validate.h"
-
-#ifdef RMLP_WITH_CUDA
-#include "../../gpu/device.h"
-#include "../../gpu/nonfinite.h"
-#include "../../gpu/runner.h"
-#endif
 
 RMLP_EXPORT rmlp_status rmlp_cuda_device_count(int32_t *count) {
     static const char fn[] = "rmlp_cuda_device_count";
     rmlp_clear_error();
     if (count == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "count is NULL");
     *count = 0;
-#ifdef RMLP_WITH_CUDA
-    int devices = 0;
-    int error = rmlp_gpu_device_count(&devices);
-    if (error != 0) {
-        rmlp_status status = rmlp_gpu_error_is_no_device(error) ? RMLP_ERR_NO_DEVICE : RMLP_ERR_CUDA;
-        return rmlp_fail(status, fn, "cudaGetDeviceCount failed: %s (%s)", rmlp_gpu_error_name(error),
-                         rmlp_gpu_error_string(error));
-    }
-    *count = devices;
-    if (devices == 0) return rmlp_fail(RMLP_ERR_NO_DEVICE, fn, "cudaGetDeviceCount reports 0 devices");
-    return RMLP_OK;
-#else
-    return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "this libradix_mlp was built without CUDA (-DRMLP_CUDA=OFF or no nvcc)");
-#endif
+    const rmlp_backend *cuda = rmlp_backend_for(RMLP_DEVICE_CUDA);
+    if (cuda == NULL)
+        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "this libradix_mlp was built without CUDA (-DRMLP_CUDA=OFF or no nvcc)");
+    return cuda->device_count(fn, count);
 }
 
 /* out: an output struct versioned by its struct_size (see rmlp_gpu_stats). On CUDA the non-finite
  * output counter is read from the device (synchronising the context's stream). */
-static rmlp_status gpu_stats(const char *fn, const rmlp_context *context, rmlp_gpu_stats *out) {
+static rmlp_status gpu_stats(const char *fn, rmlp_context *context, rmlp_gpu_stats *out) {
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     uint32_t size = out->struct_size;
     if (size < sizeof(rmlp_gpu_stats) || size > RMLP_MAX_STRUCT_SIZE)
@@ -48,15 +34,8 @@ static rmlp_status gpu_stats(const char *fn, const rmlp_context *context, rmlp_g
                          "header's larger one): set it to sizeof(rmlp_gpu_stats)", size, sizeof(rmlp_gpu_stats));
     rmlp_gpu_stats stats;
     memset(&stats, 0, sizeof stats);
-#ifdef RMLP_WITH_CUDA
-    if (context->gpu != NULL) {
-        gpu_context_stats(context->gpu, &stats);
-        rmlp_status status = gpu_nonfinite_stats(fn, context->gpu, &stats);
-        if (status != RMLP_OK) return status;
-    }
-#else
-    (void)context; /* no CUDA context exists */
-#endif
+    rmlp_status status = context->backend->gpu_stats(fn, context->backend_ctx, &stats); /* zeros on the CPU */
+    if (status != RMLP_OK) return status;
     stats.struct_size = (uint32_t)sizeof stats;
     memset((char *)out + sizeof stats, 0, size - sizeof stats); /* a newer header's fields: unknown here */
     memcpy(out, &stats, sizeof stats);

@@ -1,7 +1,7 @@
 /*
  * plan_api.c: the exported planner entry points. Every argument is checked here, with a
  * message that names the argument and index, before the trie/ code (which trusts its input)
- * runs. Each call on a planner holds its guard (ffi/src/guard.h): a freed planner or another
+ * runs. Each call on a planner holds its guard (common/guard.h): a freed planner or another
  * kind of handle is refused, and so is a planner another thread is using (RMLP_ERR_BUSY).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -13,9 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../trie/planner.h"
-#include "export.h"
-#include "guard.h"
+#include "trie/planner.h"
+#include "common/export.h"
+#include "common/status.h"
+#include "common/guard.h"
 #include "validate.h"
 
 /* rmlp_plan_params as 0.1.0 released it: the size callers compiled against that header pass. */

@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "context_checks.h"
-#include "export.h"
+#include "common/status.h"
 
 static const char forged[] = "the plan's maps disagree (a plan built or edited by the host?)";
 

@@ -4,8 +4,9 @@
  */
 #include <string.h>
 
-#include "../../batch/route_key.h"
-#include "export.h"
+#include "batch/route_key.h"
+#include "common/export.h"
+#include "common/status.h"
 #include "validate.h"
 
 RMLP_EXPORT rmlp_route_params rmlp_route_default_params(void) {

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../trie/planner.h"
-#include "guard.h"
+#include "trie/planner.h"
+#include "common/guard.h"
 
 rmlp_status rmlp_read_params(const char *fn, const char *type, const void *params, void *out, size_t current_size,
                              const size_t *older_sizes, size_t n_older) {

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "export.h"
+#include "common/status.h"
 
 /* cu_seqlens (n_seqs + 1): not NULL, n_seqs >= 1, starts at 0, non-decreasing, ends at n_tokens. */
 rmlp_status rmlp_check_cu_seqlens(const char *fn, const uint32_t *cu_seqlens, size_t n_seqs, size_t n_tokens);

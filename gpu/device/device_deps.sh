@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # device_deps.sh: the Debian packages the build needs (OpenBLAS, jansson, pkg-config), for a GPU
 # machine that has CUDA but not these and cannot reach a package registry (see gpu/CHECKLIST.md).
-#   gpu/device_deps.sh fetch DIR            here, with apt: download the .debs into DIR
-#   . gpu/device_deps.sh install DIR PREFIX there: unpack them under PREFIX (no root, no dpkg
+#   gpu/device/device_deps.sh fetch DIR            here, with apt: download the .debs into DIR
+#   . gpu/device/device_deps.sh install DIR PREFIX there: unpack them under PREFIX (no root, no dpkg
 #                                           database), write relocated openblas.pc / jansson.pc to
 #                                           PREFIX/pkgconfig and export PKG_CONFIG_PATH, PATH and
 #                                           LD_LIBRARY_PATH for cmake and the tests.
@@ -68,7 +68,7 @@ install)
   rmlp_install_debs "$2" "$3"
   ;;
 *)
-  echo "usage: gpu/device_deps.sh fetch DIR | . gpu/device_deps.sh install DIR PREFIX" >&2
+  echo "usage: gpu/device/device_deps.sh fetch DIR | . gpu/device/device_deps.sh install DIR PREFIX" >&2
   return 2 2>/dev/null || exit 2
   ;;
 esac

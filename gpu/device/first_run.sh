@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# first_run.sh: every CUDA path's correctness on a lent GPU. gpu/window.sh runs it for the plan of
+# first_run.sh: every CUDA path's correctness on a lent GPU. gpu/device/window.sh runs it for the plan of
 # gpu/CHECKLIST.md: its tests in command 1 (RMLP_FR_SANITIZE=0), its sanitizers in command 4
 # (RMLP_FR_TESTS=0); alone it does both.
 #   1. the machine, OpenBLAS/jansson (the carried .debs), FlashInfer's headers, cuBLAS
-#      (gpu/device_env.sh), unless gpu/window.sh did it already;
+#      (gpu/device/device_env.sh), unless gpu/device/window.sh did it already;
 #   2. a CUDA build of everything (the GPU tests are whatever ctest labels gpu; the rest is C, seconds
 #      on 16 cores) in build-gpu/ (configured first on a bare machine; retried once with FlashInfer off
 #      in build-gpu-nofi, so that the tests still run);
@@ -11,27 +11,28 @@
 #      time limit, test_gpu_flashinfer first (FlashInfer never ran yet), the others in ctest's order;
 #      then test_gpu_model and test_gpu_cache again with the old paths in the environment
 #      ($RMLP_OLD_PATHS and RADIX_MLP_GPU_DECODE=own: the tests' contexts read it at creation);
-#   4. compute-sanitizer (RMLP_FR_SANITIZE=1): memcheck on test_gpu_flashinfer, test_gpu_kernels and
-#      the quick model test (RMLP_GPU_MODEL_QUICK=1), racecheck, synccheck and initcheck on
-#      test_gpu_kernels (RMLP_GPU_KERNELS_QUICK=1: f32 and bf16), memcheck on test_gpu_cache, then
+#   4. compute-sanitizer (RMLP_FR_SANITIZE=1): memcheck on test_gpu_flashinfer, the kernel tests
+#      (test_gpu_kernels_attention, test_gpu_kernels) and the quick model test
+#      (RMLP_GPU_MODEL_QUICK=1), racecheck, synccheck and initcheck on the kernel tests
+#      (RMLP_GPU_KERNELS_QUICK=1: f32 and bf16), memcheck on test_gpu_cache, then
 #      on every other test_gpu_* program of label gpu; each bounded by what is left, the most
 #      valuable first.
 # Every step runs under `timeout -k 15` within the budget and is recorded as it ends
-# (gpu/device_steps.sh). Without a GPU it records SKIP and exits 0 having run nothing, unless
+# (gpu/device/device_steps.sh). Without a GPU it records SKIP and exits 0 having run nothing, unless
 # RMLP_GPU_DRY_RUN=1, which runs every step anyway (the tests then skip with their message).
-# Usage, from the repository root: bash gpu/first_run.sh
+# Usage, from the repository root: bash gpu/device/first_run.sh
 # Files under $OUT: steps.jsonl, summary.txt (read it first), build.log, and with the tests
 # ctest_gpu.log and errors.txt (every measured error line of the GPU tests, every FAIL line), with
 # the sanitizers sanitizers.log.
-# Environment: RMLP_FR_BUDGET (seconds, default 540; fewer when gpu/window.sh's deadline comes
+# Environment: RMLP_FR_BUDGET (seconds, default 540; fewer when gpu/device/window.sh's deadline comes
 # sooner), RMLP_FR_TESTS, RMLP_FR_SANITIZE (0/1, default 1), RMLP_BUILD (default build-gpu),
 # RMLP_JOBS (build parallelism, default the core count).
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-. gpu/device_env.sh
+cd "$(dirname "$0")/../.." || exit 1
+. gpu/device/device_env.sh
 OUT=${OUT:-/tmp/rmlp-first-run}
 mkdir -p "$OUT"
-[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # gpu/window.sh starts the record itself
+[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # gpu/device/window.sh starts the record itself
 budget=$(rmlp_budget "${RMLP_FR_BUDGET:-540}")
 build=${RMLP_BUILD:-build-gpu}
 tests=${RMLP_FR_TESTS:-1}
@@ -110,9 +111,11 @@ if [ "$sanitize" = 1 ]; then
   touch "$OUT/sanitizers.log"
   fixtures=$PWD/integration_tests/fixtures
   # tool, test, its options; the most valuable first.
-  runs=("memcheck|test_gpu_flashinfer|--leak-check full" "memcheck|test_gpu_kernels|--leak-check full"
-    "memcheck|test_gpu_model|--leak-check full" "racecheck|test_gpu_kernels|" "synccheck|test_gpu_kernels|"
-    "initcheck|test_gpu_kernels|" "memcheck|test_gpu_cache|--leak-check full")
+  runs=("memcheck|test_gpu_flashinfer|--leak-check full" "memcheck|test_gpu_kernels_attention|--leak-check full"
+    "memcheck|test_gpu_kernels|--leak-check full" "memcheck|test_gpu_model|--leak-check full"
+    "racecheck|test_gpu_kernels_attention|" "racecheck|test_gpu_kernels|" "synccheck|test_gpu_kernels_attention|"
+    "synccheck|test_gpu_kernels|" "initcheck|test_gpu_kernels_attention|" "initcheck|test_gpu_kernels|"
+    "memcheck|test_gpu_cache|--leak-check full")
   for name in "${tests_gpu[@]}"; do
     [[ "$name" == test_gpu_* && " ${runs[*]} " != *"|$name|"* && -x "$dir/tests/$name" ]] &&
       runs+=("memcheck|$name|--leak-check full")
@@ -123,7 +126,7 @@ if [ "$sanitize" = 1 ]; then
     IFS='|' read -r tool test extra <<<"$r"
     n_left=$((n_left - 1))
     args=()
-    [ "$test" = test_gpu_model ] || [ "$test" = test_gpu_cache ] && args=("$fixtures")
+    case "$test" in test_gpu_model | test_gpu_bind | test_gpu_graph | test_gpu_cache) args=("$fixtures") ;; esac
     n0=$(wc -l <"$OUT/sanitizers.log")
     # shellcheck disable=SC2086 # $extra is a word list
     rmlp_step "compute-sanitizer --tool $tool $test" 200 $((n_left * 15)) "$OUT/sanitizers.log" "$OUT/sanitizers.log" \

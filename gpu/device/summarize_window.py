@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The summary of one command of the GPU window (gpu/window.sh, gpu/CHECKLIST.md), rebuilt after every
+"""The summary of one command of the GPU window (gpu/device/window.sh, gpu/CHECKLIST.md), rebuilt after every
 step from the JSON lines the command already wrote in its output folder:
-  steps.jsonl   one line per step (gpu/device_steps.sh): its status, time, limit and what to read;
+  steps.jsonl   one line per step (gpu/device/device_steps.sh): its status, time, limit and what to read;
   bench.jsonl   `radixmlp bench --device cuda --json` and `bench_gather --json` rows, with peer.jsonl
                 (bench/peer_transformers.py): their tables are bench/summarize_gpu.py's, printed here;
   decode.jsonl  `radixmlp bench --decode --json` rows (CUDA and CPU): one table per device, variant
@@ -9,14 +9,14 @@ step from the JSON lines the command already wrote in its output folder:
 The failed steps are named first and again last (the end of the output is what a caller sees first).
 Standard library only.
 
-    gpu/summarize_window.py OUT_DIR
+    gpu/device/summarize_window.py OUT_DIR
 """
 import os
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 sys.dont_write_bytecode = True  # no __pycache__ beside the bench's scripts
 from summarize_gpu import fmt, read_jsonl as read_rows  # noqa: E402 (the bench's tables' own helpers)
 
@@ -73,7 +73,7 @@ def print_bench(out):
     bench = os.path.join(out, "bench.jsonl")
     if not read_jsonl(bench):
         return
-    args = [sys.executable, os.path.join(HERE, "..", "bench", "summarize_gpu.py"), bench]
+    args = [sys.executable, os.path.join(HERE, "..", "..", "bench", "summarize_gpu.py"), bench]
     peer = os.path.join(out, "peer.jsonl")
     if read_jsonl(peer):
         args.append(peer)

@@ -7,18 +7,18 @@
 # budget: RMLP_WINDOW_BUDGET, by default 540, 400, 280 and 260 s (the `run` calls' timeout_s 580,
 # 440, 320 and 300), 1,480 s in all: with one machine start, the transfers and the turns between the
 # calls (the machine held all the while) that is the 30 minutes.
-#   bash gpu/window.sh 1   build; the GPU tests without sanitizers (test_gpu_flashinfer first; then
+#   bash gpu/device/window.sh 1   build; the GPU tests without sanitizers (test_gpu_flashinfer first; then
 #                          test_gpu_model and test_gpu_cache again with the old paths); the 0.6B bench
 #                          on b32_p2048_s256, rerank and no sharing (off, on, compact; default paths
 #                          and old paths interleaved) with the transformers peer; b32_p2048_s256 with
 #                          the reference attention kernel too when time is left
-#                          (gpu/first_run.sh, then bench/gpu_session.sh)
-#   bash gpu/window.sh 2   the gather's bandwidth, the 8B and 4B shapes (8 layers, same cases
-#                          but rerank, same sides and variants) with their peers (bench/gpu_session.sh)
-#   bash gpu/window.sh 3   decode: CUDA with FlashInfer's decode and with the own kernels, then the
-#                          machine's CPU cores (bench/gpu_decode_session.sh)
-#   bash gpu/window.sh 4   compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the GPU
-#                          tests (gpu/first_run.sh)
+#                          (gpu/device/first_run.sh, then gpu/device/gpu_session.sh)
+#   bash gpu/device/window.sh 2   the gather's bandwidth, the 8B and 4B shapes (8 layers, same cases
+#                          but rerank, same sides and variants) with their peers (gpu/device/gpu_session.sh)
+#   bash gpu/device/window.sh 3   decode: CUDA with FlashInfer's decode and with the own kernels, then the
+#                          machine's CPU cores (gpu/device/gpu_decode_session.sh)
+#   bash gpu/device/window.sh 4   compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the GPU
+#                          tests (gpu/device/first_run.sh)
 # gpu/CHECKLIST.md has the exact `run` calls and what each must show. Without a GPU it records SKIP
 # and runs nothing, unless RMLP_GPU_DRY_RUN=1: then every step runs here, the GPU ones skipping or
 # failing with their message (for checking the scripts; RMLP_JOBS=2 on a shared machine).
@@ -26,7 +26,7 @@
 # steps.jsonl, build.log, and per command: 1: ctest_gpu.log, errors.txt, bench.jsonl, bench.log,
 # peer.jsonl; 2: bench.jsonl, bench.log, peer.jsonl; 3: decode.jsonl, decode.log; 4: sanitizers.log.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 case ${1:-} in
 1 | 2 | 3 | 4) ;;
 *)
@@ -38,11 +38,11 @@ export RMLP_WINDOW=$1
 export OUT=${OUT:-/tmp/rmlp-window-$1}
 mkdir -p "$OUT"
 : >"$OUT/steps.jsonl"
-. gpu/device_env.sh
+. gpu/device/device_env.sh
 default_budget=(0 540 400 280 260)
 budget=${RMLP_WINDOW_BUDGET:-${default_budget[$1]}}
 export RMLP_DEADLINE=$((RMLP_T0 + budget))
-rmlp_record "gpu/window.sh $1" 0 "$SECONDS" 0 "budget $budget s (RMLP_WINDOW_BUDGET), every step within it"
+rmlp_record "gpu/device/window.sh $1" 0 "$SECONDS" 0 "budget $budget s (RMLP_WINDOW_BUDGET), every step within it"
 
 finish() {
   rmlp_summary
@@ -58,20 +58,20 @@ status=0
 case $1 in
 1)
   # The build and the tests first, within all but 230 s (310 of 540); the bench gets the rest.
-  RMLP_FR_BUDGET=$((budget - 230)) RMLP_FR_SANITIZE=0 bash gpu/first_run.sh || status=1
+  RMLP_FR_BUDGET=$((budget - 230)) RMLP_FR_SANITIZE=0 bash gpu/device/first_run.sh || status=1
   if grep -q '"step": "NO BUILD"' "$OUT/steps.jsonl"; then
     finish 1
   fi
-  RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0 bash bench/gpu_session.sh || status=1
+  RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0 bash gpu/device/gpu_session.sh || status=1
   ;;
 2)
-  RMLP_GS_SHAPES="8b 4b" RMLP_GS_GATHER=1 RMLP_GS_LATE_VARIANT='' bash bench/gpu_session.sh || status=1
+  RMLP_GS_SHAPES="8b 4b" RMLP_GS_GATHER=1 RMLP_GS_LATE_VARIANT='' bash gpu/device/gpu_session.sh || status=1
   ;;
 3)
-  bash bench/gpu_decode_session.sh || status=1
+  bash gpu/device/gpu_decode_session.sh || status=1
   ;;
 4)
-  RMLP_FR_TESTS=0 RMLP_FR_SANITIZE=1 bash gpu/first_run.sh || status=1
+  RMLP_FR_TESTS=0 RMLP_FR_SANITIZE=1 bash gpu/device/first_run.sh || status=1
   ;;
 esac
 finish $status

@@ -1,10 +1,6 @@
-//! The batcher and the routing key (issue 33): a queue of pending requests that hands out batches
-//! sharing the deepest prefixes first (`rmlp_batcher_*`), a read-only look into a context's prefix
-//! cache (`rmlp_context_cached_prefix`), and a 64-bit key of a request's leading prefix for
-//! load balancers that hash a header (`rmlp_route_key*`). The logic lives in `batch/` of the C
-//! library; docs/batching.md and docs/deploying-routing.md say how a host uses them.
-use core::ffi::c_char;
-
+//! The batcher (issue 33): a queue of pending requests that hands out batches sharing the deepest
+//! prefixes first (`rmlp_batcher_*`), preferring what an attached context's prefix cache holds. The
+//! logic lives in `batch/` of the C library; docs/batching.md says how a host uses it.
 use crate::{rmlp_context, rmlp_status};
 
 /// A queue of pending requests (a request is one sequence of token ids with the host's id and its
@@ -98,27 +94,6 @@ pub struct rmlp_batch {
     pub cu_seqlens: *const u32,
 }
 
-/// Default number of leading tokens a routing key covers.
-pub const RMLP_ROUTE_DEFAULT_PREFIX_TOKENS: u32 = 64;
-/// Bytes `rmlp_route_key_format` writes: 16 lowercase hex digits and a NUL.
-pub const RMLP_ROUTE_KEY_CHARS: usize = 17;
-
-/// Which prefix a routing key covers (`rmlp_route_key`). Get one from
-/// `rmlp_route_default_params()`; versioned by `struct_size`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct rmlp_route_params {
-    /// `sizeof(rmlp_route_params)` of the caller's header.
-    pub struct_size: u32,
-    /// The key covers at most this many leading tokens (default 64, at least 1).
-    pub prefix_tokens: u32,
-    /// With `use_separator`, the key covers the tokens up to and including the first `separator`
-    /// among the first `prefix_tokens` (a reranker's query end, an instruction's end), or all
-    /// `prefix_tokens` of them where it is absent. Default false.
-    pub use_separator: bool,
-    pub separator: u32,
-}
-
 #[allow(improper_ctypes)] // rmlp_batcher and rmlp_context are opaque: only pointers cross the ABI
 extern "C" {
     /// The defaults of `rmlp_batcher_params` (`struct_size` set, prefix mode, 4096 requests,
@@ -167,31 +142,4 @@ extern "C" {
     /// `rmlp_batcher_next` enters the context as any call does; when another thread is in it, the
     /// batch is chosen without the cache (`RMLP_BATCH_CACHE_SKIPPED`). Not in libradix_mlp_plan.
     pub fn rmlp_batcher_attach_context(batcher: *mut rmlp_batcher, context: *mut rmlp_context) -> rmlp_status;
-    /// How many leading tokens of `token_ids` (n_tokens, positions 0..) the context's prefix cache
-    /// holds now, into `n_cached` (0 for a context without a cache). Changes nothing, not even the
-    /// cache's counters or its eviction order. Not in libradix_mlp_plan.
-    pub fn rmlp_context_cached_prefix(
-        context: *mut rmlp_context,
-        token_ids: *const u32,
-        n_tokens: usize,
-        n_cached: *mut usize,
-    ) -> rmlp_status;
-
-    /// The defaults of `rmlp_route_params` (`struct_size` set, 64 tokens, no separator).
-    pub fn rmlp_route_default_params() -> rmlp_route_params;
-    /// The routing key of a request: a 64-bit hash of its leading prefix as `params` (NULL: the
-    /// defaults) delimit it, the same on every platform and process: FNV-1a 64 over the
-    /// little-endian bytes of the covered token ids, then MurmurHash3's 64-bit finaliser (fmix64).
-    /// `n_covered` (may be NULL) gets how many tokens it covers. An empty request has a key too
-    /// (of no tokens).
-    pub fn rmlp_route_key(
-        token_ids: *const u32,
-        n_tokens: usize,
-        params: *const rmlp_route_params,
-        key: *mut u64,
-        n_covered: *mut usize,
-    ) -> rmlp_status;
-    /// Writes `key` as a header value: 16 lowercase hex digits and a NUL (`capacity` at least
-    /// `RMLP_ROUTE_KEY_CHARS`).
-    pub fn rmlp_route_key_format(key: u64, out: *mut c_char, capacity: usize) -> rmlp_status;
 }

@@ -1,7 +1,7 @@
 //! ABI checks of the raw crate against the linked libradix_mlp: the version constants agree
 //! with the crate version and with the binary, the `#[repr(C)]` structs have the C layout
 //! (sizes and offsets below were read from `radix_mlp.h` with a C program using
-//! `sizeof`/`offsetof`), and every status has a description.
+//! `sizeof`/`offsetof`), and every status has a description, the enum's codes exactly.
 use core::ffi::CStr;
 use core::mem::{align_of, offset_of, size_of};
 use radix_mlp_sys::*;
@@ -134,23 +134,7 @@ fn default_params_match_constants() {
 
 #[test]
 fn status_strings_are_non_empty() {
-    let codes = [
-        RMLP_OK,
-        RMLP_ERR_INVALID_ARGUMENT,
-        RMLP_ERR_INVALID_SEQLENS,
-        RMLP_ERR_TOO_LARGE,
-        RMLP_ERR_OUT_OF_MEMORY,
-        RMLP_ERR_UNSUPPORTED,
-        RMLP_ERR_CUDA,
-        RMLP_ERR_NO_DEVICE,
-        RMLP_ERR_INTERNAL,
-        RMLP_ERR_IO,
-        RMLP_ERR_FORMAT,
-        RMLP_ERR_MODEL,
-        RMLP_ERR_BUSY,
-        RMLP_ERR_FULL,
-        -1000,
-    ];
+    let codes: Vec<rmlp_status> = rmlp_status_code::ALL.iter().map(|&code| code.status()).chain([-1000]).collect();
     let strings: Vec<String> =
         codes.iter().map(|&c| unsafe { CStr::from_ptr(rmlp_status_string(c)) }.to_str().unwrap().to_owned()).collect();
     assert!(strings.iter().all(|s| !s.is_empty()), "{strings:?}");
@@ -159,6 +143,21 @@ fn status_strings_are_non_empty() {
     known.sort();
     known.dedup();
     assert_eq!(known.len(), codes.len() - 1, "{strings:?}");
+}
+
+/// `rmlp_status_code` (the header's enum of the codes) is exactly the set of codes the library
+/// describes, and each `RMLP_*` constant is its enumerator's value.
+#[test]
+fn status_enum_is_every_code_the_library_knows() {
+    assert_eq!(size_of::<rmlp_status_code>(), size_of::<rmlp_status>());
+    assert_eq!(rmlp_status_code::RMLP_ERR_FULL.status(), RMLP_ERR_FULL);
+    assert_eq!(rmlp_status_code::RMLP_ERR_FULL as rmlp_status, -13);
+    let unknown = unsafe { CStr::from_ptr(rmlp_status_string(-1000)) };
+    for status in -64..=64 {
+        let described = unsafe { CStr::from_ptr(rmlp_status_string(status)) } != unknown;
+        let in_enum = rmlp_status_code::ALL.iter().any(|&code| code.status() == status);
+        assert_eq!(described, in_enum, "status {status}: described by the library {described}, in the enum {in_enum}");
+    }
 }
 
 #[test]

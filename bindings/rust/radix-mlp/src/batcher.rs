@@ -9,8 +9,8 @@ use core::ptr::NonNull;
 
 use radix_mlp_sys as sys;
 
+use crate::context::{Context, ModelHolder};
 use crate::error::{Error, Status};
-use crate::model::{Context, ModelHolder};
 
 /// How [`Batcher::next_batch`] picks a batch (`rmlp_batch_mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

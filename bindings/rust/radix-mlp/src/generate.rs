@@ -6,8 +6,9 @@
 //! budgets), [`Context::generate_greedy`] with the argmax.
 use radix_mlp_sys as sys;
 
+use crate::context::{Context, ModelHolder};
 use crate::error::{Error, Status};
-use crate::model::{Context, Model, ModelHolder};
+use crate::model::Model;
 use crate::planner::AsPlan;
 
 /// Options of a generation session (`rmlp_generate_params`): the library's defaults by default

@@ -5,8 +5,8 @@ use core::ffi::CStr;
 
 use radix_mlp_sys as sys;
 
+use crate::context::{Context, ModelHolder};
 use crate::error::Error;
-use crate::model::{Context, ModelHolder};
 
 /// Which kernel a CUDA context's built-in attention runs (`rmlp_gpu_attention`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -109,22 +109,28 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use radix_mlp_sys as sys;
 
+mod attention;
 mod batcher;
+mod context;
 mod error;
 mod generate;
 mod gpu;
 mod model;
 mod planner;
+mod types;
 
+pub use attention::{AttentionArgs, CompactLayout};
 pub use batcher::{route_key, route_key_header, Batch, BatchMode, Batcher, BatcherParams, RouteParams};
+pub use context::{Context, ModelHolder, SharedContext};
 pub use error::{Error, Status};
 pub use generate::{argmax, GenerateParams, GenerateStats, Generation};
 pub use gpu::{GpuAttention, GpuStats};
-pub use model::{
-    Architecture, AttentionArgs, AttentionSpace, CacheStats, CompactLayout, Context, ContextParams, DType, Device,
-    Model, ModelConfig, ModelHolder, ModelParams, PairScore, Pooling, SharedContext, WeightBinding,
-};
+pub use model::Model;
 pub use planner::{AsPlan, Gate, PathRun, Plan, PlanParams, PlanView, Planner};
+pub use types::{
+    Architecture, AttentionSpace, CacheStats, ContextParams, DType, Device, ModelConfig, ModelParams, PairScore,
+    Pooling, WeightBinding,
+};
 /// `compact_parent` of a path's first row and of padding rows.
 pub const NO_PARENT: u32 = sys::RMLP_NO_PARENT;
 

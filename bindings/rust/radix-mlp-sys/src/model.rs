@@ -1,0 +1,174 @@
+//! Models: a checkpoint (config.json and safetensors) loaded onto the CPU or a CUDA device, or CUDA
+//! weights a host already holds, bound in place. Read-only after load: any number of contexts on any
+//! threads share one.
+use core::ffi::{c_char, c_void};
+
+use crate::rmlp_status;
+
+/// Decoder architecture (`model_type` in config.json).
+pub type rmlp_arch = i32;
+/// Qwen3: q_norm/k_norm per head, no QKV bias (Qwen3, Qwen3-Embedding, Qwen3-Reranker).
+pub const RMLP_ARCH_QWEN3: rmlp_arch = 1;
+/// Qwen2: QKV bias.
+pub const RMLP_ARCH_QWEN2: rmlp_arch = 2;
+/// Llama.
+pub const RMLP_ARCH_LLAMA: rmlp_arch = 3;
+/// Mistral (Llama layers; sliding windows are not used).
+pub const RMLP_ARCH_MISTRAL: rmlp_arch = 4;
+
+/// Where a model's weights live and its layers run.
+pub type rmlp_device = i32;
+/// The CPU (BLAS), fp32. Every buffer the model calls take is host memory holding f32.
+pub const RMLP_DEVICE_CPU: rmlp_device = 0;
+/// A CUDA device, chosen at load by `rmlp_model_params::device_index`; weights and activations
+/// in the model's dtype (F32, F16 or BF16), GEMMs through cuBLAS with fp32 accumulation. Every
+/// activation buffer the model calls take (`hidden`, `q`, `k`, `v`, `attn`, `out`) is then
+/// device memory of that device in that dtype; plans, `cu_seqlens` of `rmlp_pool` /
+/// `rmlp_context_pool` / `rmlp_score_pair`, their `out`, `logits` and `prob_a` stay host
+/// memory. `RMLP_ERR_UNSUPPORTED` in a build without CUDA, `RMLP_ERR_NO_DEVICE` where the
+/// driver reports no device.
+pub const RMLP_DEVICE_CUDA: rmlp_device = 1;
+
+/// Element type of weights and activations.
+pub type rmlp_dtype = i32;
+/// 32-bit float.
+pub const RMLP_DTYPE_F32: rmlp_dtype = 0;
+/// IEEE half.
+pub const RMLP_DTYPE_F16: rmlp_dtype = 1;
+/// bfloat16.
+pub const RMLP_DTYPE_BF16: rmlp_dtype = 2;
+
+/// A loaded model: config and weights on one device. Read-only after load: any number of
+/// contexts on any threads may use it at once.
+pub struct rmlp_model {
+    _opaque: [u8; 0],
+}
+
+/// How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_model_params {
+    /// `sizeof(rmlp_model_params)` of the caller's header; versioned like `rmlp_plan_params`
+    /// (an older, smaller struct gets the defaults for the fields it lacks; a newer, larger one
+    /// must have zero bytes past this library's fields).
+    pub struct_size: u32,
+    /// `RMLP_DEVICE_CPU` (default) or `RMLP_DEVICE_CUDA`.
+    pub device: rmlp_device,
+    /// Device ordinal for CUDA (default 0); every call on the model runs on this device, whatever
+    /// the calling thread's current device (which the library restores before returning).
+    pub device_index: i32,
+    /// Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU; F32, F16 or BF16
+    /// on CUDA. Checkpoint tensors are converted at load (F16/BF16/F32 to this dtype, rounding
+    /// to nearest even) in chunks through pinned memory, never as a second full host copy.
+    pub dtype: rmlp_dtype,
+    /// Skip the load's check that every weight the model uses is finite (default false: a NaN or
+    /// infinity in a weight is refused with `RMLP_ERR_MODEL` naming the tensor and the element).
+    /// The check reads every weight once more; set this to save that time on trusted checkpoints.
+    /// Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
+    pub skip_finite_check: bool,
+}
+
+/// A model's configuration, as read from its config.json (and checked against its tensors).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_model_config {
+    pub architecture: rmlp_arch,
+    pub vocab_size: u32,
+    pub hidden_size: u32,
+    pub intermediate_size: u32,
+    pub num_hidden_layers: u32,
+    pub num_attention_heads: u32,
+    pub num_key_value_heads: u32,
+    /// Given in config.json or `hidden_size / num_attention_heads`.
+    pub head_dim: u32,
+    pub max_position_embeddings: u32,
+    /// Mistral's `sliding_window` (0: none). Attention here is always full, so batches with a
+    /// sequence longer than this are refused rather than computed differently.
+    pub sliding_window: u32,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    /// The LM head is the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Q/K/V projections have biases: always for Qwen2, `attention_bias` for Llama and Qwen3,
+    /// never for Mistral (transformers' Mistral has no biases and ignores `attention_bias`).
+    pub attention_bias: bool,
+    /// Per-head RMSNorm of q and k before RoPE (Qwen3).
+    pub qk_norm: bool,
+    /// The checkpoint has an LM head (own `lm_head.weight` or tied), so `rmlp_score_pair` works.
+    pub has_lm_head: bool,
+    /// The O projection has a bias: `attention_bias` for Llama and Qwen3 (never Qwen2, Mistral).
+    /// Added after 0.1.0, in what was padding: zero-initialise a config built by hand.
+    pub o_proj_bias: bool,
+    /// The MLP's gate, up and down projections have biases: `mlp_bias` for Llama (no other
+    /// architecture has them). Added after 0.1.0, like `o_proj_bias`.
+    pub mlp_bias: bool,
+}
+
+/// One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the
+/// library keeps the pointer (no copy), so the memory must stay valid and unchanged until
+/// `rmlp_model_free`.
+///
+/// Names are Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, with or without the
+/// `model.` prefix, `lm_head.weight` without it). Q/K/V and gate/up may come as the separate
+/// tensors of a checkpoint (the layer then runs 3 and 2 GEMMs, or 1 each when the host's
+/// separate tensors happen to lie back to back in memory) or stacked, as TEI and vLLM hold
+/// them: `layers.N.self_attn.qkv_proj.weight` (q_dim + 2 * kv_dim, hidden) with q rows, then
+/// k, then v, and `layers.N.mlp.gate_up_proj.weight` (2 * intermediate, hidden) with gate rows,
+/// then up (biases likewise: `qkv_proj.bias`, `gate_up_proj.bias`; `o_proj.bias` and
+/// `down_proj.bias` as they are). The biases must be those the config's `attention_bias`,
+/// `o_proj_bias` and `mlp_bias` call for, no more.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_weight_binding {
+    /// NUL-terminated tensor name (read during the call only).
+    pub name: *const c_char,
+    /// Device memory of the model's device, row-major and dense, aligned to the element size.
+    pub data: *const c_void,
+    /// Must be the dtype of `rmlp_model_params::dtype`.
+    pub dtype: rmlp_dtype,
+    /// 1 (vectors: norms, biases) or 2 (matrices: (out_features, in_features) as nn.Linear stores them).
+    pub ndim: u32,
+    /// Rows, then columns (`shape[1]` ignored when `ndim` is 1).
+    pub shape: [u64; 2],
+}
+
+#[allow(improper_ctypes)] // rmlp_model is opaque: only pointers cross the ABI
+extern "C" {
+    /// The default model parameters: CPU, device 0, F32.
+    pub fn rmlp_model_default_params() -> rmlp_model_params;
+    /// Loads a model from a Hugging Face / Candle checkpoint: a directory with config.json and
+    /// model.safetensors (or model.safetensors.index.json and its shards), or the path of a
+    /// .safetensors file whose folder holds config.json. `params`: NULL for the defaults.
+    pub fn rmlp_model_load(
+        path: *const c_char,
+        params: *const rmlp_model_params,
+        out: *mut *mut rmlp_model,
+    ) -> rmlp_status;
+    /// A CUDA model from weights the host already holds on the device (no copy; see
+    /// `rmlp_weight_binding`). `config` describes the model (as `rmlp_model_get_config` would;
+    /// `has_lm_head` is ignored and set from the tensors: `lm_head.weight`, or the embedding when
+    /// `tie_word_embeddings`); `tensors` (n_tensors) must hold every tensor the config calls for,
+    /// each with the shape it calls for and `params->dtype`, and nothing else; `params->device`
+    /// must be `RMLP_DEVICE_CUDA`. Errors name the tensor. `RMLP_ERR_UNSUPPORTED` without CUDA.
+    pub fn rmlp_model_bind_cuda(
+        config: *const rmlp_model_config,
+        tensors: *const rmlp_weight_binding,
+        n_tensors: usize,
+        params: *const rmlp_model_params,
+        out: *mut *mut rmlp_model,
+    ) -> rmlp_status;
+    /// Frees a model. NULL is a no-op. Contexts of the model must be freed first: a model that
+    /// still has contexts is not freed (so they never run on freed weights), nor is a handle that
+    /// is not a live model; either leaves a message in `rmlp_last_error()` (empty after a free
+    /// that succeeds). A bound model's tensors stay the host's.
+    pub fn rmlp_model_free(model: *mut rmlp_model);
+    /// Copies the model's configuration into `*out`.
+    pub fn rmlp_model_get_config(model: *const rmlp_model, out: *mut rmlp_model_config) -> rmlp_status;
+    /// What the load of a checkpoint found that does not stop it but that the host should know,
+    /// as transformers would warn of it: tensors of the checkpoint that the model does not use
+    /// (a config.json with fewer layers than the checkpoint, another `model_type` than the one
+    /// the weights were trained as, biases an architecture does not have). `*out` is a
+    /// NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
+    /// nothing to report (and for bound models), else one line per finding, each ending in '\n'.
+    pub fn rmlp_model_load_report(model: *const rmlp_model, out: *mut *const c_char) -> rmlp_status;
+}

@@ -1,0 +1,106 @@
+/*
+ * arch.h: the one table of the decoder architectures the library runs, keyed by config.json's
+ * model_type, and what each decides that the code would otherwise switch on: which of the
+ * attention_bias / mlp_bias flags it reads, the biases it always has, q/k norm, how it declares
+ * sliding windows, and its tie_word_embeddings default. config.c reads it to take a config.json
+ * apart, audit.c to name the architecture in its report, gpu/bind.cu to check a host's config,
+ * tools/tiny_model.c to write a checkpoint; every message that lists the accepted model_types
+ * builds the list from it. Which tensors a layer has then follows from the rmlp_model_config
+ * flags set here (weights_layer_tensors in weights.h), never from the architecture id.
+ *
+ * The table is in this header (static, inline) so that the programs that link only the exported
+ * entry points of libradix_mlp.so (the CLI, the tests writing tiny models) read the same rows.
+ * The Rust and Python copies of the list (rmlp_arch constants, Architecture, ARCH_NAMES) are
+ * checked against it by the ctest arch_table_bindings (tests/check_arch_table.py). Adding an
+ * architecture: docs/adding-an-architecture.md.
+ */
+#ifndef RMLP_MODEL_ARCH_H
+#define RMLP_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "radix_mlp.h"
+
+/* How an architecture declares sliding-window attention (the layer code runs full attention
+ * only, so config.c refuses a config that would slide). */
+typedef enum arch_windows {
+    /* None (Llama): transformers does not read use_sliding_window; true is refused. */
+    ARCH_WINDOWS_NONE,
+    /* Per layer (Qwen2, Qwen3): layer_types, or without it use_sliding_window, sliding_window and
+     * max_window_layers, decide which layers slide; a sliding layer is refused. */
+    ARCH_WINDOWS_PER_LAYER,
+    /* Every layer (Mistral): sliding_window, when set, applies to all layers and is kept in
+     * rmlp_model_config.sliding_window (sequences up to it see full attention);
+     * use_sliding_window true is refused as under NONE. */
+    ARCH_WINDOWS_ALL,
+} arch_windows;
+
+typedef struct arch_info {
+    rmlp_arch id;              /* RMLP_ARCH_<MODEL_TYPE in capitals> */
+    const char *model_type;    /* config.json's model_type */
+    bool reads_attention_bias; /* attention_bias gives q, k, v and o_proj biases */
+    bool qkv_bias;             /* q, k, v biases always, whatever attention_bias says */
+    bool reads_mlp_bias;       /* mlp_bias gives gate, up and down biases */
+    bool qk_norm;              /* per-head RMSNorm of q and k (self_attn.q_norm, k_norm) */
+    bool tied_default;         /* tie_word_embeddings when config.json does not say */
+    arch_windows windows;
+} arch_info;
+
+/* The table, one row per model_type, as transformers' modeling code builds each. A second
+ * model_type for the same id is one more row with that id (the first row names the id). */
+static inline const arch_info *arch_table(size_t *count) {
+    static const arch_info table[] = {
+        /* id             model_type  reads_attention_bias qkv_bias reads_mlp_bias qk_norm tied_default windows */
+        {RMLP_ARCH_QWEN3, "qwen3", true, false, false, true, false, ARCH_WINDOWS_PER_LAYER},
+        {RMLP_ARCH_QWEN2, "qwen2", false, true, false, false, false, ARCH_WINDOWS_PER_LAYER},
+        {RMLP_ARCH_LLAMA, "llama", true, false, true, false, false, ARCH_WINDOWS_NONE},
+        {RMLP_ARCH_MISTRAL, "mistral", false, false, false, false, false, ARCH_WINDOWS_ALL},
+    };
+    *count = sizeof table / sizeof table[0];
+    return table;
+}
+
+/* The row of a model_type; NULL when the library does not run it. */
+static inline const arch_info *arch_by_model_type(const char *model_type) {
+    size_t n;
+    const arch_info *table = arch_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(table[i].model_type, model_type) == 0) return &table[i];
+    return NULL;
+}
+
+/* The first row of an rmlp_arch; NULL when id is not one. */
+static inline const arch_info *arch_by_id(rmlp_arch id) {
+    size_t n;
+    const arch_info *table = arch_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (table[i].id == id) return &table[i];
+    return NULL;
+}
+
+/* "qwen3, qwen2, llama, mistral": every model_type of the table, for messages, into buf (cap
+ * bytes, NUL-terminated, cut short when cap is too small). */
+static inline void arch_model_types(char *buf, size_t cap) {
+    size_t n, len = 0;
+    const arch_info *table = arch_table(&n);
+    if (cap > 0) buf[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", table[i].model_type);
+}
+
+/* Sets config's architecture and the layer flags the architecture builds from config.json's
+ * attention_bias and mlp_bias (a flag it does not read is ignored, as transformers ignores it):
+ * attention_bias (q, k, v biases), o_proj_bias, mlp_bias, qk_norm. */
+static inline void arch_set_layer_flags(const arch_info *arch, bool attention_bias, bool mlp_bias,
+                                        rmlp_model_config *config) {
+    config->architecture = arch->id;
+    config->attention_bias = arch->qkv_bias || (arch->reads_attention_bias && attention_bias);
+    config->o_proj_bias = arch->reads_attention_bias && attention_bias;
+    config->mlp_bias = arch->reads_mlp_bias && mlp_bias;
+    config->qk_norm = arch->qk_norm;
+}
+
+#endif
