@@ -17,7 +17,8 @@
  * instead of the built-in cases, radix on at threshold 1 (always).
  *
  * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on/compact runs and
- * keeps the fastest of each, timed with the wall clock; attention timed through the callback.
+ * keeps the fastest of each, timed with the wall clock, with the built-in attention; under each case
+ * where each mode's time went (bench_cpu.h: GEMMs, attention, elementwise work, gathers, planning).
  * --device cuda: the model on CUDA device 0 in --dtype (bf16 by default), all the shape's layers by
  * default (28 or 36: the published figures are whole-model), timed on the device (bench_cuda.c):
  * off, on and on with attention in compact space, a warm-up round, then R rounds (default 5),
@@ -38,6 +39,7 @@
 
 #include "bench_args.h"
 #include "bench_batches.h"
+#include "bench_cpu.h"
 #include "bench_cuda.h"
 #include "bench_decode.h"
 #include "bench_serve.h"
@@ -61,122 +63,6 @@ static const bench_case cases[] = {
     {"rerank_msmarco_32", 32, 0, 0, 1.0},  {"no_sharing_b32_s512", 32, 0, 512, RMLP_DEFAULT_THRESHOLD},
 };
 
-
-/* ---- the CPU path -------------------------------------------------------------------------- */
-
-typedef struct timing_state {
-    rmlp_context *ctx;
-    double attention_ms;
-} timing_state;
-
-/* The built-in attention (either layout), timed: what is not attention is the position-wise share f. */
-static rmlp_status timed_attention(void *user_data, const rmlp_attention_args *args) {
-    timing_state *t = user_data;
-    double start = cli_now_ms();
-    rmlp_status status = args->layout == RMLP_ATTENTION_COMPACT ? rmlp_attention_compact(t->ctx, args)
-                                                                 : rmlp_attention(t->ctx, args);
-    t->attention_ms += cli_now_ms() - start;
-    return status;
-}
-
-typedef struct run_result {
-    double ms, attention_ms, plan_us;
-    rmlp_plan plan;
-} run_result;
-
-/* One plan and forward (attention in full space, or with `compact` the whole forward in compact
- * space, out then holding compact rows); with repeats, the fastest forward is kept. */
-static int run_once(rmlp_planner *planner, timing_state *t, const workload *w, double threshold, bool compact,
-                    float *out, run_result *r) {
-    rmlp_plan_params params = rmlp_plan_default_params();
-    params.threshold = threshold;
-    if (rmlp_plan_build(planner, w->input_ids, w->position_ids, w->n_tokens, w->cu_seqlens, w->n_seqs, &params,
-                        &r->plan) != RMLP_OK)
-        return -1;
-    t->attention_ms = 0.0;
-    double start = cli_now_ms();
-    if ((compact ? rmlp_forward_compact(t->ctx, &r->plan, timed_attention, t, out)
-                 : rmlp_forward(t->ctx, &r->plan, timed_attention, t, out)) != RMLP_OK)
-        return -1;
-    double ms = cli_now_ms() - start;
-    if (r->ms > 0.0 && r->ms <= ms) return 0;
-    r->ms = ms;
-    r->attention_ms = t->attention_ms;
-    r->plan_us = r->plan.build_us;
-    return 0;
-}
-
-/* Pools the on run's output for the dump (host f32). */
-static int pool_for_dump(const float *out, const workload *w, uint32_t hidden, float *last, float *mean) {
-    return rmlp_pool(out, w->n_tokens, hidden, w->cu_seqlens, w->n_seqs, RMLP_POOLING_LAST, false, last) == RMLP_OK &&
-                   rmlp_pool(out, w->n_tokens, hidden, w->cu_seqlens, w->n_seqs, RMLP_POOLING_MEAN, false, mean) ==
-                       RMLP_OK
-               ? 0
-               : -1;
-}
-
-static int cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_config *cfg, const bench_case *c,
-                    const workload *w, FILE *dump) {
-    timing_state t = {0};
-    rmlp_planner *planner = NULL;
-    size_t pooled = dump ? w->n_seqs * cfg->hidden_size : 0;
-    float *out_off = malloc(w->n_tokens * cfg->hidden_size * sizeof(float));
-    float *out_on = malloc(w->n_tokens * cfg->hidden_size * sizeof(float));
-    float *out_compact = malloc((w->n_tokens + RMLP_MAX_PAD_MULTIPLE) * cfg->hidden_size * sizeof(float));
-    float *last = dump ? malloc(2 * pooled * sizeof(float)) : NULL;
-    run_result off = {0}, on = {0}, compact = {0};
-    int rc = out_off && out_on && out_compact && (!dump || last) &&
-                     rmlp_context_create(model, w->n_tokens, &t.ctx) == RMLP_OK &&
-                     rmlp_planner_create(&planner) == RMLP_OK
-                 ? 0
-                 : 1;
-    /* Off, on and on with compact attention alternate, so a slow spell of a shared machine hits
-     * all alike. The compact run's plan is built last, so it stays the planner's current one. */
-    for (unsigned long rep = 0; rc == 0 && rep < a->repeat; rep++)
-        rc = run_once(planner, &t, w, 0.0, false, out_off, &off) == 0 &&
-                     run_once(planner, &t, w, c->threshold, false, out_on, &on) == 0 &&
-                     run_once(planner, &t, w, c->threshold, true, out_compact, &compact) == 0
-                 ? 0
-                 : 1;
-    if (rc == 0 && dump) rc = pool_for_dump(out_on, w, cfg->hidden_size, last, last + pooled) == 0 ? 0 : 1;
-    if (rc != 0) {
-        fprintf(stderr, "radixmlp: %s: %s\n", c->name, rmlp_last_error());
-    } else {
-        double diff = 0.0, diff_compact = 0.0;
-        size_t hsz = cfg->hidden_size;
-        for (size_t i = 0; i < w->n_tokens * hsz; i++) {
-            double d = fabs((double)out_off[i] - out_on[i]);
-            double dc = fabs((double)out_off[i] - out_compact[(size_t)compact.plan.scatter[i / hsz] * hsz + i % hsz]);
-            diff = isnan(d) ? INFINITY : (d > diff ? d : diff);
-            diff_compact = isnan(dc) ? INFINITY : (dc > diff_compact ? dc : diff_compact);
-        }
-        double f = 1.0 - off.attention_ms / off.ms, r = (double)w->n_tokens / on.plan.n_compact;
-        double predicted = 1.0 / ((1.0 - f) + f / r), speedup = off.ms / on.ms, speedup_compact = off.ms / compact.ms;
-        if (a->json)
-            printf("{\"case\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, \"use_radix\": %s, "
-                   "\"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"ms_compact\": %.2f, \"plan_us\": %.1f, "
-                   "\"speedup\": %.3f, \"speedup_compact\": %.3f, \"attention_ms_off\": %.2f, \"attention_ms_on\": %.2f, "
-                   "\"attention_ms_compact\": %.2f, \"f_position_wise\": %.4f, \"predicted_speedup\": %.3f, "
-                   "\"max_abs_diff\": %.3g, \"max_abs_diff_compact\": %.3g}\n",
-                   c->name, w->n_seqs, w->n_tokens, on.plan.n_compact, on.plan.use_radix ? "true" : "false", a->layers,
-                   off.ms, on.ms, compact.ms, on.plan_us, speedup, speedup_compact, off.attention_ms, on.attention_ms,
-                   compact.attention_ms, f, predicted, diff, diff_compact);
-        else
-            printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %10.1f %7.2fx %7.2fx %8.2fx %11.3g %11.3g\n", c->name,
-                   w->n_tokens, on.plan.n_compact, (double)on.plan.n_compact / w->n_tokens, off.ms, on.ms, compact.ms,
-                   speedup, speedup_compact, predicted, diff, diff_compact);
-        rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1; /* a full disk stops the bench */
-        if (rc == 0 && dump) {
-            bench_dump_row row = {c->name, "cpu", "f32", "min", a->layers, cfg->hidden_size, on.plan.n_compact,
-                                  off.ms, on.ms, last, last + pooled};
-            rc = bench_dump_write(dump, a->dump_path, w, &row) == 0 ? 0 : 1;
-        }
-    }
-    free(out_off), free(out_on), free(out_compact), free(last);
-    rmlp_planner_free(planner);
-    rmlp_context_free(t.ctx);
-    return rc;
-}
 
 /* ---- the CUDA path ------------------------------------------------------------------------- */
 
@@ -382,9 +268,7 @@ int cmd_bench(int argc, char **argv) {
         if (dump) fclose(dump);
         return rc;
     }
-    if (!a.json && !a.cuda)
-        printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
-               "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
+    if (!a.cuda) bench_cpu_print_header(&a);
     if (!a.json && a.cuda) {
         printf("# %s, %s, %s, %lu layers; ms: CUDA events around the forward, median and min of %lu rounds of off, "
                "on and cmp (on, attention in compact space: rmlp_forward_compact) in turn after a warm-up round; f: "
@@ -407,7 +291,7 @@ int cmd_bench(int argc, char **argv) {
         }
         if (!batches) clamp_ids(&w, cfg.vocab_size); /* a file's ids are the model's, or refused */
         fprintf(stderr, "radixmlp bench: %s (%zu tokens, %lu layers)...\n", c->name, w.n_tokens, a.layers);
-        rc = a.cuda ? cuda_case(&a, device_name, model, &cfg, c, &w, dump) : cpu_case(&a, model, &cfg, c, &w, dump);
+        rc = a.cuda ? cuda_case(&a, device_name, model, &cfg, c, &w, dump) : bench_cpu_case(&a, model, &cfg, c->name, c->threshold, &w, dump);
         if (!batches) workload_free(&w);
     }
     rmlp_model_free(model);

@@ -69,6 +69,10 @@ typedef struct rmlp_backend {
     rmlp_status (*set_plan)(const char *fn, void *ctx, const rmlp_plan *plan);
     /* rmlp_context_gpu_stats's counters into out (zeroed by the caller; every field but struct_size). */
     rmlp_status (*gpu_stats)(const char *fn, void *ctx, rmlp_gpu_stats *out);
+    /* rmlp_context_cpu_profile: what the forwards measured since the last call into out (zeroed by
+     * the caller; every field but struct_size), the count restarted, measuring set to `measure`;
+     * NULL where the backend measures nothing. */
+    void (*cpu_profile)(void *ctx, bool measure, rmlp_cpu_profile *out);
     /* An rmlp_attention_args::dtype the backend's attention takes, for a model in model_dtype. */
     rmlp_status (*check_attention_dtype)(const char *fn, rmlp_dtype dtype, rmlp_dtype model_dtype);
 

@@ -111,6 +111,10 @@ static rmlp_status gpu_stats(const char *fn, void *ctx, rmlp_gpu_stats *out) {
     return RMLP_OK;
 }
 
+static void profile_read(void *ctx, bool measure, rmlp_cpu_profile *out) {
+    cpu_profile_read(&((cpu_context *)ctx)->ws.profile, measure, out);
+}
+
 static rmlp_status check_attention_dtype(const char *fn, rmlp_dtype dtype, rmlp_dtype model_dtype) {
     (void)model_dtype; /* fp32 */
     return dtype == RMLP_DTYPE_F32
@@ -275,6 +279,7 @@ const rmlp_backend rmlp_backend_cpu = {
     .set_stream = set_stream,
     .set_plan = set_plan,
     .gpu_stats = gpu_stats,
+    .cpu_profile = profile_read,
     .check_attention_dtype = check_attention_dtype,
     .embed = embed,
     .pre_attention = pre_attention,

@@ -29,17 +29,23 @@ void cpu_cached_rows_run(cpu_context *ctx, kv_cache *c, const rmlp_plan *rows, c
     size_t n = rows->n_compact, hsz = cfg->hidden_size, kvd = c->kv_dim;
     size_t nkv = cfg->num_key_value_heads, hd = cfg->head_dim;
     size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, width = qd + 2 * kvd;
+    cpu_profile *prof = &ws->profile;
     cpu_embed(cfg, w, rows, ws->hidden);
+    cpu_profile_mark(prof, CPU_PHASE_GATHER);
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
         const layer_weights *lw = &w->layers[layer];
         float *k = c->k + (size_t)layer * c->n_slots * kvd, *v = c->v + (size_t)layer * c->n_slots * kvd;
         cpu_project_qkv(cfg, lw, ws, rows, ws->hidden);
         put_heads(k, c->n_slots, slots, ws->qkv + qd, width, n, nkv, hd);
         put_heads(v, c->n_slots, slots, ws->qkv + qd + kvd, width, n, nkv, hd);
+        cpu_profile_mark(prof, CPU_PHASE_GATHER);
         cpu_attention_rows attn = {ws->qkv, k, v, ws->attn_c, width, hd, hd, qd, c->n_slots * hd};
         attention(arg, &attn);
+        cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
         cpu_post_attention_compact(cfg, lw, ws, rows, ws->attn_c, ws->hidden);
     }
     cpu_final_norm_compact(cfg, w, rows, ws->hidden, ws->proj);
+    cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     put_rows(c->hidden, hsz, slots, ws->proj, hsz, n, hsz);
+    cpu_profile_mark(prof, CPU_PHASE_GATHER);
 }

@@ -70,7 +70,10 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
     rmlp_attention_args args = attention_args(cfg, plan, space, ws->q, ws->k, ws->v, compact ? ws->attn_c : ws->attn);
     /* the built-in compact attention reads q, k, v in place from the fused qkv rows */
     cpu_attention_rows fused = {ws->qkv, ws->qkv + qd, ws->qkv + qd + kvd, ws->attn_c, width, width, width, qd, 0};
+    cpu_profile *prof = &ws->profile;
+    cpu_profile_begin(prof);
     cpu_embed(cfg, w, plan, ws->hidden);
+    cpu_profile_mark(prof, CPU_PHASE_GATHER);
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
         const layer_weights *lw = &w->layers[layer];
         args.layer = layer;
@@ -78,28 +81,34 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
             cpu_pre_attention(cfg, lw, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
             if (attention != NULL) {
                 rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
-                if (status != RMLP_OK) return status;
+                if (status != RMLP_OK) return cpu_profile_end(prof), status;
             } else {
                 cpu_attention(ws->q, ws->k, ws->v, plan->cu_seqlens, plan->n_seqs, args.n_heads, args.n_kv_heads,
                               args.head_dim, args.scale, ws->scores, ws->attn);
             }
+            cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
         } else if (attention != NULL) {
             cpu_pre_attention_compact(cfg, lw, ws, plan, ws->hidden, plan->n_compact, ws->q, ws->k, ws->v);
             rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
-            if (status != RMLP_OK) return status;
+            if (status != RMLP_OK) return cpu_profile_end(prof), status;
+            cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         } else {
             cpu_project_qkv(cfg, lw, ws, plan, ws->hidden);
             cpu_compact_attention(&fused, plan->qo_indptr, plan->cu_seqlens, plan->scatter, plan->n_seqs,
                                   args.n_heads, args.n_kv_heads, args.head_dim, args.scale, ws->scores);
+            cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         }
     }
-    if (compact_out)
+    if (compact_out) {
         cpu_final_norm_compact(cfg, w, plan, ws->hidden, out);
-    else
+        cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
+    } else {
         cpu_final_norm(cfg, w, ws, plan, ws->hidden, out);
+    }
+    cpu_profile_end(prof);
     return RMLP_OK;
 }
 
@@ -127,6 +136,7 @@ int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, voi
     rows.n_compact = rows.n_compact_padded = c->batch.n_computed;
     rows.compact_input_ids = c->ids, rows.compact_position_ids = c->pos;
     cached_batch_attention attention = {ctx->config, plan, c, ctx->ws.scores};
+    cpu_profile_begin(&ctx->ws.profile);
     if (rows.n_compact > 0) cpu_cached_rows_run(ctx, c, &rows, c->slots, attend_paths, &attention);
     kv_pool_end(c->pool, plan, &c->batch, 1);
     /* the output, read from the slots: compact rows, or batch rows through scatter */
@@ -135,6 +145,7 @@ int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, voi
         memcpy(o + i * hsz, c->hidden + (size_t)c->out_slots[i] * hsz, hsz * sizeof(float));
     if (compact_out)
         memset(o + plan->n_compact * hsz, 0, (plan->n_compact_padded - plan->n_compact) * hsz * sizeof(float));
+    cpu_profile_end(&ctx->ws.profile);
     return 0;
 }
 

@@ -68,7 +68,9 @@ void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_
     size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, hd = cfg->head_dim;
     size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
     cpu_rmsnorm(hidden, rows, hsz, hsz, lw->input_norm, cfg->rms_norm_eps, ws->normed);
+    cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
     linear(ws, ws->normed, rows, hsz, lw->qkv, lw->qkv_bias, width, ws->qkv);
+    cpu_profile_mark(&ws->profile, CPU_PHASE_GEMM);
     float *qc = ws->qkv, *kc = ws->qkv + qd;
     if (lw->q_norm != NULL) { /* per-head RMSNorm: each head is a row of head_dim */
         for (size_t r = 0; r < rows; r++) {
@@ -80,10 +82,11 @@ void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_
     }
     cpu_rope(qc, rows, width, cfg->num_attention_heads, hd, plan->compact_position_ids, cfg->rope_theta);
     cpu_rope(kc, rows, width, cfg->num_key_value_heads, hd, plan->compact_position_ids, cfg->rope_theta);
+    cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
 }
 
 /* q, k, v (rows, q_dim / kv_dim) = the columns of ws->qkv rows index[r] (NULL: row r). */
-static void split_qkv(const rmlp_model_config *cfg, const cpu_workspace *ws, const uint32_t *index, size_t rows,
+static void split_qkv(const rmlp_model_config *cfg, cpu_workspace *ws, const uint32_t *index, size_t rows,
                       float *q, float *k, float *v) {
     size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
     for (size_t i = 0; i < rows; i++) {
@@ -92,6 +95,7 @@ static void split_qkv(const rmlp_model_config *cfg, const cpu_workspace *ws, con
         memcpy(k + i * kvd, src + qd, kvd * sizeof(float));
         memcpy(v + i * kvd, src + qd + kvd, kvd * sizeof(float));
     }
+    cpu_profile_mark(&ws->profile, CPU_PHASE_GATHER);
 }
 
 void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
@@ -109,19 +113,27 @@ void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights
 void cpu_post_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
                                 const rmlp_plan *plan, const float *attn_c, float *hidden) {
     size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg);
+    cpu_profile *prof = &ws->profile;
     linear(ws, attn_c, rows, qd, lw->o_proj, lw->o_bias, hsz, ws->proj);
+    cpu_profile_mark(prof, CPU_PHASE_GEMM);
     cpu_add(hidden, ws->proj, rows, hsz);
     cpu_rmsnorm(hidden, rows, hsz, hsz, lw->post_norm, cfg->rms_norm_eps, ws->normed);
+    cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     linear(ws, ws->normed, rows, hsz, lw->gate_up, lw->gate_up_bias, 2 * inter, ws->gu);
+    cpu_profile_mark(prof, CPU_PHASE_GEMM);
     cpu_silu_mul(ws->gu, rows, inter, ws->act);
+    cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     linear(ws, ws->act, rows, inter, lw->down, lw->down_bias, hsz, ws->proj);
+    cpu_profile_mark(prof, CPU_PHASE_GEMM);
     cpu_add(hidden, ws->proj, rows, hsz);
+    cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
 }
 
 void cpu_post_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
                         const rmlp_plan *plan, const float *attn, float *hidden) {
     size_t qd = q_dim(cfg);
     cpu_gather_rows(attn, qd, plan->fold_gather, plan->n_compact_padded, qd, ws->attn_c);
+    cpu_profile_mark(&ws->profile, CPU_PHASE_GATHER);
     cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, hidden);
 }
 
@@ -129,7 +141,9 @@ void cpu_final_norm(const rmlp_model_config *cfg, const model_weights *w, cpu_wo
                     const float *hidden, float *out) {
     size_t hsz = cfg->hidden_size;
     cpu_rmsnorm(hidden, plan->n_compact, hsz, hsz, w->final_norm, cfg->rms_norm_eps, ws->normed);
+    cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
     cpu_gather_rows(ws->normed, hsz, plan->scatter, plan->n_tokens, hsz, out);
+    cpu_profile_mark(&ws->profile, CPU_PHASE_GATHER);
 }
 
 void cpu_final_norm_compact(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan,

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "model/weights.h"
+#include "profile.h"
 #include "radix_mlp.h"
 #include "workers.h"
 
@@ -32,6 +33,7 @@ typedef struct cpu_workspace {
      * (NULL: the calling thread); otherwise BLAS */
     bool few_rows;
     workers *few_rows_pool;
+    cpu_profile profile; /* rmlp_context_cpu_profile's phases (profile.h) */
 } cpu_workspace;
 
 /* Returns 0, or -1 when out of memory (nothing left allocated) with the buffer that could not be

@@ -38,6 +38,7 @@ TESTS = [
     ("tests/test_concurrency", []),
     ("tests/test_context_threads", []),
     ("tests/test_forged_plans", []),
+    ("tests/test_cpu_profile", []),
     ("fuzz/fuzz_plan_replay", [os.path.join(CORPUS, "fuzz_plan")]),
     ("fuzz/fuzz_safetensors_replay", [os.path.join(CORPUS, "fuzz_safetensors")]),
     ("fuzz/fuzz_config_replay", [os.path.join(CORPUS, "fuzz_config")]),

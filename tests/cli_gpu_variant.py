@@ -13,18 +13,12 @@ import subprocess
 import sys
 import tempfile
 
-failures = 0
+from cli_check import check, radixmlp, summary
 
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL: " + what)
 
 
 def bench(exe, *args):
-    return subprocess.run([exe, "bench", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return radixmlp(exe, "bench", *args)
 
 
 def row(variant, ms_on, kernel_on, layout_on):
@@ -75,8 +69,7 @@ def main():
         reference = [l for l in variant_lines if "ATTENTION=reference" in l]
         check(len(reference) == 1 and "0.25x" in reference[0] and "flashinfer/reference/flashinfer" in reference[0],
               "the reference variant: %r" % reference)
-    print("%s" % ("ok" if failures == 0 else "%d failure(s)" % failures))
-    return 1 if failures else 0
+    return summary("cli_gpu_variant")
 
 
 if __name__ == "__main__":

@@ -7,21 +7,14 @@ decide differently, and at a threshold <= 1e-6 TEI's rule skips the trie.
     python3 tests/cli_plan.py BUILD/radixmlp
 """
 import json
-import subprocess
 import sys
 
-failures = 0
+from cli_check import check, radixmlp, summary
 
-
-def check(ok, what):
-    global failures
-    if not ok:
-        failures += 1
-        print("FAIL: " + what)
 
 
 def run(exe, *args):
-    return subprocess.run([exe, "plan", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return radixmlp(exe, "plan", *args)
 
 
 def plan_json(exe, *args):
@@ -57,8 +50,7 @@ def main():
     tiny = plan_json(exe, "--threshold", "1e-7", "--gate", "tei")
     check(tiny is not None and not tiny["use_radix"] and tiny["n_distinct"] == n,
           "TEI's rule at threshold 1e-7 skips the trie: %r" % (tiny,))
-    print("cli_plan: %s" % ("ok" if failures == 0 else "%d failed" % failures))
-    return 1 if failures else 0
+    return summary("cli_plan")
 
 
 if __name__ == "__main__":

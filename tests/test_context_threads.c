@@ -204,8 +204,9 @@ static rmlp_status nesting_attention(void *user_data, const rmlp_attention_args 
                                         "rmlp_layer_pre_attention", "rmlp_layer_post_attention_compact",
                                         "rmlp_final_norm", "rmlp_context_pool", "rmlp_score_pair",
                                         "rmlp_context_set_plan", "rmlp_context_cache_stats",
-                                        "rmlp_context_cache_clear", "rmlp_generate_begin"};
-    for (int k = 0; args->layer == 0 && k < 12; k++, n->tried++) {
+                                        "rmlp_context_cache_clear", "rmlp_context_cpu_profile",
+                                        "rmlp_generate_begin"};
+    for (int k = 0; args->layer == 0 && k < 13; k++, n->tried++) {
         rmlp_status status;
         switch (k) {
         case 0: status = rmlp_forward(n->ctx, n->plan, NULL, NULL, buf); break;
@@ -219,6 +220,7 @@ static rmlp_status nesting_attention(void *user_data, const rmlp_attention_args 
         case 8: status = rmlp_context_set_plan(n->ctx, n->plan); break;
         case 9: status = rmlp_context_cache_stats(n->ctx, &stats); break;
         case 10: status = rmlp_context_cache_clear(n->ctx); break;
+        case 11: status = rmlp_context_cpu_profile(n->ctx, true, NULL); break;
         default: status = rmlp_generate_begin(n->ctx, n->plan, NULL, logits); break;
         }
         const char *msg = rmlp_last_error();
@@ -245,7 +247,7 @@ static void test_nested_calls(void) {
         n.plan = &plan;
         CHECK(rmlp_forward(n.ctx, &plan, nesting_attention, &n, out) == RMLP_OK, "the outer forward: %s",
               rmlp_last_error());
-        CHECK(n.tried == 12 && memcmp(out, serial[0], b->n_tokens * cfg.hidden_size * sizeof(float)) == 0,
+        CHECK(n.tried == 13 && memcmp(out, serial[0], b->n_tokens * cfg.hidden_size * sizeof(float)) == 0,
               "the outer forward (%d nested calls refused) differs from the serial one", n.tried);
     }
     rmlp_context_free(n.ctx);

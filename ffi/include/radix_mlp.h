@@ -14,7 +14,7 @@
  *   library     version, build flags, the CPU path's threads
  *   plan        rmlp_planner builds an rmlp_plan: the maps between batch rows and compact rows
  *   model       rmlp_model: a checkpoint on the CPU or a CUDA device; read-only, shared
- *   context     rmlp_context: one thread's workspace; the forward, pooling, reranker scores
+ *   context     rmlp_context: one thread's workspace; the forward, its read-outs, its CPU profile
  *   attention   the per-layer calls and rmlp_attention_args, for hosts with their own attention
  *   cache       a context's prefix KV cache
  *   generation  rmlp_generate_*: decoding on a context with a prefix cache
@@ -493,6 +493,30 @@ typedef rmlp_status (*rmlp_attention_fn)(void *user_data, const struct rmlp_atte
 
 // How `rmlp_pool` turns a sequence's rows into one vector.
 typedef int32_t rmlp_pooling;
+
+// Where a CPU context's whole forwards (`rmlp_forward`, `rmlp_forward_compact`, with or without a
+// prefix cache) spent their time, by phase, as `rmlp_context_cpu_profile` measured it: wall-clock
+// milliseconds summed over the forwards measured since the previous read. The phases need not add
+// up to `total_ms`: the rest is the output's finite check and a cache's copies.
+// An output struct versioned by `struct_size`, like `rmlp_gpu_stats`.
+typedef struct rmlp_cpu_profile {
+  uint32_t struct_size;
+  // Whether the context runs on the CPU (false for CUDA: every other field is zero).
+  bool cpu;
+  // The forwards measured.
+  uint64_t forwards;
+  // Their whole time.
+  double total_ms;
+  // The linear layers (the GEMMs).
+  double gemm_ms;
+  // Attention, built-in or the host's callback.
+  double attention_ms;
+  // Norms, RoPE, the SwiGLU product, residual adds.
+  double elementwise_ms;
+  // Embedding rows, the scatter to the batch rows and the gather back (full space), the cache's
+  // slots.
+  double gather_ms;
+} rmlp_cpu_profile;
 
 // What a context's prefix cache did since its creation (`rmlp_context_cache_stats`). Tokens are
 // compact rows: a batch's distinct (token, position) paths.
@@ -1001,6 +1025,13 @@ extern rmlp_status rmlp_score_pair(struct rmlp_context *context, const void *hid
 // `rmlp_score_pair` at each sequence's last row of compact hidden states (read through
 // the plan's `scatter`): `logits` (n_seqs, 2), `prob_a` (n_seqs), host memory.
 extern rmlp_status rmlp_score_pair_compact(struct rmlp_context *context, const struct rmlp_plan *plan, const void *hidden, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
+
+// Reads what a CPU context's forwards measured since the previous call into `out` (NULL: not
+// read; else set `out->struct_size` first), starts the next count from zero, and sets whether
+// the forwards from now on are measured (`measure`; off in a new context). Off, a forward
+// reads no clock; on, it reads the clock at each phase boundary (a few hundred times per
+// forward). A CUDA context measures nothing: `cpu = false` and zeros.
+extern rmlp_status rmlp_context_cpu_profile(struct rmlp_context *context, bool measure, struct rmlp_cpu_profile *out);
 
 // Embeds the plan's compact ids: `hidden` (n_compact_padded, hidden_size). Checks every id
 // against vocab_size and every position against max_position_embeddings.

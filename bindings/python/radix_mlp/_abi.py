@@ -184,6 +184,11 @@ class rmlp_context_params(ctypes.Structure):
     ]
 
 
+class rmlp_cpu_profile(ctypes.Structure):
+    _fields_ = [("struct_size", c_uint32), ("cpu", c_bool), ("forwards", c_uint64)] + [
+        (name, c_double) for name in ("total_ms", "gemm_ms", "attention_ms", "elementwise_ms", "gather_ms")]
+
+
 class rmlp_cache_stats(ctypes.Structure):
     _fields_ = [(name, c_uint64) for name in (
         "batches", "bypassed", "lookups", "hit_tokens", "computed_tokens", "evicted_tokens", "slots", "slots_used",
@@ -309,6 +314,7 @@ STRUCT_SIZES = {
     "rmlp_plan": 136,
     "rmlp_attention_args": 152,
     "rmlp_context_params": 24,
+    "rmlp_cpu_profile": 56,
     "rmlp_cache_stats": 88,
     "rmlp_gpu_stats": 576,
     "rmlp_weight_binding": 40,
@@ -354,6 +360,7 @@ PROTOTYPES = {
     "rmlp_context_default_params": (rmlp_context_params, []),
     "rmlp_context_cache_stats": (rmlp_status, [_handle, POINTER(rmlp_cache_stats)]),
     "rmlp_context_gpu_stats": (rmlp_status, [_handle, POINTER(rmlp_gpu_stats)]),
+    "rmlp_context_cpu_profile": (rmlp_status, [_handle, c_bool, POINTER(rmlp_cpu_profile)]),
     "rmlp_context_cache_clear": (rmlp_status, [_handle]),
     "rmlp_context_create_with_params": (rmlp_status, [_handle, c_size_t, POINTER(rmlp_context_params), _handle_p]),
     "rmlp_context_free": (None, [_handle]),

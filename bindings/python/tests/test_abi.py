@@ -15,7 +15,7 @@ from radix_mlp import _abi
 from conftest import HEADER, HERE
 
 STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args",
-           "rmlp_context_params", "rmlp_cache_stats", "rmlp_gpu_stats", "rmlp_generate_params", "rmlp_generate_stats",
+           "rmlp_context_params", "rmlp_cpu_profile", "rmlp_cache_stats", "rmlp_gpu_stats", "rmlp_generate_params", "rmlp_generate_stats",
            "rmlp_batcher_params", "rmlp_batch", "rmlp_route_params"]
 
 # Offsets of selected fields, as a C program compiled against ffi/include/radix_mlp.h printed

@@ -1,6 +1,6 @@
 //! Contexts: the workspace of one thread (or stream) on a model, sized at creation so that the calls
 //! through it never allocate; the whole forward of a batch, in full or compact space, and its
-//! read-outs (pooling, reranker scores).
+//! read-outs (pooling, reranker scores); where a CPU context's forwards spend their time.
 use core::ffi::c_void;
 
 use crate::{rmlp_attention_fn, rmlp_attention_space, rmlp_gpu_attention, rmlp_model, rmlp_plan, rmlp_status};
@@ -48,6 +48,32 @@ pub struct rmlp_context_params {
     /// `RMLP_ERR_INVALID_ARGUMENT`: it cannot apply) and reads no `RADIX_MLP_GPU_*` variable.
     /// Added in 0.2 after `cache_bytes`: a struct of 16 bytes (without it) gets the default.
     pub gpu_attention: rmlp_gpu_attention,
+}
+
+/// Where a CPU context's whole forwards (`rmlp_forward`, `rmlp_forward_compact`, with or without a
+/// prefix cache) spent their time, by phase, as `rmlp_context_cpu_profile` measured it: wall-clock
+/// milliseconds summed over the forwards measured since the previous read. The phases need not add
+/// up to `total_ms`: the rest is the output's finite check and a cache's copies.
+/// An output struct versioned by `struct_size`, like `rmlp_gpu_stats`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct rmlp_cpu_profile {
+    pub struct_size: u32,
+    /// Whether the context runs on the CPU (false for CUDA: every other field is zero).
+    pub cpu: bool,
+    /// The forwards measured.
+    pub forwards: u64,
+    /// Their whole time.
+    pub total_ms: f64,
+    /// The linear layers (the GEMMs).
+    pub gemm_ms: f64,
+    /// Attention, built-in or the host's callback.
+    pub attention_ms: f64,
+    /// Norms, RoPE, the SwiGLU product, residual adds.
+    pub elementwise_ms: f64,
+    /// Embedding rows, the scatter to the batch rows and the gather back (full space), the cache's
+    /// slots.
+    pub gather_ms: f64,
 }
 
 #[allow(improper_ctypes)] // rmlp_context and rmlp_model are opaque: only pointers cross the ABI
@@ -200,4 +226,11 @@ extern "C" {
         logits: *mut f32,
         prob_a: *mut f32,
     ) -> rmlp_status;
+    /// Reads what a CPU context's forwards measured since the previous call into `out` (NULL: not
+    /// read; else set `out->struct_size` first), starts the next count from zero, and sets whether
+    /// the forwards from now on are measured (`measure`; off in a new context). Off, a forward
+    /// reads no clock; on, it reads the clock at each phase boundary (a few hundred times per
+    /// forward). A CUDA context measures nothing: `cpu = false` and zeros.
+    pub fn rmlp_context_cpu_profile(context: *mut rmlp_context, measure: bool, out: *mut rmlp_cpu_profile)
+        -> rmlp_status;
 }

@@ -89,6 +89,12 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_gpu_stats, nonfinite_row), 568);
     assert_eq!(offset_of!(rmlp_gpu_stats, nonfinite_col), 572);
 
+    assert_eq!((size_of::<rmlp_cpu_profile>(), align_of::<rmlp_cpu_profile>()), (56, 8));
+    assert_eq!(offset_of!(rmlp_cpu_profile, cpu), 4);
+    assert_eq!(offset_of!(rmlp_cpu_profile, forwards), 8);
+    assert_eq!(offset_of!(rmlp_cpu_profile, total_ms), 16);
+    assert_eq!(offset_of!(rmlp_cpu_profile, gather_ms), 48);
+
     assert_eq!((size_of::<rmlp_cache_stats>(), align_of::<rmlp_cache_stats>()), (88, 8));
     assert_eq!(offset_of!(rmlp_cache_stats, batches), 0);
     assert_eq!(offset_of!(rmlp_cache_stats, bypassed), 8);

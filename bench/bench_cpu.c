@@ -1,0 +1,168 @@
+/*
+ * bench_cpu.c: a case of `radixmlp bench` on the CPU (bench_cpu.h). Each forward runs with the
+ * library's profile on, so a mode's line says where its time went: GEMMs, attention, elementwise
+ * work (norms, RoPE, SwiGLU, residual adds), gathers and scatters (embedding rows, the batch rows
+ * of full-space attention), the rest of the forward (its finite check), and the plan's build.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "bench_cpu.h"
+#include "bench_dump.h"
+#include "tools/cli.h"
+
+enum { OFF, ON, COMPACT, MODES };
+static const char *const MODE_NAMES[MODES] = {"off", "on", "compact"};
+
+typedef struct run_result {
+    double ms, plan_us;
+    rmlp_cpu_profile profile; /* of the fastest forward */
+    rmlp_plan plan;
+} run_result;
+
+/* One plan and forward (attention in full space, or with `compact` the whole forward in compact
+ * space, out then holding compact rows), the built-in attention; with repeats, the fastest
+ * forward is kept with its profile. */
+static int run_once(rmlp_planner *planner, rmlp_context *ctx, const workload *w, double threshold, bool compact,
+                    float *out, run_result *r) {
+    rmlp_plan_params params = rmlp_plan_default_params();
+    params.threshold = threshold;
+    rmlp_cpu_profile profile = {.struct_size = sizeof profile};
+    if (rmlp_plan_build(planner, w->input_ids, w->position_ids, w->n_tokens, w->cu_seqlens, w->n_seqs, &params,
+                        &r->plan) != RMLP_OK ||
+        rmlp_context_cpu_profile(ctx, true, NULL) != RMLP_OK)
+        return -1;
+    double start = cli_now_ms();
+    if ((compact ? rmlp_forward_compact(ctx, &r->plan, NULL, NULL, out) : rmlp_forward(ctx, &r->plan, NULL, NULL, out)) !=
+        RMLP_OK)
+        return -1;
+    double ms = cli_now_ms() - start;
+    if (rmlp_context_cpu_profile(ctx, false, &profile) != RMLP_OK) return -1;
+    if (r->ms > 0.0 && r->ms <= ms) return 0;
+    r->ms = ms;
+    r->plan_us = r->plan.build_us;
+    r->profile = profile;
+    return 0;
+}
+
+/* Pools the on run's output for the dump (host f32). */
+static int pool_for_dump(const float *out, const workload *w, uint32_t hidden, float *last, float *mean) {
+    return rmlp_pool(out, w->n_tokens, hidden, w->cu_seqlens, w->n_seqs, RMLP_POOLING_LAST, false, last) == RMLP_OK &&
+                   rmlp_pool(out, w->n_tokens, hidden, w->cu_seqlens, w->n_seqs, RMLP_POOLING_MEAN, false, mean) ==
+                       RMLP_OK
+               ? 0
+               : -1;
+}
+
+/* The rest of a forward: its time less its phases. */
+static double other_ms(const rmlp_cpu_profile *p) {
+    return p->total_ms - p->gemm_ms - p->attention_ms - p->elementwise_ms - p->gather_ms;
+}
+
+static void print_profile_json(const run_result r[MODES]) {
+    for (int m = 0; m < MODES; m++) {
+        const rmlp_cpu_profile *p = &r[m].profile;
+        printf(", \"gemm_ms_%s\": %.2f, \"elementwise_ms_%s\": %.2f, \"gather_ms_%s\": %.2f, \"other_ms_%s\": %.2f, "
+               "\"plan_us_%s\": %.1f",
+               MODE_NAMES[m], p->gemm_ms, MODE_NAMES[m], p->elementwise_ms, MODE_NAMES[m], p->gather_ms, MODE_NAMES[m],
+               other_ms(p), MODE_NAMES[m], r[m].plan_us);
+    }
+}
+
+static void print_profile_text(const run_result r[MODES]) {
+    for (int m = 0; m < MODES; m++) {
+        const rmlp_cpu_profile *p = &r[m].profile;
+        double t = p->total_ms > 0.0 ? p->total_ms : 1.0;
+        printf("  %-8s forward %9.1f ms: gemm %8.1f (%4.1f%%)  attention %8.1f (%4.1f%%)  elementwise %8.1f (%4.1f%%)  "
+               "gather %7.1f (%4.1f%%)  other %6.1f  plan %8.3f ms\n",
+               MODE_NAMES[m], p->total_ms, p->gemm_ms, 100.0 * p->gemm_ms / t, p->attention_ms,
+               100.0 * p->attention_ms / t, p->elementwise_ms, 100.0 * p->elementwise_ms / t, p->gather_ms,
+               100.0 * p->gather_ms / t, other_ms(p), r[m].plan_us / 1e3);
+    }
+}
+
+void bench_cpu_print_header(const bench_args *a) {
+    if (a->json) return;
+    printf("# cpu, %u threads; ms: the fastest of %lu runs of each mode, alternating; below each case where that "
+           "forward's time went (rmlp_context_cpu_profile) and the plan's build\n",
+           rmlp_cpu_threads(), a->repeat);
+    printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
+           "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
+}
+
+/* max |off - on| over the batch rows, and max |off - compact| reading compact rows through scatter. */
+static void max_diffs(const float *off, const float *on, const float *compact, const uint32_t *scatter, size_t rows,
+                      size_t hsz, double *diff, double *diff_compact) {
+    *diff = *diff_compact = 0.0;
+    for (size_t i = 0; i < rows * hsz; i++) {
+        double d = fabs((double)off[i] - on[i]);
+        double dc = fabs((double)off[i] - compact[(size_t)scatter[i / hsz] * hsz + i % hsz]);
+        *diff = isnan(d) ? INFINITY : (d > *diff ? d : *diff);
+        *diff_compact = isnan(dc) ? INFINITY : (dc > *diff_compact ? dc : *diff_compact);
+    }
+}
+
+int bench_cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_config *cfg, const char *name,
+                   double threshold, const workload *w, FILE *dump) {
+    rmlp_context *ctx = NULL;
+    rmlp_planner *planner = NULL;
+    size_t hsz = cfg->hidden_size, pooled = dump ? w->n_seqs * hsz : 0;
+    float *out_off = malloc(w->n_tokens * hsz * sizeof(float));
+    float *out_on = malloc(w->n_tokens * hsz * sizeof(float));
+    float *out_compact = malloc((w->n_tokens + RMLP_MAX_PAD_MULTIPLE) * hsz * sizeof(float));
+    float *last = dump ? malloc(2 * pooled * sizeof(float)) : NULL;
+    run_result r[MODES] = {{0}};
+    int rc = out_off && out_on && out_compact && (!dump || last) &&
+                     rmlp_context_create(model, w->n_tokens, &ctx) == RMLP_OK &&
+                     rmlp_planner_create(&planner) == RMLP_OK
+                 ? 0
+                 : 1;
+    /* Off, on and on with compact attention alternate, so a slow spell of a shared machine hits
+     * all alike. The compact run's plan is built last, so it stays the planner's current one. */
+    for (unsigned long rep = 0; rc == 0 && rep < a->repeat; rep++)
+        rc = run_once(planner, ctx, w, 0.0, false, out_off, &r[OFF]) == 0 &&
+                     run_once(planner, ctx, w, threshold, false, out_on, &r[ON]) == 0 &&
+                     run_once(planner, ctx, w, threshold, true, out_compact, &r[COMPACT]) == 0
+                 ? 0
+                 : 1;
+    if (rc == 0 && dump) rc = pool_for_dump(out_on, w, cfg->hidden_size, last, last + pooled) == 0 ? 0 : 1;
+    if (rc != 0) {
+        fprintf(stderr, "radixmlp: %s: %s\n", name, rmlp_last_error());
+    } else {
+        double diff, diff_compact;
+        max_diffs(out_off, out_on, out_compact, r[COMPACT].plan.scatter, w->n_tokens, hsz, &diff, &diff_compact);
+        const rmlp_plan *on = &r[ON].plan;
+        double f = 1.0 - r[OFF].profile.attention_ms / r[OFF].ms, ratio = (double)w->n_tokens / on->n_compact;
+        double predicted = 1.0 / ((1.0 - f) + f / ratio), speedup = r[OFF].ms / r[ON].ms;
+        double speedup_compact = r[OFF].ms / r[COMPACT].ms;
+        if (a->json) {
+            printf("{\"case\": \"%s\", \"threads\": %u, \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
+                   "\"use_radix\": %s, \"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"ms_compact\": %.2f, "
+                   "\"plan_us\": %.1f, \"speedup\": %.3f, \"speedup_compact\": %.3f, \"attention_ms_off\": %.2f, "
+                   "\"attention_ms_on\": %.2f, \"attention_ms_compact\": %.2f, \"f_position_wise\": %.4f, "
+                   "\"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g, \"max_abs_diff_compact\": %.3g",
+                   name, rmlp_cpu_threads(), w->n_seqs, w->n_tokens, on->n_compact, on->use_radix ? "true" : "false",
+                   a->layers, r[OFF].ms, r[ON].ms, r[COMPACT].ms, r[ON].plan_us, speedup, speedup_compact,
+                   r[OFF].profile.attention_ms, r[ON].profile.attention_ms, r[COMPACT].profile.attention_ms, f,
+                   predicted, diff, diff_compact);
+            print_profile_json(r);
+            printf("}\n");
+        } else {
+            printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %10.1f %7.2fx %7.2fx %8.2fx %11.3g %11.3g\n", name, w->n_tokens,
+                   on->n_compact, (double)on->n_compact / w->n_tokens, r[OFF].ms, r[ON].ms, r[COMPACT].ms, speedup,
+                   speedup_compact, predicted, diff, diff_compact);
+            print_profile_text(r);
+        }
+        rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1; /* a full disk stops the bench */
+        if (rc == 0 && dump) {
+            bench_dump_row row = {name, "cpu", "f32", "min", a->layers, cfg->hidden_size, on->n_compact,
+                                  r[OFF].ms, r[ON].ms, last, last + pooled};
+            rc = bench_dump_write(dump, a->dump_path, w, &row) == 0 ? 0 : 1;
+        }
+    }
+    free(out_off), free(out_on), free(out_compact), free(last);
+    rmlp_planner_free(planner);
+    rmlp_context_free(ctx);
+    return rc;
+}

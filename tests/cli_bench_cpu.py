@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""cli_bench_cpu.py: `radixmlp bench` on the CPU says where each mode's time went. One small case,
+one layer, --json: per mode (off, on, compact) the forward's GEMM, attention, elementwise, gather
+and other time, which are non-negative and add up to that mode's forward time within the clock's
+reach, the plan's build time, and outputs of the three modes that agree. The text table prints the
+same breakdown under the case.
+
+    python3 tests/cli_bench_cpu.py BUILD/radixmlp
+"""
+import json
+import sys
+
+from cli_check import check, radixmlp, summary
+
+
+
+def bench(exe, *args):
+    return radixmlp(exe, "bench", "--case", "b32_p128_s32", "--layers", "1", "--repeat", "1", *args)
+
+
+def main():
+    exe = sys.argv[1]
+    r = bench(exe, "--json")
+    check(r.returncode == 0, "bench --json: exit %d, stderr %r" % (r.returncode, r.stderr))
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    check(len(rows) == 1, "one case, one row: %r" % r.stdout)
+    for row in rows:
+        for mode in ("off", "on", "compact"):
+            parts = [row["%s_ms_%s" % (p, mode)] for p in ("gemm", "attention", "elementwise", "gather", "other")]
+            check(all(p >= -0.01 for p in parts[:4]) and row["gemm_ms_" + mode] > 0 and row["attention_ms_" + mode] > 0,
+                  "%s: a phase without time or negative: %r" % (mode, parts))
+            # the forward's own clock (total) sits inside the bench's wall clock around the call
+            total = sum(parts)
+            check(total <= row["ms_" + mode] + 0.05 and total >= 0.5 * row["ms_" + mode],
+                  "%s: phases add up to %.2f ms, the forward took %.2f ms" % (mode, total, row["ms_" + mode]))
+            check(row["plan_us_" + mode] > 0, "%s: plan build time %r" % (mode, row["plan_us_" + mode]))
+        check(row["max_abs_diff"] < 1e-4 and row["max_abs_diff_compact"] < 1e-4,
+              "off vs on / compact: %g / %g" % (row["max_abs_diff"], row["max_abs_diff_compact"]))
+        check(row["n_compact"] < row["n_tokens"] and row["use_radix"], "a shared prefix: %r" % row)
+    r = bench(exe)
+    lines = r.stdout.splitlines()
+    check(r.returncode == 0 and any(l.strip().startswith("off ") and "gemm" in l and "attention" in l for l in lines)
+          and any(l.strip().startswith("compact ") for l in lines), "the text table's breakdown: %r" % r.stdout)
+    return summary("cli_bench_cpu")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
