@@ -1,11 +1,15 @@
 /*
  * backend.c: the CPU's backend table (common/backend.h) over runner.h and layer.h, and the CPU's
- * models (fp32 weights) and contexts (a workspace). Every device-dependent step of the entry points
+ * models (fp32 weights) and contexts (a workspace and its threads). Every device-dependent step of the entry points
  * lands here for a CPU model: the per-layer calls, whole and cached forwards (their output checked
  * to be finite), a generation session's steps, the read-outs. The CPU has no stream, reads the
  * host's plan and keeps the prefix cache's slots in the cache itself.
  */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cache/kv_cache.h"
 #include "common/alloc.h"
@@ -40,9 +44,17 @@ rmlp_status cpu_context_create(const char *fn, const model_weights *weights, con
     (*out)->config = config, (*out)->weights = weights;
     const char *failed_name = NULL;
     size_t failed_bytes = 0;
-    if (cpu_workspace_alloc(&(*out)->ws, config, max_tokens, max_compact, &failed_name, &failed_bytes) != 0) {
+    int thread_error = 0;
+    if (cpu_workspace_alloc(&(*out)->ws, config, max_tokens, max_compact, &failed_name, &failed_bytes,
+                            &thread_error) != 0) {
         free(*out);
         *out = NULL;
+        if (failed_bytes == 0) { /* the threads */
+            char why[128] = "out of memory";
+            if (thread_error != ENOMEM) strerror_r(thread_error, why, sizeof why);
+            return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "starting the context's %u CPU threads failed: %s "
+                             "(rmlp_set_cpu_threads sets how many; 1 starts none)", rmlp_cpu_threads(), why);
+        }
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the workspace's %s buffer (%zu bytes) for %zu "
                          "tokens failed", failed_name, failed_bytes, max_tokens);
     }
@@ -158,7 +170,7 @@ static rmlp_status final_norm(const char *fn, void *ctx, const rmlp_plan *plan, 
     (void)fn;
     cpu_context *c = ctx;
     if (compact)
-        cpu_final_norm_compact(c->config, c->weights, plan, hidden, out);
+        cpu_final_norm_compact(c->config, c->weights, &c->ws, plan, hidden, out);
     else
         cpu_final_norm(c->config, c->weights, &c->ws, plan, hidden, out);
     return RMLP_OK;
@@ -168,14 +180,14 @@ static rmlp_status attention(const char *fn, void *ctx, const rmlp_attention_arg
     (void)fn;
     cpu_context *c = ctx;
     if (!compact) {
-        cpu_attention(args->q, args->k, args->v, args->cu_seqlens, args->n_seqs, args->n_heads, args->n_kv_heads,
-                      args->head_dim, args->scale, c->ws.scores, args->out);
+        cpu_attend_full(&c->ws, args->q, args->k, args->v, args->cu_seqlens, args->n_seqs, args->n_heads,
+                        args->n_kv_heads, args->head_dim, args->scale, args->out);
         return RMLP_OK;
     }
     size_t qd = (size_t)args->n_heads * args->head_dim, kvd = (size_t)args->n_kv_heads * args->head_dim;
     cpu_attention_rows rows = {args->q, args->k, args->v, args->out, qd, kvd, kvd, qd, 0};
-    cpu_compact_attention(&rows, args->qo_indptr, args->kv_indptr, args->kv_indices, args->n_seqs, args->n_heads,
-                          args->n_kv_heads, args->head_dim, args->scale, c->ws.scores);
+    cpu_attend_compact(&c->ws, &rows, args->qo_indptr, args->kv_indptr, args->kv_indices, args->n_seqs, args->n_heads,
+                       args->n_kv_heads, args->head_dim, args->scale);
     return RMLP_OK;
 }
 

@@ -30,6 +30,7 @@ void cpu_cached_rows_run(cpu_context *ctx, kv_cache *c, const rmlp_plan *rows, c
     size_t nkv = cfg->num_key_value_heads, hd = cfg->head_dim;
     size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, width = qd + 2 * kvd;
     cpu_profile *prof = &ws->profile;
+    cpu_rope_begin(cfg, ws, rows);
     cpu_embed(cfg, w, rows, ws->hidden);
     cpu_profile_mark(prof, CPU_PHASE_GATHER);
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
@@ -44,8 +45,9 @@ void cpu_cached_rows_run(cpu_context *ctx, kv_cache *c, const rmlp_plan *rows, c
         cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
         cpu_post_attention_compact(cfg, lw, ws, rows, ws->attn_c, ws->hidden);
     }
-    cpu_final_norm_compact(cfg, w, rows, ws->hidden, ws->proj);
+    cpu_final_norm_compact(cfg, w, ws, rows, ws->hidden, ws->proj);
     cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     put_rows(c->hidden, hsz, slots, ws->proj, hsz, n, hsz);
     cpu_profile_mark(prof, CPU_PHASE_GATHER);
+    cpu_rope_end(ws);
 }

@@ -57,6 +57,13 @@ static rmlp_attention_args attention_args(const rmlp_model_config *cfg, const rm
     return args;
 }
 
+/* Every way out of a whole forward: RoPE's table released, the profile's forward ended. */
+static rmlp_status forward_end(cpu_workspace *ws, rmlp_status status) {
+    cpu_rope_end(ws);
+    cpu_profile_end(&ws->profile);
+    return status;
+}
+
 /* The CPU forward: embedding, layers, final norm into out (batch rows, or compact rows). */
 rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan, rmlp_attention_space space,
                         rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
@@ -72,6 +79,7 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
     cpu_attention_rows fused = {ws->qkv, ws->qkv + qd, ws->qkv + qd + kvd, ws->attn_c, width, width, width, qd, 0};
     cpu_profile *prof = &ws->profile;
     cpu_profile_begin(prof);
+    cpu_rope_begin(cfg, ws, plan);
     cpu_embed(cfg, w, plan, ws->hidden);
     cpu_profile_mark(prof, CPU_PHASE_GATHER);
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
@@ -81,35 +89,34 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
             cpu_pre_attention(cfg, lw, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
             if (attention != NULL) {
                 rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
-                if (status != RMLP_OK) return cpu_profile_end(prof), status;
+                if (status != RMLP_OK) return forward_end(ws, status);
             } else {
-                cpu_attention(ws->q, ws->k, ws->v, plan->cu_seqlens, plan->n_seqs, args.n_heads, args.n_kv_heads,
-                              args.head_dim, args.scale, ws->scores, ws->attn);
+                cpu_attend_full(ws, ws->q, ws->k, ws->v, plan->cu_seqlens, plan->n_seqs, args.n_heads,
+                                args.n_kv_heads, args.head_dim, args.scale, ws->attn);
             }
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
         } else if (attention != NULL) {
             cpu_pre_attention_compact(cfg, lw, ws, plan, ws->hidden, plan->n_compact, ws->q, ws->k, ws->v);
             rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
-            if (status != RMLP_OK) return cpu_profile_end(prof), status;
+            if (status != RMLP_OK) return forward_end(ws, status);
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         } else {
             cpu_project_qkv(cfg, lw, ws, plan, ws->hidden);
-            cpu_compact_attention(&fused, plan->qo_indptr, plan->cu_seqlens, plan->scatter, plan->n_seqs,
-                                  args.n_heads, args.n_kv_heads, args.head_dim, args.scale, ws->scores);
+            cpu_attend_compact(ws, &fused, plan->qo_indptr, plan->cu_seqlens, plan->scatter, plan->n_seqs,
+                               args.n_heads, args.n_kv_heads, args.head_dim, args.scale);
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         }
     }
     if (compact_out) {
-        cpu_final_norm_compact(cfg, w, plan, ws->hidden, out);
+        cpu_final_norm_compact(cfg, w, ws, plan, ws->hidden, out);
         cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     } else {
         cpu_final_norm(cfg, w, ws, plan, ws->hidden, out);
     }
-    cpu_profile_end(prof);
-    return RMLP_OK;
+    return forward_end(ws, RMLP_OK);
 }
 
 /* The compact attention of a cached batch's computed rows over their paths' slots. */
@@ -117,15 +124,15 @@ typedef struct cached_batch_attention {
     const rmlp_model_config *cfg;
     const rmlp_plan *plan;
     const kv_cache *cache;
-    float *scores;
+    cpu_workspace *ws;
 } cached_batch_attention;
 
 static void attend_paths(void *arg, const cpu_attention_rows *rows) {
     const cached_batch_attention *a = arg;
     const rmlp_model_config *cfg = a->cfg;
-    cpu_compact_attention(rows, a->cache->batch.cqo_indptr, a->plan->cu_seqlens, a->cache->path, a->plan->n_seqs,
-                          cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim,
-                          1.0f / sqrtf((float)cfg->head_dim), a->scores);
+    cpu_attend_compact(a->ws, rows, a->cache->batch.cqo_indptr, a->plan->cu_seqlens, a->cache->path, a->plan->n_seqs,
+                       cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim,
+                       1.0f / sqrtf((float)cfg->head_dim));
 }
 
 int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, void *out, bool compact_out) {
@@ -135,7 +142,7 @@ int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, voi
     rmlp_plan rows = *plan;
     rows.n_compact = rows.n_compact_padded = c->batch.n_computed;
     rows.compact_input_ids = c->ids, rows.compact_position_ids = c->pos;
-    cached_batch_attention attention = {ctx->config, plan, c, ctx->ws.scores};
+    cached_batch_attention attention = {ctx->config, plan, c, &ctx->ws};
     cpu_profile_begin(&ctx->ws.profile);
     if (rows.n_compact > 0) cpu_cached_rows_run(ctx, c, &rows, c->slots, attend_paths, &attention);
     kv_pool_end(c->pool, plan, &c->batch, 1);

@@ -24,7 +24,6 @@ typedef struct cpu_workspace {
     float *gu;     /* (cap_compact, 2 * intermediate) */
     float *act;    /* (cap_compact, intermediate) */
     float *proj;   /* (cap_compact, hidden) */
-    float *scores; /* attention scratch, cpu_attention_scratch_floats(cap_tokens, head_dim) */
     /* for whole forwards */
     float *hidden;    /* (cap_compact, hidden) */
     float *q, *attn;  /* (cap_tokens, q_dim) */
@@ -33,14 +32,37 @@ typedef struct cpu_workspace {
      * (NULL: the calling thread); otherwise BLAS */
     bool few_rows;
     workers *few_rows_pool;
+    /* the elementwise passes' threads (rows.h): rmlp_cpu_threads() at the context's creation, the
+     * calling thread one of them (NULL: it alone) */
+    workers *pool;
+    /* RoPE's cos and sin per compact row (cap_compact, head_dim; rows_rope_table); rope_ready
+     * while a whole forward holds them for its plan (cpu_rope_begin .. cpu_rope_end), else each
+     * cpu_project_qkv computes them for its own call */
+    float *rope_cs;
+    bool rope_ready;
+    float *flash; /* cpu_flash_attention's scratch, flash_scratch_floats per pool thread */
     cpu_profile profile; /* rmlp_context_cpu_profile's phases (profile.h) */
 } cpu_workspace;
 
-/* Returns 0, or -1 when out of memory (nothing left allocated) with the buffer that could not be
- * allocated in *failed_name and its size in *failed_bytes. */
+/* Returns 0, or -1 when out of memory or threads (nothing left allocated) with the buffer that
+ * could not be allocated in *failed_name and its size in *failed_bytes (0 for the threads: then
+ * *thread_error is pthread_create's error, or ENOMEM). */
 int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
-                        const char **failed_name, size_t *failed_bytes);
+                        const char **failed_name, size_t *failed_bytes, int *thread_error);
 void cpu_workspace_free(cpu_workspace *ws);
+
+/* A whole forward over the plan's compact rows: RoPE's angles computed once for every layer
+ * (cpu_rope_begin), until cpu_rope_end, which every way out of the forward must call. */
+void cpu_rope_begin(const rmlp_model_config *cfg, cpu_workspace *ws, const rmlp_plan *plan);
+void cpu_rope_end(cpu_workspace *ws);
+
+/* The built-in attention (the kernel each layout takes: layer.c): full space, q (rows of cu_seqlens,
+ * q_dim), k, v (kv_dim) into out (q_dim); compact space, as cpu_compact_attention. */
+void cpu_attend_full(cpu_workspace *ws, const float *q, const float *k, const float *v, const uint32_t *cu_seqlens,
+                     size_t n_seqs, size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *out);
+void cpu_attend_compact(cpu_workspace *ws, const cpu_attention_rows *rows, const uint32_t *qo_indptr,
+                        const uint32_t *kv_indptr, const uint32_t *kv_indices, size_t n_seqs, size_t n_heads,
+                        size_t n_kv_heads, size_t head_dim, float scale);
 
 /* hidden (n_compact_padded, hidden) = embedding rows of the compact ids. */
 void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan, float *hidden);
@@ -72,7 +94,7 @@ void cpu_final_norm(const rmlp_model_config *cfg, const model_weights *w, cpu_wo
                     const float *hidden, float *out);
 
 /* out (n_compact_padded, hidden) = final RMSNorm of hidden, compact rows. */
-void cpu_final_norm_compact(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan,
+void cpu_final_norm_compact(const rmlp_model_config *cfg, const model_weights *w, cpu_workspace *ws, const rmlp_plan *plan,
                             const float *hidden, float *out);
 
 #endif

@@ -8,9 +8,13 @@
  * (1e-5 relative to the largest |value|). Q/K/V are read both from separate buffers and from
  * the columns of one fused qkv buffer (the layer's layout), GQA 4:1 and 1:1, odd head dims. Also
  * the layout's invariants: a sequence's owned rows are the last rows of its path, in order.
+ * The flash-style kernel (cpu/attention_flash.h) in both layouts against the same reference (1e-5),
+ * bit for bit the same on pools of 1 and 2 threads, and its compact rows within 1e-6 of its own
+ * full-space rows.
  */
 #include <math.h>
 
+#include "cpu/attention_flash.h"
 #include "cpu/cpu_ops.h"
 #include "test_util.h"
 
@@ -28,6 +32,56 @@ static float *random_floats(uint64_t *rng, size_t n) {
     float *x = tu_xmalloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) x[i] = (float)((double)(tu_rand(rng) >> 11) * 0x1p-53 * 4.0 - 2.0);
     return x;
+}
+
+static workers *two_threads; /* a pool of 2 (the calling thread and one worker) */
+
+/* max |got - want| over rows (want row fold[j], or j with fold NULL) and the largest |want|; counts
+ * outputs that are not finite. */
+static double max_diff(const float *got, const float *want, const uint32_t *fold, size_t rows, size_t qd,
+                       double *max_ref, size_t *bad) {
+    double err = 0.0;
+    *max_ref = 0.0, *bad = 0;
+    for (size_t j = 0; j < rows; j++)
+        for (size_t d = 0; d < qd; d++) {
+            float g = got[j * qd + d], w = want[(size_t)(fold ? fold[j] : j) * qd + d];
+            if (!isfinite(g)) (*bad)++;
+            if (fabs(g - w) > err) err = fabs(g - w);
+            if (fabs(w) > *max_ref) *max_ref = fabs(w);
+        }
+    return err;
+}
+
+/* The flash kernel: full space against cpu_attention's `full`, compact against its own full space,
+ * on 1 and 2 threads (bit-identical). */
+static void check_flash(const rmlp_plan *plan, const uint32_t *qo, const cpu_attention_rows *compact,
+                        const float *q, const float *k, const float *v, const float *full, size_t nh, size_t nkv,
+                        size_t hd, float scale, const char *what) {
+    size_t nc = plan->n_compact, nt = plan->n_tokens, qd = nh * hd, kvd = nkv * hd, bad;
+    float *scratch = tu_xmalloc(2 * flash_scratch_floats(nh, nkv, hd) * 4);
+    float *ff[2] = {tu_xmalloc(nt * qd * 4), tu_xmalloc(nt * qd * 4)};
+    float *fc[2] = {tu_xmalloc((nc + 1) * qd * 4), tu_xmalloc((nc + 1) * qd * 4)};
+    cpu_attention_rows rows = {q, k, v, NULL, qd, kvd, kvd, qd, 0}, crows = *compact;
+    for (int p = 0; p < 2; p++) {
+        rows.out = ff[p], crows.out = fc[p];
+        for (size_t i = 0; i < (nc + 1) * qd; i++) fc[p][i] = NAN;
+        cpu_flash_attention(&rows, plan->cu_seqlens, plan->cu_seqlens, NULL, plan->n_seqs, nh, nkv, hd, scale,
+                            p ? two_threads : NULL, scratch);
+        cpu_flash_attention(&crows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, scale,
+                            p ? two_threads : NULL, scratch);
+    }
+    double ref, err = max_diff(ff[0], full, NULL, nt, qd, &ref, &bad);
+    CHECK(bad == 0 && err <= 1e-5 * (ref > 1 ? ref : 1), "%s: flash full space: %zu not finite, max |flash - blas| "
+          "%.3g (max %.3g)", what, bad, err, ref);
+    err = max_diff(fc[0], ff[0], plan->fold_gather, nc, qd, &ref, &bad);
+    CHECK(bad == 0 && err <= 1e-6 * (ref > 1 ? ref : 1), "%s: flash compact vs flash full: %zu not finite, max diff "
+          "%.3g (max %.3g)", what, bad, err, ref);
+    CHECK(memcmp(ff[0], ff[1], nt * qd * 4) == 0 && memcmp(fc[0], fc[1], nc * qd * 4) == 0,
+          "%s: flash on 2 threads differs from 1 thread", what);
+    size_t touched = 0;
+    for (size_t d = 0; d < qd; d++) touched += !isnan(fc[0][nc * qd + d]);
+    CHECK(touched == 0, "%s: flash wrote past the compact rows", what);
+    free(scratch), free(ff[0]), free(ff[1]), free(fc[0]), free(fc[1]);
 }
 
 static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t nkv, size_t hd, int fused,
@@ -78,6 +132,7 @@ static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t n
     size_t touched = 0;
     for (size_t d = 0; d < qd; d++) touched += !isnan(out[nc * qd + d]);
     CHECK(touched == 0, "%s: wrote past the compact rows", what);
+    check_flash(plan, qo, &rows, q, k, v, full, nh, nkv, hd, scale, what);
     if (!fused) free(qc), free(kc), free(vc);
     free(qkv), free(q), free(k), free(v), free(scratch), free(full), free(out), free(qo);
 }
@@ -89,6 +144,8 @@ int main(void) {
     };
     static const size_t heads[][3] = {{4, 1, 16}, {2, 2, 12}, {8, 2, 7}};
     uint64_t rng = 0xC0FFEE;
+    int error = 0;
+    if (!CHECK((two_threads = workers_create(2, &error)) != NULL, "pool: error %d", error)) return tu_summary();
     rmlp_planner *planner = NULL;
     if (!CHECK(rmlp_planner_create(&planner) == RMLP_OK, "planner: %s", rmlp_last_error())) return tu_summary();
     rmlp_plan_params params = tu_params(1.0, 0);
@@ -124,5 +181,6 @@ int main(void) {
             tu_batch_free(&b);
         }
     rmlp_planner_free(planner);
+    workers_destroy(two_threads);
     return tu_summary();
 }

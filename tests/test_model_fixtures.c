@@ -104,7 +104,7 @@ static void test_compact(const char *name, rmlp_model *model, rmlp_context *ctx,
     CHECK(diff <= 1e-6 * ref, "%s radix=%d: compact vs full attention differ by %.3g (max |value| %.3g)", name, radix,
           diff, ref);
     printf("%s radix=%d: compact vs full attention: %s (max abs diff %.3g)\n", name, radix,
-           diff == 0.0 ? "bit-identical" : "within 1e-6 relative", diff);
+           diff == 0.0 ? "bit-identical" : "within 2e-6 relative", diff);
     free(rows);
     if (radix) { /* read-outs through scatter: one batch suffices */
         float *pooled = tu_xmalloc(plan->n_seqs * hsz * sizeof(float));
@@ -203,9 +203,11 @@ static void test_fixture(const char *dir, const char *name) {
     }
     CHECK(plans[1].use_radix && plans[1].n_compact < b.n_tokens, "%s: the batch shares nothing", name);
     double ref = 0.0, diff = tu_max_abs_diff(out[1], out[0], n, &ref);
-    CHECK(diff <= 1e-6 * ref, "%s: radix on vs off differ by %.3g (max |value| %.3g)", name, diff, ref);
+    /* OpenBLAS's row-count-dependent kernels (docs/backends.md): measured up to 1.0e-6 of the largest
+     * value before the fused row passes (cpu/rows.h), up to 1.2e-6 after */
+    CHECK(diff <= 2e-6 * ref, "%s: radix on vs off differ by %.3g (max |value| %.3g)", name, diff, ref);
     printf("%s: N=%zu N'=%u, radix on vs off: %s (max abs diff %.3g)\n", name, b.n_tokens, plans[1].n_compact,
-           diff == 0.0 ? "bit-identical" : "within 1e-6 relative", diff);
+           diff == 0.0 ? "bit-identical" : "within 2e-6 relative", diff);
 
     CHECK(rmlp_pool(out[1], b.n_tokens, (uint32_t)hsz, b.cu, b.n_seqs, RMLP_POOLING_LAST, false, pooled) == RMLP_OK,
           "%s: pool last: %s", name, rmlp_last_error());

@@ -1,0 +1,240 @@
+/*
+ * rows.c: the fused elementwise passes of rows.h. One job per call: the rows cut into one block
+ * per pool thread (a small job runs on the calling thread alone), each block run by the kernel
+ * copy the CPU takes: AVX2 + FMA, or the baseline (x86-64), or the one portable copy elsewhere.
+ * The per-row bodies are written once, on eight-lane vectors (GCC/Clang vector extensions), and
+ * inlined into each copy.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "rows.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+/* The eight-lane helpers are always inlined: no vector crosses a call, whatever the target. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+typedef float v8 __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+#define SPLAT(c) ((v8){(c), (c), (c), (c), (c), (c), (c), (c)})
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE v8 load8(const float *p) {
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
+
+/* The lanes of a mask (-1 true, 0 false) from a, the others from b. */
+INLINE v8 select8(v8i mask, v8 a, v8 b) { return (v8)(((v8i)a & mask) | ((v8i)b & ~mask)); }
+
+/* e^x, to about 2 ulp: x clamped to [-87.3, 88.3], x = n ln2 + r with n the nearest integer
+ * (the 1.5 * 2^23 trick), e^r by a degree-6 polynomial (Cephes' expf coefficients), 2^n built
+ * in the exponent bits. */
+INLINE v8 exp8(v8 x) {
+    x = select8(x < SPLAT(-87.3f), SPLAT(-87.3f), x);
+    x = select8(x > SPLAT(88.3f), SPLAT(88.3f), x);
+    v8 n = (x * SPLAT(1.44269504088896341f) + SPLAT(12582912.0f)) - SPLAT(12582912.0f);
+    v8 r = x - n * SPLAT(0.693359375f);
+    r = r - n * SPLAT(-2.12194440e-4f);
+    v8 p = SPLAT(1.9875691500e-4f);
+    p = p * r + SPLAT(1.3981999507e-3f);
+    p = p * r + SPLAT(8.3334519073e-3f);
+    p = p * r + SPLAT(4.1665795894e-2f);
+    p = p * r + SPLAT(1.6666665459e-1f);
+    p = p * r + SPLAT(5.0000001201e-1f);
+    p = p * r * r + r + SPLAT(1.0f);
+    v8i e = (__builtin_convertvector(n, v8i) + 127) << 23;
+    return p * (v8)e;
+}
+
+/* A row's tail (dim % 8 floats) goes through the same vector code, padded with zeros. */
+INLINE v8 load_tail(const float *p, size_t n) {
+    v8 v = SPLAT(0.0f);
+    memcpy(&v, p, n * sizeof(float));
+    return v;
+}
+
+INLINE void store_tail(float *p, v8 v, size_t n) { memcpy(p, &v, n * sizeof(float)); }
+
+INLINE float sum_lanes(v8 a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+
+/* 1 / sqrt(mean of squares + eps) of x (dim). */
+INLINE float inv_rms(const float *x, size_t dim, double eps) {
+    v8 acc = SPLAT(0.0f);
+    size_t i = 0;
+    for (; i + 8 <= dim; i += 8) {
+        v8 v = load8(x + i);
+        acc += v * v;
+    }
+    if (i < dim) {
+        v8 v = load_tail(x + i, dim - i);
+        acc += v * v;
+    }
+    return 1.0f / sqrtf(sum_lanes(acc) / (float)dim + (float)eps);
+}
+
+/* out = weight * (x * inv) over dim (out may be x). */
+INLINE void scale_row(const float *x, size_t dim, const float *weight, float inv, float *out) {
+    size_t i = 0;
+    for (; i + 8 <= dim; i += 8) store8(out + i, load8(weight + i) * (load8(x + i) * SPLAT(inv)));
+    if (i < dim)
+        store_tail(out + i, load_tail(weight + i, dim - i) * (load_tail(x + i, dim - i) * SPLAT(inv)), dim - i);
+}
+
+INLINE void add_row(float *y, const float *x, size_t dim) {
+    size_t i = 0;
+    for (; i + 8 <= dim; i += 8) store8(y + i, load8(y + i) + load8(x + i));
+    for (; i < dim; i++) y[i] += x[i];
+}
+
+INLINE v8 silu_mul8(v8 g, v8 u) { return g / (SPLAT(1.0f) + exp8(-g)) * u; }
+
+INLINE void silu_mul_row(const float *gate, const float *up, size_t inter, float *out) {
+    size_t i = 0;
+    for (; i + 8 <= inter; i += 8) store8(out + i, silu_mul8(load8(gate + i), load8(up + i)));
+    if (i < inter)
+        store_tail(out + i, silu_mul8(load_tail(gate + i, inter - i), load_tail(up + i, inter - i)), inter - i);
+}
+
+/* Rotate-half RoPE of one head (head_dim = 2 * half) by a row's cos (cs) and sin (cs + half). */
+INLINE void rope_head(float *v, const float *cs, size_t half) {
+    size_t i = 0;
+    for (; i + 8 <= half; i += 8) {
+        v8 a = load8(v + i), b = load8(v + half + i), c = load8(cs + i), s = load8(cs + half + i);
+        store8(v + i, a * c - b * s);
+        store8(v + half + i, b * c + a * s);
+    }
+    for (; i < half; i++) {
+        float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
+        v[i] = a * c - b * s;
+        v[i + half] = b * c + a * s;
+    }
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------- */
+
+typedef enum job_kind { JOB_RMSNORM, JOB_ADD_RMSNORM, JOB_ADD, JOB_SILU_MUL, JOB_QK_NORM_ROPE } job_kind;
+
+typedef struct job {
+    job_kind kind;
+    size_t rows, block, dim;
+    float *y;              /* the rows written in place (hidden, qkv) */
+    const float *x;        /* the rows read (x, add, gu) */
+    float *out;            /* the rows written (out, normed) */
+    const float *weight;   /* the norm's weight (q_norm for JOB_QK_NORM_ROPE) */
+    const float *weight_k; /* k_norm */
+    const float *cs;       /* the rope table */
+    size_t n_q, n_kv, head_dim;
+    double eps;
+} job;
+
+INLINE void qk_row(const job *j, float *row, const float *cs) {
+    size_t hd = j->head_dim;
+    for (size_t h = 0; h < j->n_q + j->n_kv; h++) {
+        float *v = row + h * hd;
+        const float *w = h < j->n_q ? j->weight : j->weight_k;
+        if (w != NULL) scale_row(v, hd, w, inv_rms(v, hd, j->eps), v);
+        rope_head(v, cs, hd / 2);
+    }
+}
+
+/* Rows lo .. hi of the job: the body each kernel copy compiles. */
+INLINE void run_rows(const job *j, size_t lo, size_t hi) {
+    size_t d = j->dim;
+    for (size_t r = lo; r < hi; r++) {
+        switch (j->kind) {
+        case JOB_RMSNORM: scale_row(j->x + r * d, d, j->weight, inv_rms(j->x + r * d, d, j->eps), j->out + r * d); break;
+        case JOB_ADD_RMSNORM:
+            add_row(j->y + r * d, j->x + r * d, d);
+            scale_row(j->y + r * d, d, j->weight, inv_rms(j->y + r * d, d, j->eps), j->out + r * d);
+            break;
+        case JOB_ADD: add_row(j->y + r * d, j->x + r * d, d); break;
+        case JOB_SILU_MUL: silu_mul_row(j->x + r * 2 * d, j->x + r * 2 * d + d, d, j->out + r * d); break;
+        case JOB_QK_NORM_ROPE: qk_row(j, j->y + r * d, j->cs + r * j->head_dim); break;
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) static void run_rows_avx2(const job *j, size_t lo, size_t hi) {
+    run_rows(j, lo, hi);
+}
+#endif
+
+static void run_rows_base(const job *j, size_t lo, size_t hi) { run_rows(j, lo, hi); }
+
+static void task(void *arg, size_t t, size_t worker) {
+    (void)worker;
+    const job *j = arg;
+    size_t lo = t * j->block, hi = lo + j->block < j->rows ? lo + j->block : j->rows;
+    if (lo >= hi) return;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        run_rows_avx2(j, lo, hi);
+        return;
+    }
+#endif
+    run_rows_base(j, lo, hi);
+}
+
+/* Below this many floats a job runs on the calling thread: waking the pool costs more. */
+#define ROWS_MIN_PARALLEL 16384
+
+static void run(workers *pool, job *j) {
+    size_t n = j->rows * j->dim < ROWS_MIN_PARALLEL ? 1 : workers_count(pool);
+    if (n > j->rows) n = j->rows;
+    if (n == 0) return;
+    j->block = (j->rows + n - 1) / n;
+    workers_run(n > 1 ? pool : NULL, n, task, j);
+}
+
+/* ---- rows.h ------------------------------------------------------------------------------------ */
+
+void rows_rope_table(workers *pool, const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs) {
+    (void)pool; /* sin and cos of rows * head_dim / 2 angles: once per forward, not worth the pool */
+    size_t half = head_dim / 2;
+    for (size_t r = 0; r < rows; r++) {
+        float pos = (float)positions[r];
+        for (size_t i = 0; i < half; i++) { /* cpu_rope's arithmetic, so the same angles */
+            float inv_freq = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
+            float angle = pos * inv_freq;
+            cs[r * head_dim + i] = cosf(angle);
+            cs[r * head_dim + half + i] = sinf(angle);
+        }
+    }
+}
+
+void rows_rmsnorm(workers *pool, const float *x, size_t rows, size_t dim, const float *weight, double eps,
+                  float *out) {
+    job j = {.kind = JOB_RMSNORM, .rows = rows, .dim = dim, .x = x, .out = out, .weight = weight, .eps = eps};
+    run(pool, &j);
+}
+
+void rows_add_rmsnorm(workers *pool, float *hidden, const float *add, size_t rows, size_t dim, const float *weight,
+                      double eps, float *normed) {
+    job j = {.kind = JOB_ADD_RMSNORM, .rows = rows, .dim = dim, .y = hidden, .x = add, .out = normed,
+             .weight = weight, .eps = eps};
+    run(pool, &j);
+}
+
+void rows_add(workers *pool, float *y, const float *x, size_t rows, size_t dim) {
+    job j = {.kind = JOB_ADD, .rows = rows, .dim = dim, .y = y, .x = x};
+    run(pool, &j);
+}
+
+void rows_silu_mul(workers *pool, const float *gu, size_t rows, size_t inter, float *out) {
+    job j = {.kind = JOB_SILU_MUL, .rows = rows, .dim = inter, .x = gu, .out = out};
+    run(pool, &j);
+}
+
+void rows_qk_norm_rope(workers *pool, float *qkv, size_t rows, size_t width, size_t n_q, size_t n_kv,
+                       size_t head_dim, const float *q_norm, const float *k_norm, double eps, const float *cs) {
+    job j = {.kind = JOB_QK_NORM_ROPE, .rows = rows, .dim = width, .y = qkv, .weight = q_norm, .weight_k = k_norm,
+             .cs = cs, .n_q = n_q, .n_kv = n_kv, .head_dim = head_dim, .eps = eps};
+    run(pool, &j);
+}

@@ -1,0 +1,43 @@
+/*
+ * rows.h: the elementwise passes of a layer on the CPU, fused to one pass over each row and run
+ * in row blocks on a context's pool (workers.h; NULL: the calling thread). Each row's result
+ * depends only on that row, never on the split, so radix off and on agree bit for bit, and a
+ * result is the same for any thread count. Eight-lane vector code, compiled for AVX2 + FMA on
+ * x86-64 CPUs that have it and for the baseline otherwise (picked once, at first use).
+ * The scalar kernels of cpu_ops.h (elementwise.c) are the reference they are tested against
+ * (test_rows: within 4 ulp-scale relative error; the exp here is a degree-6 polynomial).
+ */
+#ifndef RMLP_CPU_ROWS_H
+#define RMLP_CPU_ROWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "workers.h"
+
+/* cs (rows, head_dim): per row, cos of the rotary angles at [0, head_dim/2) and their sin at
+ * [head_dim/2, head_dim), for the row's position: the angles of cpu_rope, computed once per
+ * forward instead of once per layer and head. */
+void rows_rope_table(workers *pool, const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs);
+
+/* out (rows, dim) = RMSNorm of x (rows, dim) with weight. */
+void rows_rmsnorm(workers *pool, const float *x, size_t rows, size_t dim, const float *weight, double eps,
+                  float *out);
+
+/* hidden (rows, dim) += add (rows, dim); normed (rows, dim) = RMSNorm of the sum with weight. */
+void rows_add_rmsnorm(workers *pool, float *hidden, const float *add, size_t rows, size_t dim, const float *weight,
+                      double eps, float *normed);
+
+/* y (rows, dim) += x (rows, dim). */
+void rows_add(workers *pool, float *y, const float *x, size_t rows, size_t dim);
+
+/* out (rows, inter) = SiLU(gate) * up, gu (rows, 2 * inter) holding gate then up per row. */
+void rows_silu_mul(workers *pool, const float *gu, size_t rows, size_t inter, float *out);
+
+/* In qkv (rows, width), the n_q query heads from column 0 and the n_kv key heads after them, each
+ * head_dim wide: per-head RMSNorm with q_norm / k_norm (both NULL: none), then rotate-half RoPE
+ * from cs (rows_rope_table). */
+void rows_qk_norm_rope(workers *pool, float *qkv, size_t rows, size_t width, size_t n_q, size_t n_kv,
+                       size_t head_dim, const float *q_norm, const float *k_norm, double eps, const float *cs);
+
+#endif
