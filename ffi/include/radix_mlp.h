@@ -933,6 +933,9 @@ extern rmlp_status rmlp_model_load_report(const struct rmlp_model *model, const 
 // allocates the whole device workspace (activations of a forward, the plan's maps, a 32 MiB
 // cuBLAS workspace), pinned staging for plans, a cuBLAS handle and events, so that nothing
 // after it allocates; its stream is the legacy default stream until `rmlp_context_set_stream`.
+// On the CPU it allocates the workspace and starts `rmlp_cpu_threads() - 1` threads (its
+// elementwise passes and attention; none at 1), kept until `rmlp_context_free`: a context keeps
+// the thread count it was created with.
 extern rmlp_status rmlp_context_create(const struct rmlp_model *model, size_t max_tokens, struct rmlp_context **out);
 
 // The defaults of `rmlp_context_params` (`struct_size` set, attention in full space).
