@@ -3,17 +3,14 @@
  * per pool thread (a small job runs on the calling thread alone), each block run by the kernel
  * copy the CPU takes: AVX2 + FMA, or the baseline (x86-64), or the one portable copy elsewhere.
  * The per-row bodies are written once, on eight-lane vectors (GCC/Clang vector extensions), and
- * inlined into each copy.
+ * inlined into each copy: no vector crosses a call, so the compilers' ABI warning for vectors
+ * passed without AVX is off for this file (-Wno-psabi, CMakeLists.txt).
  */
 #include <math.h>
 #include <string.h>
 
 #include "rows.h"
 
-#if defined(__GNUC__) && !defined(__clang__)
-/* The eight-lane helpers are always inlined: no vector crosses a call, whatever the target. */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 
 typedef float v8 __attribute__((vector_size(32)));
 typedef int32_t v8i __attribute__((vector_size(32)));
@@ -61,7 +58,10 @@ INLINE v8 load_tail(const float *p, size_t n) {
 
 INLINE void store_tail(float *p, v8 v, size_t n) { memcpy(p, &v, n * sizeof(float)); }
 
-INLINE float sum_lanes(v8 a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+INLINE float sum_lanes(const v8 *v) {
+    v8 a = *v;
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
 
 /* 1 / sqrt(mean of squares + eps) of x (dim). */
 INLINE float inv_rms(const float *x, size_t dim, double eps) {
@@ -75,7 +75,7 @@ INLINE float inv_rms(const float *x, size_t dim, double eps) {
         v8 v = load_tail(x + i, dim - i);
         acc += v * v;
     }
-    return 1.0f / sqrtf(sum_lanes(acc) / (float)dim + (float)eps);
+    return 1.0f / sqrtf(sum_lanes(&acc) / (float)dim + (float)eps);
 }
 
 /* out = weight * (x * inv) over dim (out may be x). */
