@@ -79,7 +79,7 @@ void cpu_workspace_free(cpu_workspace *ws) {
 }
 
 void cpu_rope_begin(const rmlp_model_config *cfg, cpu_workspace *ws, const rmlp_plan *plan) {
-    rows_rope_table(ws->pool, plan->compact_position_ids, plan->n_compact_padded, cfg->head_dim, cfg->rope_theta,
+    rows_rope_table(plan->compact_position_ids, plan->n_compact_padded, cfg->head_dim, cfg->rope_theta,
                     ws->rope_cs);
     ws->rope_ready = true;
 }
@@ -115,7 +115,7 @@ void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_
     size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
     rows_rmsnorm(ws->pool, hidden, rows, hsz, lw->input_norm, cfg->rms_norm_eps, ws->normed);
     if (!ws->rope_ready) /* a per-layer call: this call's angles */
-        rows_rope_table(ws->pool, plan->compact_position_ids, rows, hd, cfg->rope_theta, ws->rope_cs);
+        rows_rope_table(plan->compact_position_ids, rows, hd, cfg->rope_theta, ws->rope_cs);
     cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
     linear(ws, ws->normed, rows, hsz, lw->qkv, lw->qkv_bias, width, ws->qkv);
     cpu_profile_mark(&ws->profile, CPU_PHASE_GEMM);

@@ -195,8 +195,7 @@ static void run(workers *pool, job *j) {
 
 /* ---- rows.h ------------------------------------------------------------------------------------ */
 
-void rows_rope_table(workers *pool, const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs) {
-    (void)pool; /* sin and cos of rows * head_dim / 2 angles: once per forward, not worth the pool */
+void rows_rope_table(const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs) {
     size_t half = head_dim / 2;
     for (size_t r = 0; r < rows; r++) {
         float pos = (float)positions[r];

@@ -17,8 +17,8 @@
 
 /* cs (rows, head_dim): per row, cos of the rotary angles at [0, head_dim/2) and their sin at
  * [head_dim/2, head_dim), for the row's position: the angles of cpu_rope, computed once per
- * forward instead of once per layer and head. */
-void rows_rope_table(workers *pool, const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs);
+ * forward instead of once per layer and head (on the calling thread: it is that small). */
+void rows_rope_table(const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs);
 
 /* out (rows, dim) = RMSNorm of x (rows, dim) with weight. */
 void rows_rmsnorm(workers *pool, const float *x, size_t rows, size_t dim, const float *weight, double eps,

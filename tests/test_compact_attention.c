@@ -52,6 +52,13 @@ static double max_diff(const float *got, const float *want, const uint32_t *fold
     return err;
 }
 
+/* Outputs written in row nc of out (NaN before the call): the row past the compact rows. */
+static size_t written_past(const float *out, size_t nc, size_t qd) {
+    size_t touched = 0;
+    for (size_t d = 0; d < qd; d++) touched += !isnan(out[nc * qd + d]);
+    return touched;
+}
+
 /* The flash kernel: full space against cpu_attention's `full`, compact against its own full space,
  * on 1 and 2 threads (bit-identical). */
 static void check_flash(const rmlp_plan *plan, const uint32_t *qo, const cpu_attention_rows *compact,
@@ -78,9 +85,7 @@ static void check_flash(const rmlp_plan *plan, const uint32_t *qo, const cpu_att
           "%.3g (max %.3g)", what, bad, err, ref);
     CHECK(memcmp(ff[0], ff[1], nt * qd * 4) == 0 && memcmp(fc[0], fc[1], nc * qd * 4) == 0,
           "%s: flash on 2 threads differs from 1 thread", what);
-    size_t touched = 0;
-    for (size_t d = 0; d < qd; d++) touched += !isnan(fc[0][nc * qd + d]);
-    CHECK(touched == 0, "%s: flash wrote past the compact rows", what);
+    CHECK(written_past(fc[0], nc, qd) == 0, "%s: flash wrote past the compact rows", what);
     free(scratch), free(ff[0]), free(ff[1]), free(fc[0]), free(fc[1]);
 }
 
@@ -118,20 +123,12 @@ static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t n
     for (size_t i = 0; i < (nc + 1) * qd; i++) out[i] = NAN; /* row nc: must stay untouched */
     cpu_attention_rows rows = {qc, kc, vc, out, qs, ks, ks, qd, 0};
     cpu_compact_attention(&rows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, scale, scratch);
-    double max_err = 0, max_ref = 0;
-    size_t nan = 0;
-    for (size_t j = 0; j < nc; j++)
-        for (size_t d = 0; d < qd; d++) {
-            float got = out[j * qd + d], want = full[(size_t)plan->fold_gather[j] * qd + d];
-            if (!isfinite(got)) nan++;
-            if (fabs(got - want) > max_err) max_err = fabs(got - want);
-            if (fabs(want) > max_ref) max_ref = fabs(want);
-        }
+    double max_ref;
+    size_t nan;
+    double max_err = max_diff(out, full, plan->fold_gather, nc, qd, &max_ref, &nan);
     CHECK(nan == 0 && max_err <= 1e-5 * (max_ref > 1 ? max_ref : 1),
           "%s: %zu unwritten/NaN outputs, max |compact - full| %.3g (max |full| %.3g)", what, nan, max_err, max_ref);
-    size_t touched = 0;
-    for (size_t d = 0; d < qd; d++) touched += !isnan(out[nc * qd + d]);
-    CHECK(touched == 0, "%s: wrote past the compact rows", what);
+    CHECK(written_past(out, nc, qd) == 0, "%s: wrote past the compact rows", what);
     check_flash(plan, qo, &rows, q, k, v, full, nh, nkv, hd, scale, what);
     if (!fused) free(qc), free(kc), free(vc);
     free(qkv), free(q), free(k), free(v), free(scratch), free(full), free(out), free(qo);

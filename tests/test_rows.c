@@ -93,7 +93,7 @@ static void test_qk(size_t rows, size_t n_q, size_t n_kv, size_t hd, bool norms,
     cpu_rope(want + n_q * hd, rows, width, n_kv, hd, pos, 1e6);
     for (size_t p = 0; p < 3; p++) {
         memcpy(got, qkv, n * sizeof(float));
-        rows_rope_table(pools[p], pos, rows, hd, 1e6, cs);
+        rows_rope_table(pos, rows, hd, 1e6, cs);
         rows_qk_norm_rope(pools[p], got, rows, width, n_q, n_kv, hd, qn, kn, 1e-6, cs);
         /* RoPE mixes two values: relative to the row's scale, not each element's */
         check_close(norms ? "qk norm + rope" : "rope", hd, p + 1, got, want, n, 1e-6, 1.0);
