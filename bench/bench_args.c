@@ -23,7 +23,7 @@ static const model_shape shapes[] = {
 static int usage(FILE *to) {
     fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
                 "                      [--case NAME]... [--quick] [--shape 0.6b|4b|8b]\n"
-                "                      [--keep-model DIR | --model DIR]\n"
+                "                      [--keep-model DIR | --model DIR] [--cpu-weights f32|bf16]\n"
                 "                      [--dump-batches FILE] [--batches FILE]\n"
                 "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
                 "                      [--decode [--decode-steps N]] [--gpu-variant NAME=VALUE[,NAME=VALUE]]...\n"
@@ -32,6 +32,7 @@ static int usage(FILE *to) {
                 "  --device cuda: device 0, --dtype bf16, all the shape's layers, --repeat 5 (median and min of R\n"
                 "                 rounds of off, on and on with compact attention after a warm-up round, timed with\n"
                 "                 CUDA events)\n"
+                "  --cpu-weights bf16: the CPU model's layer matrices held in bf16 (fp32 activations and sums)\n"
                 "  --shape: the built-in random model shaped like Qwen3-0.6B (default), -4B or -8B (vocabulary 8,192)\n"
                 "  --batches FILE: the batches of FILE, JSON lines {\"case\", \"input_ids\", \"cu_seqlens\"} (what\n"
                 "                 --dump-batches writes), in place of the built-in cases\n"
@@ -107,6 +108,13 @@ int bench_args_parse(int argc, char **argv, bench_args *a) {
                 return 2;
             }
             a->cuda = strcmp(v, "cuda") == 0;
+        } else if (strcmp(flag, "--cpu-weights") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "f32") != 0 && strcmp(v, "bf16") != 0) {
+                fprintf(stderr, "radixmlp: --cpu-weights expects f32 or bf16, got '%s'\n", v);
+                return 2;
+            }
+            a->cpu_weights = strcmp(v, "bf16") == 0 ? RMLP_DTYPE_BF16 : RMLP_DTYPE_F32;
         } else if (strcmp(flag, "--dtype") == 0) {
             const char *v = argv[++i];
             for (int d = 0; d < 3; d++)
@@ -135,7 +143,12 @@ int bench_args_parse(int argc, char **argv, bench_args *a) {
         return 2;
     }
     if (!a->cuda && a->dtype > RMLP_DTYPE_F32) {
-        fprintf(stderr, "radixmlp: --dtype %s needs --device cuda (the CPU path is f32)\n", BENCH_DTYPE_NAMES[a->dtype]);
+        fprintf(stderr, "radixmlp: --dtype %s needs --device cuda (the CPU computes in f32; --cpu-weights bf16 "
+                        "holds its weights in bf16)\n", BENCH_DTYPE_NAMES[a->dtype]);
+        return 2;
+    }
+    if (a->cuda && a->cpu_weights != RMLP_DTYPE_F32) {
+        fprintf(stderr, "radixmlp: --cpu-weights is for --device cpu (CUDA holds its weights in --dtype)\n");
         return 2;
     }
     if (a->trace && (a->cuda || a->quick || a->batches_path || a->n_only)) {

@@ -24,6 +24,7 @@ typedef struct bench_args {
     const model_shape *shape; /* of the built-in model */
     const char *model_name;   /* the shape's name, or --model DIR */
     rmlp_dtype dtype;
+    rmlp_dtype cpu_weights; /* --cpu-weights: rmlp_model_params::cpu_weight_dtype (F32 or BF16) */
     unsigned long layers, repeat; /* 0: the device's default */
     const char *only[16];
     size_t n_only;

@@ -84,9 +84,9 @@ static void print_profile_text(const run_result r[MODES]) {
 
 void bench_cpu_print_header(const bench_args *a) {
     if (a->json) return;
-    printf("# cpu, %u threads; ms: the fastest of %lu runs of each mode, alternating; below each case where that "
-           "forward's time went (rmlp_context_cpu_profile) and the plan's build\n",
-           rmlp_cpu_threads(), a->repeat);
+    printf("# cpu, %u threads, %s weight matrices; ms: the fastest of %lu runs of each mode, alternating; below each "
+           "case where that forward's time went (rmlp_context_cpu_profile) and the plan's build\n",
+           rmlp_cpu_threads(), a->cpu_weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", a->repeat);
     printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
            "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
 }
@@ -137,12 +137,12 @@ int bench_cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_conf
         double predicted = 1.0 / ((1.0 - f) + f / ratio), speedup = r[OFF].ms / r[ON].ms;
         double speedup_compact = r[OFF].ms / r[COMPACT].ms;
         if (a->json) {
-            printf("{\"case\": \"%s\", \"threads\": %u, \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
+            printf("{\"case\": \"%s\", \"threads\": %u, \"weights\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
                    "\"use_radix\": %s, \"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"ms_compact\": %.2f, "
                    "\"plan_us\": %.1f, \"speedup\": %.3f, \"speedup_compact\": %.3f, \"attention_ms_off\": %.2f, "
                    "\"attention_ms_on\": %.2f, \"attention_ms_compact\": %.2f, \"f_position_wise\": %.4f, "
                    "\"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g, \"max_abs_diff_compact\": %.3g",
-                   name, rmlp_cpu_threads(), w->n_seqs, w->n_tokens, on->n_compact, on->use_radix ? "true" : "false",
+                   name, rmlp_cpu_threads(), a->cpu_weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", w->n_seqs, w->n_tokens, on->n_compact, on->use_radix ? "true" : "false",
                    a->layers, r[OFF].ms, r[ON].ms, r[COMPACT].ms, r[ON].plan_us, speedup, speedup_compact,
                    r[OFF].profile.attention_ms, r[ON].profile.attention_ms, r[COMPACT].profile.attention_ms, f,
                    predicted, diff, diff_compact);

@@ -160,6 +160,7 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
     rmlp_model_params params = rmlp_model_default_params();
     params.device = a->cuda ? RMLP_DEVICE_CUDA : RMLP_DEVICE_CPU;
     params.dtype = a->dtype;
+    params.cpu_weight_dtype = a->cpu_weights;
     char tmp[] = "/tmp/radixmlp-bench-XXXXXX";
     const char *dir = a->model_dir ? a->model_dir : a->keep_model ? a->keep_model : tmp;
     double start = cli_now_ms();
@@ -198,7 +199,8 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
         fprintf(stderr, "radixmlp bench: model %s%s%s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
                 a->model_dir ? dir : a->shape->name, a->keep_model ? ", written to " : "", a->keep_model ? dir : "",
                 cfg->num_hidden_layers, cfg->hidden_size,
-                a->cuda ? "cuda" : "cpu", BENCH_DTYPE_NAMES[a->dtype], (cli_now_ms() - start) / 1e3);
+                a->cuda ? "cuda" : "cpu", a->cpu_weights == RMLP_DTYPE_BF16 ? "f32, bf16 weight matrices"
+                : BENCH_DTYPE_NAMES[a->dtype], (cli_now_ms() - start) / 1e3);
     return 0;
 }
 

@@ -18,11 +18,11 @@
 #include "runner.h"
 
 rmlp_status cpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                           model_weights **out) {
+                           bool bf16_matrices, model_weights **out) {
     *out = rmlp_calloc(1, sizeof **out);
     if (*out == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the CPU model (%zu bytes) failed", sizeof **out);
-    rmlp_status status = weights_load(ckpt, config, *out);
+    rmlp_status status = weights_load(ckpt, config, bf16_matrices, *out);
     if (status != RMLP_OK) {
         free(*out);
         *out = NULL;
@@ -45,7 +45,8 @@ rmlp_status cpu_context_create(const char *fn, const model_weights *weights, con
     const char *failed_name = NULL;
     size_t failed_bytes = 0;
     int thread_error = 0;
-    if (cpu_workspace_alloc(&(*out)->ws, config, max_tokens, max_compact, &failed_name, &failed_bytes,
+    bool bf16 = config->num_hidden_layers > 0 && weights->layers[0].qkv_bf16 != NULL;
+    if (cpu_workspace_alloc(&(*out)->ws, config, max_tokens, max_compact, bf16, &failed_name, &failed_bytes,
                             &thread_error) != 0) {
         free(*out);
         *out = NULL;
@@ -70,17 +71,20 @@ void cpu_context_free(cpu_context *ctx) {
 /* ---- the table's functions ------------------------------------------------------------------- */
 
 static rmlp_status check_model_params(const char *fn, const rmlp_model_params *params) {
-    return params->dtype == RMLP_DTYPE_F32
-               ? RMLP_OK
-               : rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "params->dtype=%d: the CPU computes in RMLP_DTYPE_F32",
-                           params->dtype);
+    if (params->dtype != RMLP_DTYPE_F32)
+        return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "params->dtype=%d: the CPU computes in RMLP_DTYPE_F32",
+                         params->dtype);
+    if (params->cpu_weight_dtype != RMLP_DTYPE_F32 && params->cpu_weight_dtype != RMLP_DTYPE_BF16)
+        return rmlp_fail(params->cpu_weight_dtype == RMLP_DTYPE_F16 ? RMLP_ERR_UNSUPPORTED : RMLP_ERR_INVALID_ARGUMENT,
+                         fn, "params->cpu_weight_dtype=%d: the CPU holds its weight matrices in RMLP_DTYPE_F32 (%d) "
+                         "or RMLP_DTYPE_BF16 (%d)", params->cpu_weight_dtype, RMLP_DTYPE_F32, RMLP_DTYPE_BF16);
+    return RMLP_OK;
 }
 
 static rmlp_status model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
                               const rmlp_model_params *params, void **out) {
-    (void)params; /* the dtype is fp32 (check_model_params) */
-    model_weights *weights = NULL;
-    rmlp_status status = cpu_model_load(fn, ckpt, config, &weights);
+    model_weights *weights = NULL; /* dtype fp32, matrices fp32 or bf16 (check_model_params) */
+    rmlp_status status = cpu_model_load(fn, ckpt, config, params->cpu_weight_dtype == RMLP_DTYPE_BF16, &weights);
     *out = weights;
     return status;
 }

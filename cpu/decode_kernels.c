@@ -8,10 +8,8 @@
 #include <string.h>
 
 #include "decode_kernels.h"
+#include "vec8.h"
 
-/* Eight floats, and eight ints of the same size (a comparison's lanes: -1 true, 0 false). */
-typedef float v8 __attribute__((vector_size(32)));
-typedef int v8i __attribute__((vector_size(32)));
 
 #define LOAD8(v, p) memcpy(&(v), (p), sizeof(v8))
 #define STORE8(p, v) memcpy((p), &(v), sizeof(v8))

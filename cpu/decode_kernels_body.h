@@ -8,9 +8,9 @@
  *   DOT_ROWS       x rows per block of row_dots (2, or 4 where there are 32 vector registers),
  *   VALUES_ROWS    rows per block of tile_values (3, or 6 where there are 32 vector registers);
  * it undefines them at its end.
- * Vectors are GCC/clang vector extensions of eight floats (v8, v8i, and LOAD8, STORE8, EVENS,
- * ODDS, LOWS, HIGHS: defined by decode_kernels.c); loads and stores go through memcpy (no alignment
- * assumed). decode_kernels.c is built with -ffp-contract=fast, so in the FMA copy `a += x * y` is
+ * Vectors are GCC/clang vector extensions of eight floats (v8, v8i and exp8_in_place from vec8.h; LOAD8,
+ * STORE8, EVENS, ODDS, LOWS, HIGHS defined by decode_kernels.c); loads and stores go through
+ * memcpy (no alignment assumed). decode_kernels.c is built with -ffp-contract=fast, so in the FMA copy `a += x * y` is
  * one fused multiply-add.
  *
  * Every output element is computed by the same sequence of operations wherever it falls in a
@@ -96,27 +96,6 @@ KERNEL_TARGET static void KERNEL(row_dots)(const float *x, size_t n_rows, size_t
     }
 }
 
-/* *x = e^*x, lane by lane, for x <= 0 (a score less the running max): 2^n e^r with n = round(x /
- * ln 2) and r = x - n ln 2 (ln 2 in two parts), e^r by Cephes' degree-6 polynomial for expf
- * (within 2 ulp of expf); x below -87.3 gives e^-87.3 (about 1e-38, where expf gives a
- * subnormal or 0: below what an fp32 sum of softmax weights can hold next to the max's 1). */
-KERNEL_TARGET static inline void KERNEL(exp8)(v8 *x) {
-    const v8 zero = {0}, floor = zero - 87.3f;
-    v8i below = *x < floor; /* lanes -1 where true, else 0 */
-    v8 t = (v8)(((v8i)*x & ~below) | ((v8i)floor & below));
-    v8 n = t * 1.44269504f + 12582912.0f; /* 1.5 x 2^23: the sum's low bits are round(t / ln 2) */
-    n -= 12582912.0f;
-    v8 r = t - n * 0.693359375f - n * -2.12194440e-4f;
-    v8 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    v8i e = (__builtin_convertvector(n, v8i) + 127) << 23; /* 2^n, n in [-126, 0] */
-    *x = p * (v8)e;
-}
-
 /* The online softmax of a tile's scores (n_rows, nk) into each row's running max cm, sum cl and
  * output obuf (n_rows, hd): scores become e^(score - max), obuf is rescaled when the max grows.
  * Eight scores at a time; the last, short block is padded and its extra lanes dropped. */
@@ -141,7 +120,7 @@ KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, siz
             else
                 for (size_t i = 0; k + i < nk; i++) x[i] = s[k + i];
             x -= top;
-            KERNEL(exp8)(&x);
+            exp8_in_place(&x); /* x <= 0: a score less the running max (vec8.h) */
             if (k < nk8) STORE8(s + k, x);
             else {
                 for (size_t i = 0; i < 8; i++) {

@@ -11,13 +11,16 @@
 #include "cpu_ops.h"
 #include "layer.h"
 #include "attention_flash.h"
+#include "linear_bf16.h"
 #include "linear_few.h"
 #include "rows.h"
 
-/* x W^T (+ bias): a generation step's way where the workspace asks for it, else BLAS. */
+/* x W^T (+ bias), W in fp32 (w) or bf16 (w16, the other NULL): a generation step's way where the
+ * workspace asks for it, else BLAS; bf16 through linear_bf16.h's panels in both cases. */
 static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t in_dim, const float *w,
-                   const float *bias, size_t out_dim, float *y) {
-    if (ws->few_rows) cpu_linear_step(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
+                   const uint16_t *w16, const float *bias, size_t out_dim, float *y) {
+    if (w16 != NULL) cpu_linear_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->wide, ws->pool);
+    else if (ws->few_rows) cpu_linear_step(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
     else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
 }
 
@@ -25,8 +28,14 @@ static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attentio
 static size_t kv_dim(const rmlp_model_config *c) { return (size_t)c->num_key_value_heads * c->head_dim; }
 
 int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
-                        const char **failed_name, size_t *failed_bytes, int *thread_error) {
+                        bool bf16_weights, const char **failed_name, size_t *failed_bytes, int *thread_error) {
     size_t hidden = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg), kvd = kv_dim(cfg);
+    size_t wide = 0; /* a bf16 model's widest panel, over its four matrices (in, out) */
+    const size_t shapes[4][2] = {{hidden, qd + 2 * kvd}, {qd, hidden}, {hidden, 2 * inter}, {inter, hidden}};
+    for (size_t i = 0; bf16_weights && i < 4; i++) {
+        size_t floats = cpu_linear_bf16_scratch_floats(shapes[i][0], shapes[i][1]);
+        wide = floats > wide ? floats : wide;
+    }
     *ws = (cpu_workspace){.cap_tokens = max_tokens, .cap_compact = max_compact};
     struct {
         float **array;
@@ -39,8 +48,9 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
         {&ws->hidden, max_compact * hidden, "hidden"}, {&ws->q, max_tokens * qd, "q"},
         {&ws->attn, max_tokens * qd, "attn"},          {&ws->k, max_tokens * kvd, "k"},
         {&ws->v, max_tokens * kvd, "v"},             {&ws->rope_cs, max_compact * cfg->head_dim, "rope"},
+        {&ws->wide, wide, "bf16 weight panel"}, /* last: an fp32 model has none */
     };
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0] - (bf16_weights ? 0 : 1); i++) {
         size_t bytes = (parts[i].floats ? parts[i].floats : 1) * sizeof(float);
         *parts[i].array = rmlp_malloc(bytes);
         if (*parts[i].array == NULL) {
@@ -71,7 +81,7 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
 
 void cpu_workspace_free(cpu_workspace *ws) {
     float *arrays[] = {ws->normed, ws->qkv, ws->attn_c, ws->gu, ws->act,
-                       ws->proj,   ws->hidden, ws->q,   ws->attn, ws->k, ws->v, ws->rope_cs};
+                       ws->proj,   ws->hidden, ws->q,   ws->attn, ws->k, ws->v, ws->rope_cs, ws->wide};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
     free(ws->flash);
     workers_destroy(ws->pool);
@@ -117,7 +127,7 @@ void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_
     if (!ws->rope_ready) /* a per-layer call: this call's angles */
         rows_rope_table(plan->compact_position_ids, rows, hd, cfg->rope_theta, ws->rope_cs);
     cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
-    linear(ws, ws->normed, rows, hsz, lw->qkv, lw->qkv_bias, width, ws->qkv);
+    linear(ws, ws->normed, rows, hsz, lw->qkv, lw->qkv_bf16, lw->qkv_bias, width, ws->qkv);
     cpu_profile_mark(&ws->profile, CPU_PHASE_GEMM);
     /* q and k heads: per-head RMSNorm (where the model has it), then RoPE */
     rows_qk_norm_rope(ws->pool, ws->qkv, rows, width, cfg->num_attention_heads, cfg->num_key_value_heads, hd,
@@ -156,15 +166,15 @@ void cpu_post_attention_compact(const rmlp_model_config *cfg, const layer_weight
     cpu_profile *prof = &ws->profile;
     /* the residual is added in the pass that norms it (adding it in the GEMM, beta 1, was tried: a
      * gain within the machine's noise, not kept) */
-    linear(ws, attn_c, rows, qd, lw->o_proj, lw->o_bias, hsz, ws->proj);
+    linear(ws, attn_c, rows, qd, lw->o_proj, lw->o_proj_bf16, lw->o_bias, hsz, ws->proj);
     cpu_profile_mark(prof, CPU_PHASE_GEMM);
     rows_add_rmsnorm(ws->pool, hidden, ws->proj, rows, hsz, lw->post_norm, cfg->rms_norm_eps, ws->normed);
     cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
-    linear(ws, ws->normed, rows, hsz, lw->gate_up, lw->gate_up_bias, 2 * inter, ws->gu);
+    linear(ws, ws->normed, rows, hsz, lw->gate_up, lw->gate_up_bf16, lw->gate_up_bias, 2 * inter, ws->gu);
     cpu_profile_mark(prof, CPU_PHASE_GEMM);
     rows_silu_mul(ws->pool, ws->gu, rows, inter, ws->act);
     cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
-    linear(ws, ws->act, rows, inter, lw->down, lw->down_bias, hsz, ws->proj);
+    linear(ws, ws->act, rows, inter, lw->down, lw->down_bf16, lw->down_bias, hsz, ws->proj);
     cpu_profile_mark(prof, CPU_PHASE_GEMM);
     rows_add(ws->pool, hidden, ws->proj, rows, hsz);
     cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);

@@ -41,14 +41,16 @@ typedef struct cpu_workspace {
     float *rope_cs;
     bool rope_ready;
     float *flash; /* cpu_flash_attention's scratch, flash_scratch_floats per pool thread */
+    float *wide;  /* a bf16 model's widened weight panel (linear_bf16.h); NULL for an fp32 model */
     cpu_profile profile; /* rmlp_context_cpu_profile's phases (profile.h) */
 } cpu_workspace;
 
 /* Returns 0, or -1 when out of memory or threads (nothing left allocated) with the buffer that
  * could not be allocated in *failed_name and its size in *failed_bytes (0 for the threads: then
- * *thread_error is pthread_create's error, or ENOMEM). */
+ * *thread_error is pthread_create's error, or ENOMEM). bf16_weights: the model's matrices are bf16
+ * (the workspace then holds their widened panel). */
 int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
-                        const char **failed_name, size_t *failed_bytes, int *thread_error);
+                        bool bf16_weights, const char **failed_name, size_t *failed_bytes, int *thread_error);
 void cpu_workspace_free(cpu_workspace *ws);
 
 /* A whole forward over the plan's compact rows: RoPE's angles computed once for every layer

@@ -10,13 +10,9 @@
 #include <string.h>
 
 #include "rows.h"
+#include "vec8.h"
 
-
-typedef float v8 __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-
-#define SPLAT(c) ((v8){(c), (c), (c), (c), (c), (c), (c), (c)})
-#define INLINE static inline __attribute__((always_inline))
+#define INLINE VEC8_INLINE
 
 INLINE v8 load8(const float *p) {
     v8 v;
@@ -25,29 +21,6 @@ INLINE v8 load8(const float *p) {
 }
 
 INLINE void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
-
-/* The lanes of a mask (-1 true, 0 false) from a, the others from b. */
-INLINE v8 select8(v8i mask, v8 a, v8 b) { return (v8)(((v8i)a & mask) | ((v8i)b & ~mask)); }
-
-/* e^x, to about 2 ulp: x clamped to [-87.3, 88.3], x = n ln2 + r with n the nearest integer
- * (the 1.5 * 2^23 trick), e^r by a degree-6 polynomial (Cephes' expf coefficients), 2^n built
- * in the exponent bits. */
-INLINE v8 exp8(v8 x) {
-    x = select8(x < SPLAT(-87.3f), SPLAT(-87.3f), x);
-    x = select8(x > SPLAT(88.3f), SPLAT(88.3f), x);
-    v8 n = (x * SPLAT(1.44269504088896341f) + SPLAT(12582912.0f)) - SPLAT(12582912.0f);
-    v8 r = x - n * SPLAT(0.693359375f);
-    r = r - n * SPLAT(-2.12194440e-4f);
-    v8 p = SPLAT(1.9875691500e-4f);
-    p = p * r + SPLAT(1.3981999507e-3f);
-    p = p * r + SPLAT(8.3334519073e-3f);
-    p = p * r + SPLAT(4.1665795894e-2f);
-    p = p * r + SPLAT(1.6666665459e-1f);
-    p = p * r + SPLAT(5.0000001201e-1f);
-    p = p * r * r + r + SPLAT(1.0f);
-    v8i e = (__builtin_convertvector(n, v8i) + 127) << 23;
-    return p * (v8)e;
-}
 
 /* A row's tail (dim % 8 floats) goes through the same vector code, padded with zeros. */
 INLINE v8 load_tail(const float *p, size_t n) {

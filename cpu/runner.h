@@ -33,9 +33,10 @@ typedef struct cpu_context {
 /* The CPU's backend table (common/backend.h) over the functions below. */
 extern const rmlp_backend rmlp_backend_cpu;
 
-/* A CPU model is its weights: every tensor of the checkpoint in fp32 (config read and audited). */
+/* A CPU model is its weights: every tensor of the checkpoint in fp32, the layers' matrices in bf16
+ * with bf16_matrices (config read and audited). */
 rmlp_status cpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                           model_weights **out);
+                           bool bf16_matrices, model_weights **out);
 void cpu_model_free(model_weights *weights, const rmlp_model_config *config);
 rmlp_status cpu_context_create(const char *fn, const model_weights *weights, const rmlp_model_config *config,
                                size_t max_tokens, size_t max_compact, cpu_context **out);

@@ -36,6 +36,9 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
     if (params->dtype != RMLP_DTYPE_F32 && params->dtype != RMLP_DTYPE_F16 && params->dtype != RMLP_DTYPE_BF16)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->dtype=%d is not RMLP_DTYPE_F32, F16 or BF16",
                          params->dtype);
+    if (params->cpu_weight_dtype != RMLP_DTYPE_F32)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->cpu_weight_dtype=%d applies to CPU models only: a CUDA "
+                         "model holds its weights in params->dtype; leave it RMLP_DTYPE_F32", params->cpu_weight_dtype);
     int count = 0, error = rmlp_gpu_device_count(&count);
     if (error != 0)
         return rmlp_fail(rmlp_gpu_error_is_no_device(error) ? RMLP_ERR_NO_DEVICE : RMLP_ERR_CUDA, fn,

@@ -47,6 +47,8 @@ def main(radixmlp, fixtures):
                         ("1,4294967296", "got '4294967296'"), ("1", "--score-tokens expects two token ids A,B"),
                         ("1,2,3", "--score-tokens takes at most 2 numbers"), ("1,", "separated by commas")]:
         check.refused([radixmlp, "run", "--score-tokens", value], text, rc=2)
+    check.refused([radixmlp, "run", "--cpu-weights", "f16"], "radixmlp: --cpu-weights expects f32 or bf16, got 'f16'",
+                  rc=2)
 
     for args, text in [
         (["--nosuch", "1"], "radixmlp: unknown option: --nosuch"),
@@ -58,6 +60,8 @@ def main(radixmlp, fixtures):
         (["--cache-mb", "8"], "--cache-mb sizes the traces: it needs --trace"),
         (["--passages", "8"], "--passages sizes the traces: it needs --trace"),
         (["--decode-steps", "2"], "--decode-steps needs --decode"),
+        (["--cpu-weights", "f16"], "radixmlp: --cpu-weights expects f32 or bf16, got 'f16'"),
+        (["--device", "cuda", "--cpu-weights", "bf16"], "--cpu-weights is for --device cpu"),
         (["--case", "nosuch"], "no case matches the --case names given; the cases are: b32_p128_s32 "),
         (["--quick", "--case", "p2048"], "no case of --quick matches"),
     ]:

@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/status.h"
+#include "weights_bf16.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; F32 tensors are copied as they are"
@@ -206,7 +207,7 @@ static rmlp_status load_layer(const checkpoint *ckpt, const rmlp_model_config *c
     return load(ckpt, &ps);
 }
 
-rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, model_weights *out) {
+rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, bool bf16_matrices, model_weights *out) {
     memset(out, 0, sizeof *out);
     config->has_lm_head = false;
     const char *prefix = weights_prefix(ckpt);
@@ -220,8 +221,11 @@ rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, mode
     if (status == RMLP_OK && (out->layers = rmlp_calloc(config->num_hidden_layers, sizeof *out->layers)) == NULL)
         status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the table of %u layers (%zu bytes) failed",
                            config->num_hidden_layers, config->num_hidden_layers * sizeof *out->layers);
-    for (uint32_t i = 0; status == RMLP_OK && i < config->num_hidden_layers; i++)
+    for (uint32_t i = 0; status == RMLP_OK && i < config->num_hidden_layers; i++) {
         status = load_layer(ckpt, config, prefix, (long)i, &out->layers[i]);
+        if (status == RMLP_OK && bf16_matrices)
+            status = weights_layer_to_bf16(config, prefix, (long)i, &out->layers[i]);
+    }
     if (status != RMLP_OK) {
         weights_free(out, config);
         return status;
@@ -238,6 +242,7 @@ void weights_free(model_weights *weights, const rmlp_model_config *config) {
         float *arrays[] = {w->input_norm, w->qkv,     w->qkv_bias,     w->q_norm, w->k_norm,   w->o_proj,
                            w->o_bias,     w->post_norm, w->gate_up, w->gate_up_bias, w->down, w->down_bias};
         for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) free(arrays[k]);
+        free(w->qkv_bf16), free(w->o_proj_bf16), free(w->gate_up_bf16), free(w->down_bf16);
     }
     free(weights->layers);
     if (weights->lm_head != weights->embed) free(weights->lm_head);

@@ -22,6 +22,9 @@ typedef struct layer_weights {
     float *gate_up_bias; /* (2 * intermediate), or NULL without MLP bias */
     float *down;         /* (hidden, intermediate) */
     float *down_bias;    /* (hidden), or NULL without MLP bias */
+    /* A model loaded with cpu_weight_dtype BF16 holds the four matrices here instead, same shapes,
+     * bf16 bits (weights_bf16.h), and qkv, o_proj, gate_up and down are NULL; else these are NULL. */
+    uint16_t *qkv_bf16, *o_proj_bf16, *gate_up_bf16, *down_bf16;
 } layer_weights;
 
 /* Which weight of a layer a tensor is. The CPU and CUDA loaders and the checkpoint audit all
@@ -49,10 +52,11 @@ typedef struct model_weights {
     layer_weights *layers; /* (num_hidden_layers) */
 } model_weights;
 
-/* Reads every tensor the config calls for, converting F16/BF16 to fp32. Sets
- * config->has_lm_head. Errors: RMLP_ERR_MODEL naming the missing tensor or the shape that
- * disagrees, RMLP_ERR_OUT_OF_MEMORY. On error nothing is left allocated. */
-rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, model_weights *out);
+/* Reads every tensor the config calls for, converting F16/BF16 to fp32; with bf16_matrices each
+ * layer's four matrices are then held in bf16 (weights_bf16.h). Sets config->has_lm_head.
+ * Errors: RMLP_ERR_MODEL naming the missing tensor or the shape that disagrees (or the weight
+ * bf16 cannot hold), RMLP_ERR_OUT_OF_MEMORY. On error nothing is left allocated. */
+rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, bool bf16_matrices, model_weights *out);
 void weights_free(model_weights *weights, const rmlp_model_config *config);
 
 /* What the CUDA loader (gpu/weights.cu) shares with this one. The prefix of the checkpoint's

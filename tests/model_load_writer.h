@@ -182,7 +182,7 @@ static inline rmlp_status load_all(const char *path, rmlp_model_config *config, 
     rmlp_status status = checkpoint_open(path, &ckpt);
     if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), config);
     if (status == RMLP_OK) status = audit_checkpoint(ckpt, config, !skip_finite_check, &report);
-    if (status == RMLP_OK) status = weights_load(ckpt, config, weights);
+    if (status == RMLP_OK) status = weights_load(ckpt, config, false, weights);
     checkpoint_close(ckpt);
     return status;
 }

@@ -15,8 +15,9 @@
  * would test jansson, not us. One-shot mode leaves jansson on plain malloc.
  *
  * Scenarios: a planner (create, reserve, a padded build with sharing, a larger build that grows
- * it); model loads of three tiny checkpoints written here (F32 in one file; BF16 in one file
- * with tied embeddings and QKV biases; the F32 one in two shards with an index); a context
+ * it); model loads of three tiny checkpoints written here (F32 in one file, also loaded into bf16
+ * weight matrices; BF16 in one file with tied embeddings and QKV biases; the F32 one in two shards
+ * with an index); a context
  * create followed by a forward; a generation session's begin and one step, on 3 CPU threads
  * (so its decode attention's thread pool is made too).
  */
@@ -360,6 +361,7 @@ static int same_output(const forward_case *f) { return memcmp(f->got, f->want, f
 
 typedef struct load_case {
     const char *path;
+    rmlp_model_params params; /* cpu_weight_dtype F32 or BF16 */
     rmlp_model_config config; /* of a load that never failed */
     forward_case forward;     /* its output, the reference */
 } load_case;
@@ -367,12 +369,12 @@ typedef struct load_case {
 static rmlp_status load_scenario(void *ctx) {
     load_case *c = ctx;
     rmlp_model *model = (rmlp_model *)1;
-    rmlp_status status = observe(rmlp_model_load(c->path, NULL, &model));
+    rmlp_status status = observe(rmlp_model_load(c->path, &c->params, &model));
     disarm(); /* the checks below allocate */
     if (status != RMLP_OK) {
         CHECK(model == NULL, "%s: rmlp_model_load leaves *out set after failing", c->path);
         /* Nothing global was damaged: the same checkpoint loads now. */
-        CHECK(rmlp_model_load(c->path, NULL, &model) == RMLP_OK, "%s: loading after a failed load: %s", c->path,
+        CHECK(rmlp_model_load(c->path, &c->params, &model) == RMLP_OK, "%s: loading after a failed load: %s", c->path,
               rmlp_last_error());
         rmlp_model_free(model);
         return status;
@@ -387,15 +389,18 @@ static rmlp_status load_scenario(void *ctx) {
     return RMLP_OK;
 }
 
-static void test_load(const char *name, const char *dir) {
+static void test_load(const char *name, const char *dir, rmlp_dtype weights) {
     load_case c;
     memset(&c, 0, sizeof c);
+    c.params = rmlp_model_default_params();
+    c.params.cpu_weight_dtype = weights;
     c.path = at(dir, "");
     char path[1024];
     snprintf(path, sizeof path, "%s", c.path);
     c.path = path;
     rmlp_model *model = NULL;
-    if (!CHECK(rmlp_model_load(path, NULL, &model) == RMLP_OK, "%s: plain load: %s", name, rmlp_last_error())) return;
+    if (!CHECK(rmlp_model_load(path, &c.params, &model) == RMLP_OK, "%s: plain load: %s", name, rmlp_last_error()))
+        return;
     rmlp_model_get_config(model, &c.config);
     if (forward_case_init(&c.forward, model) == 0) {
         CHECK(forward_fresh(&c.forward) == RMLP_OK, "%s: reference forward: %s", name, rmlp_last_error());
@@ -549,10 +554,11 @@ int main(void) {
     root = stw_mkdtemp();
     tu_scrub_dir = root;
     if (CHECK(write_checkpoints() == 0, "writing the checkpoints under %s", root)) {
-        test_load("F32", "f32");
-        test_load("BF16 with biases and tied embeddings", "bf16");
-        test_load("sharded", "sharded");
-        test_load("by file path", "f32/model.safetensors");
+        test_load("F32", "f32", RMLP_DTYPE_F32);
+        test_load("F32 into bf16 weight matrices", "f32", RMLP_DTYPE_BF16);
+        test_load("BF16 with biases and tied embeddings", "bf16", RMLP_DTYPE_F32);
+        test_load("sharded", "sharded", RMLP_DTYPE_F32);
+        test_load("by file path", "f32/model.safetensors", RMLP_DTYPE_F32);
         test_context();
         test_generate();
     }

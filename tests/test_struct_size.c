@@ -30,6 +30,8 @@ typedef struct model_buffer {
 /* 0.1.0's rmlp_plan_params ended where `gate` begins; its rmlp_model_params after `dtype`. */
 #define PLAN_PARAMS_0_1 offsetof(rmlp_plan_params, gate)
 #define MODEL_PARAMS_0_1 (offsetof(rmlp_model_params, dtype) + sizeof(rmlp_dtype))
+/* ... and, with skip_finite_check, before cpu_weight_dtype (bool padded to the struct's alignment). */
+#define MODEL_PARAMS_0_2 offsetof(rmlp_model_params, cpu_weight_dtype)
 
 /* Two sequences of 8 sharing 3 tokens: N = 16, N' = 13. Padded to 8 that is 16 rows, so at
  * threshold 0.85 the distinct rule uses radix (0.8125) and TEI's rule does not (1.0): the use_radix
@@ -97,6 +99,7 @@ static void test_model_params(const char *dir) {
     } cases[] = {
         {"this header's struct", sizeof(rmlp_model_params), 99, RMLP_OK, ""},
         {"0.1.0's struct", MODEL_PARAMS_0_1, 99, RMLP_OK, ""},
+        {"the struct before cpu_weight_dtype", MODEL_PARAMS_0_2, 99, RMLP_OK, ""},
         {"a newer header's struct, extra bytes zero", sizeof(rmlp_model_params) + 16, 99, RMLP_OK, ""},
         {"a newer header's struct, an extra byte set", sizeof(rmlp_model_params) + 16, 2, RMLP_ERR_INVALID_ARGUMENT,
          "past the"},
@@ -110,6 +113,9 @@ static void test_model_params(const char *dir) {
         b.p = rmlp_model_default_params();
         b.p.struct_size = cases[k].struct_size;
         if (cases[k].newer_byte < sizeof b.newer) b.newer[cases[k].newer_byte] = 1;
+        /* past an older struct the bytes are not the caller's: a value there that would be refused
+         * must not be read */
+        if (cases[k].struct_size <= MODEL_PARAMS_0_2) b.p.cpu_weight_dtype = 7;
         rmlp_model *model = NULL;
         rmlp_status status = rmlp_model_load(dir, &b.p, &model);
         const char *msg = rmlp_last_error();

@@ -3,6 +3,7 @@
  *   radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]
  *                [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--gate distinct|tei]
  *                [--no-radix] [--attention full|compact|auto] [--cache-mb N] [--max-batch-tokens N]
+ *                [--cpu-weights f32|bf16]
  * Each input line is {"input_ids": [...]} (one sequence, positions 0..len-1). The file is one
  * batch, or batches of at most N tokens. Each output line, in input order, is
  * {"index": i, "embedding": [...]} (pooling), {"index": i, "hidden_states": [[...], ...]}
@@ -12,7 +13,8 @@
  * hidden states through the plan's scatter; auto does so when the gate chose radix. A summary
  * per batch (N, N', ratio, gate, attention, plan and forward time) goes to stderr. --cache-mb N
  * gives the context a prefix KV cache of N MB (rows seen in an earlier batch are not computed
- * again); its counters go to stderr at the end.
+ * again); its counters go to stderr at the end. --cpu-weights bf16 holds the layers' weight
+ * matrices in bf16 (rmlp_model_params::cpu_weight_dtype).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -34,6 +36,7 @@ typedef struct run_args {
     rmlp_plan_params params;
     rmlp_attention_space attention;
     unsigned long cache_mb;
+    rmlp_dtype cpu_weights;
 } run_args;
 
 typedef cli_sequences sequences;
@@ -41,7 +44,8 @@ typedef cli_sequences sequences;
 static int run_usage(FILE *to) {
     fprintf(to, "usage: radixmlp run --model DIR --input IN.jsonl --output OUT.jsonl [--pooling last|mean|first|none]\n"
                 "                    [--normalize] [--score-tokens A,B] [--threshold T] [--pad M] [--gate distinct|tei]\n"
-                "                    [--no-radix] [--attention full|compact|auto] [--cache-mb N] [--max-batch-tokens N]\n");
+                "                    [--no-radix] [--attention full|compact|auto] [--cache-mb N] [--max-batch-tokens N]\n"
+                "                    [--cpu-weights f32|bf16]\n");
     return to == stdout ? 0 : 2;
 }
 
@@ -72,6 +76,12 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
                 if (cli_parse_gate(flag, value, &a->params.gate) != 0) return -1;
             } else if (strcmp(flag, "--cache-mb") == 0) {
                 if (cli_parse_ulong(flag, value, 1ul << 20, &a->cache_mb) != 0) return -1;
+            } else if (strcmp(flag, "--cpu-weights") == 0) {
+                if (strcmp(value, "f32") != 0 && strcmp(value, "bf16") != 0) {
+                    fprintf(stderr, "radixmlp: --cpu-weights expects f32 or bf16, got '%s'\n", value);
+                    return -1;
+                }
+                a->cpu_weights = strcmp(value, "bf16") == 0 ? RMLP_DTYPE_BF16 : RMLP_DTYPE_F32;
             } else if (strcmp(flag, "--attention") == 0) {
                 if (cli_parse_attention(flag, value, &a->attention) != 0) return -1;
             } else if (strcmp(flag, "--pooling") == 0) {
@@ -272,7 +282,9 @@ int cmd_run(int argc, char **argv) {
         free(seqs.ids), free(seqs.starts);
         return 1;
     }
-    rmlp_status status = rmlp_model_load(a.model, NULL, &model);
+    rmlp_model_params model_params = rmlp_model_default_params();
+    model_params.cpu_weight_dtype = a.cpu_weights;
+    rmlp_status status = rmlp_model_load(a.model, &model_params, &model);
     const char *report = "";
     if (status == RMLP_OK) status = rmlp_model_load_report(model, &report);
     if (status == RMLP_OK && report[0] != '\0') fprintf(stderr, "radixmlp: %s: %s", a.model, report);

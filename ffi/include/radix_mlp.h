@@ -321,6 +321,15 @@ typedef struct rmlp_model_params {
   // The check reads every weight once more; set this to save that time on trusted checkpoints.
   // Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
   bool skip_finite_check;
+  // CPU only: the dtype the layers' weight matrices (Q/K/V, O, gate/up, down) are held in.
+  // `RMLP_DTYPE_F32` (default) or `RMLP_DTYPE_BF16`: each matrix rounded to bf16 (nearest
+  // even) at load, half its memory, widened back to fp32 panel by panel for the GEMMs, which
+  // accumulate in fp32; activations, norms, biases, the embedding and the LM head stay fp32
+  // (docs/backends.md#bf16-weights-on-the-cpu gives its tolerance against fp32). A weight
+  // beyond bf16's range is refused with `RMLP_ERR_MODEL`. A CUDA model refuses anything but
+  // F32 here (its `dtype` sets its weights' dtype). Added after skip_finite_check: a caller
+  // passing an older struct gets the default.
+  rmlp_dtype cpu_weight_dtype;
 } rmlp_model_params;
 
 // Decoder architecture (`model_type` in config.json).

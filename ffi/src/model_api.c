@@ -36,9 +36,15 @@ typedef struct model_params_0_1 {
     rmlp_dtype dtype;
 } model_params_0_1;
 
+/* ... and with skip_finite_check, before cpu_weight_dtype. */
+typedef struct model_params_0_2 {
+    model_params_0_1 base;
+    bool skip_finite_check;
+} model_params_0_2;
+
 /* The caller's params of any version (validate.h) as this library's struct, defaults for NULL. */
 static rmlp_status read_model_params(const char *fn, const rmlp_model_params *caller, rmlp_model_params *params) {
-    static const size_t older[] = {sizeof(model_params_0_1)};
+    static const size_t older[] = {sizeof(model_params_0_1), sizeof(model_params_0_2)};
     *params = rmlp_model_default_params();
     return caller == NULL ? RMLP_OK
                           : rmlp_read_params(fn, "rmlp_model_params", caller, params, sizeof *params, older,

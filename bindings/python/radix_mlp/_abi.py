@@ -124,6 +124,7 @@ class rmlp_model_params(ctypes.Structure):
         ("device_index", c_int32),
         ("dtype", rmlp_dtype),
         ("skip_finite_check", c_bool),
+        ("cpu_weight_dtype", rmlp_dtype),
     ]
 
 
@@ -309,7 +310,7 @@ class rmlp_weight_binding(ctypes.Structure):
 # sizeof() of each struct as laid out by the header on LP64 (checked by the tests).
 STRUCT_SIZES = {
     "rmlp_plan_params": 32,
-    "rmlp_model_params": 20,
+    "rmlp_model_params": 24,
     "rmlp_model_config": 64,
     "rmlp_plan": 136,
     "rmlp_attention_args": 152,

@@ -152,13 +152,15 @@ class Model(_Handle):
         self._contexts = weakref.WeakSet()
 
     @classmethod
-    def load(cls, path, device="cpu", device_index=0, dtype="f32", skip_finite_check=False):
+    def load(cls, path, device="cpu", device_index=0, dtype="f32", skip_finite_check=False, cpu_weight_dtype="f32"):
         """Loads a Hugging Face / Candle checkpoint: a folder with config.json and
         model.safetensors (or an index and its shards), or a .safetensors file whose folder holds
         config.json. ``device="cpu"`` computes in ``dtype="f32"``; ``device="cuda"`` (GPU
         ``device_index``) in "f32", "f16" or "bf16", and raises RadixMLPError RMLP_ERR_NO_DEVICE
         where no device is present, RMLP_ERR_UNSUPPORTED in a build without CUDA. A NaN or
-        infinity in a weight raises RMLP_ERR_MODEL unless ``skip_finite_check``. What the load
+        infinity in a weight raises RMLP_ERR_MODEL unless ``skip_finite_check``. On the CPU,
+        ``cpu_weight_dtype="bf16"`` holds the layers' weight matrices in bf16 (half their memory;
+        activations and sums stay f32; docs/backends.md#bf16-weights-on-the-cpu). What the load
         found but accepted (tensors of the checkpoint the model does not use, as transformers
         warns of them) is ``load_report`` ("" when nothing) and a ``RuntimeWarning``."""
         if device not in _DEVICES:
@@ -170,6 +172,9 @@ class Model(_Handle):
         params.device_index = int(device_index)
         params.dtype = _DTYPES[dtype]
         params.skip_finite_check = bool(skip_finite_check)
+        if cpu_weight_dtype not in ("f32", "bf16"):
+            raise ValueError("cpu_weight_dtype=%r must be 'f32' or 'bf16'" % (cpu_weight_dtype,))
+        params.cpu_weight_dtype = _DTYPES[cpu_weight_dtype]
         handle = ctypes.c_void_p()
         check(LIB.rmlp_model_load(os.fsencode(path), ctypes.byref(params), ctypes.byref(handle)))
         c_config = _abi.rmlp_model_config()

@@ -179,6 +179,22 @@ def test_load_errors():
         Model.load(os.path.join(FIXTURES, "qwen3_tiny"), device="tpu")
 
 
+@pytest.mark.parametrize("name", ["qwen3_bf16", "qwen3_tiny"])
+def test_bf16_weights(name):
+    """cpu_weight_dtype="bf16": a checkpoint already in bf16 gives transformers' fp32 result (1e-4);
+    an fp32 one its stated tolerance, 2e-2 of the largest value (the C suite: test_bf16_weights)."""
+    folder, batch, _, expected = load_fixture(name)
+    ids, pos, cu = flat(batch)
+    with Model.load(folder, cpu_weight_dtype="bf16") as model, Planner() as planner, \
+            model.context(len(ids)) as ctx:
+        hidden = ctx.forward(planner.build(ids, pos, cu, threshold=1.0))
+    last = expected["last_hidden"]
+    bound = TOL if name == "qwen3_bf16" else 2e-2 * float(np.max(np.abs(last)))
+    assert 0 < max_abs(hidden, last) <= bound, (name, max_abs(hidden, last), bound)
+    with pytest.raises(ValueError, match="cpu_weight_dtype='f16'"):
+        Model.load(folder, cpu_weight_dtype="f16")
+
+
 def test_load_checks(tmp_path):
     """A NaN weight is refused unless skip_finite_check; unused tensors load, with a warning."""
     import json

@@ -91,7 +91,7 @@ impl Model {
             });
             names.push(name); // keeps the pointer above alive (moving a CString keeps its buffer)
         }
-        let params = ModelParams { device: Device::Cuda(device_index), dtype, skip_finite_check: false };
+        let params = ModelParams { device: Device::Cuda(device_index), dtype, ..ModelParams::default() };
         let raw_params = params.raw();
         let raw_config = sys::rmlp_model_config::from(config);
         let mut raw = core::ptr::null_mut();

@@ -128,11 +128,14 @@ pub struct ModelParams {
     pub dtype: DType,
     /// Skip the check that every weight is finite (a NaN or infinity is `Status::Model` otherwise).
     pub skip_finite_check: bool,
+    /// CPU only: F32 (default) or BF16, the dtype the layers' weight matrices are held in (BF16:
+    /// half their memory; activations and sums stay f32; docs/backends.md#bf16-weights-on-the-cpu).
+    pub cpu_weight_dtype: DType,
 }
 
 impl Default for ModelParams {
     fn default() -> ModelParams {
-        ModelParams { device: Device::Cpu, dtype: DType::F32, skip_finite_check: false }
+        ModelParams { device: Device::Cpu, dtype: DType::F32, skip_finite_check: false, cpu_weight_dtype: DType::F32 }
     }
 }
 
@@ -149,6 +152,7 @@ impl ModelParams {
         }
         p.dtype = self.dtype.raw();
         p.skip_finite_check = self.skip_finite_check;
+        p.cpu_weight_dtype = self.cpu_weight_dtype.raw();
         p
     }
 }

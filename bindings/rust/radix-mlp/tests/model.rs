@@ -206,3 +206,28 @@ fn model_is_send_and_sync() {
     shared::<Model>();
     sendable::<radix_mlp::Context<'static>>();
 }
+
+/// `ModelParams::cpu_weight_dtype = DType::BF16`: qwen3_bf16 (weights bf16 already) within
+/// transformers' 1e-4, qwen3_tiny (fp32 weights) within the stated 2e-2 of the largest value
+/// but not equal to it; F16 refused with the library's message.
+#[test]
+fn bf16_weights_on_the_cpu() {
+    use radix_mlp::{DType, ModelParams};
+    let params = ModelParams { cpu_weight_dtype: DType::BF16, ..ModelParams::default() };
+    for (name, exact) in [("qwen3_bf16", true), ("qwen3_tiny", false)] {
+        let f = Fixture::load(name);
+        let model = Model::load_with(&f.dir, params).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let plan = owned_plan(&f, &ALWAYS);
+        let mut ctx = model.context(f.input_ids.len()).unwrap();
+        let mut hidden = vec![f32::NAN; f.input_ids.len() * model.config().hidden_size];
+        ctx.forward(&plan, &mut hidden).unwrap();
+        let want = &f.tensor("last_hidden").data;
+        let (diff, top) = (max_abs_diff(&hidden, want), want.iter().fold(0.0f32, |m, v| m.max(v.abs())));
+        let bound = if exact { TOLERANCE } else { 2e-2 * top };
+        assert!(diff <= bound && diff > 0.0, "{name}: bf16 weights vs transformers {diff} (bound {bound})");
+    }
+    let refused = ModelParams { cpu_weight_dtype: DType::F16, ..ModelParams::default() };
+    let err = Model::load_with(&Fixture::load("qwen3_tiny").dir, refused).unwrap_err();
+    assert_eq!(err.status, Status::Unsupported, "{err}");
+    assert!(err.to_string().contains("params->cpu_weight_dtype=1"), "{err}");
+}
