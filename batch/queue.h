@@ -45,6 +45,8 @@ typedef struct batch_queue {
     uint32_t *table;      /* (table_mask + 1) id table: slot + 1, or 0 for empty; linear probing */
     uint32_t table_mask;
     uint64_t pushes;      /* push numbers handed out */
+    uint64_t passed_over; /* pushes when the last batch was taken: a request with a lower push number
+                           * was queued then and left behind (select.h, step 2) */
 } batch_queue;
 
 /* Allocates a queue's storage; 0, or -1 with the array that failed (name, bytes). */

@@ -54,6 +54,7 @@ typedef struct picking {
     const batch_ask *ask;
     uint64_t tokens_left;
     uint32_t n_picked, n_aged, n_sides, n_seeds;
+    int only_passed; /* step 2: candidates are the requests passed over */
 } picking;
 
 static uint32_t len_at(const picking *p, uint32_t pos) { return p->q->req[p->q->order[pos]].len; }
@@ -65,7 +66,15 @@ static int aged(const picking *p, uint32_t slot) {
 
 static int room(const picking *p) { return p->n_picked < p->ask->max_seqs && p->tokens_left > 0; }
 
-static int fits(const picking *p, uint32_t pos) { return !p->s->taken[pos] && len_at(p, pos) <= p->tokens_left; }
+/* Whether the request at pos was queued when the last batch was taken (select.h, step 2). */
+static int passed(const picking *p, uint32_t pos) {
+    return p->q->req[p->q->order[pos]].push_no < p->q->passed_over;
+}
+
+/* Free and fitting the room left (in step 2, only the requests passed over are candidates). */
+static int fits(const picking *p, uint32_t pos) {
+    return !p->s->taken[pos] && len_at(p, pos) <= p->tokens_left && (!p->only_passed || passed(p, pos));
+}
 
 static void take(picking *p, uint32_t pos) {
     p->s->taken[pos] = 1;
@@ -130,11 +139,14 @@ static void make_seeds(picking *p) {
     for (uint32_t i = p->n_seeds / 2; i-- > 0;) sift_down(p->s->seeds, p->n_seeds, i);
 }
 
-/* The best seed still free and fitting (those that are not are dropped for good: the budget only
- * shrinks), or NULL. */
+static uint32_t saving(const picking *p, uint32_t pos);
+static int keeps_group(const picking *p, uint32_t pos, uint32_t g);
+
+/* The best seed still free, fitting and keeping its group whole (those that are not are dropped
+ * for good: the budget only shrinks), or NULL. */
 static const batch_seed *top_seed(picking *p) {
     batch_seed *heap = p->s->seeds;
-    while (p->n_seeds > 0 && !fits(p, heap[0].pos)) {
+    while (p->n_seeds > 0 && (!fits(p, heap[0].pos) || !keeps_group(p, heap[0].pos, saving(p, heap[0].pos)))) {
         heap[0] = heap[--p->n_seeds];
         sift_down(heap, p->n_seeds, 0);
     }
@@ -189,10 +201,75 @@ static int older(const picking *p, uint32_t a, uint32_t b) {
     return x->arrival_us != y->arrival_us ? x->arrival_us < y->arrival_us : x->push_no < y->push_no;
 }
 
-/* Step 2 of select.h: the candidate saving most, a cluster's neighbour or a new seed, each time. */
-static void take_groups(picking *p) {
-    make_seeds(p);
-    while (room(p)) {
+/* What taking the request at pos saves now: its common prefix with the nearest taken request on
+ * either side in token order (the minimum lcp across the gap), or its cached prefix if longer. */
+static uint32_t saving(const picking *p, uint32_t pos) {
+    const batch_queue *q = p->q;
+    uint32_t best = p->s->cached[pos], common = UINT32_MAX;
+    for (uint32_t i = pos; i > 0 && common > best; i--) { /* leftwards: lcp[i] joins i-1 and i */
+        if (q->lcp[i] < common) common = q->lcp[i];
+        if (p->s->taken[i - 1]) {
+            if (common > best) best = common;
+            break;
+        }
+    }
+    common = UINT32_MAX;
+    for (uint32_t i = pos + 1; i < q->n && common > best; i++) {
+        if (q->lcp[i] < common) common = q->lcp[i];
+        if (p->s->taken[i]) {
+            if (common > best) best = common;
+            break;
+        }
+    }
+    return best;
+}
+
+/* Whether taking the request at pos, which shares g tokens with the batch or the cache, keeps its
+ * group whole (select.h, "whole groups"): the batch is empty (a group larger than a whole budget
+ * starts a batch), or the requests joined to it in token order by lcp > g (none of them taken;
+ * in step 2 only those passed over count) fit the room left with it. The scan stops at the first
+ * that does not fit, so it costs at most max_seqs steps. */
+static int keeps_group(const picking *p, uint32_t pos, uint32_t g) {
+    if (p->n_picked == 0) return 1;
+    const batch_queue *q = p->q;
+    uint64_t tokens = len_at(p, pos), seqs = 1, room_seqs = p->ask->max_seqs - p->n_picked;
+    for (int32_t step = -1; step <= 1; step += 2) {
+        for (int64_t at = pos;;) {
+            int64_t next = at + step;
+            if (next < 0 || next >= (int64_t)q->n) break;
+            uint32_t link = q->lcp[step > 0 ? (uint32_t)next : (uint32_t)at]; /* between at and next */
+            if (link <= g || p->s->taken[next]) break;
+            if (!p->only_passed || passed(p, (uint32_t)next)) tokens += len_at(p, (uint32_t)next), seqs++;
+            if (tokens > p->tokens_left || seqs > room_seqs) return 0;
+            at = next;
+        }
+    }
+    return 1;
+}
+
+/* Moves a side whose candidate would split its group past that group (the requests joined to it
+ * by lcp > g, away from the cluster), and settles it. */
+static void skip_group(const picking *p, batch_side *side, uint32_t g) {
+    int64_t n = p->q->n;
+    for (;;) {
+        int64_t next = side->at + side->step;
+        if (next < 0 || next >= n) {
+            side->at = -1;
+            return;
+        }
+        uint32_t link = p->q->lcp[side->step > 0 ? (uint32_t)next : (uint32_t)side->at];
+        if (link < side->common) side->common = link;
+        side->at = next;
+        if (link <= g) break;
+    }
+    settle(p, side);
+}
+
+/* The best settled side of the clusters (most saved, then oldest) whose candidate keeps its group
+ * whole (a side whose candidate does not is moved past that group, for good: the room only
+ * shrinks), or NULL when none saves a token. */
+static batch_side *best_side(picking *p, uint32_t *gain_out) {
+    for (;;) {
         batch_side *best = NULL;
         uint32_t best_gain = 0;
         for (uint32_t i = 0; i < p->n_sides; i++) {
@@ -202,16 +279,51 @@ static void take_groups(picking *p) {
             if (gain > best_gain || (gain > 0 && gain == best_gain && older(p, (uint32_t)side->at, (uint32_t)best->at)))
                 best = side, best_gain = gain;
         }
+        *gain_out = best_gain;
+        if (best == NULL || keeps_group(p, (uint32_t)best->at, best_gain)) return best;
+        skip_group(p, best, best_gain);
+    }
+}
+
+static void take_side(picking *p, batch_side *side) {
+    take(p, (uint32_t)side->at);
+    side->common = UINT32_MAX; /* the side now starts from the request taken */
+    settle(p, side);
+}
+
+/* Step 2 of select.h: the requests passed over by the last batch, oldest first, each unless a
+ * cluster's neighbour saves more than it would (so each pulls its group along). */
+static void take_passed_over(picking *p) {
+    const batch_queue *q = p->q;
+    p->only_passed = 1;
+    uint32_t r = q->oldest; /* a cursor: one passed by no longer fits later (the room only shrinks) */
+    while (room(p)) {
+        while (r != BATCH_NONE && (q->req[r].push_no >= q->passed_over || !fits(p, p->s->pos_of[r]))) r = q->req[r].newer;
+        if (r == BATCH_NONE) break;
+        uint32_t gain, pos = p->s->pos_of[r], own = saving(p, pos);
+        batch_side *side = best_side(p, &gain);
+        if (side != NULL && gain > own) take_side(p, side);
+        else if (keeps_group(p, pos, own)) take_grouped(p, pos);
+        else r = q->req[r].newer;
+    }
+    p->only_passed = 0;
+    p->n_sides = 0; /* the sides start again next to every request taken: new requests are candidates now */
+    for (uint32_t k = 0; k < p->n_picked; k++) {
+        add_side(p, p->s->picked[k], -1);
+        add_side(p, p->s->picked[k], +1);
+    }
+}
+
+/* Step 3 of select.h: the candidate saving most, a cluster's neighbour or a new seed, each time. */
+static void take_groups(picking *p) {
+    make_seeds(p);
+    while (room(p)) {
+        uint32_t best_gain;
+        batch_side *best = best_side(p, &best_gain);
         const batch_seed *seed = top_seed(p);
-        if (best_gain == 0 && seed == NULL) return;
-        if (seed == NULL || best_gain >= seed->score) {
-            uint32_t pos = (uint32_t)best->at;
-            take(p, pos);
-            best->common = UINT32_MAX; /* the side now starts from pos */
-            settle(p, best);
-        } else {
-            take_grouped(p, seed->pos);
-        }
+        if (best == NULL && seed == NULL) return;
+        if (seed == NULL || (best != NULL && best_gain >= seed->score)) take_side(p, best);
+        else take_grouped(p, seed->pos);
     }
 }
 
@@ -226,9 +338,12 @@ static void take_prefix(picking *p) {
         }
         if (fits(p, pos)) take_grouped(p, pos);
     }
+    if (room(p)) take_passed_over(p);
     if (room(p)) take_groups(p);
-    for (uint32_t r = q->oldest; r != BATCH_NONE && room(p); r = q->req[r].newer)
-        if (fits(p, p->s->pos_of[r])) take(p, p->s->pos_of[r]);
+    for (uint32_t r = q->oldest; r != BATCH_NONE && room(p); r = q->req[r].newer) {
+        uint32_t pos = p->s->pos_of[r];
+        if (fits(p, pos) && keeps_group(p, pos, saving(p, pos))) take(p, pos);
+    }
     if (p->n_picked == 0 && q->oldest != BATCH_NONE) take(p, p->s->pos_of[q->oldest]); /* nothing fits */
 }
 
@@ -276,7 +391,7 @@ static void write_batch(picking *p, rmlp_batch *out) {
 }
 
 rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const batch_ask *ask, rmlp_batch *out) {
-    picking p = {q, s, ask, ask->max_tokens, 0, 0, 0, 0};
+    picking p = {q, s, ask, ask->max_tokens, 0, 0, 0, 0, 0};
     memset(s->taken, 0, q->n);
     memset(s->cached, 0, (size_t)q->n * sizeof(uint32_t));
     uint32_t skipped = 0;
@@ -293,6 +408,7 @@ rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const
     if (ask->mode == RMLP_BATCH_FIFO) take_fifo(&p);
     else take_prefix(&p);
     write_batch(&p, out);
+    if (out->n_seqs > 0) q->passed_over = q->pushes; /* what is still queued was passed over */
     out->flags |= skipped;
     return RMLP_OK;
 }

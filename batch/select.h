@@ -6,7 +6,14 @@
  * Prefix (docs/batching.md has the reasoning and an example):
  *   1. aged: requests that waited max_wait_us or longer, oldest first (those that no longer fit
  *      are skipped; they stay first for the next batch);
- *   2. grouped: in token order (the radix tree's depth-first order) the prefix a request shares
+ *   2. passed over: requests that were queued when the last batch was taken (push number below
+ *      the queue's passed_over), oldest first, each pulling along the others passed over of its
+ *      group (not newer ones: those wait for step 3, after the older requests of other groups): at
+ *      every step the oldest of them is taken unless a cluster's neighbour that was passed over too
+ *      (see 3) saves more tokens than it would (its common prefix with the nearest taken request,
+ *      or cached). So a request waits about as long as in a plain queue, and groups still form
+ *      around the old requests;
+ *   3. grouped: in token order (the radix tree's depth-first order) the prefix a request shares
  *      with the batch so far is its common prefix with the nearest taken request on either side,
  *      so each taken request grows a cluster outwards. Every step takes the candidate that saves
  *      the most tokens: a cluster's neighbour (its common prefix with the cluster, or its prefix
@@ -14,12 +21,18 @@
  *      prefix shared with a neighbour or cached (a binary heap; ties: the cached one, then the
  *      oldest). Deepest shared prefixes come first; a group that does not fit whole is cut at its
  *      shallowest branches;
- *   3. fill: when nothing left shares a token with the batch or the cache, the oldest requests
+ *   4. fill: when nothing left shares a token with the batch or the cache, the oldest requests
  *      that fit;
  *   and a request longer than the whole budget goes alone, flagged, when it is the oldest aged
- *   one or nothing else fits. The batch lists its requests in token order.
- * Steps cost O(queued requests) plus the heap, and allocate nothing: the scratch is sized at
- * creation.
+ *   one or nothing else fits. Whole groups (steps 2-4): a request that shares g tokens with the
+ *   batch (or the cache) is taken only when the requests joined to it by a common prefix longer
+ *   than g (its group beyond the batch; in step 2, those passed over) fit the room left with it,
+ *   or the batch is empty: a group is not split at a batch's end (its part left behind would
+ *   compute the prefix again), the batch takes what fits whole and leaves the rest of the room.
+ *   The batch lists its requests in token order.
+ * Steps cost O(queued requests) plus the heap (step 2: plus a scan to the nearest taken request
+ * on each side, which stops at the first unrelated one; a whole-group check: a scan of at most
+ * max_seqs requests), and allocate nothing: the scratch is sized at creation.
  */
 #ifndef RMLP_BATCH_SELECT_H
 #define RMLP_BATCH_SELECT_H

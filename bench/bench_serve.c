@@ -27,10 +27,10 @@ typedef struct serve_args {
     size_t n_traces;
     const char *sweep; /* the trace of the replica sweep, or NULL */
     unsigned long requests, queries, request_seqs, max_tokens, max_seqs, max_wait_ms, cache_mb, layers, hidden, seed;
-    unsigned long replicas[MAX_REPLICA_COUNTS];
+    unsigned long replicas[MAX_REPLICA_COUNTS], query_tokens[2];
     size_t n_replicas;
     double load;
-    int json, no_traces;
+    int json, no_traces, capacity;
 } serve_args;
 
 static const char *const ALL_TRACES[] = {"rerank", "embed", "no_sharing", "mixed"};
@@ -45,8 +45,8 @@ static int usage(FILE *to) {
     fprintf(to,
             "usage: radixmlp bench --serve [--trace rerank|embed|no_sharing|mixed|all|none] [--requests N] [--queries C]\n"
             "                      [--request-seqs S] [--load X] [--max-tokens B] [--max-seqs M] [--max-wait-ms W] [--cache-mb MB]\n"
-            "                      [--replicas K,K,...] [--sweep TRACE|none] [--layers L] [--hidden H] [--seed S]\n"
-            "                      [--json]\n"
+            "                      [--query-tokens MIN,MAX] [--replicas K,K,...] [--sweep TRACE|none] [--layers L]\n"
+            "                      [--hidden H] [--seed S] [--capacity] [--json]\n"
             "  Client requests (--requests per trace, default 300) arrive as a Poisson process at --load (default\n"
             "  1.0) times FIFO's capacity on that trace (tokens per second of compute with every request queued),\n"
             "  and are served in simulated time, each batch charged the CPU time of its real forward (one thread;\n"
@@ -54,7 +54,10 @@ static int usage(FILE *to) {
             "  batching at the same budget (--max-tokens 4096, --max-seqs 64, --max-wait-ms 500, a prefix cache of\n"
             "  --cache-mb 64 per replica; 0: none), then on --sweep (default mixed) K replicas (--replicas,\n"
             "  default 1,2,4,8,16) routed round robin and by routing key. --queries: concurrent rerank queries\n"
-            "  (default 32); --request-seqs: at most this many sequences per client request (default 8: 1-8).\n"
+            "  (default 32); --request-seqs: at most this many sequences per client request (default 8: 1-8);\n"
+            "  --query-tokens: a rerank query's own tokens after the 32-token template (default 24,72).\n"
+            "  --capacity: also both policies with the whole trace queued at once and no age bound (the most\n"
+            "  each can do at this budget: the ceiling of their ratio).\n"
             "  FIFO and prefix (and round robin and prefix routing) run interleaved, batch by batch.\n"
             "  Columns: N/N' tokens over compact rows; hit: the prefix caches' hit rate; N/comp: tokens over\n"
             "  rows computed (batching and cache together); tok/s: tokens per second of compute; util: compute\n"
@@ -71,6 +74,19 @@ static int parse_list(const char *flag, const char *text, serve_args *a) {
             return -1;
         }
     a->n_replicas = n;
+    return 0;
+}
+
+/* MIN,MAX (MIN <= MAX <= SERVE_QUERY_MAX) into range. */
+static int parse_range(const char *flag, const char *text, unsigned long *range) {
+    unsigned long v[2];
+    size_t n = 0;
+    if (cli_parse_ulong_list(flag, text, SERVE_QUERY_MAX, v, 2, &n) != 0) return -1;
+    if (n != 2 || v[0] > v[1]) {
+        fprintf(stderr, "radixmlp: %s expects MIN,MAX with MIN <= MAX, got '%s'\n", flag, text);
+        return -1;
+    }
+    range[0] = v[0], range[1] = v[1];
     return 0;
 }
 
@@ -95,12 +111,13 @@ static int parse_trace(const char *flag, const char *v, serve_args *a) {
 static int parse_args(int argc, char **argv, serve_args *a) {
     *a = (serve_args){.sweep = "mixed", .requests = 300, .queries = 32, .request_seqs = 8, .max_tokens = 4096, .max_seqs = 64,
                       .max_wait_ms = 500, .cache_mb = 64, .layers = 2, .hidden = 256, .seed = 33,
-                      .replicas = {1, 2, 4, 8, 16}, .n_replicas = 5, .load = 1.0};
+                      .replicas = {1, 2, 4, 8, 16}, .n_replicas = 5, .load = 1.0,
+                      .query_tokens = {24, 72}};
     for (int i = 0; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--serve") == 0) continue;
-        if (strcmp(flag, "--json") == 0) {
-            a->json = 1;
+        if (strcmp(flag, "--json") == 0 || strcmp(flag, "--capacity") == 0) {
+            *(flag[2] == 'j' ? &a->json : &a->capacity) = 1;
             continue;
         }
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout);
@@ -128,6 +145,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (strcmp(flag, "--hidden") == 0) bad = cli_parse_count(flag, v, 4096, &a->hidden);
         else if (strcmp(flag, "--seed") == 0) bad = cli_parse_ulong(flag, v, ~0ul, &a->seed);
         else if (strcmp(flag, "--replicas") == 0) bad = parse_list(flag, v, a);
+        else if (strcmp(flag, "--query-tokens") == 0) bad = parse_range(flag, v, a->query_tokens);
         else if (strcmp(flag, "--load") == 0) {
             bad = cli_parse_double(flag, v, &a->load);
             if (bad == 0 && !(a->load > 0.0 && a->load <= 100.0)) {
@@ -189,13 +207,13 @@ static void print_row(const serve_args *a, const char *trace, const serve_config
                "\"busy_s\": %.3f, \"span_s\": %.3f, \"utilization\": %.3f, \"wait_p50_ms\": %.2f, "
                "\"wait_p99_ms\": %.2f, \"latency_p50_ms\": %.2f, \"latency_p99_ms\": %.2f, \"batch_p50_ms\": %.2f, "
                "\"batch_p99_ms\": %.2f, \"batches\": %llu, \"load\": %.3f, \"rate_rps\": %.2f, \"max_tokens\": %zu, "
-               "\"max_seqs\": %zu, \"max_wait_ms\": %lu, \"cache_mb\": %lu}\n",
+               "\"max_seqs\": %zu, \"max_wait_ms\": %lu, \"cache_mb\": %lu, \"saturated\": %s}\n",
                trace, policy, c->replicas, route, (unsigned long long)r->requests, (unsigned long long)r->seqs,
                (unsigned long long)r->tokens, (unsigned long long)r->compact_rows, ratio,
                (unsigned long long)r->lookups, (unsigned long long)r->hits, hit, reuse, tps, r->busy_s, r->span_s, util,
                r->wait_p50_ms, r->wait_p99_ms, r->latency_p50_ms, r->latency_p99_ms, r->batch_p50_ms, r->batch_p99_ms,
                (unsigned long long)r->batches, a->load, c->rate, c->max_tokens, c->max_seqs, a->max_wait_ms,
-               a->cache_mb);
+               a->cache_mb, c->saturate ? "true" : "false");
     else
         printf("%-10s %-6s %3u %-6s %6llu %8llu %6.2f %6.1f%% %6.2f %9.0f %5.2f %9.1f %9.1f %9.1f %8.1f %8.1f\n",
                trace, policy, c->replicas, route, (unsigned long long)r->seqs, (unsigned long long)r->tokens, ratio,
@@ -229,6 +247,28 @@ static int offered_rate(const serve_args *a, const serve_trace *t, rmlp_model *m
     return 0;
 }
 
+/* Both policies with the whole trace queued at once and no age bound (the deepest queue, every
+ * group whole): the most each can do on the trace at this budget, so the ceiling of their ratio. */
+static int capacity(const serve_args *a, const char *name, const serve_trace *t, rmlp_model *model, serve_config c) {
+    serve_config pair[2] = {c, c};
+    for (int mode = 0; mode < 2; mode++) {
+        pair[mode].saturate = true, pair[mode].max_wait_us = UINT64_MAX, pair[mode].max_batches = 0;
+        pair[mode].mode = mode ? RMLP_BATCH_PREFIX : RMLP_BATCH_FIFO;
+    }
+    serve_result r[2];
+    if (run_together(a, t, model, pair, 2, r) != 0) return 1;
+    if (a->json) {
+        for (int mode = 0; mode < 2; mode++) print_row(a, name, &pair[mode], &r[mode]);
+        return 0;
+    }
+    double rows[2];
+    for (int mode = 0; mode < 2; mode++) rows[mode] = r[mode].compact_rows ? (double)r[mode].tokens / r[mode].compact_rows : 0;
+    printf("# %s capacity (every request queued at once, no age bound): FIFO %.0f tok/s (N/N' %.2f), prefix %.0f tok/s "
+           "(N/N' %.2f): %.2fx\n", name, tokens_per_s(&r[0]), rows[0], tokens_per_s(&r[1]), rows[1],
+           tokens_per_s(&r[1]) / tokens_per_s(&r[0]));
+    return 0;
+}
+
 int bench_serve(int argc, char **argv) {
     serve_args a;
     int rc = parse_args(argc, argv, &a);
@@ -246,10 +286,11 @@ int bench_serve(int argc, char **argv) {
                "route", "seqs", "tokens", "N/N'", "hit", "N/comp", "tok/s", "util", "wait p50", "wait p99", "lat p99", "batch50",
                "batch99");
     double fifo_tps[4] = {0}, prefix_tps[4] = {0}, fifo_p99[4] = {0}, prefix_p99[4] = {0};
+    serve_shape shape = {(uint32_t)a.queries, (uint32_t)a.request_seqs, (uint32_t)a.query_tokens[0],
+                         (uint32_t)a.query_tokens[1]};
     for (size_t i = 0; rc == 0 && i < a.n_traces; i++) {
         serve_trace t;
-        if (serve_trace_make(a.traces[i], a.requests, (uint32_t)a.queries, (uint32_t)a.request_seqs, cfg.vocab_size,
-                             a.seed, &t) != 0) {
+        if (serve_trace_make(a.traces[i], a.requests, &shape, cfg.vocab_size, a.seed, &t) != 0) {
             fprintf(stderr, "radixmlp: trace %s: out of memory\n", a.traces[i]);
             rc = 1;
             break;
@@ -270,6 +311,7 @@ int bench_serve(int argc, char **argv) {
         if (rc == 0 && !a.json)
             printf("# %s: prefix/FIFO throughput %.2fx, p99 wait %.1f vs %.1f ms\n", a.traces[i],
                    prefix_tps[i] / fifo_tps[i], prefix_p99[i], fifo_p99[i]);
+        if (rc == 0 && a.capacity) rc = capacity(&a, a.traces[i], &t, model, c);
         serve_trace_free(&t);
     }
     double one_hit = 0.0, k8_hit[2] = {-1.0, -1.0};
@@ -277,8 +319,7 @@ int bench_serve(int argc, char **argv) {
         serve_trace t;
         serve_config c = base;
         c.mode = RMLP_BATCH_PREFIX;
-        rc = serve_trace_make(a.sweep, a.requests, (uint32_t)a.queries, (uint32_t)a.request_seqs, cfg.vocab_size,
-                              a.seed, &t) != 0 ? 1 : 0;
+        rc = serve_trace_make(a.sweep, a.requests, &shape, cfg.vocab_size, a.seed, &t) != 0 ? 1 : 0;
         if (rc == 0) rc = offered_rate(&a, &t, model, c, &c.rate);
         for (size_t k = 0; rc == 0 && k < a.n_replicas; k++) {
             serve_config pair[2] = {c, c}; /* round robin and prefix routing, interleaved */

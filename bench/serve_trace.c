@@ -8,8 +8,7 @@
 #include <string.h>
 
 #define MAX_QUERIES 64
-#define PROMPT_MAX (32 + 72 + 1)
-#define SEQ_MAX 256 /* the longest sequence of any kind */
+#define PROMPT_MAX (32 + SERVE_QUERY_MAX + 1)
 
 typedef struct rng {
     uint64_t state;
@@ -33,7 +32,7 @@ typedef struct maker {
     rng r;
     uint32_t vocab, template[32], instructions[4][49], instruction_len[4];
     query queries[MAX_QUERIES];
-    uint32_t n_queries, per_request;
+    uint32_t n_queries, per_request, query_min, query_max;
 } maker;
 
 /* A token that is not the separator. */
@@ -52,7 +51,7 @@ static void add_seq(maker *m, const uint32_t *head, uint32_t n_head, uint32_t n_
 
 static void new_query(maker *m, query *q) {
     memcpy(q->prompt, m->template, sizeof m->template);
-    q->prompt_len = 32 + range(&m->r, 24, 72);
+    q->prompt_len = 32 + range(&m->r, m->query_min, m->query_max);
     for (uint32_t k = 32; k < q->prompt_len; k++) q->prompt[k] = token(m);
     q->prompt[q->prompt_len++] = SERVE_SEPARATOR;
     q->passages_left = range(&m->r, 20, 100);
@@ -78,11 +77,14 @@ int serve_trace_known(const char *name) {
            strcmp(name, "mixed") == 0;
 }
 
-int serve_trace_make(const char *name, size_t n_requests, uint32_t queries, uint32_t per_request, uint32_t vocab,
-                     uint64_t seed, serve_trace *t) {
+int serve_trace_make(const char *name, size_t n_requests, const serve_shape *shape, uint32_t vocab, uint64_t seed,
+                     serve_trace *t) {
     memset(t, 0, sizeof *t);
-    size_t max_seqs = n_requests * 8;
-    t->tokens = malloc(max_seqs * SEQ_MAX * sizeof(uint32_t));
+    uint32_t query_max = shape->query_max > SERVE_QUERY_MAX ? SERVE_QUERY_MAX : shape->query_max;
+    uint32_t query_min = shape->query_min > query_max ? query_max : shape->query_min;
+    size_t max_seqs = n_requests * 8, seq_max = 256; /* the longest of embed and no_sharing */
+    if (32 + query_max + 1 + 120 > seq_max) seq_max = 32 + query_max + 1 + 120; /* a rerank sequence */
+    t->tokens = malloc(max_seqs * seq_max * sizeof(uint32_t));
     t->seq_start = malloc(max_seqs * sizeof(uint32_t));
     t->seq_len = malloc(max_seqs * sizeof(uint32_t));
     t->requests = malloc(n_requests * sizeof(serve_request));
@@ -92,8 +94,10 @@ int serve_trace_make(const char *name, size_t n_requests, uint32_t queries, uint
         serve_trace_free(t);
         return -1;
     }
+    uint32_t queries = shape->queries, per_request = shape->per_request;
     *m = (maker){.t = t, .r = {seed}, .vocab = vocab, .n_queries = queries < 1 ? 1 : queries > MAX_QUERIES ? MAX_QUERIES : queries,
-                 .per_request = per_request < 1 ? 1 : per_request > 8 ? 8 : per_request};
+                 .per_request = per_request < 1 ? 1 : per_request > 8 ? 8 : per_request, .query_min = query_min,
+                 .query_max = query_max};
     for (int k = 0; k < 32; k++) m->template[k] = token(m);
     for (int i = 0; i < 4; i++) {
         m->instruction_len[i] = range(&m->r, 16, 48);

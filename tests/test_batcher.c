@@ -109,10 +109,12 @@ static void test_groups(void) {
     push(b, 3, TOKENS(5, 5, 3, 3, 3, 3, 3, 3), 2);
     push(b, 4, TOKENS(9, 9, 9, 9, 9, 9, 4, 4), 3);
     push(b, 5, TOKENS(9, 9, 9, 9, 9, 9, 5, 5), 4);
-    rmlp_batch batch = expect_batch("deepest pair, then the oldest of the trio", b, 24, 8, 10, IDS(1, 4, 5));
+    /* The trio (24 tokens) does not fit whole in the 8 left: it is not split (its shared 2 tokens
+     * would be computed twice), it goes whole next. */
+    rmlp_batch batch = expect_batch("deepest pair; the trio left whole", b, 24, 8, 10, IDS(4, 5));
     CHECK_EQ(batch.shared_tokens, 6, "the pair shares 6");
-    batch = expect_batch("the rest of the trio", b, 24, 8, 10, IDS(2, 3));
-    CHECK_EQ(batch.shared_tokens, 2, "two shared");
+    batch = expect_batch("the trio, whole", b, 24, 8, 10, IDS(1, 2, 3));
+    CHECK_EQ(batch.shared_tokens, 4, "2 + 2 shared");
     /* A group larger than the budget is cut at its shallowest branch: the sub-group sharing 5 tokens
      * goes whole before the members sharing only 3. */
     push(b, 6, TOKENS(7, 7, 7, 1, 9, 9), 5);
@@ -135,10 +137,11 @@ static void test_age(void) {
     push(b, 3, TOKENS(1, 2, 3, 5), 150);
     push(b, 4, TOKENS(1, 2, 3, 6), 150);
     push(b, 5, TOKENS(8, 1, 2, 3, 4), 40); /* aged too (age 160 at now=200), younger than 1 */
-    rmlp_batch batch = expect_batch("aged first, then the oldest of the group", b, 13, 8, 200, IDS(2, 5, 1));
+    /* The group (12 tokens) does not fit whole in the 4 left after the aged ones: it waits, whole. */
+    rmlp_batch batch = expect_batch("aged first; the group left whole", b, 13, 8, 200, IDS(5, 1));
     CHECK(batch.flags & RMLP_BATCH_AGED, "flags %u", batch.flags);
     CHECK_EQ(batch.n_aged, 2, "two aged requests");
-    batch = expect_batch("then the group", b, 12, 8, 200, IDS(3, 4));
+    batch = expect_batch("then the group", b, 12, 8, 200, IDS(2, 3, 4));
     CHECK_EQ(batch.n_aged, 0, "none aged");
     CHECK_EQ(batch.flags, 0, "no flag");
     /* An aged request pulls its own group along: it is a seed like any other. */
@@ -166,6 +169,90 @@ static void test_age(void) {
     expect_batch("the one that fits", b, 8, 8, 1200, IDS(15));
     batch = expect_batch("nothing else fits: oversized alone", b, 8, 8, 1200, IDS(16));
     CHECK_EQ(batch.flags, RMLP_BATCH_OVERSIZED, "flags");
+    rmlp_batcher_free(b);
+}
+
+/* A request a batch passed over goes, with its group, before groups that arrived since, however
+ * deep; and a cluster's neighbour goes before an older passed-over request only when it saves more
+ * than that one would. */
+static void test_passed_over(void) {
+    rmlp_batcher *b = make(RMLP_BATCH_PREFIX, 16, 256, UINT64_MAX);
+    push(b, 1, TOKENS(9, 9, 9, 1), 0); /* a pair sharing 3 */
+    push(b, 2, TOKENS(9, 9, 9, 2), 0);
+    push(b, 3, TOKENS(5, 5, 5, 5, 5, 5, 1), 1); /* a pair sharing 6 */
+    push(b, 4, TOKENS(5, 5, 5, 5, 5, 5, 2), 1);
+    expect_batch("a fresh queue: the deepest pair", b, 14, 8, 10, IDS(3, 4));
+    push(b, 5, TOKENS(5, 5, 5, 5, 5, 5, 3), 2); /* a new pair sharing 6 */
+    push(b, 6, TOKENS(5, 5, 5, 5, 5, 5, 4), 2);
+    rmlp_batch batch = expect_batch("the passed-over pair before the deeper new one", b, 14, 8, 10, IDS(1, 2));
+    CHECK_EQ(batch.shared_tokens, 3, "the pair's 3 tokens");
+    expect_batch("then the new pair", b, 14, 8, 10, IDS(5, 6));
+
+    push(b, 7, TOKENS(2, 2, 2, 2, 1), 20); /* p1 */
+    push(b, 8, TOKENS(8, 8, 8, 8), 21);    /* x: shares nothing */
+    push(b, 9, TOKENS(2, 2, 2, 2, 2), 22); /* p2: saves 4 of its 5 tokens next to p1 */
+    push(b, 10, TOKENS(6, 6, 6, 6, 6, 6, 1), 23); /* a deeper pair, taken first */
+    push(b, 11, TOKENS(6, 6, 6, 6, 6, 6, 2), 23);
+    expect_batch("the deepest pair", b, 14, 8, 30, IDS(10, 11));
+    expect_batch("p1, then p2 (saves 4) before the older x (saves 0)", b, 10, 8, 30, IDS(7, 9));
+    expect_batch("x", b, 10, 8, 30, IDS(8));
+
+    push(b, 12, TOKENS(3, 3, 3, 1), 40); /* passed over below: q1 */
+    push(b, 13, TOKENS(7, 7), 41);       /* y */
+    push(b, 14, TOKENS(3, 3, 3, 2), 42); /* q2 */
+    push(b, 15, TOKENS(4, 4, 4, 4, 4, 4, 1), 43);
+    push(b, 16, TOKENS(4, 4, 4, 4, 4, 4, 2), 43);
+    expect_batch("the deepest pair again", b, 14, 8, 50, IDS(15, 16));
+    push(b, 17, TOKENS(3, 3, 3, 3), 51); /* new, and shares 3 with q1 and q2 */
+    expect_batch("q1, its group, the new one sharing with it, then y", b, 14, 8, 60, IDS(12, 14, 17, 13));
+    rmlp_batcher_free(b);
+}
+
+/* A batch does not start a group it cannot hold whole: it takes the groups that fit and leaves
+ * the room when nothing else fits whole (rerank queries of long prompts: splitting a query's
+ * passages over two batches computes its prompt twice). T: a template all share; A, B, C: queries. */
+static void test_whole_groups(void) {
+    rmlp_batcher *b = make(RMLP_BATCH_PREFIX, 16, 256, UINT64_MAX);
+    push(b, 1, TOKENS(7, 7, 1, 1, 1, 1, 10), 0); /* T A p */
+    push(b, 2, TOKENS(7, 7, 2, 2, 2, 2, 20), 1); /* T B p: B's three passages, 21 tokens */
+    push(b, 3, TOKENS(7, 7, 3, 3, 3, 3, 30), 2); /* T C p: C's only passage */
+    push(b, 4, TOKENS(7, 7, 1, 1, 1, 1, 11), 3);
+    push(b, 5, TOKENS(7, 7, 2, 2, 2, 2, 21), 4);
+    push(b, 6, TOKENS(7, 7, 2, 2, 2, 2, 22), 5);
+    /* A (14 tokens) first; of the 14 left, B's passages share the template with A but B does not
+     * fit whole: C (the template too, and nothing of its own to split) instead, and 7 tokens left
+     * empty. Before: A's pair, then two of B's (28 tokens), B's prompt computed twice. */
+    rmlp_batch batch = expect_batch("A whole, then C, B left whole", b, 28, 8, 10, IDS(1, 4, 3));
+    CHECK_EQ(batch.shared_tokens, 6 + 2, "A's prompt once, the template with C");
+    CHECK_EQ(batch.n_tokens, 21, "room left rather than a split");
+    batch = expect_batch("B whole", b, 28, 8, 10, IDS(2, 5, 6));
+    CHECK_EQ(batch.shared_tokens, 12, "B's prompt computed once");
+    /* A group larger than a whole budget starts a batch (it is split, cut at its shallowest
+     * branches): five of B's passages (35 tokens) under 28. */
+    for (uint64_t id = 7; id < 12; id++) push(b, id, TOKENS(7, 7, 2, 2, 2, 2, (uint32_t)id), 20);
+    batch = expect_batch("a group larger than the budget", b, 28, 8, 30, IDS(7, 8, 9, 10));
+    CHECK_EQ(batch.shared_tokens, 18, "B's prompt once");
+    expect_batch("its last passage", b, 28, 8, 30, IDS(11));
+    rmlp_batcher_free(b);
+}
+
+/* In step 2 a passed-over request pulls along only the other requests passed over: newer ones of
+ * its group wait for step 3, after the older passed-over requests of other groups. */
+static void test_passed_over_pull(void) {
+    rmlp_batcher *b = make(RMLP_BATCH_PREFIX, 16, 256, UINT64_MAX);
+    push(b, 1, TOKENS(9, 9, 9, 1), 0); /* x1: instruction X */
+    push(b, 2, TOKENS(8, 8, 8, 1), 1); /* y1: instruction Y */
+    push(b, 3, TOKENS(5, 5, 5, 5, 5, 5, 1), 2); /* a deep pair, taken first */
+    push(b, 4, TOKENS(5, 5, 5, 5, 5, 5, 2), 2);
+    expect_batch("the deep pair; x1 and y1 passed over", b, 14, 8, 10, IDS(3, 4));
+    push(b, 5, TOKENS(9, 9, 9, 2), 20); /* x2, x3, x4: new, under X */
+    push(b, 6, TOKENS(9, 9, 9, 3), 20);
+    push(b, 7, TOKENS(9, 9, 9, 4), 20);
+    /* x1, then y1 (passed over, older than x2 and x3 though it shares nothing with x1), then x2.
+     * Before: x1 pulled x2 and x3 (3 tokens saved each) and y1 waited. */
+    rmlp_batch batch = expect_batch("x1, y1, then x1's group", b, 12, 8, 30, IDS(2, 1, 5));
+    CHECK_EQ(batch.shared_tokens, 3, "x1 and x2");
+    expect_batch("the rest of X", b, 12, 8, 30, IDS(6, 7));
     rmlp_batcher_free(b);
 }
 
@@ -317,6 +404,9 @@ int main(void) {
     test_fifo();
     test_groups();
     test_age();
+    test_passed_over();
+    test_whole_groups();
+    test_passed_over_pull();
     test_plan();
     test_bad_input();
     test_route_key();

@@ -52,8 +52,10 @@ def test_age_bound():
     b.push(1, [9, 9, 9, 9], 0)
     for rid, last in ((2, 4), (3, 5), (4, 6)):
         b.push(rid, [1, 2, 3, last], 150)
-    batch = b.next_batch(8, 8, 200)
-    assert list(batch.ids) == [2, 1] and batch.n_aged == 1 and list(batch.arrival_us) == [150, 0]
+    batch = b.next_batch(8, 8, 200)  # the aged loner; the group (12 tokens) does not fit whole: not split
+    assert list(batch.ids) == [1] and batch.n_aged == 1 and list(batch.arrival_us) == [0]
+    batch = b.next_batch(8, 8, 200)  # the group starts the next batch (larger than it: cut)
+    assert list(batch.ids) == [2, 3] and batch.n_aged == 0 and list(batch.arrival_us) == [150, 150]
     b.close()
     with pytest.raises(ValueError, match="closed"):
         b.push(5, [1], 0)

@@ -62,9 +62,12 @@ fn aged_requests_go_first() {
         b.push(id, &[1, 2, 3, last], 150).unwrap();
     }
     let batch = b.next_batch(8, 8, 200).unwrap();
-    assert_eq!(batch.ids(), [2, 1]); // the aged loner, then the oldest of the group
+    assert_eq!(batch.ids(), [1]); // the aged loner; the group (12 tokens) does not fit whole: not split
     assert_eq!(batch.n_aged(), 1);
-    assert_eq!(batch.arrival_us(), [150, 0]);
+    assert_eq!(batch.arrival_us(), [0]);
+    let batch = b.next_batch(8, 8, 200).unwrap();
+    assert_eq!(batch.ids(), [2, 3]); // the group starts the next batch (larger than it: cut)
+    assert_eq!(batch.n_aged(), 0);
 }
 
 #[test]
