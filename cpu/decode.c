@@ -25,6 +25,7 @@ struct cpu_decode {
     workers *pool;  /* the steps' threads (more than one thread), else NULL */
     float *scratch; /* (decode_scratch_floats for the pool's threads) */
     float *hid;     /* (n_seqs, hidden) the rows the LM head reads */
+    float *wide;    /* a bf16-weight model's: the few-row linear layers' widened rows (linear_few.h) */
 };
 
 void cpu_decode_free(cpu_decode *dec) {
@@ -32,6 +33,7 @@ void cpu_decode_free(cpu_decode *dec) {
     workers_destroy(dec->pool);
     free(dec->scratch);
     free(dec->hid);
+    free(dec->wide);
     free(dec);
 }
 
@@ -44,6 +46,11 @@ rmlp_status cpu_decode_create(const char *fn, const cpu_context *ctx, size_t n_s
     size_t scratch_bytes = decode_scratch_floats(n_seqs, cfg->num_attention_heads, cfg->num_key_value_heads,
                                                  cfg->head_dim, n_threads) * sizeof(float);
     size_t hid_bytes = n_seqs * cfg->hidden_size * sizeof(float);
+    size_t max_in = cfg->hidden_size > cfg->intermediate_size ? cfg->hidden_size : cfg->intermediate_size;
+    size_t q_dim = (size_t)cfg->num_attention_heads * cfg->head_dim;
+    max_in = q_dim > max_in ? q_dim : max_in;
+    bool bf16 = ctx->ws.wide != NULL; /* the workspace holds a panel for bf16 weights only */
+    size_t wide_bytes = bf16 ? cpu_linear_few_bf16_scratch_floats(max_in, n_threads) * sizeof(float) : 0;
     cpu_decode *dec = rmlp_calloc(1, sizeof *dec);
     const char *failed = "CPU state";
     size_t failed_bytes = sizeof *dec;
@@ -52,7 +59,9 @@ rmlp_status cpu_decode_create(const char *fn, const cpu_context *ctx, size_t n_s
         failed = "attention scratch", failed_bytes = scratch_bytes;
     else if (dec != NULL && (dec->hid = rmlp_malloc_aligned(hid_bytes)) == NULL)
         failed = "hidden rows", failed_bytes = hid_bytes;
-    if (dec == NULL || dec->scratch == NULL || dec->hid == NULL) {
+    else if (dec != NULL && bf16 && (dec->wide = rmlp_malloc_aligned(wide_bytes)) == NULL)
+        failed = "bf16 weight rows", failed_bytes = wide_bytes;
+    if (dec == NULL || dec->scratch == NULL || dec->hid == NULL || (bf16 && dec->wide == NULL)) {
         cpu_decode_free(dec);
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating '%s' of the generation session (%zu bytes) failed",
                          failed, failed_bytes);
@@ -99,8 +108,9 @@ double cpu_decode_rows(cpu_context *ctx, kv_cache *cache, cpu_decode *dec, const
     rows.n_tokens = rows.n_compact = rows.n_compact_padded = step->n_rows;
     rows.compact_input_ids = step->ids, rows.compact_position_ids = step->pos;
     ctx->ws.few_rows = true, ctx->ws.few_rows_pool = dec->pool; /* the step's linear layers */
+    ctx->ws.few_rows_wide = dec->wide;
     cpu_cached_rows_run(ctx, cache, &rows, step->slots, attend_chains, &attention);
-    ctx->ws.few_rows = false, ctx->ws.few_rows_pool = NULL;
+    ctx->ws.few_rows = false, ctx->ws.few_rows_pool = NULL, ctx->ws.few_rows_wide = NULL;
     return attention.ms;
 }
 

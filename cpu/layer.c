@@ -19,7 +19,9 @@
  * workspace asks for it, else BLAS; bf16 through linear_bf16.h's panels in both cases. */
 static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t in_dim, const float *w,
                    const uint16_t *w16, const float *bias, size_t out_dim, float *y) {
-    if (w16 != NULL) cpu_linear_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->wide, ws->pool);
+    if (w16 != NULL && ws->few_rows)
+        cpu_linear_step_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->few_rows_pool, ws->few_rows_wide, ws->wide);
+    else if (w16 != NULL) cpu_linear_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->wide, ws->pool);
     else if (ws->few_rows) cpu_linear_step(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
     else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
 }

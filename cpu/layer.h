@@ -32,6 +32,7 @@ typedef struct cpu_workspace {
      * (NULL: the calling thread); otherwise BLAS */
     bool few_rows;
     workers *few_rows_pool;
+    float *few_rows_wide; /* a bf16 model's: cpu_linear_few_bf16_scratch_floats for those threads */
     /* the elementwise passes' threads (rows.h): rmlp_cpu_threads() at the context's creation, the
      * calling thread one of them (NULL: it alone) */
     workers *pool;

@@ -33,13 +33,16 @@ typedef struct widen_job {
     float *wide;
 } widen_job;
 
+void cpu_widen_bf16(const uint16_t *src, size_t n, float *dst) {
+    uint32_t *bits = (uint32_t *)(void *)dst; /* the floats' bits */
+    for (size_t i = 0; i < n; i++) bits[i] = (uint32_t)src[i] << 16;
+}
+
 static void widen_task(void *arg, size_t task, size_t worker) {
     (void)worker;
     const widen_job *j = arg;
     size_t r0 = task * WIDEN_ROWS_PER_TASK, r1 = r0 + WIDEN_ROWS_PER_TASK < j->rows ? r0 + WIDEN_ROWS_PER_TASK : j->rows;
-    const uint16_t *src = j->w + r0 * j->in_dim;
-    uint32_t *dst = (uint32_t *)(void *)(j->wide + r0 * j->in_dim); /* the float's bits */
-    for (size_t i = 0, n = (r1 - r0) * j->in_dim; i < n; i++) dst[i] = (uint32_t)src[i] << 16;
+    cpu_widen_bf16(j->w + r0 * j->in_dim, (r1 - r0) * j->in_dim, j->wide + r0 * j->in_dim);
 }
 
 void cpu_linear_bf16(const float *x, size_t rows, size_t in_dim, const uint16_t *w, const float *bias,

@@ -13,6 +13,9 @@
 
 #include "workers.h"
 
+/* dst (n) = the floats of the bf16 bits src (n). */
+void cpu_widen_bf16(const uint16_t *src, size_t n, float *dst);
+
 /* Floats of the widened panel for a W of (out_dim, in_dim). */
 size_t cpu_linear_bf16_scratch_floats(size_t in_dim, size_t out_dim);
 

@@ -9,6 +9,7 @@
 #define RMLP_CPU_LINEAR_FEW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "workers.h"
 
@@ -23,5 +24,14 @@ void cpu_linear_few(const float *x, size_t rows, size_t in_dim, const float *w, 
  * GEMM catches up. */
 void cpu_linear_step(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
                      float *y, workers *pool);
+
+/* The same with W in bf16 (a bf16-weight model, linear_bf16.h): each task widens WIDE_ROWS of W's
+ * rows at a time into its thread's part of wide (cpu_linear_few_bf16_scratch_floats) and runs the
+ * same row dots over them, so it reads half of fp32's bytes from memory and its result is the
+ * fp32 kernel's on the rounded weights, bit for bit. 1 to 128 rows (one row too: BLAS's sgemv
+ * would read the widened panel, twice bf16's bytes); else cpu_linear_bf16. */
+size_t cpu_linear_few_bf16_scratch_floats(size_t max_in_dim, size_t n_threads);
+void cpu_linear_step_bf16(const float *x, size_t rows, size_t in_dim, const uint16_t *w, const float *bias,
+                          size_t out_dim, float *y, workers *pool, float *wide, float *panel);
 
 #endif

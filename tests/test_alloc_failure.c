@@ -17,9 +17,9 @@
  * Scenarios: a planner (create, reserve, a padded build with sharing, a larger build that grows
  * it); model loads of three tiny checkpoints written here (F32 in one file, also loaded into bf16
  * weight matrices; BF16 in one file with tied embeddings and QKV biases; the F32 one in two shards
- * with an index); a context
- * create followed by a forward; a generation session's begin and one step, on 3 CPU threads
- * (so its decode attention's thread pool is made too).
+ * with an index); a context create followed by a forward; a generation session's begin and one
+ * step (fp32 and bf16 weights), on 3 CPU threads (so its decode attention's thread pool is made
+ * too).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -493,7 +493,9 @@ static rmlp_status generate_scenario(void *ctx) {
     return status;
 }
 
-static void test_generate(void) {
+static void test_generate(rmlp_dtype weights) {
+    rmlp_model_params mp = rmlp_model_default_params();
+    mp.cpu_weight_dtype = weights; /* bf16: the session's widened rows are allocated too */
     rmlp_model *model = NULL;
     rmlp_planner *planner = NULL;
     rmlp_plan plan;
@@ -502,7 +504,7 @@ static void test_generate(void) {
     cp.cache_bytes = 1 << 20;
     generate_case g = {0};
     uint32_t threads_before = rmlp_cpu_threads();
-    if (!CHECK(rmlp_model_load(at("f32", ""), NULL, &model) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
+    if (!CHECK(rmlp_model_load(at("f32", ""), &mp, &model) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
                    rmlp_plan_build(planner, gen_ids, gen_pos, 8, gen_cu, 3, &params, &plan) == RMLP_OK &&
                    rmlp_context_create_with_params(model, 16, &cp, &g.ctx) == RMLP_OK &&
                    rmlp_set_cpu_threads(3) == RMLP_OK,
@@ -516,8 +518,8 @@ static void test_generate(void) {
     memcpy(g.want, g.got, sizeof g.want);
     for (one_shot = 0; one_shot < 2; one_shot++) {
         long n = sweep("generate", generate_scenario, &g);
-        printf("rmlp_generate_begin + rmlp_generate_step on 3 threads (%s): %ld allocations, each failed in turn\n",
-               one_shot ? "one-shot" : "sticky", n);
+        printf("rmlp_generate_begin + rmlp_generate_step on 3 threads, %s weights (%s): %ld allocations, each failed "
+               "in turn\n", weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", one_shot ? "one-shot" : "sticky", n);
         CHECK(n < 0 || n >= 20, "generate: only %ld allocations seen; the hook is not reached", n);
     }
     rmlp_set_cpu_threads(threads_before);
@@ -560,7 +562,8 @@ int main(void) {
         test_load("sharded", "sharded", RMLP_DTYPE_F32);
         test_load("by file path", "f32/model.safetensors", RMLP_DTYPE_F32);
         test_context();
-        test_generate();
+        test_generate(RMLP_DTYPE_F32);
+        test_generate(RMLP_DTYPE_BF16);
     }
     stw_rmtree(root);
     free(root);
