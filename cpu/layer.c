@@ -16,7 +16,8 @@
 #include "rows.h"
 
 /* x W^T (+ bias), W in fp32 (w) or bf16 (w16, the other NULL): a generation step's way where the
- * workspace asks for it, else BLAS; bf16 through linear_bf16.h's panels in both cases. */
+ * workspace asks for it (linear_few.h, its bf16 form on widened rows), else BLAS (bf16: on
+ * linear_bf16.h's widened panels). */
 static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t in_dim, const float *w,
                    const uint16_t *w16, const float *bias, size_t out_dim, float *y) {
     if (w16 != NULL && ws->few_rows)

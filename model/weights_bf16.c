@@ -61,10 +61,11 @@ rmlp_status weights_layer_to_bf16(const rmlp_model_config *c, const char *prefix
     uint64_t h = c->hidden_size, inter = c->intermediate_size;
     uint64_t q = (uint64_t)c->num_attention_heads * c->head_dim, kv = (uint64_t)c->num_key_value_heads * c->head_dim;
     const matrix all[] = {
-        {"Q/K/V", &w->qkv, &w->qkv_bf16, h, {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
-         {q, kv, kv}},
+        {"Q/K/V", &w->qkv, &w->qkv_bf16, h,
+         {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}, {q, kv, kv}},
         {"O", &w->o_proj, &w->o_proj_bf16, q, {"self_attn.o_proj.weight", NULL, NULL}, {h, 0, 0}},
-        {"gate/up", &w->gate_up, &w->gate_up_bf16, h, {"mlp.gate_proj.weight", "mlp.up_proj.weight", NULL}, {inter, inter, 0}},
+        {"gate/up", &w->gate_up, &w->gate_up_bf16, h, {"mlp.gate_proj.weight", "mlp.up_proj.weight", NULL},
+         {inter, inter, 0}},
         {"down", &w->down, &w->down_bf16, inter, {"mlp.down_proj.weight", NULL, NULL}, {h, 0, 0}},
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
