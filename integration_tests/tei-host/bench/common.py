@@ -119,11 +119,18 @@ def random_text(rng, n_words):
     return " ".join(rng.choice(WORDS) for _ in range(n_words)) + " %d" % rng.randrange(10 ** 6)
 
 
+TRAFFICS = ("rerank", "rerank32", "embed", "no_sharing")
+
+
 def traffic(kind, n_requests, seed=1, queries=16, passages=8):
     """[(path, body, prefix text)] of one kind: `rerank` (`queries` queries, each call one query with
     `passages` of the 64 passages, each with a number of its own so that no prompt repeats whole),
-    `embed` (calls of 4 texts of random words behind the instruction: only the instruction is shared),
-    or `no_sharing` (calls of 4 texts of random words)."""
+    `rerank32` (the same with 32 passages a call: a reranker's calls score 32 to 1000 passages
+    against one query, and 32 is the smallest of them), `embed` (calls of 4 texts of random words
+    behind the instruction: only the instruction is shared), or `no_sharing` (calls of 4 texts of
+    random words)."""
+    if kind == "rerank32":
+        kind, passages = "rerank", 32
     rng = random.Random(seed)
     query_texts = [texts.RERANK_QUERY] + ["What do we know about %s and %s?" % (rng.choice(WORDS), rng.choice(WORDS))
                                           for _ in range(queries - 1)]

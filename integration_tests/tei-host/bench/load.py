@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """load.py: requests/s and latency of tei-host on the real model under a closed loop of clients on
 loopback, radix off, on, and on with prefix batching and the prefix cache, on rerank, embedding and
-no-sharing traffic (common.py). Each configuration is its own host; their runs are interleaved in
---rounds slices of --seconds in all (after a warm-up of --warmup requests each), so that the shared
-machine's slow spells fall on all of them alike. Prints a Markdown table (docs/bench/tei-host.md).
+no-sharing traffic (common.py; `rerank32`: rerank calls of 32 passages). Each configuration is its
+own host; their runs are interleaved in --rounds slices of --seconds in all (after a warm-up of
+--warmup requests each), so that the shared machine's slow spells fall on all of them alike. The
+hosts run with OPENBLAS_THREAD_TIMEOUT=4 unless the environment sets it (docs/backends.md, CPU
+threads; `radixmlp bench` sets the same for itself, so forward_batches.py's batches of the same
+traffic are timed alike). Prints a Markdown table (docs/bench/tei-host.md).
 
-Usage: load.py --host BIN --model DIR --pydeps DIR [--seconds 40] [--clients 8] [--traffic rerank ...]
+Usage: load.py --host BIN --model DIR --pydeps DIR [--seconds 40] [--clients 8] [--traffic rerank rerank32 ...]
 (--pydeps: the folder with `tokenizers` for the host's workers, BUILD/real_model/pydeps)."""
 import argparse
+import os
 
 import common
 
@@ -23,8 +27,9 @@ CONFIGS = [
 def measure(args, kind):
     """Every configuration of CONFIGS on `kind`, each on its own host, in --rounds interleaved slices
     of the run (a slow spell of the shared machine falls on all of them alike)."""
-    hosts = [common.Host(args.host, args.model, ["--cpu-threads", str(args.cpu_threads), *flags], env, args.pydeps)
-             for _, env, flags in CONFIGS]
+    blas = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("OPENBLAS_THREAD_TIMEOUT", "4")}
+    hosts = [common.Host(args.host, args.model, ["--cpu-threads", str(args.cpu_threads), *flags], dict(env, **blas),
+                         args.pydeps) for _, env, flags in CONFIGS]
     requests = common.traffic(kind, 2000, seed=7)
     totals = [{"ok": 0, "other": 0, "wall": 0.0, "latencies": [], "before": None, "after": None} for _ in CONFIGS]
     try:
@@ -56,6 +61,7 @@ def measure(args, kind):
             "n_over_computed": d("te_batch_next_tokens_sum") / computed if computed else float("nan"),
             "hit": d("te_radix_mlp_cache_hit_tokens") / lookups if lookups else 0.0,
             "batch": d("te_batch_next_size_sum") / max(1.0, d("te_batch_next_size_count")),
+            "tokens": d("te_batch_next_tokens_sum") / max(1.0, d("te_batch_next_tokens_count")),
         })
     return rows
 
@@ -70,17 +76,18 @@ def main():
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--cpu-threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--traffic", nargs="+", default=["rerank", "embed", "no_sharing"])
+    parser.add_argument("--traffic", nargs="+", default=list(common.TRAFFICS), choices=common.TRAFFICS)
     args = parser.parse_args()
-    print("| traffic | configuration | requests | req/s | vs off | p50 ms | p99 ms | N/computed | cache hit | seqs/batch |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| traffic | configuration | requests | req/s | vs off | p50 ms | p99 ms | N/computed | cache hit | seqs/batch "
+          "| tokens/batch |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind in args.traffic:
         rows = measure(args, kind)
         base = rows[0]["rps"]
         for r in rows:
-            print("| %s | %s | %d%s | %.2f | %.2fx | %.0f | %.0f | %.2f | %.1f%% | %.1f |" % (
+            print("| %s | %s | %d%s | %.2f | %.2fx | %.0f | %.0f | %.2f | %.1f%% | %.1f | %.0f |" % (
                 kind, r["config"], r["ok"], " (+%d not 200)" % r["other"] if r["other"] else "", r["rps"], r["rps"] / base,
-                r["p50"], r["p99"], r["n_over_computed"], 100 * r["hit"], r["batch"]), flush=True)
+                r["p50"], r["p99"], r["n_over_computed"], 100 * r["hit"], r["batch"], r["tokens"]), flush=True)
 
 
 if __name__ == "__main__":
