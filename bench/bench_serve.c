@@ -116,8 +116,12 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     for (int i = 0; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--serve") == 0) continue;
-        if (strcmp(flag, "--json") == 0 || strcmp(flag, "--capacity") == 0) {
-            *(flag[2] == 'j' ? &a->json : &a->capacity) = 1;
+        if (strcmp(flag, "--json") == 0) {
+            a->json = 1;
+            continue;
+        }
+        if (strcmp(flag, "--capacity") == 0) {
+            a->capacity = 1;
             continue;
         }
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout);

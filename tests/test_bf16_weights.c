@@ -63,27 +63,13 @@ static void test_rounding(void) {
     CHECK((nan & 0x7f80u) == 0x7f80u && (nan & 0x7fu) != 0, "NaN 0x7f800001 became 0x%04x", nan);
 }
 
-/* The bytes of the file at path (*len of them), or NULL. */
-static unsigned char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *bytes = tu_xmalloc(size > 0 ? (size_t)size : 1);
-    *len = size > 0 && fread(bytes, 1, (size_t)size, f) == (size_t)size ? (size_t)size : 0;
-    fclose(f);
-    if (*len == 0) free(bytes);
-    return *len ? bytes : NULL;
-}
-
 /* dst/model.safetensors = src's with every element of the tensors named by `pick` replaced by
  * f(element); config.json copied. */
 static int rewrite(const char *src, const char *dst, bool (*pick)(const char *name), float (*f)(float, uint64_t)) {
     char path[600];
     snprintf(path, sizeof path, "%s/model.safetensors", src);
     size_t len = 0;
-    unsigned char *bytes = read_file(path, &len);
+    unsigned char *bytes = tu_read_file(path, &len);
     st_file *st = NULL;
     if (!CHECK(bytes != NULL && st_open_memory(path, bytes, len, &st) == RMLP_OK, "reading %s", path)) return -1;
     unsigned char *copy = tu_xmalloc(len);
@@ -100,7 +86,7 @@ static int rewrite(const char *src, const char *dst, bool (*pick)(const char *na
     free(copy);
     free(bytes);
     snprintf(path, sizeof path, "%s/config.json", src);
-    bytes = read_file(path, &len);
+    bytes = tu_read_file(path, &len);
     snprintf(path, sizeof path, "%s/config.json", dst);
     stw_write_bytes(path, bytes, len);
     free(bytes);

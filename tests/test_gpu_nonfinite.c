@@ -82,13 +82,9 @@ static int write_model(const char *dir, const rmlp_model_config *cfg, float norm
     if (tiny_model_write(dir, cfg, 11) != 0) return -1;
     char path[4096], name[96];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = fopen(path, "rb");
-    long end = f != NULL && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    size_t size = end > 8 ? (size_t)end : 0;
-    unsigned char *file = size ? tu_xmalloc(size) : NULL;
-    if (f != NULL) rewind(f);
-    int ok = file != NULL && fread(file, 1, size, f) == size;
-    if (f != NULL) fclose(f);
+    size_t size = 0;
+    unsigned char *file = tu_read_file(path, &size);
+    int ok = file != NULL && size > 8;
     if (!ok) {
         free(file);
         return -1;
@@ -102,7 +98,7 @@ static int write_model(const char *dir, const rmlp_model_config *cfg, float norm
         set_row(file, size, name, cfg->intermediate_size, J, 0.0f);
     }
     tensor_data(file, size, "model.norm.weight")[J] = norm_j;
-    f = fopen(path, "wb");
+    FILE *f = fopen(path, "wb");
     ok = f != NULL && fwrite(file, 1, size, f) == size;
     if (f != NULL && fclose(f) != 0) ok = 0;
     free(file);

@@ -354,15 +354,12 @@ static void test_open_memory(void) {
     build_tensors(&QWEN3, 7, &w);
     const char *path = at("memory.safetensors", "");
     stw_write(&w, path, 0);
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL, "open %s", path);
-    if (f == NULL) return;
-    fseek(f, 0, SEEK_END);
-    size_t len = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *bytes = malloc(len);
-    CHECK(bytes != NULL && fread(bytes, 1, len, f) == len, "read %s", path);
-    fclose(f);
+    size_t len = 0;
+    unsigned char *bytes = tu_read_file(path, &len);
+    if (!CHECK(bytes != NULL, "read %s", path)) {
+        stw_free(&w);
+        return;
+    }
 
     st_file *disk = NULL, *mem = NULL;
     CHECK(st_open(path, &disk) == RMLP_OK, "st_open: %s", rmlp_last_error());

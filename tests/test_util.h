@@ -127,6 +127,20 @@ static inline void *tu_xmalloc(size_t bytes) {
     return p;
 }
 
+/* The bytes of the file at path, *len of them (tu_xmalloc'ed; the caller frees), or NULL with *len
+ * 0 when it cannot be opened or read or is empty. */
+static inline unsigned char *tu_read_file(const char *path, size_t *len) {
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    long end = f != NULL && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    unsigned char *bytes = end > 0 ? tu_xmalloc((size_t)end) : NULL;
+    if (bytes != NULL) rewind(f);
+    if (bytes != NULL && fread(bytes, 1, (size_t)end, f) == (size_t)end) *len = (size_t)end;
+    if (f != NULL) fclose(f);
+    if (*len == 0) free(bytes);
+    return *len ? bytes : NULL;
+}
+
 static inline tu_batch tu_random_batch(uint64_t *rng, const tu_batch_shape *shape) {
     tu_batch b = {0};
     b.n_seqs = shape->n_seqs;
