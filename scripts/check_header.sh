@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Fails when ffi/include/radix_mlp.h differs from what cbindgen generates from the ABI crate.
+# Fails when the committed C headers (ffi/include/radix_mlp.h and ffi/include/radix_mlp/*.h) differ
+# from what scripts/gen_header.sh generates from the ABI crate.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-fresh=$(mktemp)
-trap 'rm -f "$fresh"' EXIT
+fresh=$(mktemp -d)
+trap 'rm -rf "$fresh"' EXIT
 "$root/scripts/gen_header.sh" "$fresh"
-if ! diff -u "$root/ffi/include/radix_mlp.h" "$fresh"; then
-  echo "header drift: ffi/include/radix_mlp.h is stale; run scripts/gen_header.sh and commit it" >&2
+if ! diff -u "$root/ffi/include/radix_mlp.h" "$fresh/radix_mlp.h" ||
+   ! diff -ru "$root/ffi/include/radix_mlp" "$fresh/radix_mlp"; then
+  echo "header drift: ffi/include/radix_mlp.h or ffi/include/radix_mlp/ is stale; run scripts/gen_header.sh and commit them" >&2
   exit 1
 fi
-echo "header drift: ffi/include/radix_mlp.h matches bindings/rust/radix-mlp-sys/src/"
+echo "header drift: ffi/include/radix_mlp.h and radix_mlp/*.h match bindings/rust/radix-mlp-sys/src/"

@@ -14,9 +14,8 @@
 #include <stdbool.h>
 
 #include "common/guard.h"
-#include "tools/tiny_model.h"
-#include "st_writer.h"
 #include "test_util.h"
+#include "tiny_setup.h"
 
 #define MAX_IDS 4096
 #define CAP_REQUESTS 48
@@ -394,17 +393,12 @@ static void test_cache(rmlp_model *model) {
 
 int main(void) {
     test_traces();
-    char *root = stw_mkdtemp();
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 32, .hidden_size = 16,
                               .intermediate_size = 24, .num_hidden_layers = 2, .num_attention_heads = 2,
                               .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
                               .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true};
-    rmlp_model *model = NULL;
-    if (CHECK(tiny_model_write(root, &tiny, 5) == 0 && rmlp_model_load(root, NULL, &model) == RMLP_OK, "model: %s",
-              rmlp_last_error()))
-        test_cache(model);
-    rmlp_model_free(model);
-    stw_rmtree(root);
-    free(root);
+    tiny_setup t;
+    if (tiny_setup_open(&t, &tiny, 5, 0, 0)) test_cache(t.model);
+    tiny_setup_close(&t);
     return tu_summary();
 }

@@ -23,9 +23,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "tools/tiny_model.h"
-#include "st_writer.h"
 #include "test_util.h"
+#include "tiny_setup.h"
 
 #define N_RACERS 4
 #define N_BATCHES 4
@@ -320,24 +319,14 @@ static void test_racing(void) {
 }
 
 int main(void) {
-    char *root = stw_mkdtemp();
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 40, .hidden_size = 32,
                               .intermediate_size = 48, .num_hidden_layers = 2, .num_attention_heads = 4,
                               .num_key_value_heads = 2, .head_dim = 8, .max_position_embeddings = 128,
                               .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true, .tie_word_embeddings = true};
-    if (tiny_model_write(root, &tiny, 11) != 0 || rmlp_model_load(root, NULL, &model) != RMLP_OK) {
-        printf("FAIL: writing or loading the tiny model under %s: %s\n", root, rmlp_last_error());
-        stw_rmtree(root);
-        return 1;
-    }
-    rmlp_model_get_config(model, &cfg);
+    tiny_setup t;
+    if (!tiny_setup_open(&t, &tiny, 11, MAX_TOKENS, 0)) return tu_summary();
+    model = t.model, cfg = t.cfg;
     uint64_t rng = 0x5eed;
-    rmlp_planner *planner = NULL;
-    rmlp_context *ctx = NULL;
-    if (rmlp_planner_create(&planner) != RMLP_OK || rmlp_context_create(model, MAX_TOKENS, &ctx) != RMLP_OK) {
-        printf("FAIL: setup: %s\n", rmlp_last_error());
-        return 1;
-    }
     for (int b = 0; b < N_BATCHES; b++) {
         tu_batch_shape shape = {tu_rand_range(&rng, 2, 5), 12, 12, tu_rand_range(&rng, 2, 6), 0};
         do {
@@ -345,10 +334,12 @@ int main(void) {
             batches[b] = tu_random_batch(&rng, &shape);
         } while (batches[b].n_tokens == 0 || batches[b].n_tokens > MAX_TOKENS);
         serial[b] = tu_xmalloc(batches[b].n_tokens * cfg.hidden_size * sizeof(float));
-        CHECK(forward(planner, ctx, b, NULL, NULL, serial[b]) == RMLP_OK, "serial batch %d: %s", b, rmlp_last_error());
+        CHECK(forward(t.planner, t.ctx, b, NULL, NULL, serial[b]) == RMLP_OK, "serial batch %d: %s", b,
+              rmlp_last_error());
     }
-    rmlp_context_free(ctx);
-    rmlp_planner_free(planner);
+    rmlp_context_free(t.ctx);
+    rmlp_planner_free(t.planner);
+    t.ctx = NULL, t.planner = NULL;
 
     test_held_forward();
     test_nested_calls();
@@ -358,8 +349,6 @@ int main(void) {
         free(serial[b]);
         tu_batch_free(&batches[b]);
     }
-    rmlp_model_free(model);
-    stw_rmtree(root);
-    free(root);
+    tiny_setup_close(&t);
     return tu_summary();
 }

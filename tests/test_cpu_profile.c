@@ -17,13 +17,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "st_writer.h"
 #include "test_util.h"
-#include "tools/tiny_model.h"
+#include "tiny_setup.h"
 
 #define CAP 256
-
-static rmlp_model_config cfg;
 
 static double now_ms(void) {
     struct timespec ts;
@@ -87,24 +84,15 @@ static void test_struct_size(rmlp_context *ctx) {
 }
 
 int main(void) {
-    char *root = stw_mkdtemp();
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 1000, .hidden_size = 64,
                               .intermediate_size = 96, .num_hidden_layers = 2, .num_attention_heads = 4,
                               .num_key_value_heads = 2, .head_dim = 16, .max_position_embeddings = 256,
                               .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true, .tie_word_embeddings = true};
-    rmlp_model *model = NULL;
-    rmlp_planner *planner = NULL;
-    rmlp_context *ctx = NULL, *cached = NULL;
-    rmlp_context_params params = rmlp_context_default_params();
-    params.cache_bytes = 4u << 20;
-    if (!CHECK(tiny_model_write(root, &tiny, 7) == 0 && rmlp_model_load(root, NULL, &model) == RMLP_OK &&
-                   rmlp_model_get_config(model, &cfg) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
-                   rmlp_context_create(model, CAP, &ctx) == RMLP_OK &&
-                   rmlp_context_create_with_params(model, CAP, &params, &cached) == RMLP_OK,
-               "setup under %s: %s", root, rmlp_last_error())) {
-        stw_rmtree(root);
-        return tu_summary();
-    }
+    tiny_setup t;
+    if (!tiny_setup_open(&t, &tiny, 7, CAP, 4u << 20)) return tu_summary();
+    rmlp_model_config cfg = t.cfg;
+    rmlp_planner *planner = t.planner;
+    rmlp_context *ctx = t.ctx, *cached = t.cached; /* without and with a prefix cache */
     uint64_t rng = 0x9F0F;
     tu_batch_shape shape = {.n_seqs = 6, .max_len = 40, .vocab = 1000, .prefix_len = 20};
     tu_batch b = tu_random_batch(&rng, &shape);
@@ -152,11 +140,6 @@ int main(void) {
     test_struct_size(ctx);
     free(plain), free(measured);
     tu_batch_free(&b);
-    rmlp_context_free(ctx);
-    rmlp_context_free(cached);
-    rmlp_planner_free(planner);
-    rmlp_model_free(model);
-    stw_rmtree(root);
-    free(root);
+    tiny_setup_close(&t);
     return tu_summary();
 }

@@ -10,9 +10,8 @@
  */
 #include <stdio.h>
 
-#include "tools/tiny_model.h"
-#include "st_writer.h"
 #include "test_util.h"
+#include "tiny_setup.h"
 
 #define CAP 64 /* tokens a context holds */
 #define NP RMLP_NO_PARENT
@@ -257,23 +256,14 @@ static void test_random_mutations(rmlp_planner *planner) {
 }
 
 int main(void) {
-    char *root = stw_mkdtemp();
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 1000, .hidden_size = 16,
                               .intermediate_size = 24, .num_hidden_layers = 2, .num_attention_heads = 2,
                               .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
                               .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true, .tie_word_embeddings = true};
-    rmlp_model *model = NULL;
-    rmlp_planner *planner = NULL;
-    rmlp_context_params params = rmlp_context_default_params();
-    params.cache_bytes = 1u << 20;
-    if (!CHECK(tiny_model_write(root, &tiny, 31) == 0 && rmlp_model_load(root, NULL, &model) == RMLP_OK &&
-                   rmlp_model_get_config(model, &cfg) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
-                   rmlp_context_create(model, CAP, &plain) == RMLP_OK &&
-                   rmlp_context_create_with_params(model, CAP, &params, &cached) == RMLP_OK,
-               "setup under %s: %s", root, rmlp_last_error())) {
-        stw_rmtree(root);
-        return tu_summary();
-    }
+    tiny_setup t;
+    if (!tiny_setup_open(&t, &tiny, 31, CAP, 1u << 20)) return tu_summary();
+    cfg = t.cfg, plain = t.ctx, cached = t.cached;
+    rmlp_planner *planner = t.planner;
     size_t rows = CAP + 16, hsz = cfg.hidden_size, qd = (size_t)cfg.num_attention_heads * cfg.head_dim;
     hidden = tu_xmalloc(rows * hsz * sizeof(float)), out = tu_xmalloc(rows * hsz * sizeof(float));
     q = tu_xmalloc(rows * qd * sizeof(float)), attn = tu_xmalloc(rows * qd * sizeof(float));
@@ -282,11 +272,6 @@ int main(void) {
     test_cache_not_poisoned(planner);
     test_random_mutations(planner);
     free(hidden), free(out), free(q), free(attn), free(kv);
-    rmlp_context_free(plain);
-    rmlp_context_free(cached);
-    rmlp_planner_free(planner);
-    rmlp_model_free(model);
-    stw_rmtree(root);
-    free(root);
+    tiny_setup_close(&t);
     return tu_summary();
 }

@@ -13,9 +13,8 @@
  */
 #include <stdio.h>
 
-#include "tools/tiny_model.h"
-#include "st_writer.h"
 #include "test_util.h"
+#include "tiny_setup.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -179,32 +178,25 @@ static void test_freed_handles(void) {
 #endif
 
 int main(void) {
-    char *root = stw_mkdtemp();
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 32, .hidden_size = 16,
                               .intermediate_size = 24, .num_hidden_layers = 2, .num_attention_heads = 2,
                               .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
                               .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true};
-    rmlp_planner *planner = NULL;
-    rmlp_context *ctx = NULL;
-    if (!CHECK(tiny_model_write(root, &tiny, 5) == 0 && rmlp_model_load(root, NULL, &model) == RMLP_OK &&
-                   rmlp_planner_create(&planner) == RMLP_OK && rmlp_context_create(model, 8, &ctx) == RMLP_OK,
-               "setup under %s: %s", root, rmlp_last_error())) {
-        stw_rmtree(root);
-        return tu_summary();
-    }
-    rmlp_model_get_config(model, &cfg);
-    test_wrong_kind(planner, ctx);
+    tiny_setup t;
+    if (!tiny_setup_open(&t, &tiny, 5, 8, 0)) return tu_summary();
+    model = t.model, cfg = t.cfg;
+    test_wrong_kind(t.planner, t.ctx);
     test_model_with_contexts();
-    test_stale_plan(planner, ctx);
-    rmlp_context_free(ctx);
-    rmlp_planner_free(planner);
+    test_stale_plan(t.planner, t.ctx);
+    rmlp_context_free(t.ctx);
+    rmlp_planner_free(t.planner);
+    t.ctx = NULL, t.planner = NULL;
 #if UNDER_ASAN
     printf("freed handles not tried: this build has AddressSanitizer, which reports the use after free itself\n");
-    rmlp_model_free(model);
 #else
     test_freed_handles();
+    t.model = model; /* NULL once test_freed_handles freed it */
 #endif
-    stw_rmtree(root);
-    free(root);
+    tiny_setup_close(&t);
     return tu_summary();
 }

@@ -14,9 +14,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "tools/tiny_model.h"
-#include "st_writer.h"
 #include "test_util.h"
+#include "tiny_setup.h"
 
 #define N_THREADS 4
 #define N_BATCHES 6
@@ -249,17 +248,13 @@ static void test_last_error_per_thread(void) {
 }
 
 int main(void) {
-    char *root = stw_mkdtemp();
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 50, .hidden_size = 32,
                               .intermediate_size = 48, .num_hidden_layers = 2, .num_attention_heads = 4,
                               .num_key_value_heads = 2, .head_dim = 8, .max_position_embeddings = 128,
                               .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true};
-    if (tiny_model_write(root, &tiny, 7) != 0 || rmlp_model_load(root, NULL, &model) != RMLP_OK) {
-        printf("FAIL: writing or loading the tiny model under %s: %s\n", root, rmlp_last_error());
-        stw_rmtree(root);
-        return 1;
-    }
-    rmlp_model_get_config(model, &cfg);
+    tiny_setup t;
+    if (!tiny_setup_open(&t, &tiny, 7, 0, 0)) return tu_summary(); /* the model only: each test makes its own */
+    model = t.model, cfg = t.cfg;
 
     uint64_t rng = 0x7123ad;
     static const double thresholds[3] = {1.0, 0.85, 0.0}; /* radix always, gated, off */
@@ -283,8 +278,6 @@ int main(void) {
         for (int mode = 0; mode < N_MODES; mode++) free(serial[b][mode]);
         tu_batch_free(&batches[b]);
     }
-    rmlp_model_free(model);
-    stw_rmtree(root);
-    free(root);
+    tiny_setup_close(&t);
     return tu_summary();
 }

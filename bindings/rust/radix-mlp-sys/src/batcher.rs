@@ -1,16 +1,7 @@
 //! The batcher (issue 33): a queue of pending requests that hands out batches sharing the deepest
 //! prefixes first (`rmlp_batcher_*`), preferring what an attached context's prefix cache holds. The
 //! logic lives in `batch/` of the C library; docs/batching.md says how a host uses it.
-use crate::{rmlp_context, rmlp_status};
-
-/// A queue of pending requests (a request is one sequence of token ids with the host's id and its
-/// arrival time) from which `rmlp_batcher_next` takes batches. Its storage is allocated at
-/// creation for the capacity of `rmlp_batcher_params` (requests and queued tokens): pushing and
-/// taking batches allocate nothing. Single-threaded like a planner: a call that finds it in use
-/// by another call returns `RMLP_ERR_BUSY` and changes nothing; a host's batching thread owns it.
-pub struct rmlp_batcher {
-    _opaque: [u8; 0],
-}
+use crate::{rmlp_batcher, rmlp_context, rmlp_status};
 
 /// How `rmlp_batcher_next` picks a batch (`rmlp_batcher_params::mode`).
 pub type rmlp_batch_mode = i32;

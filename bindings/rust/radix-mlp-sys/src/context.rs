@@ -3,7 +3,7 @@
 //! read-outs (pooling, reranker scores); where a CPU context's forwards spend their time.
 use core::ffi::c_void;
 
-use crate::{rmlp_attention_fn, rmlp_attention_space, rmlp_gpu_attention, rmlp_model, rmlp_plan, rmlp_status};
+use crate::{rmlp_attention_fn, rmlp_attention_space, rmlp_context, rmlp_gpu_attention, rmlp_model, rmlp_plan, rmlp_status};
 
 /// How `rmlp_pool` turns a sequence's rows into one vector.
 pub type rmlp_pooling = i32;
@@ -13,13 +13,6 @@ pub const RMLP_POOLING_LAST: rmlp_pooling = 1;
 pub const RMLP_POOLING_MEAN: rmlp_pooling = 2;
 /// The first token.
 pub const RMLP_POOLING_FIRST: rmlp_pooling = 3;
-
-/// Workspace for running batches of up to `max_tokens` tokens through a model. One per thread
-/// (or stream); per-layer calls and forwards through it never allocate. A call that finds the
-/// context in a call on another thread returns `RMLP_ERR_BUSY` instead of sharing the workspace.
-pub struct rmlp_context {
-    _opaque: [u8; 0],
-}
 
 /// How a context runs, for `rmlp_context_create_with_params`. Get one from
 /// `rmlp_context_default_params()` and change fields; versioned by `struct_size` like the

@@ -1,11 +1,12 @@
 //! Raw ABI of libradix_mlp: the one declaration of every type, constant and entry point, one
 //! module per object.
 //!
-//! `ffi/include/radix_mlp.h` is generated from this crate by cbindgen (`scripts/gen_header.sh`),
-//! which reads the modules in the order they are declared below: the header gives the constants,
-//! then the types, then the functions, each in that order of objects. The C sources include the
-//! header, so the C compiler checks each definition against what is declared here. Change the
-//! ABI here, regenerate, commit both.
+//! The C header is generated from this crate (`scripts/gen_header.sh`): cbindgen writes one part
+//! per module, `ffi/include/radix_mlp/<module>.h`, from that module alone, and
+//! `ffi/include/radix_mlp.h` includes the parts in the order the modules are declared below. A part
+//! includes the parts whose types its module imports (`use crate::...`), so a module comes after
+//! those. The C sources include the header, so the C compiler checks each definition against what
+//! is declared here. Change the ABI here, regenerate, commit both.
 //!
 //! Conventions: every fallible call returns an `rmlp_status` (0 ok, negative errors; values
 //! are pinned once released) and, on error, leaves a message naming the argument and index in
@@ -23,25 +24,28 @@
 //! `rmlp_attention_compact` on the context running it: those two nest).
 #![allow(non_camel_case_types)]
 
-// In header order: cbindgen reads the modules as declared (each `use` keeps rustfmt from sorting them).
+// In header order, each module after those whose types it uses (scripts/gen_header.py checks it):
+// cbindgen writes one header per module (each `use` keeps rustfmt from sorting them).
 mod status; // status codes and the last error
 pub use status::*;
+mod handles; // the opaque handles: planner, model, context, batcher
+pub use handles::*;
 mod library; // version, build flags, CPU threads
 pub use library::*;
 mod plan; // the planner and the plan
 pub use plan::*;
 mod model; // models: load, bind, configuration
 pub use model::*;
-mod context; // contexts: the whole forward and its read-outs
-pub use context::*;
 mod attention; // attention and the per-layer calls
 pub use attention::*;
+mod gpu; // CUDA devices, attention kernels and counters
+pub use gpu::*;
+mod context; // contexts: the whole forward and its read-outs
+pub use context::*;
 mod cache; // a context's prefix KV cache
 pub use cache::*;
 mod generate; // generation sessions
 pub use generate::*;
-mod gpu; // CUDA devices, attention kernels and counters
-pub use gpu::*;
 mod batcher; // the prefix-aware batcher
 pub use batcher::*;
 mod route; // the routing key

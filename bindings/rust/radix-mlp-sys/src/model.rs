@@ -3,7 +3,7 @@
 //! threads share one.
 use core::ffi::{c_char, c_void};
 
-use crate::rmlp_status;
+use crate::{rmlp_model, rmlp_status};
 
 /// Decoder architecture (`model_type` in config.json).
 pub type rmlp_arch = i32;
@@ -37,12 +37,6 @@ pub const RMLP_DTYPE_F32: rmlp_dtype = 0;
 pub const RMLP_DTYPE_F16: rmlp_dtype = 1;
 /// bfloat16.
 pub const RMLP_DTYPE_BF16: rmlp_dtype = 2;
-
-/// A loaded model: config and weights on one device. Read-only after load: any number of
-/// contexts on any threads may use it at once.
-pub struct rmlp_model {
-    _opaque: [u8; 0],
-}
 
 /// How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
 #[repr(C)]

@@ -2,7 +2,7 @@
 //! into the maps between its rows ("full space", N) and its distinct (token, position) paths
 //! ("compact space", N'), or the identity where the gate finds too little shared. Pure C: the
 //! planner-only library `libradix_mlp_plan` has all of it.
-use crate::rmlp_status;
+use crate::{rmlp_planner, rmlp_status};
 
 /// `compact_parent` value of a row that starts its path (first token of a sequence) and
 /// of padding rows.
@@ -28,14 +28,6 @@ pub const RMLP_GATE_DISTINCT: rmlp_gate = 0;
 /// `threshold >= 1.0` or `padded / n_tokens < threshold`, where `padded` is `n_distinct` rounded
 /// up to `pad_multiple_of` when `pad` is set (the length of the padded compact batch).
 pub const RMLP_GATE_TEI: rmlp_gate = 1;
-
-/// Reusable plan builder. Holds all scratch and the output arrays of the last plan, so
-/// steady-state builds allocate nothing. Not thread-safe: use one planner per thread;
-/// planners on different threads run concurrently. A call that finds the planner in use by
-/// another thread returns `RMLP_ERR_BUSY` instead of corrupting it.
-pub struct rmlp_planner {
-    _opaque: [u8; 0],
-}
 
 /// How a plan is built. Get one from `rmlp_plan_default_params()` and change fields.
 ///
