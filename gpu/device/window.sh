@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# window.sh: the plan for one GPU window (30 minutes of device time, at most 600 s per command, the
-# machine taken back after 30 s idle): four commands, run back to back in the order of their value,
-# each self-contained: it configures and builds what it needs when build-gpu/ is gone (a bare
-# machine), runs every step under its own `timeout -k 15`, writes each step's outcome into $OUT as
+# window.sh: the plan for the GPU windows (15 minutes of device time a lent session since 2026-11, 30
+# before; at most 600 s per command, the machine taken back after 30 s idle): four commands, two a
+# session (1 then 4, then 2 then 3: gpu/CHECKLIST.md), in the order of their value, each
+# self-contained: it configures and builds what it needs when build-gpu/ is gone (a bare machine), runs every step under its own `timeout -k 15`, writes each step's outcome into $OUT as
 # it ends and regenerates $OUT/summary.txt from the JSON lines written so far, and ends within its
 # budget: RMLP_WINDOW_BUDGET, by default 540, 400, 280 and 260 s (the `run` calls' timeout_s 580,
-# 440, 320 and 300), 1,480 s in all: with one machine start, the transfers and the turns between the
-# calls (the machine held all the while) that is the 30 minutes.
+# 440, 320 and 300); a session's second command gets what its first left (RMLP_WINDOW_BUDGET).
 #   bash gpu/device/window.sh 1   build; the GPU tests without sanitizers (test_gpu_flashinfer first; then
 #                          test_gpu_model and test_gpu_cache again with the old paths); the 0.6B bench
 #                          on b32_p2048_s256, rerank and no sharing (off, on, compact; default paths
