@@ -167,6 +167,10 @@ rmlp_cmake_args() {
 
 rmlp_environment() {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
+  # The host CPU and its bf16 matrix instructions (issue 32: a bf16 GEMM needs AVX512-BF16 or AMX).
+  echo "cpu: $(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//'), bf16 ISA:" \
+    "$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -E -x 'avx512_bf16|amx_bf16|amx_tile|avx512f' |
+      sort -u | tr '\n' ' ')"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi -L 2>&1 | head -4
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | head -2
