@@ -55,6 +55,7 @@ typedef struct picking {
     uint64_t tokens_left;
     uint32_t n_picked, n_aged, n_sides, n_seeds;
     int only_passed; /* step 2: candidates are the requests passed over */
+    int with_cache;  /* the attached context's prefix cache was read (s->cached) */
 } picking;
 
 static uint32_t len_at(const picking *p, uint32_t pos) { return p->q->req[p->q->order[pos]].len; }
@@ -292,11 +293,14 @@ static void take_side(picking *p, batch_side *side) {
 }
 
 /* Step 2 of select.h: the requests passed over by the last batch, oldest first, each unless a
- * cluster's neighbour saves more than it would (so each pulls its group along). */
+ * cluster's neighbour saves more than it would (so each pulls its group along); with a cache, in
+ * their order alone. */
 static void take_passed_over(picking *p) {
     const batch_queue *q = p->q;
     p->only_passed = 1;
     uint32_t r = q->oldest; /* a cursor: one passed by no longer fits later (the room only shrinks) */
+    for (; p->with_cache && r != BATCH_NONE && room(p); r = q->req[r].newer)
+        if (q->req[r].push_no < q->passed_over && fits(p, p->s->pos_of[r])) take(p, p->s->pos_of[r]);
     while (room(p)) {
         while (r != BATCH_NONE && (q->req[r].push_no >= q->passed_over || !fits(p, p->s->pos_of[r]))) r = q->req[r].newer;
         if (r == BATCH_NONE) break;
@@ -391,7 +395,7 @@ static void write_batch(picking *p, rmlp_batch *out) {
 }
 
 rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const batch_ask *ask, rmlp_batch *out) {
-    picking p = {q, s, ask, ask->max_tokens, 0, 0, 0, 0, 0};
+    picking p = {q, s, ask, ask->max_tokens, 0, 0, 0, 0, 0, 0};
     memset(s->taken, 0, q->n);
     memset(s->cached, 0, (size_t)q->n * sizeof(uint32_t));
     uint32_t skipped = 0;
@@ -401,7 +405,7 @@ rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const
         if (status == RMLP_ERR_BUSY) skipped = RMLP_BATCH_CACHE_SKIPPED;
         else if (status != RMLP_OK) return status;
         else {
-            if (index != NULL) find_cached(&p, ask->cache, index);
+            if (index != NULL) find_cached(&p, ask->cache, index), p.with_cache = 1;
             ask->cache->leave(ask->context);
         }
     }

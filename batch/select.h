@@ -12,7 +12,9 @@
  *      every step the oldest of them is taken unless a cluster's neighbour that was passed over too
  *      (see 3) saves more tokens than it would (its common prefix with the nearest taken request,
  *      or cached). So a request waits about as long as in a plain queue, and groups still form
- *      around the old requests;
+ *      around the old requests. With the attached context's cache read, in their order alone
+ *      (each that fits; no pull, no whole groups): the batch's forward caches what it computes, so
+ *      a group split over two batches computes nothing more, and a pull only delays older requests;
  *   3. grouped: in token order (the radix tree's depth-first order) the prefix a request shares
  *      with the batch so far is its common prefix with the nearest taken request on either side,
  *      so each taken request grows a cluster outwards. Every step takes the candidate that saves

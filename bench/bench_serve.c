@@ -1,7 +1,8 @@
 /*
  * bench_serve.c: `radixmlp bench --serve` (bench_serve.h): its options, the built-in model, the
  * offered load (a fraction of FIFO's capacity on each trace, measured first with every request
- * queued), the runs and their table or JSON lines, and the issue's targets checked at the end.
+ * queued), the runs and their table or JSON lines, the cost model against the measured batches
+ * (serve_cost.h), and the issue's targets checked at the end.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "tools/cli.h"
+#include "serve_cost.h"
 #include "serve_sim.h"
 #include "serve_trace.h"
 #include "tools/tiny_model.h"
@@ -31,6 +33,8 @@ typedef struct serve_args {
     size_t n_replicas;
     double load;
     int json, no_traces, capacity;
+    serve_cost_kind cost;
+    serve_cost_log *cost_all; /* every batch run, for the cost model's line */
 } serve_args;
 
 static const char *const ALL_TRACES[] = {"rerank", "embed", "no_sharing", "mixed"};
@@ -46,7 +50,7 @@ static int usage(FILE *to) {
             "usage: radixmlp bench --serve [--trace rerank|embed|no_sharing|mixed|all|none] [--requests N] [--queries C]\n"
             "                      [--request-seqs S] [--load X] [--max-tokens B] [--max-seqs M] [--max-wait-ms W] [--cache-mb MB]\n"
             "                      [--query-tokens MIN,MAX] [--replicas K,K,...] [--sweep TRACE|none] [--layers L]\n"
-            "                      [--hidden H] [--seed S] [--capacity] [--json]\n"
+            "                      [--hidden H] [--seed S] [--cost measured|model] [--capacity] [--json]\n"
             "  Client requests (--requests per trace, default 300) arrive as a Poisson process at --load (default\n"
             "  1.0) times FIFO's capacity on that trace (tokens per second of compute with every request queued),\n"
             "  and are served in simulated time, each batch charged the CPU time of its real forward (one thread;\n"
@@ -59,6 +63,12 @@ static int usage(FILE *to) {
             "  --capacity: also both policies with the whole trace queued at once and no age bound (the most\n"
             "  each can do at this budget: the ceiling of their ratio).\n"
             "  FIFO and prefix (and round robin and prefix routing) run interleaved, batch by batch.\n"
+            "  --cost model: charge each batch, instead of its measured CPU time (--cost measured, the default),\n"
+            "  the time a fixed model gives what it computed: a + b N' + c R + d P (N' compact rows, R of them\n"
+            "  computed, not cached, P their attention score pairs; coefficients fitted once on the default\n"
+            "  model, scaled by the arithmetic of --hidden and --layers). Nothing measured then moves\n"
+            "  the simulated clock: two runs give the same figures exactly. Either way a '# cost model' line (not\n"
+            "  with --json) compares the model with the measured CPU time of the batches run, and fits them.\n"
             "  Columns: N/N' tokens over compact rows; hit: the prefix caches' hit rate; N/comp: tokens over\n"
             "  rows computed (batching and cache together); tok/s: tokens per second of compute; util: compute\n"
             "  over K x the simulated span; wait and latency percentiles in ms. --trace none: the sweep alone.\n");
@@ -150,6 +160,14 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (strcmp(flag, "--seed") == 0) bad = cli_parse_ulong(flag, v, ~0ul, &a->seed);
         else if (strcmp(flag, "--replicas") == 0) bad = parse_list(flag, v, a);
         else if (strcmp(flag, "--query-tokens") == 0) bad = parse_range(flag, v, a->query_tokens);
+        else if (strcmp(flag, "--cost") == 0) {
+            if (strcmp(v, "measured") == 0) a->cost = SERVE_COST_MEASURED;
+            else if (strcmp(v, "model") == 0) a->cost = SERVE_COST_MODEL;
+            else {
+                fprintf(stderr, "radixmlp: --cost expects measured or model, got '%s'\n", v);
+                bad = -1;
+            }
+        }
         else if (strcmp(flag, "--load") == 0) {
             bad = cli_parse_double(flag, v, &a->load);
             if (bad == 0 && !(a->load > 0.0 && a->load <= 100.0)) {
@@ -211,13 +229,15 @@ static void print_row(const serve_args *a, const char *trace, const serve_config
                "\"busy_s\": %.3f, \"span_s\": %.3f, \"utilization\": %.3f, \"wait_p50_ms\": %.2f, "
                "\"wait_p99_ms\": %.2f, \"latency_p50_ms\": %.2f, \"latency_p99_ms\": %.2f, \"batch_p50_ms\": %.2f, "
                "\"batch_p99_ms\": %.2f, \"batches\": %llu, \"load\": %.3f, \"rate_rps\": %.2f, \"max_tokens\": %zu, "
-               "\"max_seqs\": %zu, \"max_wait_ms\": %lu, \"cache_mb\": %lu, \"saturated\": %s}\n",
+               "\"max_seqs\": %zu, \"max_wait_ms\": %lu, \"cache_mb\": %lu, \"saturated\": %s, \"cost\": \"%s\", "
+               "\"measured_busy_s\": %.3f}\n",
                trace, policy, c->replicas, route, (unsigned long long)r->requests, (unsigned long long)r->seqs,
                (unsigned long long)r->tokens, (unsigned long long)r->compact_rows, ratio,
                (unsigned long long)r->lookups, (unsigned long long)r->hits, hit, reuse, tps, r->busy_s, r->span_s, util,
                r->wait_p50_ms, r->wait_p99_ms, r->latency_p50_ms, r->latency_p99_ms, r->batch_p50_ms, r->batch_p99_ms,
                (unsigned long long)r->batches, a->load, c->rate, c->max_tokens, c->max_seqs, a->max_wait_ms,
-               a->cache_mb, c->saturate ? "true" : "false");
+               a->cache_mb, c->saturate ? "true" : "false", c->cost == SERVE_COST_MODEL ? "model" : "measured",
+               r->cost.measured_us * 1e-6);
     else
         printf("%-10s %-6s %3u %-6s %6llu %8llu %6.2f %6.1f%% %6.2f %9.0f %5.2f %9.1f %9.1f %9.1f %8.1f %8.1f\n",
                trace, policy, c->replicas, route, (unsigned long long)r->seqs, (unsigned long long)r->tokens, ratio,
@@ -236,6 +256,7 @@ static int run_together(const serve_args *a, const serve_trace *t, rmlp_model *m
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) rc = (sims[i] = serve_sim_new(t, model, (uint32_t)a->hidden, &c[i])) ? 0 : 1;
     if (rc == 0) rc = serve_run(sims, n, r);
+    for (size_t i = 0; rc == 0 && i < n; i++) serve_cost_log_merge(a->cost_all, &r[i].cost);
     for (size_t i = 0; i < n; i++) serve_sim_free(sims[i]);
     return rc;
 }
@@ -284,7 +305,9 @@ int bench_serve(int argc, char **argv) {
         return 1;
     }
     serve_config base = {RMLP_BATCH_FIFO, a.max_tokens, a.max_seqs, (uint64_t)a.max_wait_ms * 1000,
-                         (uint64_t)a.cache_mb << 20, 1, false, 1.0, 0, false};
+                         (uint64_t)a.cache_mb << 20, 1, false, 1.0, 0, false, a.cost, serve_cost_default(&cfg)};
+    serve_cost_log cost_all = {0};
+    a.cost_all = &cost_all;
     if (!a.json)
         printf("%-10s %-6s %3s %-6s %6s %8s %6s %7s %6s %9s %5s %9s %9s %9s %8s %8s\n", "trace", "policy", "K",
                "route", "seqs", "tokens", "N/N'", "hit", "N/comp", "tok/s", "util", "wait p50", "wait p99", "lat p99", "batch50",
@@ -312,9 +335,14 @@ int bench_serve(int argc, char **argv) {
             (mode == 0 ? fifo_tps : prefix_tps)[i] = tokens_per_s(&r[mode]);
             (mode == 0 ? fifo_p99 : prefix_p99)[i] = r[mode].wait_p99_ms;
         }
-        if (rc == 0 && !a.json)
-            printf("# %s: prefix/FIFO throughput %.2fx, p99 wait %.1f vs %.1f ms\n", a.traces[i],
-                   prefix_tps[i] / fifo_tps[i], prefix_p99[i], fifo_p99[i]);
+        if (rc == 0 && !a.json) {
+            char said[2][96];
+            for (int mode = 0; mode < 2; mode++)
+                serve_cost_describe(said[mode], sizeof said[mode], &base.model, &r[mode].cost);
+            printf("# %s: prefix/FIFO throughput %.2fx, p99 wait %.1f vs %.1f ms (cost %s; model vs measured: FIFO "
+                   "%s, prefix %s)\n", a.traces[i], prefix_tps[i] / fifo_tps[i], prefix_p99[i], fifo_p99[i],
+                   a.cost == SERVE_COST_MODEL ? "model" : "measured", said[0], said[1]);
+        }
         if (rc == 0 && a.capacity) rc = capacity(&a, a.traces[i], &t, model, c);
         serve_trace_free(&t);
     }
@@ -342,6 +370,7 @@ int bench_serve(int argc, char **argv) {
         serve_trace_free(&t);
     }
     if (rc == 0 && !a.json) {
+        serve_cost_print(stdout, &base.model, &cost_all);
         for (size_t i = 0; i < a.n_traces; i++) {
             if (strcmp(a.traces[i], "rerank") == 0)
                 printf("# target, rerank: prefix >= 1.5x FIFO throughput at no worse p99 wait: %.2fx, %.1f vs %.1f ms: "

@@ -24,6 +24,7 @@ struct serve_sim {
     replica *replicas;
     size_t next_request;                  /* the first request not yet arrived */
     float *out, *pooled;
+    size_t *cached;                       /* (max_seqs) each sequence's cached prefix before its forward */
     double *waits, *latencies, *batch_ms; /* (n_seqs) each: per sequence, per sequence, per batch */
     serve_result r;
 };
@@ -55,13 +56,30 @@ static double arrival_us(const serve_sim *s, size_t request) {
     return s->c.saturate ? 0.0 : s->t->requests[request].unit_arrival / s->c.rate * 1e6;
 }
 
-/* Takes and runs one batch on replica p at its clock; its CPU time moves the clock on. */
+/* What the batch computed (serve_cost.h): its plan, and each sequence's prefix the cache held before
+ * the forward, unless the forward bypassed the cache. */
+static void batch_terms(serve_sim *s, const rmlp_plan *plan, const rmlp_cache_stats *before,
+                        const rmlp_cache_stats *after, serve_cost_terms *t) {
+    int cached = s->c.cache_bytes > 0 && after->bypassed == before->bypassed;
+    serve_cost_terms_of(plan, cached ? s->cached : NULL, t);
+}
+
+/* Takes and runs one batch on replica p at its clock; its cost (its CPU time, or the model's time
+ * for what it computed) moves the clock on. */
 static int run_batch(serve_sim *s, replica *p) {
     serve_result *r = &s->r;
     uint64_t now = (uint64_t)p->free_at_us;
     rmlp_batch batch;
     if (rmlp_batcher_next(p->batcher, s->c.max_tokens, s->c.max_seqs, now, &batch) != RMLP_OK)
         return fail("next batch");
+    rmlp_cache_stats before = {0}, after = {0};
+    for (uint32_t q = 0; s->c.cache_bytes > 0 && q < batch.n_seqs; q++) {
+        uint32_t at = batch.cu_seqlens[q];
+        if (rmlp_context_cached_prefix(p->ctx, batch.input_ids + at, batch.cu_seqlens[q + 1] - at, &s->cached[q]) !=
+            RMLP_OK)
+            return fail("cached prefix");
+    }
+    if (s->c.cache_bytes > 0 && rmlp_context_cache_stats(p->ctx, &before) != RMLP_OK) return fail("cache stats");
     rmlp_plan_params params = rmlp_plan_default_params();
     params.threshold = 1.0; /* radix whenever anything is shared: both policies alike */
     rmlp_plan plan;
@@ -71,7 +89,13 @@ static int run_batch(serve_sim *s, replica *p) {
         rmlp_forward_compact(p->ctx, &plan, NULL, NULL, s->out) != RMLP_OK ||
         rmlp_context_pool_compact(p->ctx, &plan, s->out, RMLP_POOLING_LAST, true, s->pooled) != RMLP_OK)
         return fail("running a batch");
-    double cost = cpu_us() - start;
+    double measured = cpu_us() - start;
+    if (s->c.cache_bytes > 0 && rmlp_context_cache_stats(p->ctx, &after) != RMLP_OK) return fail("cache stats");
+    serve_cost_terms terms;
+    batch_terms(s, &plan, &before, &after, &terms);
+    double modelled = serve_cost_us(&s->c.model, &terms);
+    serve_cost_log_add(&r->cost, &terms, modelled, measured);
+    double cost = s->c.cost == SERVE_COST_MODEL ? modelled : measured;
     for (uint32_t q = 0; q < batch.n_seqs; q++) {
         double wait = (double)(now - batch.arrival_us[q]);
         s->waits[r->seqs] = wait * 1e-3, s->latencies[r->seqs] = (wait + cost) * 1e-3;
@@ -143,9 +167,10 @@ serve_sim *serve_sim_new(const serve_trace *t, rmlp_model *model, uint32_t hidde
     s->replicas = calloc(c->replicas, sizeof *s->replicas);
     s->out = malloc((c->max_tokens + RMLP_MAX_PAD_MULTIPLE) * hidden * sizeof(float));
     s->pooled = malloc(c->max_seqs * hidden * sizeof(float));
+    s->cached = calloc(c->max_seqs + 1, sizeof(size_t));
     s->waits = malloc(t->n_seqs * sizeof(double)), s->latencies = malloc(t->n_seqs * sizeof(double));
     s->batch_ms = malloc(t->n_seqs * sizeof(double));
-    int ok = s->replicas && s->out && s->pooled && s->waits && s->latencies && s->batch_ms;
+    int ok = s->replicas && s->out && s->pooled && s->cached && s->waits && s->latencies && s->batch_ms;
     if (!ok) fprintf(stderr, "radixmlp bench --serve: out of memory\n");
     for (uint32_t k = 0; ok && k < c->replicas; k++) {
         replica *p = &s->replicas[k];
@@ -169,7 +194,8 @@ void serve_sim_free(serve_sim *s) {
         rmlp_planner_free(s->replicas[k].planner);
         rmlp_context_free(s->replicas[k].ctx);
     }
-    free(s->replicas), free(s->out), free(s->pooled), free(s->waits), free(s->latencies), free(s->batch_ms);
+    free(s->replicas), free(s->out), free(s->pooled), free(s->cached);
+    free(s->waits), free(s->latencies), free(s->batch_ms);
     free(s);
 }
 

@@ -6,8 +6,9 @@
  * would). A replica that is idle with requests queued takes its next batch at once; the batch runs
  * for real (plan, rmlp_forward_compact, last-token pooling) and the replica's clock advances by the
  * CPU time of that one thread (the library set to one thread), so a busy or noisy machine slows
- * the bench but not the simulated clock. Queue wait is batch start minus arrival; latency adds the
- * batch's compute time.
+ * the bench but not the simulated clock; or, with SERVE_COST_MODEL, by the time the cost model
+ * gives what the batch computed (serve_cost.h), which nothing measured changes. Queue wait is
+ * batch start minus arrival; latency adds the batch's compute time.
  */
 #ifndef RMLP_TOOLS_SERVE_SIM_H
 #define RMLP_TOOLS_SERVE_SIM_H
@@ -17,6 +18,7 @@
 #include <stdint.h>
 
 #include "radix_mlp.h"
+#include "serve_cost.h"
 #include "serve_trace.h"
 
 typedef struct serve_config {
@@ -29,6 +31,8 @@ typedef struct serve_config {
     double rate;                 /* client requests per simulated second */
     size_t max_batches;          /* stop after this many batches in all (0: serve the whole trace) */
     bool saturate;               /* every request queued at time 0 before the first batch (a capacity run) */
+    serve_cost_kind cost;        /* what a batch is charged: its measured CPU time or the model's */
+    serve_cost_model model;      /* the model (serve_cost.h), with SERVE_COST_MODEL */
 } serve_config;
 
 typedef struct serve_result {
@@ -36,6 +40,7 @@ typedef struct serve_result {
     uint64_t lookups, hits;      /* of the prefix caches, all replicas */
     double busy_s, span_s;       /* compute time of all batches; first arrival to last batch's end */
     double wait_p50_ms, wait_p99_ms, latency_p50_ms, latency_p99_ms, batch_p50_ms, batch_p99_ms;
+    serve_cost_log cost;         /* every batch's terms, modelled and measured times */
 } serve_result;
 
 /* A simulation of serving t with model (hidden size `hidden`) as c says, stepped batch by batch so

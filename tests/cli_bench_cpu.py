@@ -3,7 +3,8 @@
 one layer, --json: per mode (off, on, compact) the forward's GEMM, attention, elementwise, gather
 and other time, which are non-negative and add up to that mode's forward time within the clock's
 reach, the plan's build time, and outputs of the three modes that agree. The text table prints the
-same breakdown under the case.
+same breakdown under the case. `bench --serve --cost model` (a short rerank trace) gives the same
+rows in two runs: the cost model charges nothing measured.
 
     python3 tests/cli_bench_cpu.py BUILD/radixmlp
 """
@@ -41,6 +42,19 @@ def main():
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and any(l.strip().startswith("off ") and "gemm" in l and "attention" in l for l in lines)
           and any(l.strip().startswith("compact ") for l in lines), "the text table's breakdown: %r" % r.stdout)
+    serve = ("--serve", "--trace", "rerank", "--requests", "40", "--sweep", "none", "--capacity", "--cost", "model")
+    runs = [radixmlp(exe, "bench", *serve, "--json") for _ in range(2)]
+    for r in runs:
+        check(r.returncode == 0, "bench --serve --cost model: exit %d, stderr %r" % (r.returncode, r.stderr))
+    served = [[json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")] for r in runs]
+    for rows in served:
+        check(len(rows) == 4 and all(row["cost"] == "model" and row["measured_busy_s"] > 0 for row in rows),
+              "bench --serve --cost model: FIFO, prefix and their capacity rows: %r" % rows)
+        for row in rows:
+            row.pop("measured_busy_s", None)  # the one figure the machine moves
+    check(served[0] == served[1], "bench --serve --cost model: two runs differ: %r vs %r" % (served[0], served[1]))
+    r = radixmlp(exe, "bench", "--serve", "--cost", "cpu")
+    check(r.returncode == 2 and "--cost expects measured or model" in r.stderr, "--cost cpu: %r" % r.stderr)
     return summary("cli_bench_cpu")
 
 

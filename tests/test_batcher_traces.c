@@ -367,6 +367,34 @@ static void test_cache(rmlp_model *model) {
         }
     }
 
+    /* Requests a batch passed over go oldest first; without a cache each pulls the others passed
+     * over of its group (a2 before the older z: computing a1's prefix once), with one in their
+     * order alone (a2 finds that prefix in the cache in the next batch, which then costs nothing
+     * more). a1, a2: a group under 9 9 9 9 (nothing of it cached); z: shares nothing; d: a deeper
+     * pair, taken first. */
+    const uint32_t a1[] = {9, 9, 9, 9, 1}, z[] = {7, 7, 1}, a2[] = {9, 9, 9, 9, 2};
+    const uint32_t d1[] = {6, 6, 6, 6, 6, 6, 1}, d2[] = {6, 6, 6, 6, 6, 6, 2};
+    for (int attached = 0; attached < 2; attached++) {
+        CHECK(rmlp_batcher_attach_context(b, attached ? ctx : NULL) == RMLP_OK &&
+                  rmlp_batcher_push(b, 40, a1, 5, 40) == RMLP_OK && rmlp_batcher_push(b, 41, z, 3, 41) == RMLP_OK &&
+                  rmlp_batcher_push(b, 42, a2, 5, 42) == RMLP_OK && rmlp_batcher_push(b, 43, d1, 7, 43) == RMLP_OK &&
+                  rmlp_batcher_push(b, 44, d2, 7, 43) == RMLP_OK,
+              "push: %s", rmlp_last_error());
+        CHECK(rmlp_batcher_next(b, 14, 8, 50, &batch) == RMLP_OK && batch.n_seqs == 2 && batch.ids[0] == 43 &&
+                  batch.ids[1] == 44,
+              "%s: the deep pair first", attached ? "cache" : "no cache");
+        uint64_t want[2][3] = {{40, 42, 41}, {41, 40, 42}}; /* token order within a batch: z before a1 */
+        rmlp_status status = rmlp_batcher_next(b, 10, 8, 60, &batch);
+        CHECK(status == RMLP_OK && batch.n_seqs == 2 && batch.ids[0] == want[attached][0] &&
+                  batch.ids[1] == want[attached][1],
+              "%s: passed over, %s: batch of %u starting %llu", attached ? "cache" : "no cache",
+              attached ? "oldest first (a1, z)" : "a1 pulling a2", batch.n_seqs,
+              batch.n_seqs ? (unsigned long long)batch.ids[0] : 0ull);
+        status = rmlp_batcher_next(b, 10, 8, 70, &batch);
+        CHECK(status == RMLP_OK && batch.n_seqs == 1 && batch.ids[0] == want[attached][2], "%s: the one left",
+              attached ? "cache" : "no cache");
+    }
+
     /* A batcher busy on another thread, and an attached context busy on another thread. */
     while_held(b, RMLP_MAGIC_BATCHER, push_busy, b);
     CHECK(rmlp_batcher_push(b, 30, probe, 7, 0) == RMLP_OK, "push after: %s", rmlp_last_error());
