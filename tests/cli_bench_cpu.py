@@ -42,7 +42,7 @@ def main():
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and any(l.strip().startswith("off ") and "gemm" in l and "attention" in l for l in lines)
           and any(l.strip().startswith("compact ") for l in lines), "the text table's breakdown: %r" % r.stdout)
-    serve = ("--serve", "--trace", "rerank", "--requests", "40", "--sweep", "none", "--capacity", "--cost", "model")
+    serve = ("--serve", "--trace", "rerank", "--requests", "12", "--sweep", "none", "--capacity", "--cost", "model")
     runs = [radixmlp(exe, "bench", *serve, "--json") for _ in range(2)]
     for r in runs:
         check(r.returncode == 0, "bench --serve --cost model: exit %d, stderr %r" % (r.returncode, r.stderr))
