@@ -44,11 +44,8 @@ def read_module(name):
 
 
 def defined_names(source):
-    """The items a module defines: types, structs, enums, constants, and enum variants."""
-    names = set(re.findall(r"^pub (?:type|struct|enum|const|static) (\w+)", source, re.M))
-    for body in re.findall(r"^pub enum \w+ \{\n(.*?)^\}", source, re.M | re.S):
-        names.update(re.findall(r"^\s+(\w+)\s*=", body, re.M))
-    return names
+    """The items a module defines that another may import: types, structs, enums, constants."""
+    return set(re.findall(r"^pub (?:type|struct|enum|const|static) (\w+)", source, re.M))
 
 
 def imported_names(source):
