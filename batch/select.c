@@ -1,6 +1,7 @@
 /*
- * select.c: the next batch of a batcher (select.h): FIFO, or aged requests, groups by shared and
- * cached prefixes and the oldest of the rest; then the batch laid out for rmlp_plan_build.
+ * select.c: the next batch of a batcher (select.h): FIFO, or aged requests, the passed over, groups
+ * by shared prefixes and the oldest of the rest (with a cache read: by age, arrivals together by
+ * shared or cached prefix); then the batch laid out for rmlp_plan_build.
  */
 #include "select.h"
 
@@ -103,11 +104,10 @@ static void find_cached(picking *p, const batch_cache_ops *ops, const void *inde
     }
 }
 
-/* ---- seeds: a max-heap by score, then cached prefix, then age ------------------------------- */
+/* ---- seeds (steps 2-4 run without a cache read): a max-heap by score, then age -------------- */
 
 static int seed_before(const batch_seed *a, const batch_seed *b) {
     if (a->score != b->score) return a->score > b->score;
-    if (a->cached != b->cached) return a->cached > b->cached;
     if (a->arrival_us != b->arrival_us) return a->arrival_us < b->arrival_us;
     return a->push_no < b->push_no;
 }
@@ -124,18 +124,17 @@ static void sift_down(batch_seed *heap, uint32_t n, uint32_t i) {
     }
 }
 
-/* Every request not taken whose prefix is shared with a neighbour or cached, heapified. */
+/* Every request not taken whose prefix is shared with a neighbour, heapified. */
 static void make_seeds(picking *p) {
     const batch_queue *q = p->q;
     p->n_seeds = 0;
     for (uint32_t i = 0; i < q->n; i++) {
         if (!fits(p, i)) continue;
-        uint32_t score = p->s->cached[i];
-        if (i > 0 && q->lcp[i] > score) score = q->lcp[i];
+        uint32_t score = i > 0 ? q->lcp[i] : 0;
         if (i + 1 < q->n && q->lcp[i + 1] > score) score = q->lcp[i + 1];
         if (score == 0) continue;
         const batch_request *r = &q->req[q->order[i]];
-        p->s->seeds[p->n_seeds++] = (batch_seed){r->arrival_us, r->push_no, score, p->s->cached[i], i};
+        p->s->seeds[p->n_seeds++] = (batch_seed){r->arrival_us, r->push_no, score, i};
     }
     for (uint32_t i = p->n_seeds / 2; i-- > 0;) sift_down(p->s->seeds, p->n_seeds, i);
 }
@@ -188,13 +187,9 @@ static void take_grouped(picking *p, uint32_t pos) {
     add_side(p, pos, +1);
 }
 
-/* What taking the candidate of a settled side saves: its prefix shared with the cluster, or
- * cached if longer; 0 for a side that is done. */
-static uint32_t side_gain(const picking *p, const batch_side *side) {
-    if (side->at < 0) return 0;
-    uint32_t cached = p->s->cached[side->at];
-    return side->common > cached ? side->common : cached;
-}
+/* What taking the candidate of a settled side saves: its prefix shared with the cluster; 0 for a
+ * side that is done. */
+static uint32_t side_gain(const batch_side *side) { return side->at < 0 ? 0 : side->common; }
 
 /* Whether request a (position) is older than b: arrival, then push. */
 static int older(const picking *p, uint32_t a, uint32_t b) {
@@ -203,10 +198,10 @@ static int older(const picking *p, uint32_t a, uint32_t b) {
 }
 
 /* What taking the request at pos saves now: its common prefix with the nearest taken request on
- * either side in token order (the minimum lcp across the gap), or its cached prefix if longer. */
+ * either side in token order (the minimum lcp across the gap). */
 static uint32_t saving(const picking *p, uint32_t pos) {
     const batch_queue *q = p->q;
-    uint32_t best = p->s->cached[pos], common = UINT32_MAX;
+    uint32_t best = 0, common = UINT32_MAX;
     for (uint32_t i = pos; i > 0 && common > best; i--) { /* leftwards: lcp[i] joins i-1 and i */
         if (q->lcp[i] < common) common = q->lcp[i];
         if (p->s->taken[i - 1]) {
@@ -225,7 +220,7 @@ static uint32_t saving(const picking *p, uint32_t pos) {
     return best;
 }
 
-/* Whether taking the request at pos, which shares g tokens with the batch or the cache, keeps its
+/* Whether taking the request at pos, which shares g tokens with the batch, keeps its
  * group whole (select.h, "whole groups"): the batch is empty (a group larger than a whole budget
  * starts a batch), or the requests joined to it in token order by lcp > g (none of them taken;
  * in step 2 only those passed over count) fit the room left with it. The scan stops at the first
@@ -276,7 +271,7 @@ static batch_side *best_side(picking *p, uint32_t *gain_out) {
         for (uint32_t i = 0; i < p->n_sides; i++) {
             batch_side *side = &p->s->sides[i];
             settle(p, side);
-            uint32_t gain = side_gain(p, side);
+            uint32_t gain = side_gain(side);
             if (gain > best_gain || (gain > 0 && gain == best_gain && older(p, (uint32_t)side->at, (uint32_t)best->at)))
                 best = side, best_gain = gain;
         }
@@ -293,14 +288,11 @@ static void take_side(picking *p, batch_side *side) {
 }
 
 /* Step 2 of select.h: the requests passed over by the last batch, oldest first, each unless a
- * cluster's neighbour saves more than it would (so each pulls its group along); with a cache, in
- * their order alone. */
+ * cluster's neighbour saves more than it would (so each pulls its group along). */
 static void take_passed_over(picking *p) {
     const batch_queue *q = p->q;
     p->only_passed = 1;
     uint32_t r = q->oldest; /* a cursor: one passed by no longer fits later (the room only shrinks) */
-    for (; p->with_cache && r != BATCH_NONE && room(p); r = q->req[r].newer)
-        if (q->req[r].push_no < q->passed_over && fits(p, p->s->pos_of[r])) take(p, p->s->pos_of[r]);
     while (room(p)) {
         while (r != BATCH_NONE && (q->req[r].push_no >= q->passed_over || !fits(p, p->s->pos_of[r]))) r = q->req[r].newer;
         if (r == BATCH_NONE) break;
@@ -331,6 +323,40 @@ static void take_groups(picking *p) {
     }
 }
 
+/* The deepest prefix the request at pos shares with a queued neighbour or the cache. */
+static uint32_t depth_at(const picking *p, uint32_t pos) {
+    uint32_t d = p->s->cached[pos];
+    if (pos > 0 && p->q->lcp[pos] > d) d = p->q->lcp[pos];
+    if (pos + 1 < p->q->n && p->q->lcp[pos + 1] > d) d = p->q->lcp[pos + 1];
+    return d;
+}
+
+/* Steps 2-4 with a cache read (select.h): the oldest first, each that fits; requests of the same
+ * arrival time deepest shared or cached prefix first, then the deepest cached, then in token order
+ * (a group's requests are neighbours there). Each pick scans the run of its arrival time once (at
+ * most max_seqs picks). */
+static void take_by_age(picking *p) {
+    const batch_queue *q = p->q;
+    for (uint32_t r = q->oldest; r != BATCH_NONE && room(p);) {
+        uint32_t end = r;
+        while (end != BATCH_NONE && q->req[end].arrival_us == q->req[r].arrival_us) end = q->req[end].newer;
+        while (room(p)) {
+            uint32_t best = BATCH_NONE, best_depth = 0, best_cached = 0;
+            for (uint32_t x = r; x != end; x = q->req[x].newer) {
+                uint32_t pos = p->s->pos_of[x];
+                if (!fits(p, pos)) continue;
+                uint32_t d = depth_at(p, pos), c = p->s->cached[pos];
+                int before = best == BATCH_NONE || d > best_depth ||
+                             (d == best_depth && (c > best_cached || (c == best_cached && pos < best)));
+                if (before) best = pos, best_depth = d, best_cached = c;
+            }
+            if (best == BATCH_NONE) break;
+            take(p, best);
+        }
+        r = end;
+    }
+}
+
 static void take_prefix(picking *p) {
     const batch_queue *q = p->q;
     for (uint32_t i = 0; i < q->n; i++) p->s->pos_of[q->order[i]] = i;
@@ -342,11 +368,15 @@ static void take_prefix(picking *p) {
         }
         if (fits(p, pos)) take_grouped(p, pos);
     }
-    if (room(p)) take_passed_over(p);
-    if (room(p)) take_groups(p);
-    for (uint32_t r = q->oldest; r != BATCH_NONE && room(p); r = q->req[r].newer) {
-        uint32_t pos = p->s->pos_of[r];
-        if (fits(p, pos) && keeps_group(p, pos, saving(p, pos))) take(p, pos);
+    if (p->with_cache) {
+        take_by_age(p);
+    } else {
+        if (room(p)) take_passed_over(p);
+        if (room(p)) take_groups(p);
+        for (uint32_t r = q->oldest; r != BATCH_NONE && room(p); r = q->req[r].newer) {
+            uint32_t pos = p->s->pos_of[r];
+            if (fits(p, pos) && keeps_group(p, pos, saving(p, pos))) take(p, pos);
+        }
     }
     if (p->n_picked == 0 && q->oldest != BATCH_NONE) take(p, p->s->pos_of[q->oldest]); /* nothing fits */
 }

@@ -10,28 +10,30 @@
  *      the queue's passed_over), oldest first, each pulling along the others passed over of its
  *      group (not newer ones: those wait for step 3, after the older requests of other groups): at
  *      every step the oldest of them is taken unless a cluster's neighbour that was passed over too
- *      (see 3) saves more tokens than it would (its common prefix with the nearest taken request,
- *      or cached). So a request waits about as long as in a plain queue, and groups still form
- *      around the old requests. With the attached context's cache read, in their order alone
- *      (each that fits; no pull, no whole groups): the batch's forward caches what it computes, so
- *      a group split over two batches computes nothing more, and a pull only delays older requests;
+ *      (see 3) saves more tokens than it would (its common prefix with the nearest taken request).
+ *      So a request waits about as long as in a plain queue, and groups still form around the old
+ *      requests;
  *   3. grouped: in token order (the radix tree's depth-first order) the prefix a request shares
  *      with the batch so far is its common prefix with the nearest taken request on either side,
  *      so each taken request grows a cluster outwards. Every step takes the candidate that saves
- *      the most tokens: a cluster's neighbour (its common prefix with the cluster, or its prefix
- *      cached in the attached context if longer), or a new seed, the request with the deepest
- *      prefix shared with a neighbour or cached (a binary heap; ties: the cached one, then the
+ *      the most tokens: a cluster's neighbour (its common prefix with the cluster) or a new seed,
+ *      the request with the deepest prefix shared with a neighbour (a binary heap; ties: the
  *      oldest). Deepest shared prefixes come first; a group that does not fit whole is cut at its
  *      shallowest branches;
- *   4. fill: when nothing left shares a token with the batch or the cache, the oldest requests
- *      that fit;
+ *   4. fill: when nothing left shares a token with the batch, the oldest requests that fit;
  *   and a request longer than the whole budget goes alone, flagged, when it is the oldest aged
- *   one or nothing else fits. Whole groups (steps 2-4): a request that shares g tokens with the
- *   batch (or the cache) is taken only when the requests joined to it by a common prefix longer
- *   than g (its group beyond the batch; in step 2, those passed over) fit the room left with it,
- *   or the batch is empty: a group is not split at a batch's end (its part left behind would
- *   compute the prefix again), the batch takes what fits whole and leaves the rest of the room.
- *   The batch lists its requests in token order.
+ *   one or nothing else fits.
+ *   Whole groups (steps 2-4): a request that shares g tokens with the batch is taken only when
+ *   the requests joined to it by a common prefix longer than g (its group beyond the batch; in
+ *   step 2, those passed over) fit the room left with it, or the batch is empty: a group is not
+ *   split at a batch's end (its part left behind would compute the prefix again), the batch takes
+ *   what fits whole and leaves the rest of the room.
+ * Prefix, with the attached context's cache read: 1, then instead of 2-4 the oldest first, each
+ * that fits; requests of the same arrival time deepest prefix shared with a queued neighbour or
+ * cached first (then the deepest cached, then in token order). The batch's forward caches what it
+ * computes, so a group split over two batches computes its prefix once, and grouping newer
+ * requests first only makes older ones wait (docs/batching.md, "With a prefix cache").
+ * The batch lists its requests in token order.
  * Steps cost O(queued requests) plus the heap (step 2: plus a scan to the nearest taken request
  * on each side, which stops at the first unrelated one; a whole-group check: a scan of at most
  * max_seqs requests), and allocate nothing: the scratch is sized at creation.
@@ -62,7 +64,7 @@ typedef struct batch_cache_ops {
 
 typedef struct batch_seed {
     uint64_t arrival_us, push_no;
-    uint32_t score, cached, pos;
+    uint32_t score, pos;
 } batch_seed;
 
 /* One side of a cluster: the candidate at position `at` (-1 or n: none) and its common prefix

@@ -31,6 +31,7 @@ typedef struct model_req {
 static model_req reqs[MAX_IDS];
 static uint64_t fifo[MAX_IDS]; /* the plain queue: ids in push order */
 static size_t fifo_head, fifo_tail;
+static rmlp_context *trace_cache; /* attached to the traces' batchers when set: the order by age */
 
 static void random_request(uint64_t *rng, model_req *r) {
     static const uint32_t families[4][24] = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16},
@@ -125,6 +126,21 @@ static void check_batch(const rmlp_batch *b, rmlp_planner *planner, size_t max_t
                       "the aged ones", where, (unsigned long long)id, reqs[id].len,
                       (unsigned long long)(max_tokens - aged_tokens));
         }
+    /* With a cache attached, the oldest first, each that fits: a request left behind that arrived
+     * no later than the newest one taken did not fit the room left. */
+    if (trace_cache != NULL && mode == RMLP_BATCH_PREFIX && b->n_seqs > 0 && b->n_seqs < max_seqs &&
+        !(b->flags & (RMLP_BATCH_OVERSIZED | RMLP_BATCH_CACHE_SKIPPED))) {
+        uint64_t newest = 0;
+        for (uint32_t s = 0; s < b->n_seqs; s++) newest = b->arrival_us[s] > newest ? b->arrival_us[s] : newest;
+        for (size_t i = fifo_head; i < fifo_tail; i++) {
+            uint64_t id = fifo[i];
+            if (reqs[id].state == 1 && reqs[id].arrival <= newest)
+                CHECK(reqs[id].len > max_tokens - b->n_tokens, "%s: id %llu (%u tokens, arrival %llu) left behind a "
+                      "request of arrival %llu with %llu tokens free", where, (unsigned long long)id, reqs[id].len,
+                      (unsigned long long)reqs[id].arrival, (unsigned long long)newest,
+                      (unsigned long long)(max_tokens - b->n_tokens));
+        }
+    }
     totals->batches++;
 }
 
@@ -139,9 +155,12 @@ static trace_totals run_trace(uint64_t seed, rmlp_batch_mode mode, uint64_t max_
     params.max_wait_us = max_wait;
     rmlp_batcher *b = NULL;
     rmlp_planner *planner = NULL;
-    if (!CHECK(rmlp_batcher_create(&params, &b) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK, "setup: %s",
-               rmlp_last_error()))
+    if (!CHECK(rmlp_batcher_create(&params, &b) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK &&
+                   rmlp_batcher_attach_context(b, trace_cache) == RMLP_OK,
+               "setup: %s", rmlp_last_error())) {
+        rmlp_batcher_free(b), rmlp_planner_free(planner);
         return totals;
+    }
     uint64_t rng = seed, next_id = 0, now = 0;
     char where[96];
     for (uint32_t step = 0; step < steps && next_id + 8 < MAX_IDS; step++) {
@@ -340,38 +359,40 @@ static void test_cache(rmlp_model *model) {
     CHECK(rmlp_context_cached_prefix(ctx, NULL, 3, &n) == RMLP_ERR_INVALID_ARGUMENT, "NULL tokens");
     CHECK(rmlp_context_cached_prefix(ctx, probe, 3, NULL) == RMLP_ERR_INVALID_ARGUMENT, "NULL out");
 
-    /* Two groups sharing 5 tokens each, the uncached one older: without the cache it goes first;
-     * with it, the group under P, and cached_tokens is what the forward then finds cached. */
-    const uint32_t x[3][7] = {{8, 8, 8, 8, 8, 1, 1}, {8, 8, 8, 8, 8, 2, 2}, {8, 8, 8, 8, 8, 3, 3}};
+    /* Two groups sharing 5 tokens each, y's under P: arriving together, the uncached x first
+     * without the cache (push order), y with it, and cached_tokens is what the forward then finds
+     * cached. With x older, x first even with the cache: the batches go by age (batch/select.h);
+     * that round's x is under 11 11 11 11 11 (round 1 put 8 8 8 8 8's in the cache, and all of y's). */
+    uint32_t x[3][7] = {{8, 8, 8, 8, 8, 1, 1}, {8, 8, 8, 8, 8, 2, 2}, {8, 8, 8, 8, 8, 3, 3}};
     const uint32_t y[3][7] = {{1, 2, 3, 4, 5, 1, 1}, {1, 2, 3, 4, 5, 2, 2}, {1, 2, 3, 4, 5, 3, 3}};
-    for (int attached = 0; attached < 2; attached++) {
-        for (uint32_t i = 0; i < 3; i++)
+    for (int round = 0; round < 3; round++) {
+        int attached = round > 0, x_older = round == 2;
+        for (uint32_t i = 0; i < 3; i++) {
+            if (x_older) x[i][0] = x[i][1] = x[i][2] = x[i][3] = x[i][4] = 11;
             CHECK(rmlp_batcher_push(b, 10 + i, x[i], 7, 1) == RMLP_OK &&
-                      rmlp_batcher_push(b, 20 + i, y[i], 7, 2) == RMLP_OK,
+                      rmlp_batcher_push(b, 20 + i, y[i], 7, x_older ? 2 : 1) == RMLP_OK,
                   "push groups: %s", rmlp_last_error());
-        CHECK(rmlp_batcher_attach_context(b, attached ? ctx : NULL) == RMLP_OK, "attach: %s", rmlp_last_error());
-        CHECK(rmlp_batcher_next(b, 21, 8, 3, &batch) == RMLP_OK && batch.n_seqs == 3, "next: %s", rmlp_last_error());
-        uint64_t first = attached ? 20 : 10;
-        CHECK(batch.ids[0] == first && batch.ids[1] == first + 1 && batch.ids[2] == first + 2,
-              "%s: batch starts with %llu", attached ? "cached group first" : "older group first",
-              (unsigned long long)batch.ids[0]);
-        CHECK_EQ(batch.cached_tokens, attached ? 5 : 0, "cached tokens");
-        if (attached) {
-            run_batch(ctx, planner, &batch, &hits);
-            CHECK_EQ(hits, batch.cached_tokens, "the forward's hits");
         }
-        CHECK(rmlp_batcher_next(b, 64, 8, 3, &batch) == RMLP_OK && batch.n_seqs == 3, "the other group");
-        if (attached) { /* group x: nothing of it cached */
-            run_batch(ctx, planner, &batch, &hits);
-            CHECK_EQ(hits, batch.cached_tokens, "the forward's hits, second batch");
+        CHECK(rmlp_batcher_attach_context(b, attached ? ctx : NULL) == RMLP_OK, "attach: %s", rmlp_last_error());
+        for (int k = 0; k < 2; k++) {
+            CHECK(rmlp_batcher_next(b, 21, 8, 3, &batch) == RMLP_OK && batch.n_seqs == 3, "next: %s", rmlp_last_error());
+            uint64_t first = (round == 1) == (k == 0) ? 20 : 10;
+            CHECK(batch.ids[0] == first && batch.ids[1] == first + 1 && batch.ids[2] == first + 2,
+                  "round %d batch %d: starts with %llu, want %llu", round, k, (unsigned long long)batch.ids[0],
+                  (unsigned long long)first);
+            CHECK_EQ(batch.cached_tokens, (attached && first == 20 ? (round == 1 ? 5u : 11u) : 0u), "round %d batch %d: cached tokens", round, k);
+            if (attached) {
+                run_batch(ctx, planner, &batch, &hits);
+                CHECK_EQ(hits, batch.cached_tokens, "the forward's hits");
+            }
         }
     }
 
     /* Requests a batch passed over go oldest first; without a cache each pulls the others passed
-     * over of its group (a2 before the older z: computing a1's prefix once), with one in their
-     * order alone (a2 finds that prefix in the cache in the next batch, which then costs nothing
-     * more). a1, a2: a group under 9 9 9 9 (nothing of it cached); z: shares nothing; d: a deeper
-     * pair, taken first. */
+     * over of its group (a2 before the older z: computing a1's prefix once), after the deeper pair
+     * d that arrived last. With a cache, the oldest first, each that fits: a1, z, a2 (a2 would find
+     * a1's prefix in the cache in a later batch, which then costs nothing more), then d.
+     * a1, a2: a group under 9 9 9 9 (nothing of it cached); z: shares nothing; d: a deeper pair. */
     const uint32_t a1[] = {9, 9, 9, 9, 1}, z[] = {7, 7, 1}, a2[] = {9, 9, 9, 9, 2};
     const uint32_t d1[] = {6, 6, 6, 6, 6, 6, 1}, d2[] = {6, 6, 6, 6, 6, 6, 2};
     for (int attached = 0; attached < 2; attached++) {
@@ -380,19 +401,17 @@ static void test_cache(rmlp_model *model) {
                   rmlp_batcher_push(b, 42, a2, 5, 42) == RMLP_OK && rmlp_batcher_push(b, 43, d1, 7, 43) == RMLP_OK &&
                   rmlp_batcher_push(b, 44, d2, 7, 43) == RMLP_OK,
               "push: %s", rmlp_last_error());
-        CHECK(rmlp_batcher_next(b, 14, 8, 50, &batch) == RMLP_OK && batch.n_seqs == 2 && batch.ids[0] == 43 &&
-                  batch.ids[1] == 44,
-              "%s: the deep pair first", attached ? "cache" : "no cache");
-        uint64_t want[2][3] = {{40, 42, 41}, {41, 40, 42}}; /* token order within a batch: z before a1 */
-        rmlp_status status = rmlp_batcher_next(b, 10, 8, 60, &batch);
-        CHECK(status == RMLP_OK && batch.n_seqs == 2 && batch.ids[0] == want[attached][0] &&
-                  batch.ids[1] == want[attached][1],
-              "%s: passed over, %s: batch of %u starting %llu", attached ? "cache" : "no cache",
-              attached ? "oldest first (a1, z)" : "a1 pulling a2", batch.n_seqs,
-              batch.n_seqs ? (unsigned long long)batch.ids[0] : 0ull);
-        status = rmlp_batcher_next(b, 10, 8, 70, &batch);
-        CHECK(status == RMLP_OK && batch.n_seqs == 1 && batch.ids[0] == want[attached][2], "%s: the one left",
-              attached ? "cache" : "no cache");
+        /* the batches' ids in token order (z before a1 before a2; d before z) */
+        static const uint64_t want[2][3][3] = {{{43, 44}, {40, 42}, {41}}, {{41, 40, 42}, {43, 44}, {0}}};
+        static const uint32_t sizes[2][3] = {{2, 2, 1}, {3, 2, 0}};
+        static const uint64_t budget[2][3] = {{14, 10, 10}, {14, 14, 14}};
+        for (int k = 0; k < 3; k++) {
+            rmlp_status status = rmlp_batcher_next(b, budget[attached][k], 8, 50 + 10 * k, &batch);
+            int same = status == RMLP_OK && batch.n_seqs == sizes[attached][k];
+            for (uint32_t i = 0; same && i < batch.n_seqs; i++) same = batch.ids[i] == want[attached][k][i];
+            CHECK(same, "%s, batch %d: %u requests starting %llu", attached ? "cache: by age" : "no cache: d, a1 pulling "
+                  "a2, z", k, batch.n_seqs, batch.n_seqs ? (unsigned long long)batch.ids[0] : 0ull);
+        }
     }
 
     /* A batcher busy on another thread, and an attached context busy on another thread. */
@@ -419,6 +438,53 @@ static void test_cache(rmlp_model *model) {
     rmlp_context_free(plain);
 }
 
+/* The random traces with a context's prefix cache attached (warm with two of the trace's
+ * prefixes), where the batches go by age (batch/select.h): check_batch's checks, its age order,
+ * the age bound, and the longest wait without a bound at most a plain queue's + 5%. */
+static void test_traces_cached(rmlp_model *model) {
+    rmlp_context_params cp = rmlp_context_default_params();
+    cp.cache_bytes = 1 << 20;
+    rmlp_context *ctx = NULL;
+    rmlp_planner *planner = NULL;
+    rmlp_batcher *warm = NULL;
+    if (!CHECK(rmlp_context_create_with_params(model, 64, &cp, &ctx) == RMLP_OK &&
+                   rmlp_planner_create(&planner) == RMLP_OK && rmlp_batcher_create(NULL, &warm) == RMLP_OK,
+               "setup: %s", rmlp_last_error())) {
+        rmlp_context_free(ctx), rmlp_planner_free(planner), rmlp_batcher_free(warm);
+        return;
+    }
+    const uint32_t p0[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, p1[] = {1, 2, 3, 4, 20, 21, 22, 23};
+    rmlp_batch batch;
+    uint64_t hits = 0;
+    if (CHECK(rmlp_batcher_push(warm, 1, p0, 12, 0) == RMLP_OK && rmlp_batcher_push(warm, 2, p1, 8, 0) == RMLP_OK &&
+                  rmlp_batcher_next(warm, 64, 8, 0, &batch) == RMLP_OK && batch.n_seqs == 2,
+              "warm: %s", rmlp_last_error()))
+        run_batch(ctx, planner, &batch, &hits);
+    trace_cache = ctx;
+    for (uint64_t seed = 300; seed < 312; seed++) {
+        trace_totals t = run_trace(seed, RMLP_BATCH_PREFIX, 40, 300, 4, 8 + 4 * (uint32_t)(seed - 300), 1);
+        CHECK(t.answered > 0 && t.batches > 0, "seed %llu: nothing answered", (unsigned long long)seed);
+    }
+    for (uint64_t seed = 400; seed < 406; seed++) {
+        trace_totals t = run_trace(seed, RMLP_BATCH_PREFIX, 200, 400, 2, 80, 4);
+        CHECK(t.max_wait_seen <= 200 + 20 + 5, "cache, seed %llu: a request waited %llu us (bound 200 + a step)",
+              (unsigned long long)seed, (unsigned long long)t.max_wait_seen);
+    }
+    uint64_t longest[2] = {0, 0};
+    for (uint64_t seed = 500; seed < 512; seed++)
+        for (int mode = 0; mode < 2; mode++)
+            longest[mode] += run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, UINT64_MAX, 400, 3, 40, 2)
+                                 .max_wait_seen;
+    CHECK(20 * longest[0] <= 21 * longest[1], "cache: longest waits %llu us in all, a plain queue's %llu",
+          (unsigned long long)longest[0], (unsigned long long)longest[1]);
+    printf("  cache attached: longest waits %llu us in all, a plain queue's %llu\n", (unsigned long long)longest[0],
+           (unsigned long long)longest[1]);
+    trace_cache = NULL;
+    rmlp_batcher_free(warm);
+    rmlp_planner_free(planner);
+    rmlp_context_free(ctx);
+}
+
 int main(void) {
     test_traces();
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 32, .hidden_size = 16,
@@ -426,7 +492,7 @@ int main(void) {
                               .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
                               .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true};
     tiny_setup t;
-    if (tiny_setup_open(&t, &tiny, 5, 0, 0)) test_cache(t.model);
+    if (tiny_setup_open(&t, &tiny, 5, 0, 0)) test_cache(t.model), test_traces_cached(t.model);
     tiny_setup_close(&t);
     return tu_summary();
 }

@@ -106,8 +106,9 @@ class Batcher(_Handle):
     def next_batch(self, max_tokens, max_seqs, now_us, context=None):
         """The next Batch of at most ``max_tokens`` token ids in ``max_seqs`` requests at time
         ``now_us``; its requests leave the queue (an empty Batch when the queue is empty). With a
-        ``context`` that has a prefix cache (``cache_bytes``), groups whose prefix it holds come
-        first (the context is attached for this call only)."""
+        ``context`` that has a prefix cache (``cache_bytes``), the oldest first, each that fits,
+        and among requests arriving together those whose prefix it holds first (the context is
+        attached for this call only)."""
         max_tokens = as_uint_scalar(max_tokens, "max_tokens", 64)
         max_seqs = as_uint_scalar(max_seqs, "max_seqs", 64)
         now = as_uint_scalar(now_us, "now_us", 64)

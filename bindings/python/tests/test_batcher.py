@@ -118,10 +118,15 @@ def test_cached_groups_preferred():
         ctx.forward(plan)
         assert radix_mlp.cached_prefix(ctx, [1, 2, 3, 4, 5, 9]) == 5
         assert radix_mlp.cached_prefix(ctx, [2, 2]) == 0 and radix_mlp.cached_prefix(plain, [1, 2]) == 0
+        # Arriving together, the group under the cached prefix first with the cache; an older group
+        # first whatever is cached (with a cache the batches go by age).
         b = Batcher(max_wait_us=2**64 - 1)
         for i in range(3):
-            b.push(10 + i, [8, 8, 8, 8, 8, i, i], 1)  # older, nothing cached
-            b.push(20 + i, [1, 2, 3, 4, 5, i, i], 2)  # under the cached prefix
+            b.push(10 + i, [8, 8, 8, 8, 8, i, i], 1)  # nothing cached
+            b.push(20 + i, [1, 2, 3, 4, 5, i, i], 1)  # under the cached prefix
+            b.push(30 + i, [9, 9, 9, 9, 9, i, i], 0)  # older, nothing cached
+        batch = b.next_batch(21, 8, 3, context=ctx)
+        assert list(batch.ids) == [30, 31, 32] and batch.cached_tokens == 0
         batch = b.next_batch(21, 8, 3, context=ctx)
         assert list(batch.ids) == [20, 21, 22] and batch.cached_tokens == 5 and not batch.cache_skipped
         assert list(b.next_batch(21, 8, 3).ids) == [10, 11, 12]

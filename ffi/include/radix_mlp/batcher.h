@@ -1,8 +1,8 @@
 /*
  * radix_mlp/batcher.h: The batcher (issue 33): a queue of pending requests that hands out batches
- * sharing the deepest prefixes first (`rmlp_batcher_*`), preferring what an attached context's
- * prefix cache holds. A part of radix_mlp.h, which includes every part in order: hosts include
- * that one.
+ * sharing the deepest prefixes first (`rmlp_batcher_*`), or, with a context's prefix cache
+ * attached, the oldest first with what the cache holds first among requests arriving together. A
+ * part of radix_mlp.h, which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_BATCHER_H
@@ -91,9 +91,12 @@ typedef struct rmlp_batch {
   const uint32_t *cu_seqlens;
 } rmlp_batch;
 
-// Prefix batching (default): requests older than `max_wait_us` first (oldest first), then
-// requests grouped by the deepest prefixes they share with each other, with the batch so far
-// or with the attached context's prefix cache, then the oldest of the rest, under the budget.
+// Prefix batching (default): requests older than `max_wait_us` first (oldest first), then those
+// the last batch passed over (oldest first, each with its group), then requests grouped by the
+// deepest prefixes they share with each other or with the batch so far, then the oldest of the
+// rest, under the budget. With a context's prefix cache attached, after the aged ones the oldest
+// first, each that fits (a group split across batches finds its prefix cached in the next);
+// among requests of the same arrival time, the deepest shared or cached prefix first.
 #define RMLP_BATCH_PREFIX 0
 
 // First in, first out: requests in the order they were pushed, up to the first that does not fit
@@ -135,8 +138,9 @@ extern rmlp_status rmlp_batcher_pending(rmlp_batcher *batcher, size_t *n_request
 // (`RMLP_BATCH_OVERSIZED`). An empty queue gives an empty batch (`n_seqs == 0`).
 extern rmlp_status rmlp_batcher_next(rmlp_batcher *batcher, size_t max_tokens, size_t max_seqs, uint64_t now_us, struct rmlp_batch *out);
 
-// Attaches a context whose prefix cache prefix batching prefers (groups whose prefix the
-// cache holds first; `rmlp_batch::cached_tokens`), or detaches with NULL. The context must
+// Attaches a context whose prefix cache prefix batching reads (then batches go by age,
+// requests arriving together under a cached prefix first; `rmlp_batch::cached_tokens`), or
+// detaches with NULL. The context must
 // have a cache (`cache_bytes != 0`) and outlive the attachment (detach before freeing it).
 // `rmlp_batcher_next` enters the context as any call does; when another thread is in it, the
 // batch is chosen without the cache (`RMLP_BATCH_CACHE_SKIPPED`). Not in libradix_mlp_plan.

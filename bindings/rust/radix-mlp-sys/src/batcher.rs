@@ -1,13 +1,16 @@
 //! The batcher (issue 33): a queue of pending requests that hands out batches sharing the deepest
-//! prefixes first (`rmlp_batcher_*`), preferring what an attached context's prefix cache holds. The
-//! logic lives in `batch/` of the C library; docs/batching.md says how a host uses it.
+//! prefixes first (`rmlp_batcher_*`), or, with a context's prefix cache attached, the oldest first
+//! with what the cache holds first among requests arriving together. The logic lives in `batch/` of the C library; docs/batching.md says how a host uses it.
 use crate::{rmlp_batcher, rmlp_context, rmlp_status};
 
 /// How `rmlp_batcher_next` picks a batch (`rmlp_batcher_params::mode`).
 pub type rmlp_batch_mode = i32;
-/// Prefix batching (default): requests older than `max_wait_us` first (oldest first), then
-/// requests grouped by the deepest prefixes they share with each other, with the batch so far
-/// or with the attached context's prefix cache, then the oldest of the rest, under the budget.
+/// Prefix batching (default): requests older than `max_wait_us` first (oldest first), then those
+/// the last batch passed over (oldest first, each with its group), then requests grouped by the
+/// deepest prefixes they share with each other or with the batch so far, then the oldest of the
+/// rest, under the budget. With a context's prefix cache attached, after the aged ones the oldest
+/// first, each that fits (a group split across batches finds its prefix cached in the next);
+/// among requests of the same arrival time, the deepest shared or cached prefix first.
 pub const RMLP_BATCH_PREFIX: rmlp_batch_mode = 0;
 /// First in, first out: requests in the order they were pushed, up to the first that does not fit
 /// the budget (a plain queue, as text-embeddings-inference's is).
@@ -127,8 +130,9 @@ extern "C" {
         now_us: u64,
         out: *mut rmlp_batch,
     ) -> rmlp_status;
-    /// Attaches a context whose prefix cache prefix batching prefers (groups whose prefix the
-    /// cache holds first; `rmlp_batch::cached_tokens`), or detaches with NULL. The context must
+    /// Attaches a context whose prefix cache prefix batching reads (then batches go by age,
+    /// requests arriving together under a cached prefix first; `rmlp_batch::cached_tokens`), or
+    /// detaches with NULL. The context must
     /// have a cache (`cache_bytes != 0`) and outlive the attachment (detach before freeing it).
     /// `rmlp_batcher_next` enters the context as any call does; when another thread is in it, the
     /// batch is chosen without the cache (`RMLP_BATCH_CACHE_SKIPPED`). Not in libradix_mlp_plan.

@@ -15,7 +15,8 @@ use crate::error::{Error, Status};
 /// How [`Batcher::next_batch`] picks a batch (`rmlp_batch_mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BatchMode {
-    /// Aged requests first, then groups by the deepest shared (or cached) prefix, then the oldest.
+    /// Aged requests first, then the passed over, groups by the deepest shared prefix, the oldest;
+    /// with a cache, by age (see [`Batcher::next_batch_with_cache`]).
     #[default]
     Prefix,
     /// First in, first out, up to the first request that does not fit (a plain queue).
@@ -131,9 +132,11 @@ impl Batcher {
         Ok(Batch { raw: unsafe { raw.assume_init() }, _batcher: PhantomData })
     }
 
-    /// [`next_batch`](Self::next_batch) preferring the groups whose prefix `context`'s prefix
-    /// cache holds ([`ContextParams::cache_bytes`](crate::ContextParams::cache_bytes) must be set):
-    /// the context is attached for this call only (`rmlp_batcher_attach_context`).
+    /// [`next_batch`](Self::next_batch) reading `context`'s prefix cache
+    /// ([`ContextParams::cache_bytes`](crate::ContextParams::cache_bytes) must be set): the oldest
+    /// first, each that fits, and among requests arriving together those whose prefix the cache
+    /// holds (or deeper shared) first; the context is attached for this call only
+    /// (`rmlp_batcher_attach_context`).
     pub fn next_batch_with_cache<M: ModelHolder>(
         &mut self,
         context: &mut Context<'_, M>,

@@ -144,11 +144,17 @@ fn cached_groups_are_preferred() {
     assert_eq!(ctx.cached_prefix(&[2, 2]).unwrap(), 0);
     assert_eq!(plain.cached_prefix(&[1, 2, 3]).unwrap(), 0);
 
+    // Arriving together, the group under the cached prefix goes first with the cache; an older
+    // group goes first whatever is cached (with a cache the batches go by age).
     let mut b = batcher(BatchMode::Prefix, u64::MAX);
     for i in 0..3u32 {
-        b.push(10 + i as u64, &[8, 8, 8, 8, 8, i, i], 1).unwrap(); // older, nothing cached
-        b.push(20 + i as u64, &[1, 2, 3, 4, 5, i, i], 2).unwrap(); // under the cached prefix
+        b.push(10 + i as u64, &[8, 8, 8, 8, 8, i, i], 1).unwrap(); // nothing cached
+        b.push(20 + i as u64, &[1, 2, 3, 4, 5, i, i], 1).unwrap(); // under the cached prefix
+        b.push(30 + i as u64, &[9, 9, 9, 9, 9, i, i], 0).unwrap(); // older, nothing cached
     }
+    let batch = b.next_batch_with_cache(&mut ctx, 21, 8, 3).unwrap();
+    assert_eq!(batch.ids(), [30, 31, 32]);
+    assert_eq!(batch.cached_tokens(), 0);
     let batch = b.next_batch_with_cache(&mut ctx, 21, 8, 3).unwrap();
     assert_eq!(batch.ids(), [20, 21, 22]);
     assert_eq!(batch.cached_tokens(), 5);
