@@ -124,14 +124,19 @@ static void sift_down(batch_seed *heap, uint32_t n, uint32_t i) {
     }
 }
 
+/* The deepest prefix the request at pos shares with a queued neighbour (in token order). */
+static uint32_t neighbour_lcp(const batch_queue *q, uint32_t pos) {
+    uint32_t left = pos > 0 ? q->lcp[pos] : 0, right = pos + 1 < q->n ? q->lcp[pos + 1] : 0;
+    return left > right ? left : right;
+}
+
 /* Every request not taken whose prefix is shared with a neighbour, heapified. */
 static void make_seeds(picking *p) {
     const batch_queue *q = p->q;
     p->n_seeds = 0;
     for (uint32_t i = 0; i < q->n; i++) {
         if (!fits(p, i)) continue;
-        uint32_t score = i > 0 ? q->lcp[i] : 0;
-        if (i + 1 < q->n && q->lcp[i + 1] > score) score = q->lcp[i + 1];
+        uint32_t score = neighbour_lcp(q, i);
         if (score == 0) continue;
         const batch_request *r = &q->req[q->order[i]];
         p->s->seeds[p->n_seeds++] = (batch_seed){r->arrival_us, r->push_no, score, i};
@@ -323,14 +328,6 @@ static void take_groups(picking *p) {
     }
 }
 
-/* The deepest prefix the request at pos shares with a queued neighbour or the cache. */
-static uint32_t depth_at(const picking *p, uint32_t pos) {
-    uint32_t d = p->s->cached[pos];
-    if (pos > 0 && p->q->lcp[pos] > d) d = p->q->lcp[pos];
-    if (pos + 1 < p->q->n && p->q->lcp[pos + 1] > d) d = p->q->lcp[pos + 1];
-    return d;
-}
-
 /* Steps 2-4 with a cache read (select.h): the oldest first, each that fits; requests of the same
  * arrival time deepest shared or cached prefix first, then the deepest cached, then in token order
  * (a group's requests are neighbours there). Each pick scans the run of its arrival time once (at
@@ -345,7 +342,7 @@ static void take_by_age(picking *p) {
             for (uint32_t x = r; x != end; x = q->req[x].newer) {
                 uint32_t pos = p->s->pos_of[x];
                 if (!fits(p, pos)) continue;
-                uint32_t d = depth_at(p, pos), c = p->s->cached[pos];
+                uint32_t c = p->s->cached[pos], shared = neighbour_lcp(q, pos), d = shared > c ? shared : c;
                 int before = best == BATCH_NONE || d > best_depth ||
                              (d == best_depth && (c > best_cached || (c == best_cached && pos < best)));
                 if (before) best = pos, best_depth = d, best_cached = c;

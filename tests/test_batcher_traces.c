@@ -226,21 +226,25 @@ static trace_totals run_trace(uint64_t seed, rmlp_batch_mode mode, uint64_t max_
     return totals;
 }
 
-static void test_traces(void) {
+/* The random traces, with `cache` attached to every batcher (the batches then go by age, which
+ * check_batch checks too) or none (NULL). `what` names the run in messages. */
+static void test_traces(rmlp_context *cache, const char *what) {
+    trace_cache = cache;
     uint64_t shared[2] = {0, 0};
     for (uint64_t seed = 1; seed <= 12; seed++)
         for (int mode = 0; mode < 2; mode++) {
             /* overloaded (queues fill, aged requests compete), budgets of 8-16 tokens up */
             trace_totals t = run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, 40, 300, 4, 8 + 4 * seed, 1);
-            CHECK(t.answered > 0 && t.batches > 0, "seed %llu: nothing answered", (unsigned long long)seed);
+            CHECK(t.answered > 0 && t.batches > 0, "%s, seed %llu: nothing answered", what, (unsigned long long)seed);
             shared[mode] += t.shared;
         }
-    CHECK(shared[0] > shared[1], "prefix batching shares %llu tokens on the traces, FIFO %llu",
-          (unsigned long long)shared[0], (unsigned long long)shared[1]);
+    /* Without a cache, grouping shares more than a plain queue; with one, the batches go by age. */
+    CHECK(cache != NULL || shared[0] > shared[1], "%s: prefix batching shares %llu tokens on the traces, FIFO %llu",
+          what, (unsigned long long)shared[0], (unsigned long long)shared[1]);
     /* Under the load the budget allows, no request waits past max_wait_us plus one step (20 us). */
     for (uint64_t seed = 100; seed < 106; seed++) {
         trace_totals t = run_trace(seed, RMLP_BATCH_PREFIX, 200, 400, 2, 80, 4);
-        CHECK(t.max_wait_seen <= 200 + 20 + 5, "seed %llu: a request waited %llu us (bound 200 + a step)",
+        CHECK(t.max_wait_seen <= 200 + 20 + 5, "%s, seed %llu: a request waited %llu us (bound 200 + a step)", what,
               (unsigned long long)seed, (unsigned long long)t.max_wait_seen);
     }
     /* Without an age bound and with more queued than a batch takes: requests a batch passed over go
@@ -254,13 +258,17 @@ static void test_traces(void) {
             t[mode] = run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, UINT64_MAX, 400, 3, 40, 2);
             longest[mode] += t[mode].max_wait_seen, shared_here[mode] += t[mode].shared;
         }
-        CHECK(2 * t[0].max_wait_seen <= 3 * t[1].max_wait_seen, "seed %llu: longest wait %llu us, a plain queue's %llu",
-              (unsigned long long)seed, (unsigned long long)t[0].max_wait_seen, (unsigned long long)t[1].max_wait_seen);
+        CHECK(2 * t[0].max_wait_seen <= 3 * t[1].max_wait_seen, "%s, seed %llu: longest wait %llu us, a plain queue's "
+              "%llu", what, (unsigned long long)seed, (unsigned long long)t[0].max_wait_seen,
+              (unsigned long long)t[1].max_wait_seen);
     }
-    CHECK(20 * longest[0] <= 21 * longest[1], "longest waits %llu us in all, a plain queue's %llu",
+    CHECK(20 * longest[0] <= 21 * longest[1], "%s: longest waits %llu us in all, a plain queue's %llu", what,
           (unsigned long long)longest[0], (unsigned long long)longest[1]);
-    CHECK(shared_here[0] > shared_here[1], "prefix batching shares %llu tokens, FIFO %llu",
+    CHECK(cache != NULL || shared_here[0] > shared_here[1], "%s: prefix batching shares %llu tokens, FIFO %llu", what,
           (unsigned long long)shared_here[0], (unsigned long long)shared_here[1]);
+    printf("  %s: longest waits %llu us in all, a plain queue's %llu\n", what, (unsigned long long)longest[0],
+           (unsigned long long)longest[1]);
+    trace_cache = NULL;
 }
 
 /* ---- the prefix cache ------------------------------------------------------------------------ */
@@ -375,12 +383,14 @@ static void test_cache(rmlp_model *model) {
         }
         CHECK(rmlp_batcher_attach_context(b, attached ? ctx : NULL) == RMLP_OK, "attach: %s", rmlp_last_error());
         for (int k = 0; k < 2; k++) {
-            CHECK(rmlp_batcher_next(b, 21, 8, 3, &batch) == RMLP_OK && batch.n_seqs == 3, "next: %s", rmlp_last_error());
+            CHECK(rmlp_batcher_next(b, 21, 8, 3, &batch) == RMLP_OK && batch.n_seqs == 3, "next: %s",
+                  rmlp_last_error());
             uint64_t first = (round == 1) == (k == 0) ? 20 : 10;
             CHECK(batch.ids[0] == first && batch.ids[1] == first + 1 && batch.ids[2] == first + 2,
                   "round %d batch %d: starts with %llu, want %llu", round, k, (unsigned long long)batch.ids[0],
                   (unsigned long long)first);
-            CHECK_EQ(batch.cached_tokens, (attached && first == 20 ? (round == 1 ? 5u : 11u) : 0u), "round %d batch %d: cached tokens", round, k);
+            uint32_t cached = attached && first == 20 ? (round == 1 ? 5u : 11u) : 0u; /* y: P, then all of it */
+            CHECK_EQ(batch.cached_tokens, cached, "round %d batch %d: cached tokens", round, k);
             if (attached) {
                 run_batch(ctx, planner, &batch, &hits);
                 CHECK_EQ(hits, batch.cached_tokens, "the forward's hits");
@@ -409,8 +419,9 @@ static void test_cache(rmlp_model *model) {
             rmlp_status status = rmlp_batcher_next(b, budget[attached][k], 8, 50 + 10 * k, &batch);
             int same = status == RMLP_OK && batch.n_seqs == sizes[attached][k];
             for (uint32_t i = 0; same && i < batch.n_seqs; i++) same = batch.ids[i] == want[attached][k][i];
-            CHECK(same, "%s, batch %d: %u requests starting %llu", attached ? "cache: by age" : "no cache: d, a1 pulling "
-                  "a2, z", k, batch.n_seqs, batch.n_seqs ? (unsigned long long)batch.ids[0] : 0ull);
+            CHECK(same, "%s, batch %d: %u requests starting %llu",
+                  attached ? "cache: by age" : "no cache: d, a1 pulling a2, z", k, batch.n_seqs,
+                  batch.n_seqs ? (unsigned long long)batch.ids[0] : 0ull);
         }
     }
 
@@ -438,9 +449,8 @@ static void test_cache(rmlp_model *model) {
     rmlp_context_free(plain);
 }
 
-/* The random traces with a context's prefix cache attached (warm with two of the trace's
- * prefixes), where the batches go by age (batch/select.h): check_batch's checks, its age order,
- * the age bound, and the longest wait without a bound at most a plain queue's + 5%. */
+/* The random traces again with a context's prefix cache attached, warm with two of the traces'
+ * prefixes. */
 static void test_traces_cached(rmlp_model *model) {
     rmlp_context_params cp = rmlp_context_default_params();
     cp.cache_bytes = 1 << 20;
@@ -460,33 +470,14 @@ static void test_traces_cached(rmlp_model *model) {
                   rmlp_batcher_next(warm, 64, 8, 0, &batch) == RMLP_OK && batch.n_seqs == 2,
               "warm: %s", rmlp_last_error()))
         run_batch(ctx, planner, &batch, &hits);
-    trace_cache = ctx;
-    for (uint64_t seed = 300; seed < 312; seed++) {
-        trace_totals t = run_trace(seed, RMLP_BATCH_PREFIX, 40, 300, 4, 8 + 4 * (uint32_t)(seed - 300), 1);
-        CHECK(t.answered > 0 && t.batches > 0, "seed %llu: nothing answered", (unsigned long long)seed);
-    }
-    for (uint64_t seed = 400; seed < 406; seed++) {
-        trace_totals t = run_trace(seed, RMLP_BATCH_PREFIX, 200, 400, 2, 80, 4);
-        CHECK(t.max_wait_seen <= 200 + 20 + 5, "cache, seed %llu: a request waited %llu us (bound 200 + a step)",
-              (unsigned long long)seed, (unsigned long long)t.max_wait_seen);
-    }
-    uint64_t longest[2] = {0, 0};
-    for (uint64_t seed = 500; seed < 512; seed++)
-        for (int mode = 0; mode < 2; mode++)
-            longest[mode] += run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, UINT64_MAX, 400, 3, 40, 2)
-                                 .max_wait_seen;
-    CHECK(20 * longest[0] <= 21 * longest[1], "cache: longest waits %llu us in all, a plain queue's %llu",
-          (unsigned long long)longest[0], (unsigned long long)longest[1]);
-    printf("  cache attached: longest waits %llu us in all, a plain queue's %llu\n", (unsigned long long)longest[0],
-           (unsigned long long)longest[1]);
-    trace_cache = NULL;
+    test_traces(ctx, "cache attached");
     rmlp_batcher_free(warm);
     rmlp_planner_free(planner);
     rmlp_context_free(ctx);
 }
 
 int main(void) {
-    test_traces();
+    test_traces(NULL, "no cache");
     rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 32, .hidden_size = 16,
                               .intermediate_size = 24, .num_hidden_layers = 2, .num_attention_heads = 2,
                               .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
