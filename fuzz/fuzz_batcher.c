@@ -1,12 +1,14 @@
 /*
  * fuzz_batcher.c: libFuzzer target for the batcher and the routing key through the public ABI.
- * One input: a head byte (bit 0: FIFO mode; capacity 1 + (head >> 1) % 16 requests), a byte of
- * token capacity (1 + byte % 96) and a byte of max_wait_us; then operations, each a byte whose
- * low 2 bits pick it:
- *   0 push:   id byte (% 24: ids repeat), length byte (% 21: empties too), then about two tokens per
- *             byte from a 4-token alphabet (requests share, extend and repeat each other), the
+ * One input: a head byte (bit 0: FIFO mode; capacity 1 + (head >> 1) % 16 requests; bit 5: a
+ * context with a prefix cache of 4, 12, 40 or 200 slots (bits 6-7) attached, one tiny random model
+ * tiny_load.h, loaded once per process), a byte of token capacity (1 + byte % 96) and a byte of
+ * max_wait_us; then operations, each a byte whose low 2 bits pick it:
+ *   0 push:   id byte (% 24: ids repeat), length byte (% 21: empties too), then the tokens two per
+ *             byte (low nibble first, % 4 + 1: a 4-token alphabet) (requests share, extend and repeat each other), the
  *             clock moved on by the op byte's top bits, the arrival stamped up to 3 before now;
- *   1 next:   max_tokens byte (% 48: 0 too), max_seqs byte (% 9: 0 too);
+ *   1 next:   max_tokens byte (% 48: 0 too), max_seqs byte (% 9: 0 too); with a context attached
+ *             the batch is then planned and run on it (filling its cache);
  *   2 remove: id byte (% 24);
  *   3 the routing key of the last request pushed, prefix_tokens and separator from the next byte.
  * Oracle: a model of the queue. A push is refused exactly when the model says so (the id queued,
@@ -14,20 +16,31 @@
  * requests only, each with its own tokens and positions from 0, within the budget (or one
  * oversized request, flagged), non-empty when the queue is not, its shared tokens at most its
  * tokens; FIFO batches are the plain queue's; an aged request left behind did not fit the room
- * the aged ones left; the routing key covers at most prefix_tokens tokens, ends at the separator
+ * the aged ones left; with a context attached, the batch never skipped the cache, its cached_tokens
+ * are the hits its forward counts (unless the forward bypassed the cache), and in prefix mode with
+ * nothing aged no request left behind fit the room that those taken of its arrival time or older
+ * left; the routing key covers at most prefix_tokens tokens, ends at the separator
  * when there is one, and equals the key of exactly the tokens it covers. Any violation aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cache/kv_cache.h"
 #include "harness.h"
 #include "radix_mlp.h"
+#include "tiny_load.h"
 
 #define IDS 24
 #define MAX_LEN 20
 
+#define MAX_BATCH_TOKENS 48 /* max_tokens is a byte % 48; an oversized batch is one request */
+
 static const char TARGET[] = "fuzz_batcher";
+
+static rmlp_model *tiny; /* loaded once per process: the contexts the batchers get attached */
+static rmlp_planner *planner;
+static float out[MAX_BATCH_TOKENS * 16];
 
 typedef struct model {
     uint32_t tokens[IDS][MAX_LEN];
@@ -44,13 +57,47 @@ static void fail(const char *what, int op) {
     fuzz_violation(TARGET, what, detail);
 }
 
+/* The tiny model (tiny_load.h) and a planner. */
+static int setup(void) {
+    return fuzz_tiny_model_load(TARGET, 33, &tiny) == 0 && rmlp_planner_create(&planner) == RMLP_OK ? 0 : -1;
+}
+
+/* A context whose prefix cache holds `slots` rows of the tiny model; NULL on failure. */
+static rmlp_context *cached_context(uint32_t slots) {
+    rmlp_model_config cfg;
+    rmlp_model_get_config(tiny, &cfg);
+    rmlp_context_params params = rmlp_context_default_params();
+    uint64_t slot = kv_cache_slot_bytes(&cfg, sizeof(float));
+    params.cache_bytes = slots * slot + slot / 2;
+    rmlp_context *ctx = NULL;
+    return rmlp_context_create_with_params(tiny, MAX_BATCH_TOKENS, &params, &ctx) == RMLP_OK ? ctx : NULL;
+}
+
+/* Runs the batch on ctx; its cached_tokens must be the hits the forward counts, unless the forward
+ * bypassed the cache (its new rows did not fit). */
+static void run_on_context(rmlp_context *ctx, const rmlp_batch *batch, int op) {
+    rmlp_plan plan;
+    rmlp_plan_params params = rmlp_plan_default_params();
+    params.threshold = 1.0; /* the compact rows are the distinct paths, as the batcher counts them */
+    rmlp_cache_stats before, after;
+    if (rmlp_context_cache_stats(ctx, &before) != RMLP_OK ||
+        rmlp_plan_build(planner, batch->input_ids, batch->position_ids, batch->n_tokens, batch->cu_seqlens,
+                        batch->n_seqs, &params, &plan) != RMLP_OK ||
+        rmlp_forward(ctx, &plan, NULL, NULL, out) != RMLP_OK || rmlp_context_cache_stats(ctx, &after) != RMLP_OK)
+        fuzz_violation(TARGET, "a batch did not run on the attached context", rmlp_last_error());
+    if (after.bypassed == before.bypassed && after.hit_tokens - before.hit_tokens != batch->cached_tokens)
+        fail("cached_tokens is not what the forward found cached", op);
+    if (after.bypassed == before.bypassed && after.lookups - before.lookups != plan.n_distinct)
+        fail("the forward looked up other rows than the batch's distinct paths", op);
+}
+
 static uint8_t byte_at(const uint8_t *data, size_t size, size_t *at) { return *at < size ? data[(*at)++] : 0; }
 
 static void push(rmlp_batcher *b, model *m, const uint8_t *data, size_t size, size_t *at, uint64_t now, int op) {
     uint32_t id = byte_at(data, size, at) % IDS, len = byte_at(data, size, at) % (MAX_LEN + 1), tokens[MAX_LEN];
     for (uint32_t t = 0; t < len; t++) {
         tokens[t] = 1 + (*at < size ? data[*at] >> (4 * (t % 2)) : 0) % 4;
-        *at += t % 2;
+        *at += t % 2 == 1 || t + 1 == len;
     }
     uint64_t arrival = now - (now > 3 ? now % 4 : 0);
     rmlp_status want = RMLP_OK; /* in the order the library checks */
@@ -84,8 +131,8 @@ static uint32_t fifo_batch(const model *m, size_t max_tokens, size_t max_seqs, u
     return n;
 }
 
-static void next(rmlp_batcher *b, model *m, int fifo, uint64_t max_wait, size_t max_tokens, size_t max_seqs,
-                 uint64_t now, int op) {
+static void next(rmlp_batcher *b, model *m, rmlp_context *ctx, int fifo, uint64_t max_wait, size_t max_tokens,
+                 size_t max_seqs, uint64_t now, int op) {
     uint32_t want[IDS], n_want = fifo ? fifo_batch(m, max_tokens, max_seqs, want) : 0;
     rmlp_batch batch;
     rmlp_status got = rmlp_batcher_next(b, max_tokens, max_seqs, now, &batch);
@@ -100,6 +147,8 @@ static void next(rmlp_batcher *b, model *m, int fifo, uint64_t max_wait, size_t 
         fail("more tokens than max_tokens", op);
     if (batch.shared_tokens > batch.n_tokens || batch.cu_seqlens[0] != 0) fail("counts", op);
     if (fifo && batch.n_seqs != n_want) fail("a FIFO batch is not the plain queue's", op);
+    if (batch.flags & RMLP_BATCH_CACHE_SKIPPED) fail("the cache was skipped with no other thread", op);
+    if (ctx == NULL && batch.cached_tokens != 0) fail("cached tokens without a cache", op);
     uint32_t aged_tokens = 0, n_aged = 0;
     for (uint32_t s = 0; s < batch.n_seqs; s++) {
         uint64_t id = batch.ids[s];
@@ -118,6 +167,20 @@ static void next(rmlp_batcher *b, model *m, int fifo, uint64_t max_wait, size_t 
         for (uint32_t id = 0; id < IDS; id++)
             if (m->queued[id] && aged(m, id, now, max_wait) && m->len[id] <= max_tokens - aged_tokens)
                 fail("an aged request that fits was left behind", op);
+    /* With a cache attached and nothing aged (aged requests bring their groups), the oldest first,
+     * each that fits (batch/select.h): a request left behind did not fit the room that the requests
+     * taken of its arrival time or older left. */
+    if (ctx != NULL && !fifo && n_aged == 0 && !(batch.flags & RMLP_BATCH_OVERSIZED))
+        for (uint32_t id = 0; id < IDS; id++) {
+            if (!m->queued[id]) continue;
+            uint32_t seqs = 0, tokens = 0;
+            for (uint32_t s = 0; s < batch.n_seqs; s++)
+                if (batch.arrival_us[s] <= m->arrival[id])
+                    seqs++, tokens += batch.cu_seqlens[s + 1] - batch.cu_seqlens[s];
+            if (seqs < max_seqs && m->len[id] <= max_tokens - tokens)
+                fail("a request that fit was left behind for newer ones", op);
+        }
+    if (ctx != NULL && batch.n_seqs > 0) run_on_context(ctx, &batch, op);
 }
 
 static void route(const model *m, uint32_t id, uint8_t knob, int op) {
@@ -147,6 +210,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 3) return 0;
+    if (tiny == NULL && setup() != 0) fuzz_violation(TARGET, "setup", rmlp_last_error());
+    static const uint32_t slots[4] = {4, 12, 40, 200};
+    rmlp_context *ctx = data[0] & 0x20 ? cached_context(slots[data[0] >> 6]) : NULL;
+    if ((data[0] & 0x20) && ctx == NULL) fuzz_violation(TARGET, "a context with a cache", rmlp_last_error());
     static model m;
     memset(&m, 0, sizeof m);
     int fifo = data[0] & 1;
@@ -156,7 +223,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     params.mode = fifo ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX;
     params.max_requests = m.cap_requests, params.max_queued_tokens = m.cap_tokens, params.max_wait_us = max_wait;
     rmlp_batcher *b = NULL;
-    if (rmlp_batcher_create(&params, &b) != RMLP_OK) fail("create failed", -1);
+    if (rmlp_batcher_create(&params, &b) != RMLP_OK || (ctx != NULL && rmlp_batcher_attach_context(b, ctx) != RMLP_OK))
+        fail("create or attach failed", -1);
     uint64_t now = 0;
     uint32_t last_id = IDS;
     size_t at = 3;
@@ -172,7 +240,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         case 1: {
             size_t max_tokens = byte_at(data, size, &at) % 48, max_seqs = byte_at(data, size, &at) % 9;
-            next(b, &m, fifo, max_wait, max_tokens, max_seqs, now, op);
+            next(b, &m, ctx, fifo, max_wait, max_tokens, max_seqs, now, op);
             break;
         }
         case 2: {
@@ -190,5 +258,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fail("pending disagrees with the model", op);
     }
     rmlp_batcher_free(b);
+    rmlp_context_free(ctx);
     return 0;
 }

@@ -30,10 +30,10 @@
 
 #include "cache/kv_cache.h"
 #include "ffi/src/model_internal.h"
-#include "tools/tiny_model.h"
 #include "harness.h"
 #include "radix_mlp.h"
 #include "tests/test_util.h"
+#include "tiny_load.h"
 
 #define MAX_SEQS 6
 #define MAX_LEN 12
@@ -47,25 +47,12 @@ static rmlp_context *plain;
 static rmlp_planner *planner;
 static size_t hidden_size;
 
-/* The tiny model, written to a private folder, loaded (its weights are then in memory), removed. */
+/* The tiny model (tiny_load.h), a context without a cache and a planner. */
 static int setup(void) {
-    rmlp_model_config tiny = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8, .hidden_size = 16,
-                              .intermediate_size = 24, .num_hidden_layers = 2, .num_attention_heads = 2,
-                              .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
-                              .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true, .tie_word_embeddings = true};
-    const char *tmp = getenv("TMPDIR");
-    char dir[512], file[600];
-    snprintf(dir, sizeof dir, "%s/rmlp_forged_model.XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (mkdtemp(dir) == NULL) return -1;
-    int ok = tiny_model_write(dir, &tiny, 31) == 0 && rmlp_model_load(dir, NULL, &model) == RMLP_OK &&
-             rmlp_context_create(model, MAX_TOKENS, &plain) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK;
-    static const char *const files[] = {"config.json", "model.safetensors"};
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(file, sizeof file, "%s/%s", dir, files[i]);
-        unlink(file);
-    }
-    rmdir(dir);
-    hidden_size = tiny.hidden_size;
+    rmlp_model_config cfg;
+    int ok = fuzz_tiny_model_load(TARGET, 31, &model) == 0 && rmlp_context_create(model, MAX_TOKENS, &plain) == RMLP_OK &&
+             rmlp_planner_create(&planner) == RMLP_OK;
+    if (ok) rmlp_model_get_config(model, &cfg), hidden_size = cfg.hidden_size;
     return ok ? 0 : -1;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz/fuzz_batcher.c into fuzz/corpus/fuzz_batcher/ (deterministic).
-Layout of an input: a head byte (bit 0 FIFO; capacity 1 + (head >> 1) % 16 requests), a token
+Layout of an input: a head byte (bit 0 FIFO; capacity 1 + (head >> 1) % 16 requests; bit 5 a context
+with a prefix cache attached, of 4, 12, 40 or 200 slots by bits 6-7), a token
 capacity byte (1 + b % 96), a max_wait_us byte; then operations: a byte whose low 2 bits pick push
 (0: id, length % 21, tokens two per byte), next (1: max_tokens % 48, max_seqs % 9), remove (2: id) or
 the routing key of the last push (3: a knob byte), its top 6 bits moving the clock on."""
@@ -42,5 +43,11 @@ seed("bad_input", [3 << 1, 12, 5] + push(1, [1, 2, 3, 4]) + push(1, [1]) + push(
 # Routing keys with and without a separator.
 seed("route_keys", [15 << 1, 95, 50] + push(7, [1, 2, 3, 4, 1, 2, 3, 4, 2, 1]) + [3, 4, 3, 0x85, 3, 0xE3, 3, 0x21]
      + push(8, [4] * 20) + [3, 0xff, 3, 0x13])
+# The same with a context's prefix cache attached: large (200 slots), and small enough to evict (12).
+CACHED, LARGE, SMALL = 0x20, 3 << 6, 1 << 6
+seed("cached_prefix_groups", [15 << 1 | CACHED | LARGE, 95, 200] + groups + nxt(15, 8) * 10 + groups + nxt(47, 8) * 6)
+seed("cached_fifo_groups", [15 << 1 | 1 | CACHED | SMALL, 95, 200] + groups + nxt(15, 8) * 10)
+seed("cached_aged_loner", [15 << 1 | CACHED | SMALL, 95, 20] + aged)
 seed("random_prefix", [random.randrange(256) & ~1] + [random.randrange(256) for _ in range(1500)])
 seed("random_fifo", [random.randrange(256) | 1] + [random.randrange(256) for _ in range(1500)])
+seed("random_cached", [random.randrange(256) & ~1 | CACHED] + [random.randrange(256) for _ in range(1500)])

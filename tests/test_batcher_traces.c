@@ -6,7 +6,9 @@
  * plain queue's; the age bound (no aged request that fits is left behind, none waits past
  * max_wait_us when the load allows); without the bound, no request starves (the longest wait near
  * a plain queue's). Then the prefix cache: rmlp_context_cached_prefix, cached
- * groups preferred, cached_tokens equal to the hits the forward then counts; and a batcher or an
+ * groups preferred among requests arriving together, cached_tokens equal to the hits the forward
+ * then counts, the random traces again with a cache attached (the batches by age: no request left
+ * behind that fit the room the requests taken of its arrival time or older left); and a batcher or an
  * attached context in use by another thread (the guards taken from a helper thread: the static
  * library's internal rmlp_guard_enter).
  */
@@ -126,21 +128,21 @@ static void check_batch(const rmlp_batch *b, rmlp_planner *planner, size_t max_t
                       "the aged ones", where, (unsigned long long)id, reqs[id].len,
                       (unsigned long long)(max_tokens - aged_tokens));
         }
-    /* With a cache attached, the oldest first, each that fits: a request left behind that arrived
-     * no later than the newest one taken did not fit the room left. */
-    if (trace_cache != NULL && mode == RMLP_BATCH_PREFIX && b->n_seqs > 0 && b->n_seqs < max_seqs &&
-        !(b->flags & (RMLP_BATCH_OVERSIZED | RMLP_BATCH_CACHE_SKIPPED))) {
-        uint64_t newest = 0;
-        for (uint32_t s = 0; s < b->n_seqs; s++) newest = b->arrival_us[s] > newest ? b->arrival_us[s] : newest;
+    /* With a cache attached and nothing aged (aged requests bring their groups), the oldest first,
+     * each that fits: a request left behind did not fit the room that the requests taken of its
+     * arrival time or older left. */
+    if (trace_cache != NULL && mode == RMLP_BATCH_PREFIX && n_aged == 0 &&
+        !(b->flags & (RMLP_BATCH_OVERSIZED | RMLP_BATCH_CACHE_SKIPPED)))
         for (size_t i = fifo_head; i < fifo_tail; i++) {
             uint64_t id = fifo[i];
-            if (reqs[id].state == 1 && reqs[id].arrival <= newest)
-                CHECK(reqs[id].len > max_tokens - b->n_tokens, "%s: id %llu (%u tokens, arrival %llu) left behind a "
-                      "request of arrival %llu with %llu tokens free", where, (unsigned long long)id, reqs[id].len,
-                      (unsigned long long)reqs[id].arrival, (unsigned long long)newest,
-                      (unsigned long long)(max_tokens - b->n_tokens));
+            if (reqs[id].state != 1) continue;
+            uint32_t seqs = 0, tokens = 0;
+            for (uint32_t s = 0; s < b->n_seqs; s++)
+                if (b->arrival_us[s] <= reqs[id].arrival) seqs++, tokens += b->cu_seqlens[s + 1] - b->cu_seqlens[s];
+            CHECK(seqs >= max_seqs || reqs[id].len > max_tokens - tokens, "%s: id %llu (%u tokens, arrival %llu) "
+                  "left with %llu tokens free after the %u taken no newer", where, (unsigned long long)id,
+                  reqs[id].len, (unsigned long long)reqs[id].arrival, (unsigned long long)(max_tokens - tokens), seqs);
         }
-    }
     totals->batches++;
 }
 
