@@ -33,6 +33,7 @@ typedef struct serve_args {
     size_t n_replicas;
     double load;
     int json, no_traces, capacity;
+    int routes; /* of the sweep at K > 1: bit 0 round robin, bit 1 prefix routing (--route) */
     serve_cost_kind cost;
     serve_cost_log *cost_all; /* every batch run, for the cost model's line */
 } serve_args;
@@ -49,15 +50,16 @@ static int usage(FILE *to) {
     fprintf(to,
             "usage: radixmlp bench --serve [--trace rerank|embed|no_sharing|mixed|all|none] [--requests N] [--queries C]\n"
             "                      [--request-seqs S] [--load X] [--max-tokens B] [--max-seqs M] [--max-wait-ms W] [--cache-mb MB]\n"
-            "                      [--query-tokens MIN,MAX] [--replicas K,K,...] [--sweep TRACE|none] [--layers L]\n"
-            "                      [--hidden H] [--seed S] [--cost measured|model] [--capacity] [--json]\n"
+            "                      [--query-tokens MIN,MAX] [--replicas K,K,...] [--route rr|prefix|both]\n"
+            "                      [--sweep TRACE|none] [--layers L] [--hidden H] [--seed S] [--cost measured|model] [--capacity] [--json]\n"
             "  Client requests (--requests per trace, default 300) arrive as a Poisson process at --load (default\n"
             "  1.0) times FIFO's capacity on that trace (tokens per second of compute with every request queued),\n"
             "  and are served in simulated time, each batch charged the CPU time of its real forward (one thread;\n"
             "  the built-in random Qwen3-shaped model, --hidden 256, --layers 2). Per trace: FIFO and prefix\n"
             "  batching at the same budget (--max-tokens 4096, --max-seqs 64, --max-wait-ms 500, a prefix cache of\n"
             "  --cache-mb 64 per replica; 0: none), then on --sweep (default mixed) K replicas (--replicas,\n"
-            "  default 1,2,4,8,16) routed round robin and by routing key. --queries: concurrent rerank queries\n"
+            "  default 1,2,4,8,16) routed round robin and by routing key (--route rr|prefix|both, default\n"
+            "  both: at K > 1 which to run; K = 1 is one run whatever the route). --queries: concurrent rerank queries\n"
             "  (default 32); --request-seqs: at most this many sequences per client request (default 8: 1-8);\n"
             "  --query-tokens: a rerank query's own tokens after the 32-token template (default 24,72).\n"
             "  --capacity: also both policies with the whole trace queued at once and no age bound (the most\n"
@@ -121,7 +123,7 @@ static int parse_trace(const char *flag, const char *v, serve_args *a) {
 static int parse_args(int argc, char **argv, serve_args *a) {
     *a = (serve_args){.sweep = "mixed", .requests = 300, .queries = 32, .request_seqs = 8, .max_tokens = 4096, .max_seqs = 64,
                       .max_wait_ms = 500, .cache_mb = 64, .layers = 2, .hidden = 256, .seed = 33,
-                      .replicas = {1, 2, 4, 8, 16}, .n_replicas = 5, .load = 1.0,
+                      .replicas = {1, 2, 4, 8, 16}, .n_replicas = 5, .load = 1.0, .routes = 3,
                       .query_tokens = {24, 72}};
     for (int i = 0; i < argc; i++) {
         const char *flag = argv[i];
@@ -159,7 +161,13 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (strcmp(flag, "--hidden") == 0) bad = cli_parse_count(flag, v, 4096, &a->hidden);
         else if (strcmp(flag, "--seed") == 0) bad = cli_parse_ulong(flag, v, ~0ul, &a->seed);
         else if (strcmp(flag, "--replicas") == 0) bad = parse_list(flag, v, a);
-        else if (strcmp(flag, "--query-tokens") == 0) bad = parse_range(flag, v, a->query_tokens);
+        else if (strcmp(flag, "--route") == 0) {
+            a->routes = strcmp(v, "rr") == 0 ? 1 : strcmp(v, "prefix") == 0 ? 2 : strcmp(v, "both") == 0 ? 3 : 0;
+            if (a->routes == 0) {
+                fprintf(stderr, "radixmlp: --route expects rr, prefix or both, got '%s'\n", v);
+                bad = -1;
+            }
+        } else if (strcmp(flag, "--query-tokens") == 0) bad = parse_range(flag, v, a->query_tokens);
         else if (strcmp(flag, "--cost") == 0) {
             if (strcmp(v, "measured") == 0) a->cost = SERVE_COST_MEASURED;
             else if (strcmp(v, "model") == 0) a->cost = SERVE_COST_MODEL;
@@ -355,13 +363,16 @@ int bench_serve(int argc, char **argv) {
         if (rc == 0) rc = offered_rate(&a, &t, model, c, &c.rate);
         for (size_t k = 0; rc == 0 && k < a.n_replicas; k++) {
             serve_config pair[2] = {c, c}; /* round robin and prefix routing, interleaved */
-            pair[0].replicas = pair[1].replicas = (uint32_t)a.replicas[k];
-            pair[1].route_prefix = true;
-            size_t n = a.replicas[k] > 1 ? 2 : 1;
+            size_t n = 0;
+            if (a.replicas[k] == 1) pair[n++].route_prefix = true; /* one replica: one run, whatever the route */
+            else
+                for (int route = 0; route < 2; route++)
+                    if (a.routes >> route & 1) pair[n++].route_prefix = route == 1;
+            for (size_t i = 0; i < n; i++) pair[i].replicas = (uint32_t)a.replicas[k];
             serve_result r[2];
-            rc = run_together(&a, &t, model, n == 2 ? pair : &pair[1], n, r);
+            rc = run_together(&a, &t, model, pair, n, r);
             for (size_t i = 0; rc == 0 && i < n; i++) {
-                const serve_config *ci = n == 2 ? &pair[i] : &pair[1];
+                const serve_config *ci = &pair[i];
                 print_row(&a, a.sweep, ci, &r[i]);
                 if (ci->replicas == 1) one_hit = hit_rate(&r[i]);
                 if (ci->replicas == 8) k8_hit[ci->route_prefix] = hit_rate(&r[i]);
@@ -380,10 +391,12 @@ int bench_serve(int argc, char **argv) {
                 printf("# target, no_sharing: prefix no more than 2%% behind FIFO: %.3fx: %s\n",
                        prefix_tps[i] / fifo_tps[i], prefix_tps[i] >= 0.98 * fifo_tps[i] ? "met" : "NOT met");
         }
+        char rr[32] = "not run";
+        if (k8_hit[0] >= 0.0) snprintf(rr, sizeof rr, "%.1f%%", 100.0 * k8_hit[0]);
         if (k8_hit[1] >= 0.0)
             printf("# target, %s K=8: prefix routing's hit rate within 90%% of one replica's: %.1f%% vs %.1f%% (%.2f; "
-                   "round robin %.1f%%): %s\n", a.sweep, 100.0 * k8_hit[1], 100.0 * one_hit,
-                   one_hit > 0 ? k8_hit[1] / one_hit : 0.0, 100.0 * k8_hit[0],
+                   "round robin %s): %s\n", a.sweep, 100.0 * k8_hit[1], 100.0 * one_hit,
+                   one_hit > 0 ? k8_hit[1] / one_hit : 0.0, rr,
                    k8_hit[1] >= 0.9 * one_hit ? "met" : "NOT met");
     }
     rmlp_model_free(model);

@@ -4,7 +4,8 @@ one layer, --json: per mode (off, on, compact) the forward's GEMM, attention, el
 and other time, which are non-negative and add up to that mode's forward time within the clock's
 reach, the plan's build time, and outputs of the three modes that agree. The text table prints the
 same breakdown under the case. `bench --serve --cost model` (a short rerank trace) gives the same
-rows in two runs: the cost model charges nothing measured.
+rows in two runs: the cost model charges nothing measured; and `--route rr|prefix` runs only that
+route at K > 1, each row as in the run of both.
 
     python3 tests/cli_bench_cpu.py BUILD/radixmlp
 """
@@ -55,6 +56,23 @@ def main():
     check(served[0] == served[1], "bench --serve --cost model: two runs differ: %r vs %r" % (served[0], served[1]))
     r = radixmlp(exe, "bench", "--serve", "--cost", "cpu")
     check(r.returncode == 2 and "--cost expects measured or model" in r.stderr, "--cost cpu: %r" % r.stderr)
+    # --route: at K > 1 only the routes asked for, each row as in the run of both.
+    sweep = ("--serve", "--trace", "none", "--requests", "12", "--replicas", "1,2", "--cost", "model", "--json")
+    routed = {}
+    for route in ("both", "rr", "prefix"):
+        r = radixmlp(exe, "bench", *sweep, "--route", route)
+        check(r.returncode == 0, "bench --serve --route %s: exit %d, stderr %r" % (route, r.returncode, r.stderr))
+        rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        for row in rows:
+            row.pop("measured_busy_s", None)
+        routed[route] = {(row["replicas"], row["route"]): row for row in rows}
+    check(sorted(routed["both"]) == [(1, "-"), (2, "prefix"), (2, "rr")], "--route both: %r" % sorted(routed["both"]))
+    for route in ("rr", "prefix"):
+        check(sorted(routed[route]) == [(1, "-"), (2, route)] and
+              all(routed[route][k] == routed["both"][k] for k in routed[route]),
+              "--route %s: rows %r, not the run of both's" % (route, sorted(routed[route])))
+    r = radixmlp(exe, "bench", "--serve", "--route", "hash")
+    check(r.returncode == 2 and "--route expects rr, prefix or both" in r.stderr, "--route hash: %r" % r.stderr)
     return summary("cli_bench_cpu")
 
 
