@@ -1,12 +1,13 @@
 /*
  * fuzz_batcher.c: libFuzzer target for the batcher and the routing key through the public ABI.
  * One input: a head byte (bit 0: FIFO mode; capacity 1 + (head >> 1) % 16 requests; bit 5: a
- * context with a prefix cache of 4, 12, 40 or 200 slots (bits 6-7) attached, one tiny random model
- * tiny_load.h, loaded once per process), a byte of token capacity (1 + byte % 96) and a byte of
- * max_wait_us; then operations, each a byte whose low 2 bits pick it:
+ * context attached, its prefix cache 4, 12, 40 or 200 rows (bits 6-7) of tiny_load.h's model,
+ * loaded once per process), a byte of token capacity (1 + byte % 96) and a byte of max_wait_us;
+ * then operations, each a byte whose low 2 bits pick it:
  *   0 push:   id byte (% 24: ids repeat), length byte (% 21: empties too), then the tokens two per
- *             byte (low nibble first, % 4 + 1: a 4-token alphabet) (requests share, extend and repeat each other), the
- *             clock moved on by the op byte's top bits, the arrival stamped up to 3 before now;
+ *             byte, low nibble first, from a 4-token alphabet (requests share, extend and repeat
+ *             each other), the clock moved on by the op byte's top bits, the arrival stamped up to
+ *             3 before now;
  *   1 next:   max_tokens byte (% 48: 0 too), max_seqs byte (% 9: 0 too); with a context attached
  *             the batch is then planned and run on it (filling its cache);
  *   2 remove: id byte (% 24);
