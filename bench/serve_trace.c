@@ -42,7 +42,7 @@ static uint32_t token(maker *m) { return range(&m->r, SERVE_SEPARATOR + 1, m->vo
 static void add_seq(maker *m, const uint32_t *head, uint32_t n_head, uint32_t n_own) {
     serve_trace *t = m->t;
     uint32_t *at = t->tokens + t->n_tokens;
-    memcpy(at, head, n_head * sizeof(uint32_t));
+    if (n_head > 0) memcpy(at, head, n_head * sizeof(uint32_t)); /* head is NULL for no sharing */
     for (uint32_t k = 0; k < n_own; k++) at[n_head + k] = token(m);
     t->seq_start[t->n_seqs] = (uint32_t)t->n_tokens, t->seq_len[t->n_seqs] = n_head + n_own;
     if (n_head + n_own > t->longest) t->longest = n_head + n_own;
