@@ -220,6 +220,17 @@ static int load_model(const serve_args *a, rmlp_model **model, rmlp_model_config
     return status == RMLP_OK ? 0 : 1;
 }
 
+static double push_mean_us(const serve_result *r) { return r->pushes ? r->push_us / (double)r->pushes : 0.0; }
+
+/* The batcher's own CPU time, FIFO's (r[0]) and prefix batching's (r[1]), as a '#' line. */
+static void print_batcher_cost(const char *what, const serve_result *r) {
+    printf("# %s, the batcher's CPU time: next batch p50/p99/max FIFO %.0f/%.0f/%.0f us, prefix %.0f/%.0f/%.0f us "
+           "(up to %llu sequences queued); push %.2f / %.2f us a sequence\n", what, r[0].next_p50_us, r[0].next_p99_us,
+           r[0].next_max_us, r[1].next_p50_us, r[1].next_p99_us, r[1].next_max_us,
+           (unsigned long long)(r[0].deepest_queue > r[1].deepest_queue ? r[0].deepest_queue : r[1].deepest_queue),
+           push_mean_us(&r[0]), push_mean_us(&r[1]));
+}
+
 static void print_row(const serve_args *a, const char *trace, const serve_config *c, const serve_result *r) {
     const char *policy = c->mode == RMLP_BATCH_FIFO ? "fifo" : "prefix";
     const char *route = c->replicas == 1 ? "-" : c->route_prefix ? "prefix" : "rr";
@@ -238,14 +249,16 @@ static void print_row(const serve_args *a, const char *trace, const serve_config
                "\"wait_p99_ms\": %.2f, \"latency_p50_ms\": %.2f, \"latency_p99_ms\": %.2f, \"batch_p50_ms\": %.2f, "
                "\"batch_p99_ms\": %.2f, \"batches\": %llu, \"load\": %.3f, \"rate_rps\": %.2f, \"max_tokens\": %zu, "
                "\"max_seqs\": %zu, \"max_wait_ms\": %lu, \"cache_mb\": %lu, \"saturated\": %s, \"cost\": \"%s\", "
-               "\"measured_busy_s\": %.3f}\n",
+               "\"measured_busy_s\": %.3f, \"next_p50_us\": %.1f, \"next_p99_us\": %.1f, \"next_max_us\": %.1f, "
+               "\"push_mean_us\": %.2f, \"deepest_queue\": %llu}\n",
                trace, policy, c->replicas, route, (unsigned long long)r->requests, (unsigned long long)r->seqs,
                (unsigned long long)r->tokens, (unsigned long long)r->compact_rows, ratio,
                (unsigned long long)r->lookups, (unsigned long long)r->hits, hit, reuse, tps, r->busy_s, r->span_s, util,
                r->wait_p50_ms, r->wait_p99_ms, r->latency_p50_ms, r->latency_p99_ms, r->batch_p50_ms, r->batch_p99_ms,
                (unsigned long long)r->batches, a->load, c->rate, c->max_tokens, c->max_seqs, a->max_wait_ms,
                a->cache_mb, c->saturate ? "true" : "false", c->cost == SERVE_COST_MODEL ? "model" : "measured",
-               r->cost.measured_us * 1e-6);
+               r->cost.measured_us * 1e-6, r->next_p50_us, r->next_p99_us, r->next_max_us, push_mean_us(r),
+               (unsigned long long)r->deepest_queue);
     else
         printf("%-10s %-6s %3u %-6s %6llu %8llu %6.2f %6.1f%% %6.2f %9.0f %5.2f %9.1f %9.1f %9.1f %8.1f %8.1f\n",
                trace, policy, c->replicas, route, (unsigned long long)r->seqs, (unsigned long long)r->tokens, ratio,
@@ -299,6 +312,9 @@ static int capacity(const serve_args *a, const char *name, const serve_trace *t,
     printf("# %s capacity (every request queued at once, no age bound): FIFO %.0f tok/s (N/N' %.2f), prefix %.0f tok/s "
            "(N/N' %.2f): %.2fx\n", name, tokens_per_s(&r[0]), rows[0], tokens_per_s(&r[1]), rows[1],
            tokens_per_s(&r[1]) / tokens_per_s(&r[0]));
+    char what[64];
+    snprintf(what, sizeof what, "%s capacity", name);
+    print_batcher_cost(what, r);
     return 0;
 }
 
@@ -350,6 +366,7 @@ int bench_serve(int argc, char **argv) {
             printf("# %s: prefix/FIFO throughput %.2fx, p99 wait %.1f vs %.1f ms (cost %s; model vs measured: FIFO "
                    "%s, prefix %s)\n", a.traces[i], prefix_tps[i] / fifo_tps[i], prefix_p99[i], fifo_p99[i],
                    a.cost == SERVE_COST_MODEL ? "model" : "measured", said[0], said[1]);
+            print_batcher_cost(a.traces[i], r);
         }
         if (rc == 0 && a.capacity) rc = capacity(&a, a.traces[i], &t, model, c);
         serve_trace_free(&t);

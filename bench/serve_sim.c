@@ -26,6 +26,7 @@ struct serve_sim {
     float *out, *pooled;
     size_t *cached;                       /* (max_seqs) each sequence's cached prefix before its forward */
     double *waits, *latencies, *batch_ms; /* (n_seqs) each: per sequence, per sequence, per batch */
+    double *next_us;                      /* (n_seqs) the batcher's CPU time to pick each batch */
     serve_result r;
 };
 
@@ -70,8 +71,11 @@ static int run_batch(serve_sim *s, replica *p) {
     serve_result *r = &s->r;
     uint64_t now = (uint64_t)p->free_at_us;
     rmlp_batch batch;
+    if (p->queued > r->deepest_queue) r->deepest_queue = p->queued;
+    double picking = cpu_us();
     if (rmlp_batcher_next(p->batcher, s->c.max_tokens, s->c.max_seqs, now, &batch) != RMLP_OK)
         return fail("next batch");
+    s->next_us[r->batches] = cpu_us() - picking;
     rmlp_cache_stats before = {0}, after = {0};
     for (uint32_t q = 0; s->c.cache_bytes > 0 && q < batch.n_seqs; q++) {
         uint32_t at = batch.cu_seqlens[q];
@@ -126,8 +130,10 @@ static int arrive(serve_sim *s, const rmlp_route_params *route) {
     if (p->queued == 0 && p->free_at_us < at) p->free_at_us = at; /* idle until now */
     for (uint32_t k = 0; k < q->n_seqs; k++) {
         uint32_t seq = q->first_seq + k;
+        double pushing = cpu_us();
         if (rmlp_batcher_push(p->batcher, seq, t->tokens + t->seq_start[seq], t->seq_len[seq], (uint64_t)at) != RMLP_OK)
             return fail("queueing a request");
+        s->r.push_us += cpu_us() - pushing, s->r.pushes++;
         p->queued++;
     }
     s->r.requests++;
@@ -169,8 +175,8 @@ serve_sim *serve_sim_new(const serve_trace *t, rmlp_model *model, uint32_t hidde
     s->pooled = malloc(c->max_seqs * hidden * sizeof(float));
     s->cached = calloc(c->max_seqs + 1, sizeof(size_t));
     s->waits = malloc(t->n_seqs * sizeof(double)), s->latencies = malloc(t->n_seqs * sizeof(double));
-    s->batch_ms = malloc(t->n_seqs * sizeof(double));
-    int ok = s->replicas && s->out && s->pooled && s->cached && s->waits && s->latencies && s->batch_ms;
+    s->batch_ms = malloc(t->n_seqs * sizeof(double)), s->next_us = malloc(t->n_seqs * sizeof(double));
+    int ok = s->replicas && s->out && s->pooled && s->cached && s->waits && s->latencies && s->batch_ms && s->next_us;
     if (!ok) fprintf(stderr, "radixmlp bench --serve: out of memory\n");
     for (uint32_t k = 0; ok && k < c->replicas; k++) {
         replica *p = &s->replicas[k];
@@ -195,7 +201,7 @@ void serve_sim_free(serve_sim *s) {
         rmlp_context_free(s->replicas[k].ctx);
     }
     free(s->replicas), free(s->out), free(s->pooled), free(s->cached);
-    free(s->waits), free(s->latencies), free(s->batch_ms);
+    free(s->waits), free(s->latencies), free(s->batch_ms), free(s->next_us);
     free(s);
 }
 
@@ -219,6 +225,8 @@ void serve_sim_result(serve_sim *s, serve_result *out) {
     r->latency_p99_ms = percentile(s->latencies, r->seqs, 0.99);
     r->batch_p50_ms = percentile(s->batch_ms, r->batches, 0.5);
     r->batch_p99_ms = percentile(s->batch_ms, r->batches, 0.99);
+    r->next_p50_us = percentile(s->next_us, r->batches, 0.5), r->next_p99_us = percentile(s->next_us, r->batches, 0.99);
+    r->next_max_us = percentile(s->next_us, r->batches, 1.0);
     double end = 0.0;
     r->lookups = r->hits = 0;
     for (uint32_t k = 0; k < s->c.replicas; k++) {

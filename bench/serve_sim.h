@@ -41,6 +41,10 @@ typedef struct serve_result {
     double busy_s, span_s;       /* compute time of all batches; first arrival to last batch's end */
     double wait_p50_ms, wait_p99_ms, latency_p50_ms, latency_p99_ms, batch_p50_ms, batch_p99_ms;
     serve_cost_log cost;         /* every batch's terms, modelled and measured times */
+    /* The batcher's own cost, CPU time of the calls: next per batch (percentiles), push in all; the
+     * most sequences queued on one replica when a batch was picked. */
+    double next_p50_us, next_p99_us, next_max_us, push_us;
+    uint64_t pushes, deepest_queue;
 } serve_result;
 
 /* A simulation of serving t with model (hidden size `hidden`) as c says, stepped batch by batch so

@@ -4,8 +4,9 @@ one layer, --json: per mode (off, on, compact) the forward's GEMM, attention, el
 and other time, which are non-negative and add up to that mode's forward time within the clock's
 reach, the plan's build time, and outputs of the three modes that agree. The text table prints the
 same breakdown under the case. `bench --serve --cost model` (a short rerank trace) gives the same
-rows in two runs: the cost model charges nothing measured; and `--route rr|prefix` runs only that
-route at K > 1, each row as in the run of both.
+rows in two runs (but for the CPU times measured: the batcher's own, checked for order, and the
+forwards'): the cost model charges nothing measured; and `--route rr|prefix` runs only that route
+at K > 1, each row as in the run of both.
 
     python3 tests/cli_bench_cpu.py BUILD/radixmlp
 """
@@ -18,6 +19,15 @@ from cli_check import check, radixmlp, summary
 
 def bench(exe, *args):
     return radixmlp(exe, "bench", "--case", "b32_p128_s32", "--layers", "1", "--repeat", "1", *args)
+
+
+MEASURED = ("measured_busy_s", "next_p50_us", "next_p99_us", "next_max_us", "push_mean_us")
+
+
+def strip_measured(row):
+    """Drops the figures the machine moves (CPU times); the rest is exact under --cost model."""
+    for key in MEASURED:
+        row.pop(key, None)
 
 
 def main():
@@ -51,8 +61,12 @@ def main():
     for rows in served:
         check(len(rows) == 4 and all(row["cost"] == "model" and row["measured_busy_s"] > 0 for row in rows),
               "bench --serve --cost model: FIFO, prefix and their capacity rows: %r" % rows)
-        for row in rows:
-            row.pop("measured_busy_s", None)  # the one figure the machine moves
+        for row in rows:  # the batcher's own CPU time, ordered percentiles, the deepest queue it saw
+            check(0 <= row["next_p50_us"] <= row["next_p99_us"] <= row["next_max_us"] and row["push_mean_us"] > 0
+                  and 0 < row["deepest_queue"] <= row["seqs"], "bench --serve: the batcher's cost: %r" % row)
+            check(not row["saturated"] or row["deepest_queue"] == row["seqs"],
+                  "a capacity run picks its first batch with every sequence queued: %r" % row)
+            strip_measured(row)
     check(served[0] == served[1], "bench --serve --cost model: two runs differ: %r vs %r" % (served[0], served[1]))
     r = radixmlp(exe, "bench", "--serve", "--cost", "cpu")
     check(r.returncode == 2 and "--cost expects measured or model" in r.stderr, "--cost cpu: %r" % r.stderr)
@@ -64,7 +78,7 @@ def main():
         check(r.returncode == 0, "bench --serve --route %s: exit %d, stderr %r" % (route, r.returncode, r.stderr))
         rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
         for row in rows:
-            row.pop("measured_busy_s", None)
+            strip_measured(row)
         routed[route] = {(row["replicas"], row["route"]): row for row in rows}
     check(sorted(routed["both"]) == [(1, "-"), (2, "prefix"), (2, "rr")], "--route both: %r" % sorted(routed["both"]))
     for route in ("rr", "prefix"):
