@@ -41,7 +41,7 @@ static const char TARGET[] = "fuzz_batcher";
 
 static rmlp_model *tiny; /* loaded once per process: the contexts the batchers get attached */
 static rmlp_planner *planner;
-static float out[MAX_BATCH_TOKENS * 16];
+static float out[MAX_BATCH_TOKENS * FUZZ_TINY_HIDDEN];
 
 typedef struct model {
     uint32_t tokens[IDS][MAX_LEN];

@@ -9,7 +9,7 @@
 #include "tools/tiny_model.h"
 
 int fuzz_tiny_model_load(const char *target, uint64_t seed, rmlp_model **out) {
-    rmlp_model_config cfg = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8, .hidden_size = 16,
+    rmlp_model_config cfg = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8, .hidden_size = FUZZ_TINY_HIDDEN,
                              .intermediate_size = 24, .num_hidden_layers = 2, .num_attention_heads = 2,
                              .num_key_value_heads = 1, .head_dim = 8, .max_position_embeddings = 64,
                              .rms_norm_eps = 1e-6, .rope_theta = 1e6, .qk_norm = true, .tie_word_embeddings = true};

@@ -11,6 +11,9 @@
 
 #include "radix_mlp.h"
 
+/* The model's hidden size, for the targets' output buffers. */
+#define FUZZ_TINY_HIDDEN 16
+
 /* Loads the tiny model with weights from `seed` into *out; `target` names the folder. 0 or -1. */
 int fuzz_tiny_model_load(const char *target, uint64_t seed, rmlp_model **out);
 
