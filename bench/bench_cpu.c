@@ -56,6 +56,13 @@ static int pool_for_dump(const float *out, const workload *w, uint32_t hidden, f
 }
 
 /* The rest of a forward: its time less its phases. */
+/* The GEMM the model runs on bf16 matrices (rmlp_model_cpu_bf16_gemm): "none", "widen", "onednn". */
+static const char *bf16_gemm_name(const rmlp_model *model) {
+    rmlp_cpu_bf16_gemm kind = RMLP_CPU_BF16_GEMM_NONE;
+    rmlp_model_cpu_bf16_gemm(model, &kind, NULL, NULL);
+    return kind == RMLP_CPU_BF16_GEMM_WIDEN ? "widen" : kind == RMLP_CPU_BF16_GEMM_ONEDNN ? "onednn" : "none";
+}
+
 static double other_ms(const rmlp_cpu_profile *p) {
     return p->total_ms - p->gemm_ms - p->attention_ms - p->elementwise_ms - p->gather_ms;
 }
@@ -137,12 +144,12 @@ int bench_cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_conf
         double predicted = 1.0 / ((1.0 - f) + f / ratio), speedup = r[OFF].ms / r[ON].ms;
         double speedup_compact = r[OFF].ms / r[COMPACT].ms;
         if (a->json) {
-            printf("{\"case\": \"%s\", \"threads\": %u, \"weights\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
+            printf("{\"case\": \"%s\", \"threads\": %u, \"weights\": \"%s\", \"bf16_gemm\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
                    "\"use_radix\": %s, \"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"ms_compact\": %.2f, "
                    "\"plan_us\": %.1f, \"speedup\": %.3f, \"speedup_compact\": %.3f, \"attention_ms_off\": %.2f, "
                    "\"attention_ms_on\": %.2f, \"attention_ms_compact\": %.2f, \"f_position_wise\": %.4f, "
                    "\"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g, \"max_abs_diff_compact\": %.3g",
-                   name, rmlp_cpu_threads(), a->cpu_weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", w->n_seqs, w->n_tokens, on->n_compact, on->use_radix ? "true" : "false",
+                   name, rmlp_cpu_threads(), a->cpu_weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", bf16_gemm_name(model), w->n_seqs, w->n_tokens, on->n_compact, on->use_radix ? "true" : "false",
                    a->layers, r[OFF].ms, r[ON].ms, r[COMPACT].ms, r[ON].plan_us, speedup, speedup_compact,
                    r[OFF].profile.attention_ms, r[ON].profile.attention_ms, r[COMPACT].profile.attention_ms, f,
                    predicted, diff, diff_compact);

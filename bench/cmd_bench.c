@@ -195,6 +195,10 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
         fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
         return 1;
     }
+    rmlp_cpu_bf16_gemm kind = RMLP_CPU_BF16_GEMM_NONE;
+    const char *detail = "";
+    if (rmlp_model_cpu_bf16_gemm(*model, &kind, NULL, &detail) == RMLP_OK && kind != RMLP_CPU_BF16_GEMM_NONE)
+        fprintf(stderr, "radixmlp bench: bf16 GEMMs: %s\n", detail);
     if (a->cuda || a->model_dir || a->keep_model)
         fprintf(stderr, "radixmlp bench: model %s%s%s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
                 a->model_dir ? dir : a->shape->name, a->keep_model ? ", written to " : "", a->keep_model ? dir : "",

@@ -57,6 +57,9 @@ typedef struct rmlp_backend {
     rmlp_status (*model_bind)(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
                               size_t n_tensors, const rmlp_model_params *params, void **out);
     void (*model_free)(void *model, const rmlp_model_config *config);
+    /* rmlp_model_cpu_bf16_gemm's answer (detail owned by the model); NULL where the backend has no
+     * bf16 CPU matrices (the answer is then RMLP_CPU_BF16_GEMM_NONE). */
+    void (*cpu_bf16_gemm)(const void *model, rmlp_cpu_bf16_gemm *kind, uint64_t *fallbacks, const char **detail);
 
     /* ---- contexts --------------------------------------------------------------------------- */
     /* rmlp_context_params this backend cannot honour (read before the context is made). */

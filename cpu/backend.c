@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16_gemm.h"
 #include "cache/kv_cache.h"
 #include "common/alloc.h"
 #include "common/status.h"
@@ -46,7 +47,9 @@ rmlp_status cpu_context_create(const char *fn, const model_weights *weights, con
     size_t failed_bytes = 0;
     int thread_error = 0;
     bool bf16 = config->num_hidden_layers > 0 && weights->layers[0].qkv_bf16 != NULL;
-    if (cpu_workspace_alloc(&(*out)->ws, config, max_tokens, max_compact, bf16, &failed_name, &failed_bytes,
+    uint64_t *fallbacks = /* the workspace counts into the model, which contexts share (written atomically) */
+        bf16 && weights->bf16_gemm == RMLP_CPU_BF16_GEMM_ONEDNN ? (uint64_t *)&weights->bf16_gemm_fallbacks : NULL;
+    if (cpu_workspace_alloc(&(*out)->ws, config, max_tokens, max_compact, bf16, fallbacks, &failed_name, &failed_bytes,
                             &thread_error) != 0) {
         free(*out);
         *out = NULL;
@@ -78,13 +81,17 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
         return rmlp_fail(params->cpu_weight_dtype == RMLP_DTYPE_F16 ? RMLP_ERR_UNSUPPORTED : RMLP_ERR_INVALID_ARGUMENT,
                          fn, "params->cpu_weight_dtype=%d: the CPU holds its weight matrices in RMLP_DTYPE_F32 (%d) "
                          "or RMLP_DTYPE_BF16 (%d)", params->cpu_weight_dtype, RMLP_DTYPE_F32, RMLP_DTYPE_BF16);
-    return RMLP_OK;
+    return cpu_bf16_gemm_check_params(fn, params);
 }
 
 static rmlp_status model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
                               const rmlp_model_params *params, void **out) {
     model_weights *weights = NULL; /* dtype fp32, matrices fp32 or bf16 (check_model_params) */
     rmlp_status status = cpu_model_load(fn, ckpt, config, params->cpu_weight_dtype == RMLP_DTYPE_BF16, &weights);
+    if (status == RMLP_OK && (status = cpu_bf16_gemm_choose(fn, params, config, weights)) != RMLP_OK) {
+        cpu_model_free(weights, config);
+        weights = NULL;
+    }
     *out = weights;
     return status;
 }
@@ -289,6 +296,7 @@ const rmlp_backend rmlp_backend_cpu = {
     .model_load = model_load,
     .model_bind = NULL,
     .model_free = model_free,
+    .cpu_bf16_gemm = cpu_bf16_gemm_query,
     .check_context_params = check_context_params,
     .context_create = context_create,
     .context_free = context_free,

@@ -13,17 +13,23 @@
 #include "attention_flash.h"
 #include "linear_bf16.h"
 #include "linear_few.h"
+#include "linear_onednn.h"
 #include "rows.h"
 
 /* x W^T (+ bias), W in fp32 (w) or bf16 (w16, the other NULL): a generation step's way where the
- * workspace asks for it (linear_few.h, its bf16 form on widened rows), else BLAS (bf16: on
- * linear_bf16.h's widened panels). */
+ * workspace asks for it (linear_few.h, its bf16 form on widened rows), else oneDNN's bf16 matmul
+ * for a model on it (linear_onednn.h; where oneDNN fails, counted, the widening path), else BLAS
+ * (bf16: on linear_bf16.h's widened panels). */
 static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t in_dim, const float *w,
                    const uint16_t *w16, const float *bias, size_t out_dim, float *y) {
     if (w16 != NULL && ws->few_rows)
         cpu_linear_step_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->few_rows_pool, ws->few_rows_wide, ws->wide);
-    else if (w16 != NULL) cpu_linear_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->wide, ws->pool);
-    else if (ws->few_rows) cpu_linear_step(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
+    else if (w16 != NULL) {
+        if (ws->x16 != NULL && cpu_linear_onednn(x, rows, in_dim, w16, bias, out_dim, y, ws->x16, ws->pool) == 0)
+            return;
+        if (ws->x16 != NULL) __atomic_fetch_add(ws->onednn_fallbacks, 1, __ATOMIC_RELAXED);
+        cpu_linear_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->wide, ws->pool);
+    } else if (ws->few_rows) cpu_linear_step(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
     else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
 }
 
@@ -31,7 +37,8 @@ static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attentio
 static size_t kv_dim(const rmlp_model_config *c) { return (size_t)c->num_key_value_heads * c->head_dim; }
 
 int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
-                        bool bf16_weights, const char **failed_name, size_t *failed_bytes, int *thread_error) {
+                        bool bf16_weights, uint64_t *onednn_fallbacks, const char **failed_name, size_t *failed_bytes,
+                        int *thread_error) {
     size_t hidden = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg), kvd = kv_dim(cfg);
     size_t wide = 0; /* a bf16 model's widest panel, over its four matrices (in, out) */
     const size_t shapes[4][2] = {{hidden, qd + 2 * kvd}, {qd, hidden}, {hidden, 2 * inter}, {inter, hidden}};
@@ -79,6 +86,18 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
         *failed_bytes = flash * sizeof(float);
         return -1;
     }
+    if (onednn_fallbacks != NULL) {
+        size_t widest = hidden > qd ? hidden : qd, bytes;
+        widest = inter > widest ? inter : widest;
+        bytes = (max_compact ? max_compact : 1) * widest * sizeof(uint16_t);
+        if ((ws->x16 = rmlp_malloc(bytes)) == NULL) {
+            cpu_workspace_free(ws);
+            *failed_name = "bf16 activations";
+            *failed_bytes = bytes;
+            return -1;
+        }
+        ws->onednn_fallbacks = onednn_fallbacks;
+    }
     return 0;
 }
 
@@ -87,6 +106,7 @@ void cpu_workspace_free(cpu_workspace *ws) {
                        ws->proj,   ws->hidden, ws->q,   ws->attn, ws->k, ws->v, ws->rope_cs, ws->wide};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
     free(ws->flash);
+    free(ws->x16);
     workers_destroy(ws->pool);
     *ws = (cpu_workspace){0};
 }

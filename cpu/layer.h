@@ -43,15 +43,22 @@ typedef struct cpu_workspace {
     bool rope_ready;
     float *flash; /* cpu_flash_attention's scratch, flash_scratch_floats per pool thread */
     float *wide;  /* a bf16 model's widened weight panel (linear_bf16.h); NULL for an fp32 model */
+    /* a model on oneDNN's bf16 GEMMs (linear_onednn.h): the GEMM's x rounded to bf16,
+     * (cap_compact, max(hidden, q_dim, intermediate)), and the model's count of GEMMs oneDNN
+     * failed (model_weights::bf16_gemm_fallbacks); both NULL otherwise */
+    uint16_t *x16;
+    uint64_t *onednn_fallbacks;
     cpu_profile profile; /* rmlp_context_cpu_profile's phases (profile.h) */
 } cpu_workspace;
 
 /* Returns 0, or -1 when out of memory or threads (nothing left allocated) with the buffer that
  * could not be allocated in *failed_name and its size in *failed_bytes (0 for the threads: then
  * *thread_error is pthread_create's error, or ENOMEM). bf16_weights: the model's matrices are bf16
- * (the workspace then holds their widened panel). */
+ * (the workspace then holds their widened panel); onednn_fallbacks: non-NULL for a model on oneDNN's
+ * GEMMs (the workspace then holds x16 too), its fallback counter. */
 int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
-                        bool bf16_weights, const char **failed_name, size_t *failed_bytes, int *thread_error);
+                        bool bf16_weights, uint64_t *onednn_fallbacks, const char **failed_name, size_t *failed_bytes,
+                        int *thread_error);
 void cpu_workspace_free(cpu_workspace *ws);
 
 /* A whole forward over the plan's compact rows: RoPE's angles computed once for every layer

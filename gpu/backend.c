@@ -39,6 +39,9 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
     if (params->cpu_weight_dtype != RMLP_DTYPE_F32)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->cpu_weight_dtype=%d applies to CPU models only: a CUDA "
                          "model holds its weights in params->dtype; leave it RMLP_DTYPE_F32", params->cpu_weight_dtype);
+    if (params->cpu_bf16_gemm != RMLP_CPU_BF16_GEMM_AUTO)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->cpu_bf16_gemm=%d applies to CPU models only; leave it "
+                         "RMLP_CPU_BF16_GEMM_AUTO", params->cpu_bf16_gemm);
     int count = 0, error = rmlp_gpu_device_count(&count);
     if (error != 0)
         return rmlp_fail(rmlp_gpu_error_is_no_device(error) ? RMLP_ERR_NO_DEVICE : RMLP_ERR_CUDA, fn,

@@ -50,6 +50,14 @@ typedef struct model_weights {
     float *final_norm;     /* (hidden) */
     float *lm_head;        /* (vocab, hidden); == embed when tied; NULL when the checkpoint has none */
     layer_weights *layers; /* (num_hidden_layers) */
+    /* A bf16-weight model's GEMM, as the CPU backend chose it at load (cpu/backend.c):
+     * RMLP_CPU_BF16_GEMM_WIDEN or _ONEDNN (RMLP_CPU_BF16_GEMM_NONE for fp32 matrices), what chose
+     * it (rmlp_model_cpu_bf16_gemm's detail), and the GEMMs oneDNN failed that the widening path
+     * ran instead (counted with __atomic builtins: contexts on several threads share the model;
+     * not _Atomic, as gpu/weights.cu reads this header as C++). */
+    rmlp_cpu_bf16_gemm bf16_gemm;
+    char bf16_gemm_detail[480];
+    uint64_t bf16_gemm_fallbacks;
 } model_weights;
 
 /* Reads every tensor the config calls for, converting F16/BF16 to fp32; with bf16_matrices each

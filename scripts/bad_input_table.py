@@ -40,6 +40,7 @@ TESTS = [
     ("tests/test_forged_plans", []),
     ("tests/test_cpu_profile", []),
     ("tests/test_bf16_weights", [FIXTURES]),
+    ("tests/test_bf16_onednn", [FIXTURES]),
     ("fuzz/fuzz_plan_replay", [os.path.join(CORPUS, "fuzz_plan")]),
     ("fuzz/fuzz_safetensors_replay", [os.path.join(CORPUS, "fuzz_safetensors")]),
     ("fuzz/fuzz_config_replay", [os.path.join(CORPUS, "fuzz_config")]),

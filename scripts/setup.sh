@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-packages=(build-essential cmake pkg-config cbindgen libopenblas-dev libjansson-dev python3 python3-numpy python3-pip
+packages=(build-essential cmake pkg-config cbindgen libopenblas-dev libjansson-dev libdnnl-dev python3 python3-numpy python3-pip
   python3-pytest valgrind clang libclang-rt-14-dev
   librust-hyper-dev librust-tokio-dev librust-serde-json-dev librust-serde-derive-dev librust-prometheus-dev)
 missing=()

@@ -23,8 +23,7 @@
 #include <sys/stat.h>
 
 #include "bad_input_row.h"
-#include "fixtures.h"
-#include "model/safetensors.h"
+#include "forward_modes.h"
 #include "model/weights_bf16.h"
 #include "cpu/runner.h"
 #include "ffi/src/model_internal.h"
@@ -109,42 +108,20 @@ static float round_bf16(float w, uint64_t k) {
 static bool is_up_1(const char *name) { return strcmp(name, "model.layers.1.mlp.up_proj.weight") == 0; }
 static float huge_at_5(float w, uint64_t k) { return k == 5 ? 3.4e38f : w; }
 
+/* bf16 weights through the widening path (WIDEN pinned: on a CPU with bf16 instructions the
+ * default would take oneDNN's GEMMs, which test_bf16_onednn checks). */
 static rmlp_model *load(const char *dir, rmlp_dtype weights) {
     rmlp_model_params p = rmlp_model_default_params();
     p.cpu_weight_dtype = weights;
+    if (weights == RMLP_DTYPE_BF16) p.cpu_bf16_gemm = RMLP_CPU_BF16_GEMM_WIDEN;
     rmlp_model *m = NULL;
     return CHECK(rmlp_model_load(dir, &p, &m) == RMLP_OK, "load %s (weights %d): %s", dir, weights, rmlp_last_error())
                ? m
                : NULL;
 }
 
-/* out (n_tokens, hidden): the batch's forward on model: radix off (mode 0), on (1), compact read
- * through scatter (2), through a prefix cache (3). */
 static int forward(rmlp_model *model, const tu_batch *b, int mode, float *out) {
-    rmlp_context_params cp = rmlp_context_default_params();
-    if (mode == 3) cp.cache_bytes = 8u << 20;
-    rmlp_context *ctx = NULL;
-    rmlp_planner *planner = NULL;
-    rmlp_plan plan;
-    rmlp_plan_params pp = tu_params(mode == 0 ? 0.0 : 1.0, mode == 0 ? 0 : 8);
-    rmlp_model_config cfg;
-    int ok = rmlp_model_get_config(model, &cfg) == RMLP_OK &&
-             rmlp_context_create_with_params(model, CAP, &cp, &ctx) == RMLP_OK &&
-             rmlp_planner_create(&planner) == RMLP_OK &&
-             rmlp_plan_build(planner, b->ids, b->pos, b->n_tokens, b->cu, b->n_seqs, &pp, &plan) == RMLP_OK;
-    if (ok && mode != 2) ok = rmlp_forward(ctx, &plan, NULL, NULL, out) == RMLP_OK;
-    if (ok && mode == 2) {
-        float *c = tu_xmalloc((size_t)plan.n_compact_padded * cfg.hidden_size * sizeof(float));
-        ok = rmlp_forward_compact(ctx, &plan, NULL, NULL, c) == RMLP_OK;
-        for (size_t t = 0; ok && t < b->n_tokens; t++)
-            memcpy(out + t * cfg.hidden_size, c + (size_t)plan.scatter[t] * cfg.hidden_size,
-                   cfg.hidden_size * sizeof(float));
-        free(c);
-    }
-    CHECK(ok, "forward mode %d: %s", mode, rmlp_last_error());
-    rmlp_planner_free(planner);
-    rmlp_context_free(ctx);
-    return ok ? 0 : -1;
+    return fm_forward(model, b, mode, CAP, out);
 }
 
 /* Greedy logits of `steps` generation steps from the batch's first 3 sequences (as prompts), into
@@ -209,18 +186,17 @@ static void test_tiny(const char *root) {
     size_t n = b.n_tokens * tiny.hidden_size;
     float *got = tu_xmalloc(n * sizeof(float)), *want = tu_xmalloc(n * sizeof(float));
     float *plain = tu_xmalloc(n * sizeof(float));
-    static const char *const modes[] = {"radix off", "radix on", "compact", "prefix cache"};
-    for (int mode = 0; mode < 4; mode++) {
+    for (int mode = 0; mode < FM_MODES; mode++) {
         if (forward(bf16, &b, mode, got) != 0 || forward(ref, &b, mode, want) != 0 || forward(f32, &b, mode, plain))
             continue;
         double ref_max = 0.0, same = tu_max_abs_diff(got, want, n, &ref_max), apart = tu_max_abs_diff(got, plain, n, NULL);
         CHECK(same <= SAME_WEIGHTS * ref_max, "%s: bf16 weights vs fp32 of the rounded weights: %.3g of %.3g",
-              modes[mode], same, ref_max);
+              fm_mode_names[mode], same, ref_max);
         CHECK(apart > 100 * SAME_WEIGHTS * ref_max && apart <= BF16_VS_F32 * ref_max,
               "%s: bf16 weights vs fp32 weights: %.3g of %.3g (want above %.0e and at most %.0e relative)",
-              modes[mode], apart, ref_max, 100 * SAME_WEIGHTS, BF16_VS_F32);
+              fm_mode_names[mode], apart, ref_max, 100 * SAME_WEIGHTS, BF16_VS_F32);
         printf("%s: bf16 weights vs rounded fp32 %.3g, vs fp32 %.3g (relative %.2e), max |value| %.3g\n",
-               modes[mode], same, apart, apart / ref_max, ref_max);
+               fm_mode_names[mode], same, apart, apart / ref_max, ref_max);
     }
 
     enum { STEPS = 4 };
@@ -264,39 +240,14 @@ done:
     rmlp_model_free(f32), rmlp_model_free(bf16), rmlp_model_free(ref);
 }
 
+static rmlp_model *load_bf16(const char *path) { return load(path, RMLP_DTYPE_BF16); }
+
 /* Every fixture loaded with bf16 weights against transformers' last_hidden (radix on). */
-static void test_fixtures(const char *dir) {
-    static const char *const names[] = FIXTURE_NAMES;
-    for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
-        char path[1024], why[1200];
-        fixture_batch b;
-        snprintf(path, sizeof path, "%s/%s/batch.json", dir, names[f]);
-        if (!CHECK(fixture_read_batch(path, &b, why, sizeof why) == 0, "%s", why)) continue;
-        snprintf(path, sizeof path, "%s/%s/expected.safetensors", dir, names[f]);
-        st_file *expected = NULL;
-        CHECK(st_open(path, &expected) == RMLP_OK, "%s: %s", names[f], rmlp_last_error());
-        snprintf(path, sizeof path, "%s/%s", dir, names[f]);
-        rmlp_model *model = expected ? load(path, RMLP_DTYPE_BF16) : NULL;
-        rmlp_model_config cfg;
-        const st_tensor *want = expected ? st_find(expected, "last_hidden") : NULL;
-        if (model && want && rmlp_model_get_config(model, &cfg) == RMLP_OK) {
-            tu_batch tb = {.ids = b.ids, .pos = b.pos, .cu = b.cu, .n_tokens = b.n_tokens, .n_seqs = b.n_seqs};
-            size_t n = b.n_tokens * cfg.hidden_size;
-            float *out = tu_xmalloc(n * sizeof(float));
-            if (CHECK(want->nbytes == n * sizeof(float), "%s: last_hidden size", names[f]) &&
-                forward(model, &tb, 1, out) == 0) {
-                double ref = 0.0, d = tu_max_abs_diff(out, want->data, n, &ref);
-                bool exact = strcmp(names[f], "qwen3_bf16") == 0; /* its weights are bf16 already */
-                CHECK(exact ? d <= 1e-4 : d <= BF16_VS_TRANSFORMERS * ref, "%s: bf16 weights vs transformers: %.3g "
-                      "of %.3g (want at most %s)", names[f], d, ref, exact ? "1e-4" : "2e-2 relative");
-                printf("%s: bf16 weights vs transformers fp32: max abs %.3g, relative %.2e\n", names[f], d, d / ref);
-            }
-            free(out);
-        }
-        rmlp_model_free(model);
-        st_close(expected);
-        fixture_batch_free(&b);
-    }
+static void check_fixture(const char *name, double d, double ref) {
+    bool exact = strcmp(name, "qwen3_bf16") == 0; /* its weights are bf16 already */
+    CHECK(exact ? d <= 1e-4 : d <= BF16_VS_TRANSFORMERS * ref, "%s: bf16 weights vs transformers: %.3g of %.3g (want "
+          "at most %s)", name, d, ref, exact ? "1e-4" : "2e-2 relative");
+    printf("%s: bf16 weights vs transformers fp32: max abs %.3g, relative %.2e\n", name, d, d / ref);
 }
 
 int main(int argc, char **argv) {
@@ -309,6 +260,6 @@ int main(int argc, char **argv) {
     test_tiny(root);
     stw_rmtree(root);
     free(root);
-    test_fixtures(argv[1]);
+    fm_each_fixture(argv[1], load_bf16, CAP, check_fixture);
     return tu_summary();
 }

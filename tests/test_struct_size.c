@@ -32,6 +32,8 @@ typedef struct model_buffer {
 #define MODEL_PARAMS_0_1 (offsetof(rmlp_model_params, dtype) + sizeof(rmlp_dtype))
 /* ... and, with skip_finite_check, before cpu_weight_dtype (bool padded to the struct's alignment). */
 #define MODEL_PARAMS_0_2 offsetof(rmlp_model_params, cpu_weight_dtype)
+/* ... and, with cpu_weight_dtype, before cpu_bf16_gemm. */
+#define MODEL_PARAMS_0_3 offsetof(rmlp_model_params, cpu_bf16_gemm)
 
 /* Two sequences of 8 sharing 3 tokens: N = 16, N' = 13. Padded to 8 that is 16 rows, so at
  * threshold 0.85 the distinct rule uses radix (0.8125) and TEI's rule does not (1.0): the use_radix
@@ -100,6 +102,7 @@ static void test_model_params(const char *dir) {
         {"this header's struct", sizeof(rmlp_model_params), 99, RMLP_OK, ""},
         {"0.1.0's struct", MODEL_PARAMS_0_1, 99, RMLP_OK, ""},
         {"the struct before cpu_weight_dtype", MODEL_PARAMS_0_2, 99, RMLP_OK, ""},
+        {"the struct before cpu_bf16_gemm", MODEL_PARAMS_0_3, 99, RMLP_OK, ""},
         {"a newer header's struct, extra bytes zero", sizeof(rmlp_model_params) + 16, 99, RMLP_OK, ""},
         {"a newer header's struct, an extra byte set", sizeof(rmlp_model_params) + 16, 2, RMLP_ERR_INVALID_ARGUMENT,
          "past the"},
@@ -116,6 +119,7 @@ static void test_model_params(const char *dir) {
         /* past an older struct the bytes are not the caller's: a value there that would be refused
          * must not be read */
         if (cases[k].struct_size <= MODEL_PARAMS_0_2) b.p.cpu_weight_dtype = 7;
+        if (cases[k].struct_size <= MODEL_PARAMS_0_3) b.p.cpu_bf16_gemm = 7;
         rmlp_model *model = NULL;
         rmlp_status status = rmlp_model_load(dir, &b.p, &model);
         const char *msg = rmlp_last_error();

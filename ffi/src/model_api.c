@@ -42,9 +42,15 @@ typedef struct model_params_0_2 {
     bool skip_finite_check;
 } model_params_0_2;
 
+/* ... and with cpu_weight_dtype, before cpu_bf16_gemm. */
+typedef struct model_params_0_3 {
+    model_params_0_2 base;
+    rmlp_dtype cpu_weight_dtype;
+} model_params_0_3;
+
 /* The caller's params of any version (validate.h) as this library's struct, defaults for NULL. */
 static rmlp_status read_model_params(const char *fn, const rmlp_model_params *caller, rmlp_model_params *params) {
-    static const size_t older[] = {sizeof(model_params_0_1), sizeof(model_params_0_2)};
+    static const size_t older[] = {sizeof(model_params_0_1), sizeof(model_params_0_2), sizeof(model_params_0_3)};
     *params = rmlp_model_default_params();
     return caller == NULL ? RMLP_OK
                           : rmlp_read_params(fn, "rmlp_model_params", caller, params, sizeof *params, older,
@@ -167,5 +173,22 @@ RMLP_EXPORT rmlp_status rmlp_model_load_report(const rmlp_model *model, const ch
     rmlp_status status = rmlp_guard_check(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model");
     if (status != RMLP_OK) return status;
     *out = model->load_report != NULL ? model->load_report : "";
+    return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_model_cpu_bf16_gemm(const rmlp_model *model, rmlp_cpu_bf16_gemm *kind,
+                                                 uint64_t *fallbacks, const char **detail) {
+    static const char fn[] = "rmlp_model_cpu_bf16_gemm";
+    rmlp_clear_error();
+    if (model == NULL || kind == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "model or kind is NULL");
+    rmlp_status status = rmlp_guard_check(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model");
+    if (status != RMLP_OK) return status;
+    rmlp_cpu_bf16_gemm k = RMLP_CPU_BF16_GEMM_NONE;
+    uint64_t n = 0;
+    const char *d = "the model holds no bf16 CPU matrices";
+    if (model->backend->cpu_bf16_gemm != NULL) model->backend->cpu_bf16_gemm(model->backend_model, &k, &n, &d);
+    *kind = k;
+    if (fallbacks != NULL) *fallbacks = n;
+    if (detail != NULL) *detail = d;
     return RMLP_OK;
 }

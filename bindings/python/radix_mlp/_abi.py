@@ -77,6 +77,15 @@ RMLP_DTYPE_F32 = 0
 RMLP_DTYPE_F16 = 1
 RMLP_DTYPE_BF16 = 2
 
+# rmlp_cpu_bf16_gemm: how a bf16-weight CPU model multiplies by its matrices (a load setting, and
+# rmlp_model_cpu_bf16_gemm's answer; NONE only as an answer).
+RMLP_CPU_BF16_GEMM_AUTO = 0
+RMLP_CPU_BF16_GEMM_WIDEN = 1
+RMLP_CPU_BF16_GEMM_ONEDNN = 2
+RMLP_CPU_BF16_GEMM_NONE = 3
+CPU_BF16_GEMM_NAMES = {RMLP_CPU_BF16_GEMM_AUTO: "auto", RMLP_CPU_BF16_GEMM_WIDEN: "widen",
+                       RMLP_CPU_BF16_GEMM_ONEDNN: "onednn"}
+
 # rmlp_pooling
 RMLP_POOLING_LAST = 1
 RMLP_POOLING_MEAN = 2
@@ -99,6 +108,7 @@ GPU_ATTENTION_NAMES = {RMLP_GPU_ATTENTION_AUTO: "auto", RMLP_GPU_ATTENTION_FLASH
 rmlp_status = c_int32
 rmlp_device = c_int32
 rmlp_dtype = c_int32
+rmlp_cpu_bf16_gemm = c_int32
 rmlp_arch = c_int32
 rmlp_pooling = c_int32
 rmlp_attention_space = c_int32
@@ -125,6 +135,7 @@ class rmlp_model_params(ctypes.Structure):
         ("dtype", rmlp_dtype),
         ("skip_finite_check", c_bool),
         ("cpu_weight_dtype", rmlp_dtype),
+        ("cpu_bf16_gemm", rmlp_cpu_bf16_gemm),
     ]
 
 
@@ -310,7 +321,7 @@ class rmlp_weight_binding(ctypes.Structure):
 # sizeof() of each struct as laid out by the header on LP64 (checked by the tests).
 STRUCT_SIZES = {
     "rmlp_plan_params": 32,
-    "rmlp_model_params": 24,
+    "rmlp_model_params": 28,
     "rmlp_model_config": 64,
     "rmlp_plan": 136,
     "rmlp_attention_args": 152,
@@ -357,6 +368,10 @@ PROTOTYPES = {
     "rmlp_model_free": (None, [_handle]),
     "rmlp_model_get_config": (rmlp_status, [_handle, POINTER(rmlp_model_config)]),
     "rmlp_model_load_report": (rmlp_status, [_handle, POINTER(c_char_p)]),
+    "rmlp_model_cpu_bf16_gemm": (
+        rmlp_status,
+        [_handle, POINTER(rmlp_cpu_bf16_gemm), POINTER(c_uint64), POINTER(c_char_p)],
+    ),
     "rmlp_context_create": (rmlp_status, [_handle, c_size_t, _handle_p]),
     "rmlp_context_default_params": (rmlp_context_params, []),
     "rmlp_context_cache_stats": (rmlp_status, [_handle, POINTER(rmlp_cache_stats)]),

@@ -11,6 +11,7 @@ import os
 import warnings
 import weakref
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -22,12 +23,15 @@ from .gpu_stats import GPU_ATTENTION, read_gpu_stats
 from ._handle import _Handle
 from .planner import Plan, PlanParams, _thread_planner
 
-__all__ = ["ModelConfig", "CacheStats", "GenerateStats", "Model", "Context", "pool", "embed"]
+__all__ = ["ModelConfig", "CacheStats", "GenerateStats", "CpuBf16GemmInfo", "Model", "Context", "pool", "embed"]
 
 _POOLING = {"last": _abi.RMLP_POOLING_LAST, "mean": _abi.RMLP_POOLING_MEAN, "first": _abi.RMLP_POOLING_FIRST}
 _DEVICES = {"cpu": _abi.RMLP_DEVICE_CPU, "cuda": _abi.RMLP_DEVICE_CUDA}
 _DTYPES = {"f32": _abi.RMLP_DTYPE_F32, "f16": _abi.RMLP_DTYPE_F16, "bf16": _abi.RMLP_DTYPE_BF16}
 _ATTENTION = {name: code for code, name in _abi.ATTENTION_NAMES.items()}
+_CPU_BF16_GEMM = {name: code for code, name in _abi.CPU_BF16_GEMM_NAMES.items()}
+_CPU_BF16_GEMM_KINDS = {code: name for code, name in _abi.CPU_BF16_GEMM_NAMES.items()
+                        if code != _abi.RMLP_CPU_BF16_GEMM_AUTO}  # the answers; NONE is None
 _NULL_ATTENTION = ctypes.cast(None, _abi.rmlp_attention_fn)
 
 
@@ -138,6 +142,19 @@ class GenerateStats:
     attention_ms: float
 
 
+@dataclass(frozen=True)
+class CpuBf16GemmInfo:
+    """Which GEMM a model's layers run on bf16 matrices (``rmlp_model_cpu_bf16_gemm``, from
+    ``Model.cpu_bf16_gemm()``): ``kind`` "widen" or "onednn" for a model loaded with
+    ``cpu_weight_dtype="bf16"`` on the CPU, None for any other model; ``fallbacks`` the GEMMs
+    oneDNN failed at run time, which the widening path ran instead; ``detail`` which oneDNN and
+    ISA run it, or why the widening path was taken."""
+
+    kind: Optional[str]
+    fallbacks: int
+    detail: str
+
+
 class Model(_Handle):
     """A loaded checkpoint (``rmlp_model``), read-only and shareable across threads.
     Create with ``Model.load(path)``. ``close()`` also closes the model's live contexts."""
@@ -152,7 +169,8 @@ class Model(_Handle):
         self._contexts = weakref.WeakSet()
 
     @classmethod
-    def load(cls, path, device="cpu", device_index=0, dtype="f32", skip_finite_check=False, cpu_weight_dtype="f32"):
+    def load(cls, path, device="cpu", device_index=0, dtype="f32", skip_finite_check=False, cpu_weight_dtype="f32",
+             cpu_bf16_gemm="auto"):
         """Loads a Hugging Face / Candle checkpoint: a folder with config.json and
         model.safetensors (or an index and its shards), or a .safetensors file whose folder holds
         config.json. ``device="cpu"`` computes in ``dtype="f32"``; ``device="cuda"`` (GPU
@@ -160,7 +178,12 @@ class Model(_Handle):
         where no device is present, RMLP_ERR_UNSUPPORTED in a build without CUDA. A NaN or
         infinity in a weight raises RMLP_ERR_MODEL unless ``skip_finite_check``. On the CPU,
         ``cpu_weight_dtype="bf16"`` holds the layers' weight matrices in bf16 (half their memory;
-        activations and sums stay f32; docs/backends.md#bf16-weights-on-the-cpu). What the load
+        activations and sums stay f32; docs/backends.md#bf16-weights-on-the-cpu), and
+        ``cpu_bf16_gemm`` says how the layers multiply by them: "auto" (the default: what
+        RADIX_MLP_CPU_BF16_GEMM says, else "widen" for now: oneDNN's GEMMs run only when asked for),
+        "widen" (each matrix widened back to f32 for OpenBLAS's sgemm) or "onednn" (required:
+        RMLP_ERR_UNSUPPORTED where it cannot run); any but "auto" with f32 weights raises
+        RMLP_ERR_INVALID_ARGUMENT. ``cpu_bf16_gemm()`` says which one runs. What the load
         found but accepted (tensors of the checkpoint the model does not use, as transformers
         warns of them) is ``load_report`` ("" when nothing) and a ``RuntimeWarning``."""
         if device not in _DEVICES:
@@ -175,6 +198,9 @@ class Model(_Handle):
         if cpu_weight_dtype not in ("f32", "bf16"):
             raise ValueError("cpu_weight_dtype=%r must be 'f32' or 'bf16'" % (cpu_weight_dtype,))
         params.cpu_weight_dtype = _DTYPES[cpu_weight_dtype]
+        if cpu_bf16_gemm not in _CPU_BF16_GEMM:
+            raise ValueError("cpu_bf16_gemm=%r must be one of 'auto', 'widen', 'onednn'" % (cpu_bf16_gemm,))
+        params.cpu_bf16_gemm = _CPU_BF16_GEMM[cpu_bf16_gemm]
         handle = ctypes.c_void_p()
         check(LIB.rmlp_model_load(os.fsencode(path), ctypes.byref(params), ctypes.byref(handle)))
         c_config = _abi.rmlp_model_config()
@@ -190,6 +216,16 @@ class Model(_Handle):
         if text:
             warnings.warn("%s: %s" % (os.fsdecode(path), text.strip()), RuntimeWarning, stacklevel=2)
         return cls(handle, ModelConfig._from_c(c_config), device=device, dtype=dtype, load_report=text)
+
+    def cpu_bf16_gemm(self):
+        """Which GEMM the layers run on bf16 matrices (``rmlp_model_cpu_bf16_gemm``), a
+        CpuBf16GemmInfo: "widen" or "onednn" for a model loaded with ``cpu_weight_dtype="bf16"``
+        on the CPU, with oneDNN's run-time fallbacks so far; ``kind`` None for any other model."""
+        kind, fallbacks, detail = _abi.rmlp_cpu_bf16_gemm(), ctypes.c_uint64(), ctypes.c_char_p()
+        check(LIB.rmlp_model_cpu_bf16_gemm(self._live(), ctypes.byref(kind), ctypes.byref(fallbacks),
+                                           ctypes.byref(detail)))
+        text = detail.value.decode("utf-8", "replace") if detail.value else ""
+        return CpuBf16GemmInfo(kind=_CPU_BF16_GEMM_KINDS.get(kind.value), fallbacks=int(fallbacks.value), detail=text)
 
     def context(self, max_tokens, attention="full", cache_bytes=0, gpu_attention="auto"):
         """A Context for batches of up to ``max_tokens`` tokens; ``attention`` is where its

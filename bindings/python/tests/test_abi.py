@@ -137,7 +137,7 @@ def test_header_declares_every_prototype():
     for path in [HEADER] + parts:
         with open(path) as f:
             header += f.read()
-    declared = set(re.findall(r"\b(rmlp_[a-z_]+)\(", header))
+    declared = set(re.findall(r"\b(rmlp_[a-z0-9_]+)\(", header))
     assert declared == set(_abi.PROTOTYPES)
 
 

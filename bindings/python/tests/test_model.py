@@ -195,6 +195,32 @@ def test_bf16_weights(name):
         Model.load(folder, cpu_weight_dtype="f16")
 
 
+def test_cpu_bf16_gemm():
+    """cpu_bf16_gemm= and Model.cpu_bf16_gemm(), on any CPU: an f32 model has no bf16 GEMM; a bf16 one
+    widens by default (oneDNN's only when asked for, until measured), saying how to ask;
+    "widen" widens; "onednn" runs oneDNN or is refused saying why; either with f32 weights is
+    RMLP_ERR_INVALID_ARGUMENT, and an unknown name a ValueError."""
+    folder = os.path.join(FIXTURES, "qwen3_tiny")
+    with Model.load(folder) as model:
+        assert model.cpu_bf16_gemm().kind is None
+    with Model.load(folder, cpu_weight_dtype="bf16") as model:
+        info = model.cpu_bf16_gemm()
+    assert info.kind == "widen" and "RADIX_MLP_CPU_BF16_GEMM=onednn" in info.detail, info
+    with Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="widen") as model:
+        info = model.cpu_bf16_gemm()
+    assert (info.kind, info.fallbacks) == ("widen", 0), info
+    try:
+        with Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="onednn") as model:
+            assert model.cpu_bf16_gemm().kind == "onednn"
+    except RadixMLPError as e:
+        assert e.status == radix_mlp.RMLP_ERR_UNSUPPORTED and "cannot run" in e.message, e
+    with pytest.raises(RadixMLPError, match="params->cpu_bf16_gemm=") as e:
+        Model.load(folder, cpu_bf16_gemm="onednn")
+    assert e.value.status == radix_mlp.RMLP_ERR_INVALID_ARGUMENT
+    with pytest.raises(ValueError, match="cpu_bf16_gemm='amx'"):
+        Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="amx")
+
+
 def test_load_checks(tmp_path):
     """A NaN weight is refused unless skip_finite_check; unused tensors load, with a warning."""
     import json

@@ -21,6 +21,9 @@ typedef int32_t rmlp_device;
 // Element type of weights and activations.
 typedef int32_t rmlp_dtype;
 
+// How a bf16-weight CPU model multiplies by its matrices (`rmlp_model_params::cpu_bf16_gemm`).
+typedef int32_t rmlp_cpu_bf16_gemm;
+
 // How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
 typedef struct rmlp_model_params {
   // `sizeof(rmlp_model_params)` of the caller's header; versioned like `rmlp_plan_params`
@@ -43,13 +46,21 @@ typedef struct rmlp_model_params {
   bool skip_finite_check;
   // CPU only: the dtype the layers' weight matrices (Q/K/V, O, gate/up, down) are held in.
   // `RMLP_DTYPE_F32` (default) or `RMLP_DTYPE_BF16`: each matrix rounded to bf16 (nearest
-  // even) at load, half its memory, widened back to fp32 panel by panel for the GEMMs, which
-  // accumulate in fp32; activations, norms, biases, the embedding and the LM head stay fp32
-  // (docs/backends.md#bf16-weights-on-the-cpu gives its tolerance against fp32). A weight
+  // even) at load, half its memory; the GEMMs accumulate in fp32, on the matrices widened back
+  // to fp32 panel by panel or through oneDNN's bf16 matmul (`cpu_bf16_gemm` says which);
+  // norms, biases, the embedding and the LM head stay fp32
+  // (docs/backends.md#bf16-weights-on-the-cpu gives the tolerances against fp32). A weight
   // beyond bf16's range is refused with `RMLP_ERR_MODEL`. A CUDA model refuses anything but
   // F32 here (its `dtype` sets its weights' dtype). Added after skip_finite_check: a caller
   // passing an older struct gets the default.
   rmlp_dtype cpu_weight_dtype;
+  // CPU only, with `cpu_weight_dtype` `RMLP_DTYPE_BF16`: how the layers multiply by the bf16
+  // matrices, an `RMLP_CPU_BF16_GEMM_*` (default `RMLP_CPU_BF16_GEMM_AUTO`;
+  // docs/backends.md#bf16-weights-on-the-cpu gives each one's tolerance).
+  // `rmlp_model_cpu_bf16_gemm` says which one a loaded model runs. Another value than AUTO is
+  // refused with `RMLP_ERR_INVALID_ARGUMENT` for fp32 weights and CUDA models. Added after
+  // cpu_weight_dtype: a caller passing an older struct gets the default.
+  rmlp_cpu_bf16_gemm cpu_bf16_gemm;
 } rmlp_model_params;
 
 // Decoder architecture (`model_type` in config.json).
@@ -148,6 +159,25 @@ typedef struct rmlp_weight_binding {
 // bfloat16.
 #define RMLP_DTYPE_BF16 2
 
+// Default: `RADIX_MLP_CPU_BF16_GEMM` decides (`auto`, `widen` or `onednn`; unset is `auto`).
+// `auto` is `RMLP_CPU_BF16_GEMM_WIDEN` for now: oneDNN's GEMMs run only when asked for until
+// they have been measured on a CPU with bf16 instructions.
+#define RMLP_CPU_BF16_GEMM_AUTO 0
+
+// Each matrix widened back to fp32 panel by panel for OpenBLAS's sgemm: the fp32 path's result
+// on the rounded weights, on any CPU.
+#define RMLP_CPU_BF16_GEMM_WIDEN 1
+
+// oneDNN's bf16 x bf16 -> fp32 matmul (AVX512-BF16 or AMX-BF16), the activations rounded to
+// bf16 as well; oneDNN (libdnnl.so.2) is loaded at run time. Asked for where it cannot run, the
+// load fails with `RMLP_ERR_UNSUPPORTED` saying why. Prefill GEMMs only: generation steps of up
+// to 128 rows keep the widening kernels.
+#define RMLP_CPU_BF16_GEMM_ONEDNN 2
+
+// `rmlp_model_cpu_bf16_gemm`'s answer for a model without bf16 CPU matrices (an fp32 CPU model,
+// a CUDA model).
+#define RMLP_CPU_BF16_GEMM_NONE 3
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -184,6 +214,14 @@ extern rmlp_status rmlp_model_get_config(const rmlp_model *model, struct rmlp_mo
 // NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
 // nothing to report (and for bound models), else one line per finding, each ending in '\n'.
 extern rmlp_status rmlp_model_load_report(const rmlp_model *model, const char **out);
+
+// Which GEMM the model's layers run on bf16 matrices: `*kind` is `RMLP_CPU_BF16_GEMM_WIDEN`
+// or `RMLP_CPU_BF16_GEMM_ONEDNN` for a bf16-weight CPU model, `RMLP_CPU_BF16_GEMM_NONE`
+// otherwise; `*fallbacks` (may be NULL) counts the GEMMs oneDNN failed at run time, which
+// the widening path ran instead (each one is still within the ONEDNN tolerance); `*detail`
+// (may be NULL) is a NUL-terminated text owned by the model, valid until `rmlp_model_free`:
+// which oneDNN and ISA run it, or why the widening path was taken.
+extern rmlp_status rmlp_model_cpu_bf16_gemm(const rmlp_model *model, rmlp_cpu_bf16_gemm *kind, uint64_t *fallbacks, const char **detail);
 
 #ifdef __cplusplus
 } // extern "C"

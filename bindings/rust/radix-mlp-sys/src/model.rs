@@ -38,6 +38,24 @@ pub const RMLP_DTYPE_F16: rmlp_dtype = 1;
 /// bfloat16.
 pub const RMLP_DTYPE_BF16: rmlp_dtype = 2;
 
+/// How a bf16-weight CPU model multiplies by its matrices (`rmlp_model_params::cpu_bf16_gemm`).
+pub type rmlp_cpu_bf16_gemm = i32;
+/// Default: `RADIX_MLP_CPU_BF16_GEMM` decides (`auto`, `widen` or `onednn`; unset is `auto`).
+/// `auto` is `RMLP_CPU_BF16_GEMM_WIDEN` for now: oneDNN's GEMMs run only when asked for until
+/// they have been measured on a CPU with bf16 instructions.
+pub const RMLP_CPU_BF16_GEMM_AUTO: rmlp_cpu_bf16_gemm = 0;
+/// Each matrix widened back to fp32 panel by panel for OpenBLAS's sgemm: the fp32 path's result
+/// on the rounded weights, on any CPU.
+pub const RMLP_CPU_BF16_GEMM_WIDEN: rmlp_cpu_bf16_gemm = 1;
+/// oneDNN's bf16 x bf16 -> fp32 matmul (AVX512-BF16 or AMX-BF16), the activations rounded to
+/// bf16 as well; oneDNN (libdnnl.so.2) is loaded at run time. Asked for where it cannot run, the
+/// load fails with `RMLP_ERR_UNSUPPORTED` saying why. Prefill GEMMs only: generation steps of up
+/// to 128 rows keep the widening kernels.
+pub const RMLP_CPU_BF16_GEMM_ONEDNN: rmlp_cpu_bf16_gemm = 2;
+/// `rmlp_model_cpu_bf16_gemm`'s answer for a model without bf16 CPU matrices (an fp32 CPU model,
+/// a CUDA model).
+pub const RMLP_CPU_BF16_GEMM_NONE: rmlp_cpu_bf16_gemm = 3;
+
 /// How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -62,13 +80,21 @@ pub struct rmlp_model_params {
     pub skip_finite_check: bool,
     /// CPU only: the dtype the layers' weight matrices (Q/K/V, O, gate/up, down) are held in.
     /// `RMLP_DTYPE_F32` (default) or `RMLP_DTYPE_BF16`: each matrix rounded to bf16 (nearest
-    /// even) at load, half its memory, widened back to fp32 panel by panel for the GEMMs, which
-    /// accumulate in fp32; activations, norms, biases, the embedding and the LM head stay fp32
-    /// (docs/backends.md#bf16-weights-on-the-cpu gives its tolerance against fp32). A weight
+    /// even) at load, half its memory; the GEMMs accumulate in fp32, on the matrices widened back
+    /// to fp32 panel by panel or through oneDNN's bf16 matmul (`cpu_bf16_gemm` says which);
+    /// norms, biases, the embedding and the LM head stay fp32
+    /// (docs/backends.md#bf16-weights-on-the-cpu gives the tolerances against fp32). A weight
     /// beyond bf16's range is refused with `RMLP_ERR_MODEL`. A CUDA model refuses anything but
     /// F32 here (its `dtype` sets its weights' dtype). Added after skip_finite_check: a caller
     /// passing an older struct gets the default.
     pub cpu_weight_dtype: rmlp_dtype,
+    /// CPU only, with `cpu_weight_dtype` `RMLP_DTYPE_BF16`: how the layers multiply by the bf16
+    /// matrices, an `RMLP_CPU_BF16_GEMM_*` (default `RMLP_CPU_BF16_GEMM_AUTO`;
+    /// docs/backends.md#bf16-weights-on-the-cpu gives each one's tolerance).
+    /// `rmlp_model_cpu_bf16_gemm` says which one a loaded model runs. Another value than AUTO is
+    /// refused with `RMLP_ERR_INVALID_ARGUMENT` for fp32 weights and CUDA models. Added after
+    /// cpu_weight_dtype: a caller passing an older struct gets the default.
+    pub cpu_bf16_gemm: rmlp_cpu_bf16_gemm,
 }
 
 /// A model's configuration, as read from its config.json (and checked against its tensors).
@@ -174,4 +200,16 @@ extern "C" {
     /// NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
     /// nothing to report (and for bound models), else one line per finding, each ending in '\n'.
     pub fn rmlp_model_load_report(model: *const rmlp_model, out: *mut *const c_char) -> rmlp_status;
+    /// Which GEMM the model's layers run on bf16 matrices: `*kind` is `RMLP_CPU_BF16_GEMM_WIDEN`
+    /// or `RMLP_CPU_BF16_GEMM_ONEDNN` for a bf16-weight CPU model, `RMLP_CPU_BF16_GEMM_NONE`
+    /// otherwise; `*fallbacks` (may be NULL) counts the GEMMs oneDNN failed at run time, which
+    /// the widening path ran instead (each one is still within the ONEDNN tolerance); `*detail`
+    /// (may be NULL) is a NUL-terminated text owned by the model, valid until `rmlp_model_free`:
+    /// which oneDNN and ISA run it, or why the widening path was taken.
+    pub fn rmlp_model_cpu_bf16_gemm(
+        model: *const rmlp_model,
+        kind: *mut rmlp_cpu_bf16_gemm,
+        fallbacks: *mut u64,
+        detail: *mut *const c_char,
+    ) -> rmlp_status;
 }

@@ -16,7 +16,9 @@ use std::path::Path;
 use radix_mlp_sys as sys;
 
 use crate::error::{Error, Status};
-use crate::types::{DType, Device, ModelConfig, ModelParams, PairScore, Pooling, WeightBinding};
+use crate::types::{
+    CpuBf16Gemm, CpuBf16GemmInfo, DType, Device, ModelConfig, ModelParams, PairScore, Pooling, WeightBinding,
+};
 #[cfg(doc)] // the documentation links to it
 use crate::Context;
 
@@ -147,6 +149,27 @@ impl Model {
         }
         // SAFETY: a NUL-terminated text the model owns until it is freed, which `&self` outlives.
         unsafe { CStr::from_ptr(text) }.to_str().unwrap_or("")
+    }
+
+    /// Which GEMM the layers run on bf16 matrices (`rmlp_model_cpu_bf16_gemm`): for a model loaded
+    /// with [`ModelParams::cpu_weight_dtype`] BF16 on the CPU, the one [`ModelParams::cpu_bf16_gemm`]
+    /// (or `RADIX_MLP_CPU_BF16_GEMM`) chose, with oneDNN's run-time fallbacks so far and the
+    /// library's account of it; `kind` is `None` for any other model.
+    pub fn cpu_bf16_gemm(&self) -> Result<CpuBf16GemmInfo, Error> {
+        let (mut kind, mut fallbacks, mut detail) = (sys::RMLP_CPU_BF16_GEMM_NONE, 0, core::ptr::null());
+        // SAFETY: `self.raw` is a live model; `kind`, `fallbacks` and `detail` are out pointers.
+        Error::check(unsafe {
+            sys::rmlp_model_cpu_bf16_gemm(self.raw.as_ptr(), &mut kind, &mut fallbacks, &mut detail)
+        })?;
+        let detail = if detail.is_null() {
+            String::new()
+        } else {
+            // SAFETY: a NUL-terminated text the model owns until it is freed, which `&self` outlives.
+            unsafe { CStr::from_ptr(detail) }.to_string_lossy().into_owned()
+        };
+        // NONE (and a code this crate does not know) is no kind; AUTO is never an answer.
+        let kind = CpuBf16Gemm::from_raw(kind).filter(|&k| k != CpuBf16Gemm::Auto);
+        Ok(CpuBf16GemmInfo { kind, fallbacks, detail })
     }
 
     /// Pools `hidden` (at least `n_tokens * hidden_size` floats, `n_tokens = cu_seqlens[last]`)

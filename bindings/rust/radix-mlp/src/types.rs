@@ -120,6 +120,56 @@ impl DType {
     }
 }
 
+/// How a bf16-weight CPU model multiplies by its matrices (`rmlp_cpu_bf16_gemm`): the setting of
+/// [`ModelParams::cpu_bf16_gemm`], and what [`Model::cpu_bf16_gemm`] says a loaded model runs
+/// ([`CpuBf16GemmInfo::kind`]; never `Auto` there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CpuBf16Gemm {
+    /// The default: `RADIX_MLP_CPU_BF16_GEMM=auto|widen|onednn` decides when the model is loaded,
+    /// and `auto` (or unset) is `Widen` for now (oneDNN's GEMMs run only when asked for until
+    /// they have been measured on a CPU with bf16 instructions).
+    #[default]
+    Auto,
+    /// Each matrix widened back to f32 panel by panel for OpenBLAS's sgemm, on any CPU.
+    Widen,
+    /// oneDNN's bf16 x bf16 -> f32 matmul (AVX512-BF16 or AMX-BF16; the activations rounded to
+    /// bf16 as well), required: the load is `Status::Unsupported` (saying why) where it cannot run.
+    OneDnn,
+}
+
+impl CpuBf16Gemm {
+    pub(crate) fn raw(self) -> sys::rmlp_cpu_bf16_gemm {
+        match self {
+            CpuBf16Gemm::Auto => sys::RMLP_CPU_BF16_GEMM_AUTO,
+            CpuBf16Gemm::Widen => sys::RMLP_CPU_BF16_GEMM_WIDEN,
+            CpuBf16Gemm::OneDnn => sys::RMLP_CPU_BF16_GEMM_ONEDNN,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: sys::rmlp_cpu_bf16_gemm) -> Option<CpuBf16Gemm> {
+        match raw {
+            sys::RMLP_CPU_BF16_GEMM_AUTO => Some(CpuBf16Gemm::Auto),
+            sys::RMLP_CPU_BF16_GEMM_WIDEN => Some(CpuBf16Gemm::Widen),
+            sys::RMLP_CPU_BF16_GEMM_ONEDNN => Some(CpuBf16Gemm::OneDnn),
+            _ => None,
+        }
+    }
+}
+
+/// Which GEMM a model's layers run on bf16 matrices (`rmlp_model_cpu_bf16_gemm`, from
+/// [`Model::cpu_bf16_gemm`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CpuBf16GemmInfo {
+    /// [`CpuBf16Gemm::Widen`] or [`CpuBf16Gemm::OneDnn`] for a model loaded with
+    /// [`ModelParams::cpu_weight_dtype`] BF16 on the CPU; `None` for a model without bf16 CPU
+    /// matrices (f32 weights, a CUDA model).
+    pub kind: Option<CpuBf16Gemm>,
+    /// GEMMs oneDNN failed at run time, which the widening path ran instead (0 unless `OneDnn`).
+    pub fallbacks: u64,
+    /// Which oneDNN and ISA run it, or why the widening path was taken.
+    pub detail: String,
+}
+
 /// How a model is loaded (`rmlp_model_params`): the CPU in f32 by default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ModelParams {
@@ -131,11 +181,21 @@ pub struct ModelParams {
     /// CPU only: F32 (default) or BF16, the dtype the layers' weight matrices are held in (BF16:
     /// half their memory; activations and sums stay f32; docs/backends.md#bf16-weights-on-the-cpu).
     pub cpu_weight_dtype: DType,
+    /// CPU only, with `cpu_weight_dtype` BF16: how the layers multiply by the bf16 matrices
+    /// (default [`CpuBf16Gemm::Auto`]); another value is `Status::InvalidArgument` with f32 weights
+    /// and on CUDA. [`Model::cpu_bf16_gemm`] says which one a loaded model runs.
+    pub cpu_bf16_gemm: CpuBf16Gemm,
 }
 
 impl Default for ModelParams {
     fn default() -> ModelParams {
-        ModelParams { device: Device::Cpu, dtype: DType::F32, skip_finite_check: false, cpu_weight_dtype: DType::F32 }
+        ModelParams {
+            device: Device::Cpu,
+            dtype: DType::F32,
+            skip_finite_check: false,
+            cpu_weight_dtype: DType::F32,
+            cpu_bf16_gemm: CpuBf16Gemm::Auto,
+        }
     }
 }
 
@@ -153,6 +213,7 @@ impl ModelParams {
         p.dtype = self.dtype.raw();
         p.skip_finite_check = self.skip_finite_check;
         p.cpu_weight_dtype = self.cpu_weight_dtype.raw();
+        p.cpu_bf16_gemm = self.cpu_bf16_gemm.raw();
         p
     }
 }

@@ -231,3 +231,42 @@ fn bf16_weights_on_the_cpu() {
     assert_eq!(err.status, Status::Unsupported, "{err}");
     assert!(err.to_string().contains("params->cpu_weight_dtype=1"), "{err}");
 }
+
+/// `ModelParams::cpu_bf16_gemm` and `Model::cpu_bf16_gemm`, on any CPU: an f32 model has no bf16
+/// GEMM; a bf16 one widens by default (oneDNN's only when asked for, until measured), saying how
+/// to ask; `Widen` widens; `OneDnn` runs oneDNN or is refused saying why; either
+/// with f32 weights is `InvalidArgument`.
+#[test]
+fn cpu_bf16_gemm_choice() {
+    use radix_mlp::{CpuBf16Gemm, DType, ModelParams};
+    let f = Fixture::load("qwen3_tiny");
+    let bf16 = ModelParams { cpu_weight_dtype: DType::BF16, ..ModelParams::default() };
+    let load_bf16 = |gemm| Model::load_with(&f.dir, ModelParams { cpu_bf16_gemm: gemm, ..bf16 });
+
+    let info = load(&f).cpu_bf16_gemm().unwrap();
+    assert_eq!((info.kind, info.fallbacks), (None, 0), "{info:?}");
+
+    let info = load_bf16(CpuBf16Gemm::Auto).unwrap().cpu_bf16_gemm().unwrap();
+    // the default widens (oneDNN's only when asked for, until measured), saying how to ask
+    assert_eq!(info.kind, Some(CpuBf16Gemm::Widen), "{info:?}");
+    assert!(info.detail.contains("RADIX_MLP_CPU_BF16_GEMM=onednn"), "{info:?}");
+
+    let info = load_bf16(CpuBf16Gemm::Widen).unwrap().cpu_bf16_gemm().unwrap();
+    assert_eq!((info.kind, info.fallbacks), (Some(CpuBf16Gemm::Widen), 0), "{info:?}");
+
+    match load_bf16(CpuBf16Gemm::OneDnn) {
+        Ok(model) => {
+            let info = model.cpu_bf16_gemm().unwrap();
+            assert_eq!(info.kind, Some(CpuBf16Gemm::OneDnn), "{info:?}");
+        }
+        Err(err) => {
+            assert_eq!(err.status, Status::Unsupported, "{err}");
+            assert!(err.message.contains("cannot run"), "{err}");
+        }
+    }
+
+    let f32_onednn = ModelParams { cpu_bf16_gemm: CpuBf16Gemm::OneDnn, ..ModelParams::default() };
+    let err = Model::load_with(&f.dir, f32_onednn).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains("params->cpu_bf16_gemm="), "{err}");
+}
