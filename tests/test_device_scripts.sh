@@ -7,7 +7,8 @@
 #   - a .deb unpacks without dpkg (ar + tar, xz and gzip data members) and its .pc files are relocated;
 #   - steps: the time limit (rc 124), "not run" when the budget is spent, RMLP_DEADLINE, the JSON
 #     record of awkward text, the summary naming what failed;
-#   - rmlp_build retries with FlashInfer off when the build fails, once per command, and says so.
+#   - rmlp_build retries with FlashInfer off when the build fails, once per command, and says so; a
+#     build the budget leaves no time for is recorded as not run (no shell error).
 # Usage: tests/test_device_scripts.sh (from anywhere; ctest runs it, label cpu).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -149,6 +150,18 @@ chmod +x "$tmp/fakebin/cmake"
   [ -z "$RMLP_BUILD_DIR" ] && grep -q '"step": "NO BUILD"' "$OUT/steps.jsonl"
 )
 check "rmlp_build: FlashInfer off after a failed build, once per command, and NO BUILD when both fail" test $? = 0
+(
+  export OUT=$tmp/out-nobudget PATH=$tmp/fakebin:$PATH
+  mkdir -p "$OUT"
+  . gpu/device/device_env.sh
+  budget=10 build=$tmp/d
+  mkdir -p "$build" && : >"$build/CMakeCache.txt"
+  # too little budget for the build: "not run" (a text, not a status: no arithmetic on it), then NO BUILD
+  rmlp_build 30 30 0 radixmlp >"$OUT/stdout" 2>"$OUT/stderr" && exit 1
+  ! grep -q 'unbound variable\|syntax error' "$OUT/stderr" && grep -q '"step": "NO BUILD"' "$OUT/steps.jsonl" &&
+    grep -q '"rc": "not run: ' "$OUT/steps.jsonl"
+)
+check "rmlp_build: a build with no budget left is not run and recorded, without a shell error" test $? = 0
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

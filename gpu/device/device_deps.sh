@@ -5,16 +5,21 @@
 #   . gpu/device/device_deps.sh install DIR PREFIX there: unpack them under PREFIX (no root, no dpkg
 #                                           database), write relocated openblas.pc / jansson.pc to
 #                                           PREFIX/pkgconfig and export PKG_CONFIG_PATH, PATH and
-#                                           LD_LIBRARY_PATH for cmake and the tests.
+#                                           LD_LIBRARY_PATH for cmake and the tests;
+#   . gpu/device/device_deps.sh install-onednn DIR PREFIX  there, where OpenBLAS and jansson are
+#                                           installed: oneDNN's .debs alone.
 # A .deb is unpacked with dpkg-deb where the machine has it, else without dpkg: its data member
 # (an ar archive's data.tar.xz, .zst or .gz) through ar and tar (xz, else python3's lzma);
 # RMLP_DEPS_NO_DPKG=1 takes that way even where dpkg is there (tests/test_device_scripts.sh).
 # Neither runs maintainer scripts, so Debian's update-alternatives link openblas.pc ->
 # openblas-pthread/pkgconfig/openblas.pc is made here by hand. libgfortran5 (OpenBLAS's LAPACK)
-# needs libquadmath0.
+# needs libquadmath0. oneDNN (libdnnl2, its header libdnnl-dev, and the libOpenCL.so.1 it links) is
+# fetched too, for the bf16 CPU GEMMs (cpu/linear_onednn.c, gpu/device/bf16_cpu.sh): CPATH names
+# its header for the build, LD_LIBRARY_PATH its library for the dlopen.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && set -euo pipefail # strict when run, not leaking into a shell that sources it
 rmlp_deps_packages="libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
   libjansson-dev libjansson4 pkgconf pkgconf-bin libpkgconf3 pkg-config"
+rmlp_deps_onednn_packages="libdnnl2 libdnnl-dev ocl-icd-libopencl1"
 
 # rmlp_unpack_deb DEB PREFIX: the package's files under PREFIX.
 rmlp_unpack_deb() {
@@ -54,21 +59,40 @@ rmlp_install_debs() {
     return 1
   export PKG_CONFIG_PATH="$prefix/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$prefix/usr/lib/$arch:$prefix/usr/lib/$arch/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export CPATH="$prefix/usr/include${CPATH:+:$CPATH}" # oneDNN's header, where its .debs were carried
   command -v pkg-config >/dev/null || export PATH="$prefix/usr/bin:$PATH"
   pkg-config --modversion openblas jansson
+}
+
+# rmlp_install_onednn DIR PREFIX: oneDNN's .debs of DIR under PREFIX, CPATH and LD_LIBRARY_PATH exported.
+rmlp_install_onednn() {
+  local p deb prefix arch=x86_64-linux-gnu
+  mkdir -p "$2" && prefix=$(cd "$2" && pwd) || return 1
+  for p in $rmlp_deps_onednn_packages; do
+    deb=$(ls "$1"/"${p}"_*.deb 2>/dev/null | head -1)
+    [ -n "$deb" ] || { echo "deps: no $p .deb in $1" >&2; return 1; }
+    rmlp_unpack_deb "$deb" "$prefix" || { echo "deps: unpacking $deb failed" >&2; return 1; }
+  done
+  export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
+  export LD_LIBRARY_PATH="$prefix/usr/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "deps: oneDNN $(sed -n 's/^#define DNNL_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' \
+    "$prefix/usr/include/oneapi/dnnl/dnnl_version.h" | paste -sd.) unpacked into $prefix"
 }
 
 case "${1:-}" in
 fetch)
   mkdir -p "$2"
   # shellcheck disable=SC2086 # a word list
-  (cd "$2" && apt-get download $rmlp_deps_packages)
+  (cd "$2" && apt-get download $rmlp_deps_packages $rmlp_deps_onednn_packages)
   ;;
 install)
   rmlp_install_debs "$2" "$3"
   ;;
+install-onednn) # a machine that has OpenBLAS and jansson: oneDNN's .debs alone
+  rmlp_install_onednn "$2" "$3"
+  ;;
 *)
-  echo "usage: gpu/device/device_deps.sh fetch DIR | . gpu/device/device_deps.sh install DIR PREFIX" >&2
+  echo "usage: gpu/device/device_deps.sh fetch DIR | . gpu/device/device_deps.sh install|install-onednn DIR PREFIX" >&2
   return 2 2>/dev/null || exit 2
   ;;
 esac

@@ -129,6 +129,22 @@ rmlp_device_deps() {
   . "$RMLP_GPU_DIR/device_deps.sh" install "$debs" /tmp/rmlp-deps
 }
 
+# rmlp_onednn_deps [DIR]: oneDNN's header and library for the bf16 CPU GEMMs (gpu/device/bf16_cpu.sh),
+# from the machine when it has them, else from the carried .debs (rmlp_device_deps unpacked them
+# with the rest where it unpacked anything). Never fatal: without it the bf16 step says so.
+rmlp_onednn_deps() {
+  local debs=${1:-.debs}
+  if echo '#include <oneapi/dnnl/dnnl.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
+    echo "oneDNN: its header is found (CPATH ${CPATH:-unset}): the build has the bf16 CPU GEMMs"
+    return 0
+  fi
+  if ! ls "$debs"/libdnnl2_*.deb >/dev/null 2>&1; then
+    echo "oneDNN: no header and no libdnnl2 .deb in $debs: the build has the widening bf16 path only"
+    return 0
+  fi
+  . "$RMLP_GPU_DIR/device_deps.sh" install-onednn "$debs" /tmp/rmlp-dnnl
+}
+
 rmlp_flashinfer_headers() {
   local dir=third_party/flashinfer
   if [ -f "$dir/VERSION" ] && [ -f "$dir/include/flashinfer/attention/prefill.cuh" ]; then
@@ -197,8 +213,9 @@ rmlp_prepare() {
     return 1
   fi
   rmlp_setup "FlashInfer headers" rmlp_flashinfer_headers
+  rmlp_setup "oneDNN (bf16 CPU GEMMs)" rmlp_onednn_deps .debs
   rmlp_setup "cuBLAS" rmlp_find_cublas
-  export RMLP_PREPARED=1 RMLP_CUBLAS_DIR PATH LD_LIBRARY_PATH PKG_CONFIG_PATH
+  export RMLP_PREPARED=1 RMLP_CUBLAS_DIR PATH LD_LIBRARY_PATH PKG_CONFIG_PATH CPATH
   return 0
 }
 

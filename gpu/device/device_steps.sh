@@ -204,7 +204,8 @@ rmlp_build() {
   elif rmlp_build_in "$build" "$max" $((reserve + retry / 2)) "$targets"; then
     RMLP_BUILD_DIR=$build
     return 0
-  elif ((RMLP_STEP_RC != 124 && RMLP_STEP_RC != 137)) && [ -n "$RMLP_BUILD_FAILED" ] &&
+  elif [[ "$RMLP_STEP_RC" =~ ^[0-9]+$ ]] && ((RMLP_STEP_RC != 124 && RMLP_STEP_RC != 137)) &&
+    [ -n "$RMLP_BUILD_FAILED" ] &&
     ! grep -q -E 'radix_mlp_objects|libradix_mlp' <<<"$RMLP_BUILD_FAILED"; then
     # The library built, FlashInfer in it: only some programs failed. Building without FlashInfer
     # would fail them the same; the others run from here.

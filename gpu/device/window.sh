@@ -16,14 +16,16 @@
 #                          but rerank, same sides and variants) with their peers (gpu/device/gpu_session.sh)
 #   bash gpu/device/window.sh 3   decode: CUDA with FlashInfer's decode and with the own kernels, then the
 #                          machine's CPU cores (gpu/device/gpu_decode_session.sh)
-#   bash gpu/device/window.sh 4   compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the GPU
+#   bash gpu/device/window.sh 4   oneDNN's bf16 GEMMs on the host CPU, at most 90 s (gpu/device/bf16_cpu.sh);
+#                          compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the GPU
 #                          tests (gpu/device/first_run.sh)
 # gpu/CHECKLIST.md has the exact `run` calls and what each must show. Without a GPU it records SKIP
 # and runs nothing, unless RMLP_GPU_DRY_RUN=1: then every step runs here, the GPU ones skipping or
 # failing with their message (for checking the scripts; RMLP_JOBS=2 on a shared machine).
 # Files under $OUT (at most 8, what a `run` brings back): summary.txt (read it first; printed last),
 # steps.jsonl, build.log, and per command: 1: ctest_gpu.log, errors.txt, bench.jsonl, bench.log,
-# peer.jsonl; 2: bench.jsonl, bench.log, peer.jsonl; 3: decode.jsonl, decode.log; 4: sanitizers.log.
+# peer.jsonl; 2: bench.jsonl, bench.log, peer.jsonl; 3: decode.jsonl, decode.log; 4: bf16_cpu.log,
+# sanitizers.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 case ${1:-} in
@@ -72,6 +74,8 @@ case $1 in
   bash gpu/device/gpu_decode_session.sh || status=1
   ;;
 4)
+  # issue 32's one chance at a CPU with bf16 instructions, capped, before the sanitizers take the rest
+  RMLP_BC_BUDGET=90 bash gpu/device/bf16_cpu.sh || status=1
   RMLP_FR_TESTS=0 RMLP_FR_SANITIZE=1 bash gpu/device/first_run.sh || status=1
   ;;
 esac
