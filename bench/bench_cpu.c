@@ -55,7 +55,6 @@ static int pool_for_dump(const float *out, const workload *w, uint32_t hidden, f
                : -1;
 }
 
-/* The rest of a forward: its time less its phases. */
 /* The GEMM the model runs on bf16 matrices (rmlp_model_cpu_bf16_gemm): "none", "widen", "onednn". */
 static const char *bf16_gemm_name(const rmlp_model *model) {
     rmlp_cpu_bf16_gemm kind = RMLP_CPU_BF16_GEMM_NONE;
@@ -63,6 +62,7 @@ static const char *bf16_gemm_name(const rmlp_model *model) {
     return kind == RMLP_CPU_BF16_GEMM_WIDEN ? "widen" : kind == RMLP_CPU_BF16_GEMM_ONEDNN ? "onednn" : "none";
 }
 
+/* The rest of a forward: its time less its phases. */
 static double other_ms(const rmlp_cpu_profile *p) {
     return p->total_ms - p->gemm_ms - p->attention_ms - p->elementwise_ms - p->gather_ms;
 }
