@@ -16,7 +16,10 @@
  *    entry per layer, all "full_attention"; without it, windows per layer (Qwen2, Qwen3) slide at
  *    layers >= max_window_layers (default 28) when use_sliding_window is true and sliding_window
  *    is not null; the others (Llama, Mistral) refuse use_sliding_window true), sliding_window
- *    only where it applies to every layer (Mistral);
+ *    only where it applies to every layer (Mistral) and refused where no layer has one (Llama);
+ *    rope_parameters' type when it has no rope_type, and no object in it (per-layer-type
+ *    parameters); is_causal not false; attention_chunk_size, kv_sharing_modes,
+ *    per_layer_config and the sub-configs text_config, decoder, generator not given;
  *  - a failure returns FORMAT (not JSON, not an object, a wrong type or range) or MODEL (a
  *    missing or unsupported key; only for a JSON object), never IO or OUT_OF_MEMORY (the file
  *    was just written, inputs are small), with a message "rmlp_model_load: <the file>: ..." and
@@ -112,9 +115,15 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     want->mlp_bias = arch->reads_mlp_bias && mlp_bias;
     want->qk_norm = arch->qk_norm;
     json_t *rope = given(root, "rope_parameters");
-    if (rope != NULL && (!json_is_object(rope) || !string_is(rope, "rope_type", "default") ||
-                         !positive_ok(rope, "rope_theta", 0, want->rope_theta, &want->rope_theta)))
-        return 0;
+    if (rope != NULL) {
+        if (!json_is_object(rope) || !string_is(rope, given(rope, "rope_type") ? "rope_type" : "type", "default") ||
+            !positive_ok(rope, "rope_theta", 0, want->rope_theta, &want->rope_theta))
+            return 0;
+        const char *sub;
+        json_t *value;
+        json_object_foreach(rope, sub, value)
+            if (json_is_object(value)) return 0; /* parameters per layer type */
+    }
     json_t *layers = given(root, "layer_types");
     bool use_sliding;
     if (!bool_ok(root, "use_sliding_window", false, &use_sliding)) return 0;
@@ -134,6 +143,13 @@ static int oracle(json_t *root, rmlp_model_config *want) {
         json_t *w = json_object_get(root, "sliding_window");
         if (!json_is_null(w) && max_window_layers < want->num_hidden_layers) return 0;
     }
+    static const char *const unsupported[] = {"attention_chunk_size", "kv_sharing_modes", "per_layer_config",
+                                              "text_config", "decoder", "generator"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (given(root, unsupported[i]) != NULL) return 0;
+    bool causal;
+    if (!bool_ok(root, "is_causal", true, &causal) || !causal) return 0;
+    if (arch->windows == ARCH_WINDOWS_NONE && given(root, "sliding_window") != NULL) return 0;
     if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu")) return 0;
     if (json_is_null(json_object_get(root, "hidden_act"))) return 0; /* null is not absent here */
     if (arch->windows == ARCH_WINDOWS_ALL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))

@@ -5,7 +5,10 @@
  * refused here, by key, rather than producing wrong numbers later. A key that is null counts
  * as absent (Hugging Face writes "rope_scaling": null, "head_dim": null). Both forms on the
  * hub are read: the older one (top-level rope_theta, rope_scaling) and transformers 5's
- * (rope_parameters: {rope_theta, rope_type}, layer_types). Also the one JSON file reader of
+ * (rope_parameters: {rope_theta, rope_type or its older name type}, layer_types). Other keys that
+ * transformers reads and the layers cannot honour (is_causal false, attention_chunk_size,
+ * kv_sharing_modes, per_layer_config, sub-configs) are refused when set; config_keys.h lists every
+ * key and names the rest in the load report. Also the one JSON file reader of
  * model/, which opens only regular files (a FIFO or a device would block or never end).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -20,8 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/status.h"
 #include "arch.h"
+#include "config_keys.h"
 
 static const char fn[] = "rmlp_model_load";
 
@@ -172,12 +177,20 @@ static rmlp_status rope_parameters(const cfg *c, rmlp_model_config *m) {
     if (rope == NULL) return RMLP_OK;
     if (!json_is_object(rope)) return wrong_type(c, "rope_parameters", rope, "an object");
     const cfg sub = {c->path, rope, "rope_parameters."};
-    const char *type;
-    rmlp_status s = get_string(&sub, "rope_type", 0, &type);
+    /* rope_type, else its older name type (transformers takes rope_type first) */
+    const char *type, *key = get(&sub, "rope_type") != NULL ? "rope_type" : "type";
+    rmlp_status s = get_string(&sub, key, 0, &type);
     if (s != RMLP_OK) return s;
     if (type != NULL && strcmp(type, "default") != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_parameters.rope_type '%s' is not supported (only default)",
-                         c->path, type);
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_parameters.%s '%s' is not supported (only default)", c->path,
+                         key, type);
+    /* {"full_attention": {...}}: parameters per layer type, which plain RoPE does not take */
+    const char *name;
+    json_t *value;
+    json_object_foreach(rope, name, value)
+        if (json_is_object(value))
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_parameters.%s is an object: RoPE parameters per layer type "
+                             "are not supported", c->path, name);
     return get_positive(&sub, "rope_theta", 0, m->rope_theta, &m->rope_theta);
 }
 
@@ -220,6 +233,38 @@ static rmlp_status full_attention(const cfg *c, const rmlp_model_config *m, cons
                          "%s: use_sliding_window is true and max_window_layers %u < num_hidden_layers %u: layers "
                          "%u.. would use a sliding window of %u (only full attention is supported)",
                          c->path, max_window_layers, m->num_hidden_layers, max_window_layers, window);
+    return RMLP_OK;
+}
+
+/* Keys transformers reads for these architectures that ask for what the layer code does not run
+ * (config_keys.h lists them with the rest): refused by name when set. */
+static rmlp_status refused_settings(const cfg *c, const arch_info *arch) {
+    static const struct {
+        const char *key, *what;
+    } set[] = {
+        {"attention_chunk_size", "attention in chunks (transformers' cache and masks follow it)"},
+        {"kv_sharing_modes", "layers that reuse other layers' keys and values"},
+        {"per_layer_config", "layers that differ from each other"},
+        {"text_config", "a sub-config (the library reads a text decoder's config.json at its top level)"},
+        {"decoder", "a sub-config (the library reads a text decoder's config.json at its top level)"},
+        {"generator", "a sub-config (the library reads a text decoder's config.json at its top level)"},
+        {"quantization_config", "quantized weights"},
+    };
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        if (get(c, set[i].key) != NULL)
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: '%s' is set (%s): not supported", c->path, set[i].key,
+                             set[i].what);
+    bool causal;
+    rmlp_status s = get_bool(c, "is_causal", true, &causal);
+    if (s != RMLP_OK) return s;
+    if (!causal)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: is_causal is false: transformers then attends in both directions, "
+                         "and only causal decoders are supported (a token's state must not depend on later tokens)",
+                         c->path);
+    if (arch->windows == ARCH_WINDOWS_NONE && get(c, "sliding_window") != NULL)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: sliding_window is set: transformers' %s cache then keeps a sliding "
+                         "window in every layer, which is not supported for this architecture", c->path,
+                         arch->model_type);
     return RMLP_OK;
 }
 
@@ -269,7 +314,9 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
      * ignores it. */
     arch_set_layer_flags(arch, attention_bias, mlp_bias, m);
 
-    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c, m, arch)) != RMLP_OK) return s;
+    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c, m, arch)) != RMLP_OK ||
+        (s = refused_settings(c, arch)) != RMLP_OK)
+        return s;
     if (get(c, "rope_scaling") != NULL)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_scaling is not supported (only plain RoPE)", c->path);
     /* null is not absent here: transformers takes the key as given and finds no activation None */
@@ -284,12 +331,27 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
     return RMLP_OK;
 }
 
-rmlp_status config_read(const char *config_json_path, rmlp_model_config *out) {
+rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, char **report) {
     memset(out, 0, sizeof *out);
+    if (report != NULL) *report = NULL;
     cfg c = {config_json_path, NULL, ""};
     rmlp_status status = config_load_json(config_json_path, &c.root);
     if (status == RMLP_OK) status = parse(&c, out);
+    const arch_info *arch = status == RMLP_OK ? arch_by_id(out->architecture) : NULL;
+    size_t unread = arch != NULL && report != NULL ? config_keys_unread_report(c.root, arch, NULL, 0) : 0;
+    size_t custom = arch != NULL && report != NULL ? config_keys_custom_code_report(c.root, arch, NULL, 0) : 0;
+    if (unread + custom > 0 && (*report = rmlp_malloc(unread + custom + 1)) == NULL) {
+        status = rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the load report (%zu bytes) failed",
+                           unread + custom + 1);
+    } else if (unread + custom > 0) {
+        config_keys_unread_report(c.root, arch, *report, unread + 1);
+        config_keys_custom_code_report(c.root, arch, *report + unread, custom + 1);
+    }
     json_decref(c.root);
     if (status != RMLP_OK) memset(out, 0, sizeof *out);
     return status;
+}
+
+rmlp_status config_read(const char *config_json_path, rmlp_model_config *out) {
+    return config_read_reported(config_json_path, out, NULL);
 }

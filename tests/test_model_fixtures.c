@@ -162,6 +162,17 @@ done:
     free(out_c), free(again);
 }
 
+
+/* Whether a load report says nothing, or only that config.json holds bias flags the architecture
+ * does not read (the fixtures with every bias flag on: transformers ignores those too). */
+static bool only_unread_bias_flags(const char *report) {
+    if (report[0] == '\0') return true;
+    const char *names = strstr(report, "ignored as it ignores them:");
+    if (strncmp(report, "config.json has ", 16) != 0 || names == NULL || strchr(report, '\n')[1] != '\0') return false;
+    for (const char *q = strchr(names, '\''); q != NULL; q = strchr(strchr(q + 1, '\'') + 1, '\''))
+        if (strncmp(q, "'attention_bias'", 16) != 0 && strncmp(q, "'mlp_bias'", 10) != 0) return false;
+    return true;
+}
 static void test_fixture(const char *dir, const char *name) {
     char path[1024];
     char why[1200];
@@ -182,7 +193,8 @@ static void test_fixture(const char *dir, const char *name) {
     const char *report = NULL;
     if (status == RMLP_OK) status = rmlp_model_load_report(model, &report);
     if (status == RMLP_OK) /* transformers uses every tensor of these checkpoints, and so must the library */
-        CHECK(report != NULL && report[0] == '\0', "%s: load report '%s'", name, report ? report : "(null)");
+        CHECK(report != NULL && only_unread_bias_flags(report), "%s: load report '%s'", name,
+              report ? report : "(null)");
     if (status == RMLP_OK) status = rmlp_model_get_config(model, &cfg);
     if (status == RMLP_OK) status = rmlp_context_create(model, b.n_tokens, &ctx);
     if (status == RMLP_OK) status = rmlp_planner_create(&planner);

@@ -73,8 +73,16 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
     return n;
 }
 
+/* config.json with the keys transformers' config class of the architecture has (so the load reports
+ * none as unread): the bias flags where the architecture reads them, sliding_window null unless set. */
 static int write_config(const char *dir, const rmlp_model_config *c) {
-    char path[4096];
+    char path[4096], flags[96] = "", window[32] = "null";
+    const arch_info *arch = arch_by_id(c->architecture);
+    if (arch->reads_attention_bias)
+        snprintf(flags, sizeof flags, " \"attention_bias\": %s,", c->attention_bias ? "true" : "false");
+    if (arch->reads_mlp_bias)
+        snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " \"mlp_bias\": %s,", c->mlp_bias ? "true" : "false");
+    if (c->sliding_window != 0) snprintf(window, sizeof window, "%u", c->sliding_window);
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     if (f == NULL) return -1;
@@ -82,13 +90,10 @@ static int write_config(const char *dir, const rmlp_model_config *c) {
             "{\"model_type\": \"%s\", \"vocab_size\": %u, \"hidden_size\": %u, \"intermediate_size\": %u,\n"
             " \"num_hidden_layers\": %u, \"num_attention_heads\": %u, \"num_key_value_heads\": %u, \"head_dim\": %u,\n"
             " \"max_position_embeddings\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
-            " \"tie_word_embeddings\": %s, \"attention_bias\": %s, \"mlp_bias\": %s, \"hidden_act\": \"silu\",\n"
-            " \"sliding_window\": %u}\n",
-            arch_by_id(c->architecture)->model_type, c->vocab_size, c->hidden_size, c->intermediate_size,
-            c->num_hidden_layers, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-            c->max_position_embeddings, c->rms_norm_eps,
-            c->rope_theta, c->tie_word_embeddings ? "true" : "false", c->attention_bias ? "true" : "false",
-            c->mlp_bias ? "true" : "false", c->sliding_window);
+            " \"tie_word_embeddings\": %s,%s \"hidden_act\": \"silu\", \"sliding_window\": %s}\n",
+            arch->model_type, c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
+            c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings, c->rms_norm_eps,
+            c->rope_theta, c->tie_word_embeddings ? "true" : "false", flags, window);
     return fclose(f) == 0 ? 0 : -1;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the tests of radix_mlp.torch (bindings/python/tests_torch: training on the library's plan
-# against the plain transformers model) against a built libradix_mlp.
+# Runs the tests that need torch and transformers (bindings/python/tests_torch: radix_mlp.torch's
+# training on the library's plan against the plain transformers model, and the library's reading of
+# config.json against transformers' own, test_config_keys.py) against a built libradix_mlp.
 # Usage: bindings/python/run_torch_tests.sh LIB_DIR   (a folder holding libradix_mlp.so.0.2, e.g. build/)
 #
 # Needs a python with numpy, torch, transformers and safetensors: RADIX_MLP_TORCH_PYTHON if set, else the

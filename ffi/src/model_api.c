@@ -74,6 +74,27 @@ static rmlp_model *new_model(const rmlp_backend *backend, const rmlp_model_param
     return model;
 }
 
+/* *second = *first's lines then *second's (either may be NULL); *first is taken (NULL after). */
+static rmlp_status join_reports(const char *fn, char **first, char **second) {
+    if (*first == NULL) return RMLP_OK;
+    if (*second == NULL) {
+        *second = *first;
+        *first = NULL;
+        return RMLP_OK;
+    }
+    size_t a = strlen(*first), b = strlen(*second);
+    char *joined = rmlp_malloc(a + b + 1);
+    if (joined == NULL)
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the load report (%zu bytes) failed", a + b + 1);
+    memcpy(joined, *first, a);
+    memcpy(joined + a, *second, b + 1);
+    free(*first);
+    free(*second);
+    *first = NULL;
+    *second = joined;
+    return RMLP_OK;
+}
+
 RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_params *params, rmlp_model **out) {
     static const char fn[] = "rmlp_model_load";
     rmlp_clear_error();
@@ -94,13 +115,15 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
     if (model == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
     checkpoint *ckpt = NULL;
-    char *report = NULL;
+    char *config_report = NULL, *report = NULL;
     status = checkpoint_open(path, &ckpt);
-    if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), &model->config);
+    if (status == RMLP_OK) status = config_read_reported(checkpoint_config_path(ckpt), &model->config, &config_report);
     if (status == RMLP_OK) status = audit_checkpoint(ckpt, &model->config, !params->skip_finite_check, &report);
+    if (status == RMLP_OK) status = join_reports(fn, &config_report, &report);
     if (status == RMLP_OK) status = backend->model_load(fn, ckpt, &model->config, params, &model->backend_model);
     checkpoint_close(ckpt);
     if (status != RMLP_OK) {
+        free(config_report);
         free(report);
         free(model);
         return status;

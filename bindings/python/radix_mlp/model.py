@@ -185,7 +185,9 @@ class Model(_Handle):
         RMLP_ERR_UNSUPPORTED where it cannot run); any but "auto" with f32 weights raises
         RMLP_ERR_INVALID_ARGUMENT. ``cpu_bf16_gemm()`` says which one runs. What the load
         found but accepted (tensors of the checkpoint the model does not use, as transformers
-        warns of them) is ``load_report`` ("" when nothing) and a ``RuntimeWarning``."""
+        warns of them; config.json keys transformers does not read for the architecture either;
+        custom model code named by auto_map) is ``load_report`` ("" when nothing) and a
+        ``RuntimeWarning``."""
         if device not in _DEVICES:
             raise ValueError("device=%r must be one of %s" % (device, sorted(_DEVICES)))
         if dtype not in _DTYPES:

@@ -210,7 +210,9 @@ extern rmlp_status rmlp_model_get_config(const rmlp_model *model, struct rmlp_mo
 // What the load of a checkpoint found that does not stop it but that the host should know,
 // as transformers would warn of it: tensors of the checkpoint that the model does not use
 // (a config.json with fewer layers than the checkpoint, another `model_type` than the one
-// the weights were trained as, biases an architecture does not have). `*out` is a
+// the weights were trained as, biases an architecture does not have), keys of config.json
+// that transformers does not read for the architecture either (docs/backends.md), and an
+// `auto_map` naming custom model code that transformers runs only on request. `*out` is a
 // NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
 // nothing to report (and for bound models), else one line per finding, each ending in '\n'.
 extern rmlp_status rmlp_model_load_report(const rmlp_model *model, const char **out);

@@ -138,8 +138,9 @@ impl Model {
     }
 
     /// What the load found and accepted, as transformers warns of it (`rmlp_model_load_report`):
-    /// tensors of the checkpoint the model does not use, one line per finding. Empty when the load
-    /// used every tensor, and for bound models.
+    /// tensors of the checkpoint the model does not use, config.json keys transformers does not read
+    /// for the architecture, custom model code named by `auto_map`; one line per finding. Empty when
+    /// there is nothing to say, and for bound models.
     pub fn load_report(&self) -> &str {
         let mut text = core::ptr::null();
         // SAFETY: `self.raw` is a live model and `text` an out pointer.

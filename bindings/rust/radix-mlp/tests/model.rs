@@ -30,7 +30,17 @@ fn forward_matches_transformers() {
         let f = Fixture::load(name);
         let model = load(&f);
         let cfg = model.config().clone();
-        assert_eq!(model.load_report(), "", "{name}: the load uses every tensor");
+        // The load uses every tensor; the report may only name config.json's bias flags that the
+        // architecture does not read (the *_bias fixtures set every flag; transformers ignores them).
+        let report = model.load_report();
+        let named = report.split("ignores them:").nth(1).unwrap_or("");
+        assert!(
+            report.is_empty()
+                || (report.starts_with("config.json has ")
+                    && report.lines().count() == 1
+                    && named.split(',').all(|k| matches!(k.trim(), "'attention_bias'" | "'mlp_bias'"))),
+            "{name}: load report {report:?}"
+        );
         assert_eq!(f.tensor("last_hidden").shape, [f.input_ids.len(), cfg.hidden_size]);
         let mut planner = Planner::new().unwrap();
         let plan = planner.build(&f.input_ids, &f.position_ids, &f.cu_seqlens, &ALWAYS).unwrap();

@@ -1,0 +1,130 @@
+/*
+ * config_keys.c: the table of config_keys.h and the load report's line on the keys outside it.
+ * A row per key that transformers 5.23 reads for at least one of the architectures (its config
+ * class's arguments, and what its modeling, masking, RoPE and cache code looks up on the config);
+ * config.c implements or refuses each READ key.
+ */
+#include "config_keys.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#define QWEN3 (1u << RMLP_ARCH_QWEN3)
+#define QWEN2 (1u << RMLP_ARCH_QWEN2)
+#define LLAMA (1u << RMLP_ARCH_LLAMA)
+#define MISTRAL (1u << RMLP_ARCH_MISTRAL)
+#define ALL (QWEN3 | QWEN2 | LLAMA | MISTRAL)
+#define LISTED_KEYS 8
+
+static const config_key table[] = {
+    /* read by config.c (sizes, norms, RoPE, attention kind; refused by name where unsupported) */
+    {"model_type", ALL, CONFIG_KEY_READ, NULL},
+    {"vocab_size", ALL, CONFIG_KEY_READ, NULL},
+    {"hidden_size", ALL, CONFIG_KEY_READ, NULL},
+    {"intermediate_size", ALL, CONFIG_KEY_READ, NULL},
+    {"num_hidden_layers", ALL, CONFIG_KEY_READ, NULL},
+    {"num_attention_heads", ALL, CONFIG_KEY_READ, NULL},
+    {"num_key_value_heads", ALL, CONFIG_KEY_READ, NULL},
+    {"head_dim", ALL, CONFIG_KEY_READ, NULL},
+    {"max_position_embeddings", ALL, CONFIG_KEY_READ, NULL},
+    {"rms_norm_eps", ALL, CONFIG_KEY_READ, NULL},
+    {"rope_theta", ALL, CONFIG_KEY_READ, NULL},
+    {"rope_parameters", ALL, CONFIG_KEY_READ, NULL},
+    {"rope_scaling", ALL, CONFIG_KEY_READ, NULL},
+    {"partial_rotary_factor", ALL, CONFIG_KEY_INERT, "moved into rope_parameters, which plain RoPE of these "
+                                                     "architectures does not read it from"},
+    {"hidden_act", ALL, CONFIG_KEY_READ, NULL},
+    {"tie_word_embeddings", ALL, CONFIG_KEY_READ, NULL},
+    {"attention_bias", QWEN3 | LLAMA, CONFIG_KEY_READ, NULL},
+    {"mlp_bias", LLAMA, CONFIG_KEY_READ, NULL},
+    {"layer_types", ALL, CONFIG_KEY_READ, NULL},
+    {"use_sliding_window", ALL, CONFIG_KEY_READ, NULL},
+    {"max_window_layers", QWEN3 | QWEN2, CONFIG_KEY_READ, NULL},
+    {"sliding_window", ALL, CONFIG_KEY_READ, NULL},
+    {"is_causal", ALL, CONFIG_KEY_READ, NULL},
+    {"attention_chunk_size", ALL, CONFIG_KEY_READ, NULL},
+    {"kv_sharing_modes", ALL, CONFIG_KEY_READ, NULL},
+    {"per_layer_config", ALL, CONFIG_KEY_READ, NULL},
+    {"text_config", ALL, CONFIG_KEY_READ, NULL},
+    {"decoder", ALL, CONFIG_KEY_READ, NULL},
+    {"generator", ALL, CONFIG_KEY_READ, NULL},
+    {"quantization_config", ALL, CONFIG_KEY_READ, NULL},
+    /* read by transformers, without effect on the numbers of a forward */
+    {"architectures", ALL, CONFIG_KEY_INERT, "names a class; model_type decides the architecture"},
+    {"transformers_version", ALL, CONFIG_KEY_INERT, "bookkeeping"},
+    {"_name_or_path", ALL, CONFIG_KEY_INERT, "bookkeeping"},
+    {"dtype", ALL, CONFIG_KEY_INERT, "the safetensors give each weight's dtype"},
+    {"torch_dtype", ALL, CONFIG_KEY_INERT, "the older name of dtype"},
+    {"initializer_range", ALL, CONFIG_KEY_INERT, "initialises new weights only"},
+    {"use_cache", ALL, CONFIG_KEY_INERT, "keeps keys and values for generation; the same numbers"},
+    {"pad_token_id", ALL, CONFIG_KEY_INERT, "the embedding's padding row for training; the forward reads it as any row"},
+    {"bos_token_id", ALL, CONFIG_KEY_INERT, "tokenisation and generation"},
+    {"eos_token_id", ALL, CONFIG_KEY_INERT, "tokenisation and generation"},
+    {"attention_dropout", ALL, CONFIG_KEY_INERT, "dropout, off at inference"},
+    {"pretraining_tp", LLAMA, CONFIG_KEY_INERT, "in LlamaConfig, unused by transformers 5's Llama layers"},
+    {"output_hidden_states", ALL, CONFIG_KEY_INERT, "what transformers returns, not how it computes"},
+    {"output_attentions", ALL, CONFIG_KEY_INERT, "what transformers returns, not how it computes"},
+    {"return_dict", ALL, CONFIG_KEY_INERT, "what transformers returns, not how it computes"},
+    {"chunk_size_feed_forward", ALL, CONFIG_KEY_INERT, "not used by these architectures' layers"},
+    {"is_encoder_decoder", ALL, CONFIG_KEY_INERT, "generation's bookkeeping; these are decoders"},
+    {"id2label", ALL, CONFIG_KEY_INERT, "labels of a classification head; the library outputs hidden states"},
+    {"label2id", ALL, CONFIG_KEY_INERT, "labels of a classification head; the library outputs hidden states"},
+    {"problem_type", ALL, CONFIG_KEY_INERT, "the loss of a classification head"},
+    {"gradient_checkpointing", ALL, CONFIG_KEY_INERT, "recomputation in training; the same numbers"},
+    {"attn_implementation", ALL, CONFIG_KEY_INERT, "eager, sdpa and flash kernels compute the same attention"},
+    {"_attn_implementation", ALL, CONFIG_KEY_INERT, "eager, sdpa and flash kernels compute the same attention"},
+    {"mtp_layer_types", ALL, CONFIG_KEY_INERT, "multi-token-prediction layers, which these architectures do not build"},
+    {"auto_map", ALL, CONFIG_KEY_INERT, "custom code, which transformers runs only with trust_remote_code (and "
+                                        "otherwise its own layers, as the library does); the load report says so"},
+    {"vision_aspect_ratio", ALL, CONFIG_KEY_INERT, "a multimodal call's default; a text decoder takes none"},
+    {"vision_feature_layer", ALL, CONFIG_KEY_INERT, "a multimodal call's default; a text decoder takes none"},
+    {"vision_feature_select_strategy", ALL, CONFIG_KEY_INERT, "a multimodal call's default; a text decoder takes none"},
+};
+
+const config_key *config_keys_table(size_t *count) {
+    *count = sizeof table / sizeof table[0];
+    return table;
+}
+
+bool config_key_known(const char *name, const arch_info *arch) {
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, name) == 0) return (table[i].archs & (1u << arch->id)) != 0;
+    return false;
+}
+
+#define APPEND(buf, cap, len, ...) \
+    (*(len) += (size_t)snprintf((buf) && *(len) < (cap) ? (buf) + *(len) : NULL, \
+                                (buf) && *(len) < (cap) ? (cap) - *(len) : 0, __VA_ARGS__))
+
+size_t config_keys_unread_report(const json_t *root, const arch_info *arch, char *buf, size_t cap) {
+    size_t unread = 0, listed = 0, len = 0;
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)root, key, value) unread += !config_key_known(key, arch);
+    if (unread == 0) return 0;
+    APPEND(buf, cap, &len, "config.json has %zu key%s that transformers' %s model does not read, ignored as it "
+           "ignores them:", unread, unread > 1 ? "s" : "", arch->model_type);
+    json_object_foreach((json_t *)root, key, value) {
+        if (listed == LISTED_KEYS) break;
+        if (!config_key_known(key, arch)) APPEND(buf, cap, &len, "%s '%s'", listed++ ? "," : "", key);
+    }
+    if (unread > listed) APPEND(buf, cap, &len, " and %zu more", unread - listed);
+    APPEND(buf, cap, &len, "\n");
+    return len;
+}
+
+size_t config_keys_custom_code_report(const json_t *root, const arch_info *arch, char *buf, size_t cap) {
+    const json_t *map = json_object_get(root, "auto_map");
+    const char *key;
+    json_t *value;
+    size_t len = 0;
+    json_object_foreach((json_t *)map, key, value) {
+        if (strncmp(key, "AutoModel", 9) != 0 || !json_is_string(value)) continue;
+        APPEND(buf, cap, &len, "config.json's auto_map names custom code for %s ('%s'), which transformers runs only "
+               "with trust_remote_code: the library runs transformers' own %s layers, as transformers does without "
+               "it\n", key, json_string_value(value), arch->model_type);
+        break;
+    }
+    return len;
+}
