@@ -9,7 +9,8 @@ import numbers
 
 import numpy as np
 
-from .model import Context, Model, plan_sequences
+from .model import Context, Model
+from .planner import plan_sequences
 
 __all__ = ["generate", "sample_token"]
 

@@ -21,7 +21,7 @@ from ._loader import LIB
 from .errors import RadixMLPError, check, last_error
 from .gpu_stats import GPU_ATTENTION, read_gpu_stats
 from ._handle import _Handle
-from .planner import Plan, PlanParams, _thread_planner
+from .planner import Plan, plan_sequences
 
 __all__ = ["ModelConfig", "CacheStats", "GenerateStats", "CpuBf16GemmInfo", "Model", "Context", "pool", "embed"]
 
@@ -591,31 +591,6 @@ def pool(hidden, cu_seqlens, pooling="last", normalize=False):
     check(LIB.rmlp_pool(f32_ptr(src), hidden.shape[0], hidden.shape[1], u32_ptr(cu), n_seqs, _POOLING[pooling],
                         bool(normalize), f32_ptr(dst)))
     return out
-
-
-def plan_sequences(sequences, threshold, what, name):
-    """The plan (gate ``threshold``) of token sequences back to back, positions 0..len-1 each;
-    ValueError for no sequence or an empty one (``what``: the caller, ``name``: the argument)."""
-    if isinstance(sequences, np.ndarray) and sequences.ndim == 2:
-        sequences = list(sequences)
-    sequences = list(sequences)
-    if not sequences:
-        raise ValueError("%s is empty: %s needs at least one sequence" % (name, what))
-    parts = []
-    for i, seq in enumerate(sequences):
-        ids = as_u32(seq, "%s[%d]" % (name, i))
-        if ids.shape[0] == 0:
-            raise ValueError("%s[%d] is empty" % (name, i))
-        parts.append(ids)
-    lengths = np.array([p.shape[0] for p in parts], dtype=np.int64)
-    input_ids = np.concatenate(parts)
-    position_ids = np.concatenate([np.arange(n, dtype=np.uint32) for n in lengths])
-    cu = np.concatenate([[0], np.cumsum(lengths)])
-    if cu[-1] > 0xFFFFFFFF:
-        raise ValueError("the batch has %d tokens, more than 2^32-1" % cu[-1])
-    cu = cu.astype(np.uint32)
-    c_params = PlanParams(threshold=threshold)._to_c()
-    return _thread_planner()._build(input_ids, position_ids, cu, c_params, Plan)
 
 
 def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP_DEFAULT_THRESHOLD,

@@ -1,4 +1,5 @@
-"""The plan builder: Planner, Plan, PlanParams, plan_params_from_env, compute_fold_and_scatter."""
+"""The plan builder: Planner, Plan, PlanParams, plan_params_from_env, compute_fold_and_scatter, and
+plan_sequences (the plan of whole token sequences, for embed and generate)."""
 
 import ctypes
 import operator
@@ -274,3 +275,28 @@ def compute_fold_and_scatter(input_ids, position_ids, cu_seq_lengths, pad_multip
                 copy_u32(plan.scatter, plan.n_tokens), copy_u32(plan.fold_gather, n))
 
     return _thread_planner()._build(ids, pos, cu, c_params, extract)
+
+
+def plan_sequences(sequences, threshold, what, name):
+    """The plan (gate ``threshold``) of token sequences back to back, positions 0..len-1 each;
+    ValueError for no sequence or an empty one (``what``: the caller, ``name``: the argument)."""
+    if isinstance(sequences, np.ndarray) and sequences.ndim == 2:
+        sequences = list(sequences)
+    sequences = list(sequences)
+    if not sequences:
+        raise ValueError("%s is empty: %s needs at least one sequence" % (name, what))
+    parts = []
+    for i, seq in enumerate(sequences):
+        ids = as_u32(seq, "%s[%d]" % (name, i))
+        if ids.shape[0] == 0:
+            raise ValueError("%s[%d] is empty" % (name, i))
+        parts.append(ids)
+    lengths = np.array([p.shape[0] for p in parts], dtype=np.int64)
+    input_ids = np.concatenate(parts)
+    position_ids = np.concatenate([np.arange(n, dtype=np.uint32) for n in lengths])
+    cu = np.concatenate([[0], np.cumsum(lengths)])
+    if cu[-1] > 0xFFFFFFFF:
+        raise ValueError("the batch has %d tokens, more than 2^32-1" % cu[-1])
+    cu = cu.astype(np.uint32)
+    c_params = PlanParams(threshold=threshold)._to_c()
+    return _thread_planner()._build(input_ids, position_ids, cu, c_params, Plan)

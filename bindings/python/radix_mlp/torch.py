@@ -21,7 +21,7 @@ Attention uses the model's own attention function (``config._attn_implementation
   owns the shared query, does not pad every sequence's queries to its length.
 
 What it cannot honour it refuses by name (``UnsupportedModel``, a ValueError): another model type,
-an attention implementation other than eager/sdpa, RoPE types whose frequencies depend on the batch
+bidirectional attention (``is_causal`` false), an attention implementation other than eager/sdpa, RoPE types whose frequencies depend on the batch
 (``dynamic``, ``longrope``, ...), a sliding window shorter than a sequence of the batch, attention
 dropout > 0 in training mode.
 
@@ -275,6 +275,10 @@ class RadixMLP(nn.Module):
             if not hasattr(base, name):
                 raise UnsupportedModel("radix_mlp.torch: the %s model has no %r module (a %s, expected the base "
                                        "model or a model with one)" % (model_type, name, type(base).__name__))
+        if not getattr(config, "is_causal", True):
+            raise UnsupportedModel("radix_mlp.torch: config.is_causal=%r: transformers then attends in both "
+                                   "directions, so a token's state depends on later tokens and no prefix is shared"
+                                   % (config.is_causal,))
         kind = _rope_type(base)
         if kind not in SUPPORTED_ROPE_TYPES:
             raise UnsupportedModel("radix_mlp.torch: rope_type %r (config.rope_parameters / rope_scaling) is not "

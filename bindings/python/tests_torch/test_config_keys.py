@@ -11,8 +11,10 @@ configs nobody chose load to transformers' numbers or are refused by name.
 2. Random configs (drawn here, not chosen): architecture, sizes, GQA, head_dim, eps, theta, biases,
    tying, dtype, prefix, and each of a list of keys set at random (refused and inert ones alike,
    and a key transformers does not know). transformers builds and saves each one; the library then
-   refuses it naming a key the draw set, or its hidden states (radix off, on and compact attention)
-   match transformers' within 1e-4 of each row's norm, and its load report names the unknown key.
+   refuses it naming a key the draw set, or its hidden states (radix off, on and compact attention;
+   a bf16 checkpoint also with its weights held in bf16) match transformers' within 1e-4 of each
+   row's norm, a causal LM's greedy decode steps (shared prefixes read once, and each sequence
+   alone) give transformers' logits for the same tokens, and its load report names the unknown key.
    RADIX_MLP_CONFIG_DRAWS (default 48) and RADIX_MLP_CONFIG_SEED (default 0) pick the draws.
 """
 
@@ -102,12 +104,17 @@ def probe_value(name, config_dict):
     return value if value is not None else 3
 
 
-def transformers_rows(folder, seqs, base):
-    """transformers' last hidden state of each sequence (run alone, eager, float32) from folder."""
+def transformers_model(folder, base):
+    """The checkpoint in folder as transformers loads it (eager attention, float32, eval)."""
     config = transformers.AutoConfig.from_pretrained(folder)
     config._attn_implementation = "eager"
     auto = transformers.AutoModel if base else transformers.AutoModelForCausalLM
-    model = auto.from_pretrained(folder, config=config, dtype=torch.float32).eval()
+    return auto.from_pretrained(folder, config=config, dtype=torch.float32).eval()
+
+
+def transformers_rows(folder, seqs, base, model=None):
+    """transformers' last hidden state of each sequence (run alone) from folder."""
+    model = model if model is not None else transformers_model(folder, base)
     body = model if base else getattr(model, "model", model)
     with torch.no_grad():
         return [body(input_ids=torch.tensor([s])).last_hidden_state[0].numpy() for s in seqs]
@@ -292,7 +299,7 @@ class TestRandomConfigs(unittest.TestCase):
         draws = int(os.environ.get("RADIX_MLP_CONFIG_DRAWS", "48"))
         seed = int(os.environ.get("RADIX_MLP_CONFIG_SEED", "0"))
         rng = np.random.default_rng(seed)
-        matched = refused = skipped = 0
+        matched = refused = skipped = generated = 0
         for i in range(draws):
             model_type, kwargs, changes, risky, dtype, base = draw(rng)
             what = "draw %d (seed %d): %s %s, config.json changes %s, %s%s" % (
@@ -301,7 +308,8 @@ class TestRandomConfigs(unittest.TestCase):
                 seqs = batch(rng, kwargs["vocab_size"])
                 try:
                     save_checkpoint(folder, model_type, changes, seed=i, dtype=dtype, base=base, **kwargs)
-                    want = transformers_rows(folder, seqs, base)
+                    reference = transformers_model(folder, base)
+                    want = transformers_rows(folder, seqs, base, reference)
                 except Exception:  # transformers itself refuses the draw (its validators raise their own types)
                     skipped += 1
                     continue
@@ -321,11 +329,64 @@ class TestRandomConfigs(unittest.TestCase):
                 finally:
                     model.close()
                 assert_rows_match(self, got, want, what)
+                if dtype == torch.bfloat16:  # the same bf16 weights held as bf16 (widened for the GEMMs)
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        held = radix_mlp.Model.load(folder, cpu_weight_dtype="bf16")
+                    try:
+                        assert_rows_match(self, forwards(held, seqs), want, what + ", bf16 weights")
+                    finally:
+                        held.close()
+                if not base:
+                    generated += check_generation(self, folder, reference, seqs, what)
                 matched += 1
-        print("\nrandom configs: %d matched transformers, %d refused by name, %d skipped (transformers refused)"
-              % (matched, refused, skipped))
+        print("\nrandom configs: %d matched transformers (%d of them generating too), %d refused by name, %d "
+              "skipped (transformers refused)" % (matched, generated, refused, skipped))
         self.assertGreaterEqual(matched, draws // 3, "too few draws loaded: the test would check little")
         self.assertGreater(refused, 0, "no draw was refused: the refusals went unchecked")
+
+
+GENERATE_STEPS = 4
+
+
+def check_generation(test, folder, reference, seqs, what):
+    """Greedy decode steps of the library (its argmax fed back, shared prefixes read once and each
+    sequence alone) against transformers' logits for the same tokens; 1 when compared, 0 when the
+    library refused it by name (Mistral: past its window)."""
+    config = reference.config
+    slot = (2 * config.num_hidden_layers * config.num_key_value_heads * reference.model.layers[0].self_attn.head_dim
+            + config.hidden_size) * 4
+    total = sum(len(s) for s in seqs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = radix_mlp.Model.load(folder)
+    try:
+        for shared in (True, False):
+            plan = radix_mlp.planner.plan_sequences(seqs, 1.0, "test", "seqs")
+            with model.context(total, cache_bytes=(total + len(seqs) * GENERATE_STEPS + 64) * slot) as ctx:
+                try:
+                    steps = [ctx.generate_begin(plan, max_new_tokens=GENERATE_STEPS, shared_prefix_attention=shared)]
+                    tokens = [[] for _ in seqs]
+                    for _ in range(GENERATE_STEPS - 1):
+                        chosen = [int(np.argmax(row)) for row in steps[-1]]
+                        for s, t in enumerate(chosen):
+                            tokens[s].append(t)
+                        steps.append(ctx.generate_step(chosen))
+                    ctx.generate_end()
+                except radix_mlp.RadixMLPError as error:
+                    test.assertIn("sliding_window", str(error))
+                    return 0
+            for s, seq in enumerate(seqs):
+                with torch.no_grad():
+                    logits = reference(input_ids=torch.tensor([seq + tokens[s]])).logits[0].numpy()
+                want = logits[len(seq) - 1:]
+                got = np.stack([step[s] for step in steps])
+                err = np.linalg.norm(got - want, axis=1) / np.maximum(np.linalg.norm(want, axis=1), 1e-6)
+                test.assertLessEqual(float(err.max()), ROW_TOL, "%s: generation (shared prefix attention %s), "
+                                     "sequence %d" % (what, shared, s))
+    finally:
+        model.close()
+    return 1
 
 
 def assert_rows_match(test, got, want, what):

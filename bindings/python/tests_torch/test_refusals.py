@@ -1,5 +1,5 @@
 """What radix_mlp.torch cannot honour it refuses by name instead of computing something else: another
-model type, batch-dependent RoPE, a sliding window that cuts a sequence of the batch, attention
+model type, bidirectional attention, batch-dependent RoPE, a sliding window that cuts a sequence of the batch, attention
 dropout in training, attention implementations other than eager/sdpa, bad batches. Where the same
 setting is harmless (a window longer than the batch, dropout in eval mode) it runs and matches the
 plain model. Also: ``import radix_mlp`` does not import torch."""
@@ -24,6 +24,21 @@ class TestRefusals(EquivalenceAsserts, unittest.TestCase):
         model = GPT2Model(GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=20, n_positions=16, bos_token_id=None,
                                       eos_token_id=None))
         with self.assertRaisesRegex(rt.UnsupportedModel, "config.model_type='gpt2' is not supported"):
+            rt.RadixMLP(model)
+
+    def test_bidirectional(self):
+        """is_causal false: transformers attends both ways (its masks follow the config), refused."""
+        config = Qwen3Config(**SMALL)
+        config.is_causal = False
+        model = tiny_model(config)
+        ids = torch.tensor([[1, 2, 3, 4]])
+        with torch.no_grad():
+            both_ways = model.model(ids).last_hidden_state
+            model.config.is_causal = True
+            causal = model.model(ids).last_hidden_state
+            model.config.is_causal = False
+        self.assertGreater(float((both_ways[0, 0] - causal[0, 0]).abs().max()), 1e-3)  # the setting matters
+        with self.assertRaisesRegex(rt.UnsupportedModel, "config.is_causal=False"):
             rt.RadixMLP(model)
 
     def test_batch_dependent_rope(self):
