@@ -37,7 +37,7 @@ rmlp_status cpu_bf16_gemm_choose(const char *fn, const rmlp_model_params *params
     snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "the model holds no bf16 CPU matrices");
     if (params->cpu_weight_dtype != RMLP_DTYPE_BF16) return RMLP_OK;
     rmlp_cpu_bf16_gemm want = params->cpu_bf16_gemm;
-    char source[96] = "the default (auto)";
+    char source[160] = "the default (auto)";
     if (want != RMLP_CPU_BF16_GEMM_AUTO) snprintf(source, sizeof source, "params->cpu_bf16_gemm=%s", kind_name(want));
     const char *env = getenv(ENV);
     if (want == RMLP_CPU_BF16_GEMM_AUTO && env != NULL && env[0] != '\0') {
@@ -54,13 +54,6 @@ rmlp_status cpu_bf16_gemm_choose(const char *fn, const rmlp_model_params *params
         snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "widened to fp32 for OpenBLAS's sgemm (%s)", source);
         return RMLP_OK;
     }
-    if (want == RMLP_CPU_BF16_GEMM_AUTO) { /* oneDNN only when asked for, until measured on such a CPU */
-        snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "widened to fp32 for OpenBLAS's sgemm (%s: oneDNN's "
-                 "bf16 GEMMs run only when asked for, " ENV "=onednn, until measured on a CPU with bf16 instructions; "
-                 "this CPU has %s)", source,
-                 onednn_cpu_has_bf16() ? "AVX512-BF16 or AMX-BF16" : "neither AVX512-BF16 nor AMX-BF16");
-        return RMLP_OK;
-    }
     char what[96] = "", why[224] = "";
     int ok = onednn_bf16_probe(true, what, sizeof what, why, sizeof why);
     if (ok && config->num_hidden_layers > 0) {
@@ -69,9 +62,17 @@ rmlp_status cpu_bf16_gemm_choose(const char *fn, const rmlp_model_params *params
         ok = onednn_bf16_self_check(w->layers[0].qkv_bf16, hidden, width, why, sizeof why);
         if (ok < 0) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s", why);
     }
+    if (!ok && want == RMLP_CPU_BF16_GEMM_AUTO) { /* the widening path where oneDNN cannot run */
+        snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "widened to fp32 for OpenBLAS's sgemm (%s: "
+                 "oneDNN's bf16 GEMMs cannot run here: %s)", source, why);
+        return RMLP_OK;
+    }
     if (!ok)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "%s asks for oneDNN's bf16 GEMMs, which this process cannot run: %s",
                          source, why);
+    if (want == RMLP_CPU_BF16_GEMM_AUTO)
+        snprintf(source + strlen(source), sizeof source - strlen(source), ": oneDNN where it runs; " ENV "=widen "
+                 "for the widening path");
     w->bf16_gemm = RMLP_CPU_BF16_GEMM_ONEDNN;
     snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "%s (%s)", what, source);
     return RMLP_OK;

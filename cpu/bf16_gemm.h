@@ -14,11 +14,12 @@
 rmlp_status cpu_bf16_gemm_check_params(const char *fn, const rmlp_model_params *params);
 
 /* Sets w->bf16_gemm and its detail for a model just loaded (NONE for fp32 matrices). With AUTO
- * the variable RADIX_MLP_CPU_BF16_GEMM decides (auto, widen, onednn); auto widens (oneDNN's path
- * is opt-in until it has been measured on a CPU with bf16 instructions); onednn is taken where it
- * loads, runs bf16 in hardware here and agrees with the widening path on layer 0's Q/K/V matrix.
- * Errors: RMLP_ERR_INVALID_ARGUMENT for a bad variable, RMLP_ERR_UNSUPPORTED when oneDNN was asked
- * for and cannot run (the message says why). */
+ * the variable RADIX_MLP_CPU_BF16_GEMM decides (auto, widen, onednn). oneDNN can run where it
+ * loads, runs bf16 in hardware here and agrees with the widening path on layer 0's Q/K/V matrix;
+ * auto takes it there (1.25-1.45x the widening path's speed on SmolLM2-135M, docs/bench/cpu-path.md)
+ * and widens elsewhere, the detail saying why. Errors: RMLP_ERR_INVALID_ARGUMENT for a bad
+ * variable, RMLP_ERR_UNSUPPORTED when oneDNN was asked for and cannot run (the message says why),
+ * RMLP_ERR_OUT_OF_MEMORY. */
 rmlp_status cpu_bf16_gemm_choose(const char *fn, const rmlp_model_params *params, const rmlp_model_config *config,
                                  model_weights *w);
 

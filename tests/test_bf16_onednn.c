@@ -10,10 +10,10 @@
  *     the parent, which never loads oneDNN on a CPU without bf16 instructions, keeps its leak check
  *     (where the CPU has them, an ASan build runs on one thread, oneDNN's OpenMP included, for the same
  *     reason);
- *   - the choice: an fp32 model answers NONE; a bf16 model WIDEN by default (oneDNN is opt-in until
- *     measured on such a CPU; the detail says how to ask and whether this CPU could) and when asked
- *     (by the params or the variable); ONEDNN where this CPU runs bf16 in hardware, else
- *     RMLP_ERR_UNSUPPORTED saying why; a
+ *   - the choice: an fp32 model answers NONE; a bf16 model by default ONEDNN where this CPU runs
+ *     bf16 in hardware (the detail says how to widen instead), else WIDEN (the detail says why
+ *     not oneDNN); WIDEN when asked (by the params or the variable); asked for ONEDNN, ONEDNN
+ *     where this CPU runs bf16 in hardware, else RMLP_ERR_UNSUPPORTED saying why; a
  *     bad variable, an unknown value and a value for fp32 weights are refused by name.
  * Where the CPU runs bf16 in hardware (elsewhere a SKIP line says so):
  *   - a bf16 x bf16 GEMM against the widening path on the same rounded x (1e-5 of the largest
@@ -165,10 +165,14 @@ static void test_choice(const char *dir, bool hardware, const char *why_not) {
     rmlp_model *m = load(dir, RMLP_DTYPE_BF16, RMLP_CPU_BF16_GEMM_AUTO, &status);
     if (CHECK(m != NULL, "bf16 load: %s", rmlp_last_error())) {
         k = kind_of(m, &detail);
-        CHECK(k == RMLP_CPU_BF16_GEMM_WIDEN && strstr(detail, "the default (auto)") &&
-                  strstr(detail, "RADIX_MLP_CPU_BF16_GEMM=onednn") &&
-                  strstr(detail, onednn_cpu_has_bf16() ? "this CPU has AVX512-BF16 or AMX-BF16" : "this CPU has neither"),
-              "the default: kind %d, \"%s\"", k, detail);
+        if (hardware) /* oneDNN where it runs, saying how to widen instead */
+            CHECK(k == RMLP_CPU_BF16_GEMM_ONEDNN && strstr(detail, "the default (auto)") &&
+                      strstr(detail, "RADIX_MLP_CPU_BF16_GEMM=widen"),
+                  "the default: kind %d, \"%s\"", k, detail);
+        else /* elsewhere the widening path, saying why not oneDNN */
+            CHECK(k == RMLP_CPU_BF16_GEMM_WIDEN && strstr(detail, "the default (auto)") && strstr(detail, "cannot run") &&
+                      strstr(detail, why_not),
+                  "the default: kind %d, \"%s\" (oneDNN cannot run: %s)", k, detail, why_not);
         printf("default GEMM of a bf16 model: %s\n", detail);
     }
     rmlp_model_free(m);

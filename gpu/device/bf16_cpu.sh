@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # bf16_cpu.sh: oneDNN's bf16 GEMMs for bf16-weight CPU models (issue 32, cpu/linear_onednn.c) on the GPU
-# machine's host CPU, the one machine we get that may have AVX512-BF16 or AMX-BF16 (the development
-# VM has neither). The first step of command 4 (gpu/device/window.sh), cheap (~30 s) and capped (90 s):
+# machine's host CPU, which may have AMX-BF16 (the development VM, when it is a Zen 4, has AVX512-BF16
+# only). The first step of command 4 (gpu/device/window.sh), cheap (~30 s) and capped (90 s):
 #   1. the build (rmlp_build: test_bf16_onednn and radixmlp; nothing to do on command 1's build; on
 #      a bare machine, without it, the step is not run);
 #   2. test_bf16_onednn on the fixtures: where the CPU has the instructions, oneDNN's GEMM against the
 #      widening path on the same rounded rows, the tiny model off / on / compact / cache and every
 #      fixture against transformers within the stated tolerances (else its SKIP line says why);
 #   3. where the test ran oneDNN: radixmlp bench --quick --cpu-weights bf16 --json on every core,
-#      RADIX_MLP_CPU_BF16_GEMM=widen and =onednn alternating, RMLP_BC_ROUNDS rounds (default 2): the ratio that decides whether
-#      AUTO may take oneDNN (docs/backends.md).
+#      RADIX_MLP_CPU_BF16_GEMM=widen and =onednn alternating, RMLP_BC_ROUNDS rounds (default 2): the ratio for
+#      which AUTO takes oneDNN (docs/bench/cpu-path.md), measured on this CPU too.
 # Every step runs under `timeout -k 15` within the budget and is recorded as it ends.
 # Files under $OUT: bf16_cpu.log (the test's and the benches' output, their JSON lines), steps.jsonl,
 # summary.txt, build.log.

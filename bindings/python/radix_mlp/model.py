@@ -180,7 +180,7 @@ class Model(_Handle):
         ``cpu_weight_dtype="bf16"`` holds the layers' weight matrices in bf16 (half their memory;
         activations and sums stay f32; docs/backends.md#bf16-weights-on-the-cpu), and
         ``cpu_bf16_gemm`` says how the layers multiply by them: "auto" (the default: what
-        RADIX_MLP_CPU_BF16_GEMM says, else "widen" for now: oneDNN's GEMMs run only when asked for),
+        RADIX_MLP_CPU_BF16_GEMM says, else "onednn" where it can run, "widen" elsewhere),
         "widen" (each matrix widened back to f32 for OpenBLAS's sgemm) or "onednn" (required:
         RMLP_ERR_UNSUPPORTED where it cannot run); any but "auto" with f32 weights raises
         RMLP_ERR_INVALID_ARGUMENT. ``cpu_bf16_gemm()`` says which one runs. What the load

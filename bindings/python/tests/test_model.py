@@ -193,10 +193,11 @@ def test_load_errors():
 @pytest.mark.parametrize("name", ["qwen3_bf16", "qwen3_tiny"])
 def test_bf16_weights(name):
     """cpu_weight_dtype="bf16": a checkpoint already in bf16 gives transformers' fp32 result (1e-4);
-    an fp32 one its stated tolerance, 2e-2 of the largest value (the C suite: test_bf16_weights)."""
+    an fp32 one its stated tolerance, 2e-2 of the largest value (the C suite: test_bf16_weights). The
+    widening path, pinned: where the CPU runs bf16 the default takes oneDNN (test_bf16_onednn)."""
     folder, batch, _, expected = load_fixture(name)
     ids, pos, cu = flat(batch)
-    with Model.load(folder, cpu_weight_dtype="bf16") as model, Planner() as planner, \
+    with Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="widen") as model, Planner() as planner, \
             model.context(len(ids)) as ctx:
         hidden = ctx.forward(planner.build(ids, pos, cu, threshold=1.0))
     last = expected["last_hidden"]
@@ -207,24 +208,29 @@ def test_bf16_weights(name):
 
 
 def test_cpu_bf16_gemm():
-    """cpu_bf16_gemm= and Model.cpu_bf16_gemm(), on any CPU: an f32 model has no bf16 GEMM; a bf16 one
-    widens by default (oneDNN's only when asked for, until measured), saying how to ask;
-    "widen" widens; "onednn" runs oneDNN or is refused saying why; either with f32 weights is
-    RMLP_ERR_INVALID_ARGUMENT, and an unknown name a ValueError."""
+    """cpu_bf16_gemm= and Model.cpu_bf16_gemm(), on any CPU: an f32 model has no bf16 GEMM; "onednn"
+    runs oneDNN or is refused saying why; a bf16 model takes oneDNN by default exactly where it
+    runs (saying how to widen instead), else widens saying why not; "widen" widens; either name
+    with f32 weights is RMLP_ERR_INVALID_ARGUMENT, and an unknown name a ValueError."""
     folder = os.path.join(FIXTURES, "qwen3_tiny")
     with Model.load(folder) as model:
         assert model.cpu_bf16_gemm().kind is None
-    with Model.load(folder, cpu_weight_dtype="bf16") as model:
-        info = model.cpu_bf16_gemm()
-    assert info.kind == "widen" and "RADIX_MLP_CPU_BF16_GEMM=onednn" in info.detail, info
-    with Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="widen") as model:
-        info = model.cpu_bf16_gemm()
-    assert (info.kind, info.fallbacks) == ("widen", 0), info
     try:
         with Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="onednn") as model:
             assert model.cpu_bf16_gemm().kind == "onednn"
+        onednn_runs = True
     except RadixMLPError as e:
         assert e.status == radix_mlp.RMLP_ERR_UNSUPPORTED and "cannot run" in e.message, e
+        onednn_runs = False
+    with Model.load(folder, cpu_weight_dtype="bf16") as model:
+        info = model.cpu_bf16_gemm()
+    if onednn_runs:
+        assert info.kind == "onednn" and "RADIX_MLP_CPU_BF16_GEMM=widen" in info.detail, info
+    else:
+        assert info.kind == "widen" and "cannot run" in info.detail, info
+    with Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="widen") as model:
+        info = model.cpu_bf16_gemm()
+    assert (info.kind, info.fallbacks) == ("widen", 0), info
     with pytest.raises(RadixMLPError, match="params->cpu_bf16_gemm=") as e:
         Model.load(folder, cpu_bf16_gemm="onednn")
     assert e.value.status == radix_mlp.RMLP_ERR_INVALID_ARGUMENT

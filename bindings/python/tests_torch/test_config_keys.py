@@ -332,7 +332,7 @@ class TestRandomConfigs(unittest.TestCase):
                 if dtype == torch.bfloat16:  # the same bf16 weights held as bf16 (widened for the GEMMs)
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        held = radix_mlp.Model.load(folder, cpu_weight_dtype="bf16")
+                        held = radix_mlp.Model.load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="widen")
                     try:
                         assert_rows_match(self, forwards(held, seqs), want, what + ", bf16 weights")
                     finally:

@@ -126,8 +126,8 @@ impl DType {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CpuBf16Gemm {
     /// The default: `RADIX_MLP_CPU_BF16_GEMM=auto|widen|onednn` decides when the model is loaded,
-    /// and `auto` (or unset) is `Widen` for now (oneDNN's GEMMs run only when asked for until
-    /// they have been measured on a CPU with bf16 instructions).
+    /// and `auto` (or unset) is `OneDnn` where oneDNN's GEMMs can run (AVX512-BF16 or AMX-BF16,
+    /// `libdnnl.so.2` loads), else `Widen`.
     #[default]
     Auto,
     /// Each matrix widened back to f32 panel by panel for OpenBLAS's sgemm, on any CPU.

@@ -219,11 +219,13 @@ fn model_is_send_and_sync() {
 
 /// `ModelParams::cpu_weight_dtype = DType::BF16`: qwen3_bf16 (weights bf16 already) within
 /// transformers' 1e-4, qwen3_tiny (fp32 weights) within the stated 2e-2 of the largest value
-/// but not equal to it; F16 refused with the library's message.
+/// but not equal to it; F16 refused with the library's message. The widening path, pinned: where the
+/// CPU runs bf16 the default takes oneDNN's GEMMs (checked by the C suite's test_bf16_onednn).
 #[test]
 fn bf16_weights_on_the_cpu() {
-    use radix_mlp::{DType, ModelParams};
-    let params = ModelParams { cpu_weight_dtype: DType::BF16, ..ModelParams::default() };
+    use radix_mlp::{CpuBf16Gemm, DType, ModelParams};
+    let params =
+        ModelParams { cpu_weight_dtype: DType::BF16, cpu_bf16_gemm: CpuBf16Gemm::Widen, ..ModelParams::default() };
     for (name, exact) in [("qwen3_bf16", true), ("qwen3_tiny", false)] {
         let f = Fixture::load(name);
         let model = Model::load_with(&f.dir, params).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -243,8 +245,8 @@ fn bf16_weights_on_the_cpu() {
 }
 
 /// `ModelParams::cpu_bf16_gemm` and `Model::cpu_bf16_gemm`, on any CPU: an f32 model has no bf16
-/// GEMM; a bf16 one widens by default (oneDNN's only when asked for, until measured), saying how
-/// to ask; `Widen` widens; `OneDnn` runs oneDNN or is refused saying why; either
+/// GEMM; `OneDnn` runs oneDNN or is refused saying why; a bf16 model takes oneDNN by default exactly
+/// where it runs (saying how to widen instead), else widens saying why not; `Widen` widens; either
 /// with f32 weights is `InvalidArgument`.
 #[test]
 fn cpu_bf16_gemm_choice() {
@@ -256,24 +258,30 @@ fn cpu_bf16_gemm_choice() {
     let info = load(&f).cpu_bf16_gemm().unwrap();
     assert_eq!((info.kind, info.fallbacks), (None, 0), "{info:?}");
 
-    let info = load_bf16(CpuBf16Gemm::Auto).unwrap().cpu_bf16_gemm().unwrap();
-    // the default widens (oneDNN's only when asked for, until measured), saying how to ask
-    assert_eq!(info.kind, Some(CpuBf16Gemm::Widen), "{info:?}");
-    assert!(info.detail.contains("RADIX_MLP_CPU_BF16_GEMM=onednn"), "{info:?}");
-
-    let info = load_bf16(CpuBf16Gemm::Widen).unwrap().cpu_bf16_gemm().unwrap();
-    assert_eq!((info.kind, info.fallbacks), (Some(CpuBf16Gemm::Widen), 0), "{info:?}");
-
-    match load_bf16(CpuBf16Gemm::OneDnn) {
+    let onednn_runs = match load_bf16(CpuBf16Gemm::OneDnn) {
         Ok(model) => {
             let info = model.cpu_bf16_gemm().unwrap();
             assert_eq!(info.kind, Some(CpuBf16Gemm::OneDnn), "{info:?}");
+            true
         }
         Err(err) => {
             assert_eq!(err.status, Status::Unsupported, "{err}");
             assert!(err.message.contains("cannot run"), "{err}");
+            false
         }
+    };
+
+    let info = load_bf16(CpuBf16Gemm::Auto).unwrap().cpu_bf16_gemm().unwrap();
+    if onednn_runs {
+        assert_eq!(info.kind, Some(CpuBf16Gemm::OneDnn), "{info:?}");
+        assert!(info.detail.contains("RADIX_MLP_CPU_BF16_GEMM=widen"), "{info:?}");
+    } else {
+        assert_eq!(info.kind, Some(CpuBf16Gemm::Widen), "{info:?}");
+        assert!(info.detail.contains("cannot run"), "{info:?}");
     }
+
+    let info = load_bf16(CpuBf16Gemm::Widen).unwrap().cpu_bf16_gemm().unwrap();
+    assert_eq!((info.kind, info.fallbacks), (Some(CpuBf16Gemm::Widen), 0), "{info:?}");
 
     let f32_onednn = ModelParams { cpu_bf16_gemm: CpuBf16Gemm::OneDnn, ..ModelParams::default() };
     let err = Model::load_with(&f.dir, f32_onednn).unwrap_err();
