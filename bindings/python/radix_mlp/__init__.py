@@ -63,7 +63,8 @@ from ._loader import LIB as _LIB
 from ._loader import LIB_PATH as library_path
 from ._loader import LibraryNotFound
 from .errors import RadixMLPError, check as _check, last_error, status_string
-from .model import CacheStats, Context, CpuBf16GemmInfo, GenerateStats, Model, ModelConfig, embed, pool
+from .model import Context, Model, embed, pool
+from .model_info import CacheStats, CpuBf16GemmInfo, GenerateStats, ModelConfig
 from .gpu_stats import GpuStats
 from .generation import generate, sample_token
 from .planner import Plan, Planner, PlanParams, compute_fold_and_scatter, plan_params_from_env

@@ -1,5 +1,5 @@
-"""Models: Model (load, config), Context (forward, pool, score_pair, prefix cache, generation
-sessions), pool, embed.
+"""Models: Model (load, config; the records it reports are model_info.py's), Context (forward, pool,
+score_pair, prefix cache, generation sessions), pool, embed.
 
 On the CPU everything is numpy float32. A model loaded with ``device="cuda"`` keeps its weights
 and activations in device memory, which numpy cannot hold: the array methods refuse it, and the
@@ -10,8 +10,6 @@ import ctypes
 import os
 import warnings
 import weakref
-from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -20,10 +18,11 @@ from ._arrays import as_f32_2d, as_u32, as_u32_scalar, f32_ptr, u32_ptr, void_pt
 from ._loader import LIB
 from .errors import RadixMLPError, check, last_error
 from .gpu_stats import GPU_ATTENTION, read_gpu_stats
+from .model_info import CacheStats, CpuBf16GemmInfo, GenerateStats, ModelConfig
 from ._handle import _Handle
 from .planner import Plan, plan_sequences
 
-__all__ = ["ModelConfig", "CacheStats", "GenerateStats", "CpuBf16GemmInfo", "Model", "Context", "pool", "embed"]
+__all__ = ["Model", "Context", "pool", "embed"]
 
 _POOLING = {"last": _abi.RMLP_POOLING_LAST, "mean": _abi.RMLP_POOLING_MEAN, "first": _abi.RMLP_POOLING_FIRST}
 _DEVICES = {"cpu": _abi.RMLP_DEVICE_CPU, "cuda": _abi.RMLP_DEVICE_CUDA}
@@ -48,111 +47,6 @@ def _out_array(out, shape):
             or not out.flags.c_contiguous or not out.flags.writeable):
         raise ValueError("out must be a writable C-contiguous float32 array of shape %s" % (shape,))
     return out
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """A model's configuration as the library read it (``rmlp_model_config``).
-    ``architecture`` is "qwen3", "qwen2", "llama" or "mistral" (``architecture_id`` the code)."""
-
-    architecture: str
-    architecture_id: int
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    max_position_embeddings: int
-    sliding_window: int
-    rms_norm_eps: float
-    rope_theta: float
-    tie_word_embeddings: bool
-    attention_bias: bool
-    qk_norm: bool
-    has_lm_head: bool
-    o_proj_bias: bool
-    mlp_bias: bool
-
-    @classmethod
-    def _from_c(cls, c):
-        arch = int(c.architecture)
-        return cls(
-            architecture=_abi.ARCH_NAMES.get(arch, "unknown(%d)" % arch),
-            architecture_id=arch,
-            vocab_size=c.vocab_size,
-            hidden_size=c.hidden_size,
-            intermediate_size=c.intermediate_size,
-            num_hidden_layers=c.num_hidden_layers,
-            num_attention_heads=c.num_attention_heads,
-            num_key_value_heads=c.num_key_value_heads,
-            head_dim=c.head_dim,
-            max_position_embeddings=c.max_position_embeddings,
-            sliding_window=c.sliding_window,
-            rms_norm_eps=c.rms_norm_eps,
-            rope_theta=c.rope_theta,
-            tie_word_embeddings=bool(c.tie_word_embeddings),
-            attention_bias=bool(c.attention_bias),
-            qk_norm=bool(c.qk_norm),
-            has_lm_head=bool(c.has_lm_head),
-            o_proj_bias=bool(c.o_proj_bias),
-            mlp_bias=bool(c.mlp_bias),
-        )
-
-
-@dataclass(frozen=True)
-class CacheStats:
-    """What a context's prefix cache did since the context was made (``rmlp_cache_stats``, from
-    ``Context.cache_stats()``; all zero without a cache). Tokens are compact rows: a batch's
-    distinct (token, position) paths. ``batches`` run on the context, of them ``bypassed`` (run
-    without the cache: their new rows did not fit); ``lookups`` rows looked up, of them
-    ``hit_tokens`` found (nothing computed for them); ``computed_tokens`` computed and cached,
-    ``evicted_tokens`` evicted to make room; ``slots`` in the cache (``bytes_budget //
-    bytes_per_slot``), ``slots_used`` holding a row, ``bytes_in_use`` theirs."""
-
-    batches: int
-    bypassed: int
-    lookups: int
-    hit_tokens: int
-    computed_tokens: int
-    evicted_tokens: int
-    slots: int
-    slots_used: int
-    bytes_per_slot: int
-    bytes_budget: int
-    bytes_in_use: int
-
-
-@dataclass(frozen=True)
-class GenerateStats:
-    """What a context's generation session did since ``generate_begin`` (``rmlp_generate_stats``,
-    from ``Context.generate_stats()``; all zero without a session): ``n_seqs`` sequences, of them
-    ``n_active`` still active; ``steps`` run, ``rows`` appended in them (one per active sequence
-    and step), of those ``rows_computed`` (the others were cached already, or shared with another
-    sequence's row of the same step); ``step_ms`` the steps' wall time, ``attention_ms`` their
-    attention's."""
-
-    n_seqs: int
-    n_active: int
-    steps: int
-    rows: int
-    rows_computed: int
-    step_ms: float
-    attention_ms: float
-
-
-@dataclass(frozen=True)
-class CpuBf16GemmInfo:
-    """Which GEMM a model's layers run on bf16 matrices (``rmlp_model_cpu_bf16_gemm``, from
-    ``Model.cpu_bf16_gemm()``): ``kind`` "widen" or "onednn" for a model loaded with
-    ``cpu_weight_dtype="bf16"`` on the CPU, None for any other model; ``fallbacks`` the GEMMs
-    oneDNN failed at run time, which the widening path ran instead; ``detail`` which oneDNN and
-    ISA run it, or why the widening path was taken."""
-
-    kind: Optional[str]
-    fallbacks: int
-    detail: str
 
 
 class Model(_Handle):
