@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "arch.h"
 #include "lm_head.h"
+#include "report_append.h"
 #include "weights.h"
 
 static const char fn[] = "rmlp_model_load";
@@ -115,10 +116,6 @@ static bool ignored(const char *name) {
     return n >= k && strcmp(name + n - k, "rotary_emb.inv_freq") == 0;
 }
 
-/* Appends to buf (cap bytes; NULL to measure) at *len, as snprintf would, moving *len on. */
-#define APPEND(buf, cap, len, ...) \
-    (*(len) += (size_t)snprintf((buf) && *(len) < (cap) ? (buf) + *(len) : NULL, \
-                                (buf) && *(len) < (cap) ? (cap) - *(len) : 0, __VA_ARGS__))
 
 /* The report's line on unused tensors into buf (NUL-terminated when cap suffices); returns its
  * length without the NUL (0: every tensor is used). */

@@ -7,8 +7,10 @@
 #include "config_keys.h"
 
 #include <jansson.h>
-#include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
+
+#include "report_append.h"
 
 #define QWEN3 (1u << RMLP_ARCH_QWEN3)
 #define QWEN2 (1u << RMLP_ARCH_QWEN2)
@@ -16,6 +18,18 @@
 #define MISTRAL (1u << RMLP_ARCH_MISTRAL)
 #define ALL (QWEN3 | QWEN2 | LLAMA | MISTRAL)
 #define LISTED_KEYS 8
+
+typedef enum config_key_use {
+    CONFIG_KEY_READ,  /* config.c reads it: used, or refused by name where the layers cannot run it */
+    CONFIG_KEY_INERT, /* read by transformers, but nothing a forward computes depends on it */
+} config_key_use;
+
+typedef struct config_key {
+    const char *name;
+    unsigned archs; /* bit (1u << rmlp_arch) per architecture whose transformers code reads it */
+    config_key_use use;
+    const char *why; /* for INERT keys: why the numbers do not depend on it */
+} config_key;
 
 static const config_key table[] = {
     /* read by config.c (sizes, norms, RoPE, attention kind; refused by name where unsupported) */
@@ -82,20 +96,12 @@ static const config_key table[] = {
     {"vision_feature_select_strategy", ALL, CONFIG_KEY_INERT, "a multimodal call's default; a text decoder takes none"},
 };
 
-const config_key *config_keys_table(size_t *count) {
-    *count = sizeof table / sizeof table[0];
-    return table;
-}
-
-bool config_key_known(const char *name, const arch_info *arch) {
+/* Whether `name` is in the table for `arch`. */
+static bool config_key_known(const char *name, const arch_info *arch) {
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) return (table[i].archs & (1u << arch->id)) != 0;
     return false;
 }
-
-#define APPEND(buf, cap, len, ...) \
-    (*(len) += (size_t)snprintf((buf) && *(len) < (cap) ? (buf) + *(len) : NULL, \
-                                (buf) && *(len) < (cap) ? (cap) - *(len) : 0, __VA_ARGS__))
 
 size_t config_keys_unread_report(const json_t *root, const arch_info *arch, char *buf, size_t cap) {
     size_t unread = 0, listed = 0, len = 0;

@@ -11,28 +11,9 @@
 #ifndef RMLP_MODEL_CONFIG_KEYS_H
 #define RMLP_MODEL_CONFIG_KEYS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #include "arch.h"
-
-typedef enum config_key_use {
-    CONFIG_KEY_READ,  /* config.c reads it: used, or refused by name where the layers cannot run it */
-    CONFIG_KEY_INERT, /* read by transformers, but nothing a forward computes depends on it */
-} config_key_use;
-
-typedef struct config_key {
-    const char *name;
-    unsigned archs; /* bit (1u << rmlp_arch) per architecture whose transformers code reads it */
-    config_key_use use;
-    const char *why; /* for INERT keys: why the numbers do not depend on it */
-} config_key;
-
-/* The table, `*count` rows. */
-const config_key *config_keys_table(size_t *count);
-
-/* Whether `name` is in the table for `arch`. */
-bool config_key_known(const char *name, const arch_info *arch);
 
 struct json_t;
 /* The load report's line on the top-level keys of `root` (a config.json object) not in the table
