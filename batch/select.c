@@ -53,11 +53,13 @@ typedef struct picking {
     batch_queue *q;
     batch_scratch *s;
     const batch_ask *ask;
-    uint64_t tokens_left;
+    uint64_t tokens_left, rows_left; /* token ids, and compact rows (tokens beyond shared prefixes) */
     uint32_t n_picked, n_aged, n_sides, n_seeds;
-    int only_passed; /* step 2: candidates are the requests passed over */
+    int only; /* steps 1 and 2: candidates are only the aged requests (ONLY_AGED) or those passed over */
     int with_cache;  /* the attached context's prefix cache was read (s->cached) */
 } picking;
+
+enum { ANY = 0, ONLY_AGED = 1, ONLY_PASSED = 2 };
 
 static uint32_t len_at(const picking *p, uint32_t pos) { return p->q->req[p->q->order[pos]].len; }
 
@@ -66,6 +68,7 @@ static int aged(const picking *p, uint32_t slot) {
     return now >= arrival && now - arrival >= p->ask->max_wait_us;
 }
 
+/* (No bound on rows left here: a request that repeats a prefix of the batch adds none.) */
 static int room(const picking *p) { return p->n_picked < p->ask->max_seqs && p->tokens_left > 0; }
 
 /* Whether the request at pos was queued when the last batch was taken (select.h, step 2). */
@@ -73,16 +76,43 @@ static int passed(const picking *p, uint32_t pos) {
     return p->q->req[p->q->order[pos]].push_no < p->q->passed_over;
 }
 
-/* Free and fitting the room left (in step 2, only the requests passed over are candidates). */
+static uint32_t saving(const picking *p, uint32_t pos);
+
+/* Whether the request at pos shares at least `need` (>= 1) tokens with a taken request: a scan to
+ * the nearest taken request on each side in token order that stops where the common prefix (the
+ * minimum lcp across the gap) falls below need, so at the edge of the group sharing that much. */
+static int shares_at_least(const picking *p, uint32_t pos, uint32_t need) {
+    const batch_queue *q = p->q;
+    for (uint32_t i = pos; i > 0 && q->lcp[i] >= need; i--) /* lcp[i] joins i-1 and i */
+        if (p->s->taken[i - 1]) return 1;
+    for (uint32_t i = pos + 1; i < q->n && q->lcp[i] >= need; i++)
+        if (p->s->taken[i]) return 1;
+    return 0;
+}
+
+/* Whether the request at pos fits the tokens and compact rows left: its rows are its tokens beyond
+ * its prefix shared with the batch. */
+static int fits_budget(const picking *p, uint32_t pos) {
+    uint32_t len = len_at(p, pos);
+    return len <= p->tokens_left && (len <= p->rows_left || shares_at_least(p, pos, len - (uint32_t)p->rows_left));
+}
+
+/* Whether the request at pos is a candidate of the step running (any, aged, passed over). */
+static int candidate(const picking *p, uint32_t pos) {
+    return p->only == ANY || (p->only == ONLY_AGED ? aged(p, p->q->order[pos]) : passed(p, pos));
+}
+
+/* Free, a candidate, and fitting the room left. */
 static int fits(const picking *p, uint32_t pos) {
-    return !p->s->taken[pos] && len_at(p, pos) <= p->tokens_left && (!p->only_passed || passed(p, pos));
+    return !p->s->taken[pos] && candidate(p, pos) && fits_budget(p, pos);
 }
 
 static void take(picking *p, uint32_t pos) {
+    uint32_t len = len_at(p, pos), rows = len - saving(p, pos);
     p->s->taken[pos] = 1;
     p->s->picked[p->n_picked++] = pos;
-    uint32_t len = len_at(p, pos);
     p->tokens_left = len < p->tokens_left ? p->tokens_left - len : 0; /* an oversized one leaves none */
+    p->rows_left = rows < p->rows_left ? p->rows_left - rows : 0;
     if (p->ask->mode != RMLP_BATCH_FIFO && aged(p, p->q->order[pos])) p->n_aged++; /* FIFO has no age bound */
 }
 
@@ -144,7 +174,6 @@ static void make_seeds(picking *p) {
     for (uint32_t i = p->n_seeds / 2; i-- > 0;) sift_down(p->s->seeds, p->n_seeds, i);
 }
 
-static uint32_t saving(const picking *p, uint32_t pos);
 static int keeps_group(const picking *p, uint32_t pos, uint32_t g);
 
 /* The best seed still free, fitting and keeping its group whole (those that are not are dropped
@@ -228,20 +257,26 @@ static uint32_t saving(const picking *p, uint32_t pos) {
 /* Whether taking the request at pos, which shares g tokens with the batch, keeps its
  * group whole (select.h, "whole groups"): the batch is empty (a group larger than a whole budget
  * starts a batch), or the requests joined to it in token order by lcp > g (none of them taken;
- * in step 2 only those passed over count) fit the room left with it. The scan stops at the first
- * that does not fit, so it costs at most max_seqs steps. */
+ * in step 2 only those passed over count) fit the room left with it, in tokens, compact rows (each
+ * member's tokens beyond its common prefix with the member before it in the scan) and requests.
+ * The scan stops at the first that does not fit, so it costs at most max_seqs steps. */
 static int keeps_group(const picking *p, uint32_t pos, uint32_t g) {
     if (p->n_picked == 0) return 1;
     const batch_queue *q = p->q;
-    uint64_t tokens = len_at(p, pos), seqs = 1, room_seqs = p->ask->max_seqs - p->n_picked;
+    uint64_t tokens = len_at(p, pos), rows = len_at(p, pos) - g, seqs = 1, room_seqs = p->ask->max_seqs - p->n_picked;
     for (int32_t step = -1; step <= 1; step += 2) {
+        uint32_t common = UINT32_MAX; /* with the last member counted */
         for (int64_t at = pos;;) {
             int64_t next = at + step;
             if (next < 0 || next >= (int64_t)q->n) break;
             uint32_t link = q->lcp[step > 0 ? (uint32_t)next : (uint32_t)at]; /* between at and next */
             if (link <= g || p->s->taken[next]) break;
-            if (!p->only_passed || passed(p, (uint32_t)next)) tokens += len_at(p, (uint32_t)next), seqs++;
-            if (tokens > p->tokens_left || seqs > room_seqs) return 0;
+            if (link < common) common = link;
+            if (candidate(p, (uint32_t)next)) {
+                uint32_t len = len_at(p, (uint32_t)next);
+                tokens += len, rows += len - common, seqs++, common = UINT32_MAX;
+            }
+            if (tokens > p->tokens_left || rows > p->rows_left || seqs > room_seqs) return 0;
             at = next;
         }
     }
@@ -292,22 +327,24 @@ static void take_side(picking *p, batch_side *side) {
     settle(p, side);
 }
 
-/* Step 2 of select.h: the requests passed over by the last batch, oldest first, each unless a
- * cluster's neighbour saves more than it would (so each pulls its group along). */
-static void take_passed_over(picking *p) {
+/* Steps 1 and 2 of select.h (only: ONLY_AGED, ONLY_PASSED): the candidates oldest first, each
+ * unless a cluster's neighbour among them saves more than it would (so each pulls its group
+ * along). The oldest aged request that fits is taken whatever its group (the age bound); one
+ * passed over, only when its group fits whole. */
+static void take_oldest_pulling(picking *p, int only) {
     const batch_queue *q = p->q;
-    p->only_passed = 1;
+    p->only = only;
     uint32_t r = q->oldest; /* a cursor: one passed by no longer fits later (the room only shrinks) */
     while (room(p)) {
-        while (r != BATCH_NONE && (q->req[r].push_no >= q->passed_over || !fits(p, p->s->pos_of[r]))) r = q->req[r].newer;
+        while (r != BATCH_NONE && !fits(p, p->s->pos_of[r])) r = q->req[r].newer;
         if (r == BATCH_NONE) break;
         uint32_t gain, pos = p->s->pos_of[r], own = saving(p, pos);
         batch_side *side = best_side(p, &gain);
         if (side != NULL && gain > own) take_side(p, side);
-        else if (keeps_group(p, pos, own)) take_grouped(p, pos);
+        else if (only == ONLY_AGED || keeps_group(p, pos, own)) take_grouped(p, pos);
         else r = q->req[r].newer;
     }
-    p->only_passed = 0;
+    p->only = ANY;
     p->n_sides = 0; /* the sides start again next to every request taken: new requests are candidates now */
     for (uint32_t k = 0; k < p->n_picked; k++) {
         add_side(p, p->s->picked[k], -1);
@@ -357,18 +394,18 @@ static void take_by_age(picking *p) {
 static void take_prefix(picking *p) {
     const batch_queue *q = p->q;
     for (uint32_t i = 0; i < q->n; i++) p->s->pos_of[q->order[i]] = i;
-    for (uint32_t r = q->oldest; r != BATCH_NONE && aged(p, r) && room(p); r = q->req[r].newer) {
-        uint32_t pos = p->s->pos_of[r];
-        if (p->n_picked == 0 && len_at(p, pos) > p->tokens_left) { /* the oldest can never fit: alone */
-            take(p, pos);
-            return;
-        }
-        if (fits(p, pos)) take_grouped(p, pos);
+    uint32_t oldest = q->oldest;
+    if (oldest != BATCH_NONE && aged(p, oldest) && !fits_budget(p, p->s->pos_of[oldest])) {
+        take(p, p->s->pos_of[oldest]); /* the oldest can never fit: alone */
+        return;
     }
     if (p->with_cache) {
+        for (uint32_t r = oldest; r != BATCH_NONE && aged(p, r) && room(p); r = q->req[r].newer)
+            if (fits(p, p->s->pos_of[r])) take(p, p->s->pos_of[r]);
         take_by_age(p);
     } else {
-        if (room(p)) take_passed_over(p);
+        take_oldest_pulling(p, ONLY_AGED);
+        if (room(p)) take_oldest_pulling(p, ONLY_PASSED);
         if (room(p)) take_groups(p);
         for (uint32_t r = q->oldest; r != BATCH_NONE && room(p); r = q->req[r].newer) {
             uint32_t pos = p->s->pos_of[r];
@@ -383,9 +420,10 @@ static void take_fifo(picking *p) {
     for (uint32_t i = 0; i < q->n; i++) p->s->pos_of[q->order[i]] = i;
     for (uint32_t r = q->head; r != BATCH_NONE && room(p); r = q->req[r].next) {
         uint32_t pos = p->s->pos_of[r];
-        if (len_at(p, pos) > p->tokens_left && p->n_picked > 0) break;
+        if (p->n_picked > 0 && !fits_budget(p, pos)) break;
+        int oversized = p->n_picked == 0 && !fits_budget(p, pos);
         take(p, pos);
-        if (p->n_picked == 1 && len_at(p, pos) > p->ask->max_tokens) break; /* oversized: alone */
+        if (oversized) break; /* alone */
     }
 }
 
@@ -415,14 +453,15 @@ static void write_batch(picking *p, rmlp_batch *out) {
         tokens += r->len;
         s->cu_seqlens[k + 1] = tokens;
     }
-    uint32_t flags = (p->n_aged ? RMLP_BATCH_AGED : 0) | (tokens > p->ask->max_tokens ? RMLP_BATCH_OVERSIZED : 0);
+    int oversized = tokens > p->ask->max_tokens || tokens - shared > p->ask->max_rows;
+    uint32_t flags = (p->n_aged ? RMLP_BATCH_AGED : 0) | (oversized ? RMLP_BATCH_OVERSIZED : 0);
     *out = (rmlp_batch){p->n_picked, tokens, flags, p->n_aged, shared, cached, s->ids, s->arrivals, s->input_ids,
                         s->position_ids, s->cu_seqlens};
     batch_queue_remove_taken(q, s->taken);
 }
 
 rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const batch_ask *ask, rmlp_batch *out) {
-    picking p = {q, s, ask, ask->max_tokens, 0, 0, 0, 0, 0, 0};
+    picking p = {q, s, ask, ask->max_tokens, ask->max_rows, 0, 0, 0, 0, 0, 0};
     memset(s->taken, 0, q->n);
     memset(s->cached, 0, (size_t)q->n * sizeof(uint32_t));
     uint32_t skipped = 0;

@@ -2,10 +2,13 @@
  * select.h: how a batcher picks its next batch from the queue (queue.h), under a budget of
  * tokens and sequences, and lays it out for rmlp_plan_build.
  *
+ * A batch fits max_tokens token ids, max_rows compact rows (N': its tokens less the prefixes its
+ * requests share, what the planner computes) and max_seqs requests.
  * FIFO: requests in push order up to the first that does not fit.
  * Prefix (docs/batching.md has the reasoning and an example):
- *   1. aged: requests that waited max_wait_us or longer, oldest first (those that no longer fit
- *      are skipped; they stay first for the next batch);
+ *   1. aged: requests that waited max_wait_us or longer, before any other, oldest first, each
+ *      pulling its aged group along as in 2 (those that no longer fit are skipped; they stay first
+ *      for the next batch);
  *   2. passed over: requests that were queued when the last batch was taken (push number below
  *      the queue's passed_over), oldest first, each pulling along the others passed over of its
  *      group (not newer ones: those wait for step 3, after the older requests of other groups): at
@@ -28,7 +31,8 @@
  *   step 2, those passed over) fit the room left with it, or the batch is empty: a group is not
  *   split at a batch's end (its part left behind would compute the prefix again), the batch takes
  *   what fits whole and leaves the rest of the room.
- * Prefix, with the attached context's cache read: 1, then instead of 2-4 the oldest first, each
+ * Prefix, with the attached context's cache read: 1 without the pull (aged requests oldest first),
+ * then instead of 2-4 the oldest first, each
  * that fits; requests of the same arrival time deepest prefix shared with a queued neighbour or
  * cached first (then the deepest cached, then in token order). The batch's forward caches what it
  * computes, so a group split over two batches computes its prefix once, and grouping newer
@@ -91,7 +95,7 @@ typedef struct batch_scratch {
 
 /* What a selection is asked for. */
 typedef struct batch_ask {
-    uint64_t max_tokens, max_seqs, now_us, max_wait_us;
+    uint64_t max_tokens, max_rows, max_seqs, now_us, max_wait_us; /* max_rows: of the batch's N' */
     rmlp_batch_mode mode;
     void *context;                /* attached context, or NULL */
     const batch_cache_ops *cache; /* its reader (set with context) */
@@ -101,7 +105,7 @@ int batch_scratch_init(batch_scratch *s, uint32_t cap_requests, uint32_t cap_tok
                        size_t *failed_bytes);
 void batch_scratch_release(batch_scratch *s);
 
-/* Picks the next batch (max_tokens, max_seqs >= 1), removes it from the queue and describes it in
+/* Picks the next batch (max_tokens, max_rows, max_seqs >= 1), removes it from the queue and describes it in
  * *out (arrays in the scratch). RMLP_OK, or the status of entering the attached context (nothing
  * taken). */
 rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const batch_ask *ask,

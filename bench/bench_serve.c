@@ -28,7 +28,8 @@ typedef struct serve_args {
     const char *traces[4];
     size_t n_traces;
     const char *sweep; /* the trace of the replica sweep, or NULL */
-    unsigned long requests, queries, request_seqs, max_tokens, max_seqs, max_wait_ms, cache_mb, layers, hidden, seed;
+    unsigned long requests, queries, request_seqs, max_tokens, max_rows, max_seqs, max_wait_ms, cache_mb, layers,
+        hidden, seed;
     unsigned long replicas[MAX_REPLICA_COUNTS], query_tokens[2];
     size_t n_replicas;
     double load;
@@ -49,7 +50,7 @@ int bench_serve_wanted(int argc, char **argv) {
 static int usage(FILE *to) {
     fprintf(to,
             "usage: radixmlp bench --serve [--trace rerank|embed|no_sharing|mixed|all|none] [--requests N] [--queries C]\n"
-            "                      [--request-seqs S] [--load X] [--max-tokens B] [--max-seqs M] [--max-wait-ms W] [--cache-mb MB]\n"
+            "                      [--request-seqs S] [--load X] [--max-tokens B] [--max-rows R] [--max-seqs M] [--max-wait-ms W] [--cache-mb MB]\n"
             "                      [--query-tokens MIN,MAX] [--replicas K,K,...] [--route rr|prefix|both]\n"
             "                      [--sweep TRACE|none] [--layers L] [--hidden H] [--seed S] [--cost measured|model] [--capacity] [--json]\n"
             "  Client requests (--requests per trace, default 300) arrive as a Poisson process at --load (default\n"
@@ -62,6 +63,8 @@ static int usage(FILE *to) {
             "  both: at K > 1 which to run; K = 1 is one run whatever the route). --queries: concurrent rerank queries\n"
             "  (default 32); --request-seqs: at most this many sequences per client request (default 8: 1-8);\n"
             "  --query-tokens: a rerank query's own tokens after the 32-token template (default 24,72).\n"
+            "  --max-rows: also bound each batch's compact rows (N', what RadixMLP computes; default: no bound\n"
+            "  beyond --max-tokens); with it --max-tokens bounds the batch's full layout (the context's size).\n"
             "  --capacity: also both policies with the whole trace queued at once and no age bound (the most\n"
             "  each can do at this budget: the ceiling of their ratio).\n"
             "  FIFO and prefix (and round robin and prefix routing) run interleaved, batch by batch.\n"
@@ -154,6 +157,7 @@ static int parse_args(int argc, char **argv, serve_args *a) {
         else if (strcmp(flag, "--queries") == 0) bad = cli_parse_count(flag, v, 64, &a->queries);
         else if (strcmp(flag, "--request-seqs") == 0) bad = cli_parse_count(flag, v, 8, &a->request_seqs);
         else if (strcmp(flag, "--max-tokens") == 0) bad = cli_parse_count(flag, v, 1u << 20, &a->max_tokens);
+        else if (strcmp(flag, "--max-rows") == 0) bad = cli_parse_count(flag, v, 1u << 20, &a->max_rows);
         else if (strcmp(flag, "--max-seqs") == 0) bad = cli_parse_count(flag, v, 4096, &a->max_seqs);
         else if (strcmp(flag, "--max-wait-ms") == 0) bad = cli_parse_ulong(flag, v, 3600000, &a->max_wait_ms);
         else if (strcmp(flag, "--cache-mb") == 0) bad = cli_parse_ulong(flag, v, 1u << 20, &a->cache_mb);
@@ -248,15 +252,16 @@ static void print_row(const serve_args *a, const char *trace, const serve_config
                "\"busy_s\": %.3f, \"span_s\": %.3f, \"utilization\": %.3f, \"wait_p50_ms\": %.2f, "
                "\"wait_p99_ms\": %.2f, \"latency_p50_ms\": %.2f, \"latency_p99_ms\": %.2f, \"batch_p50_ms\": %.2f, "
                "\"batch_p99_ms\": %.2f, \"batches\": %llu, \"load\": %.3f, \"rate_rps\": %.2f, \"max_tokens\": %zu, "
-               "\"max_seqs\": %zu, \"max_wait_ms\": %lu, \"cache_mb\": %lu, \"saturated\": %s, \"cost\": \"%s\", "
+               "\"max_rows\": %zu, \"max_seqs\": %zu, \"max_wait_ms\": %lu, \"cache_mb\": %lu, \"saturated\": %s, "
+               "\"cost\": \"%s\", "
                "\"measured_busy_s\": %.3f, \"next_p50_us\": %.1f, \"next_p99_us\": %.1f, \"next_max_us\": %.1f, "
                "\"push_mean_us\": %.2f, \"deepest_queue\": %llu}\n",
                trace, policy, c->replicas, route, (unsigned long long)r->requests, (unsigned long long)r->seqs,
                (unsigned long long)r->tokens, (unsigned long long)r->compact_rows, ratio,
                (unsigned long long)r->lookups, (unsigned long long)r->hits, hit, reuse, tps, r->busy_s, r->span_s, util,
                r->wait_p50_ms, r->wait_p99_ms, r->latency_p50_ms, r->latency_p99_ms, r->batch_p50_ms, r->batch_p99_ms,
-               (unsigned long long)r->batches, a->load, c->rate, c->max_tokens, c->max_seqs, a->max_wait_ms,
-               a->cache_mb, c->saturate ? "true" : "false", c->cost == SERVE_COST_MODEL ? "model" : "measured",
+               (unsigned long long)r->batches, a->load, c->rate, c->max_tokens, c->max_rows, c->max_seqs,
+               a->max_wait_ms, a->cache_mb, c->saturate ? "true" : "false", c->cost == SERVE_COST_MODEL ? "model" : "measured",
                r->cost.measured_us * 1e-6, r->next_p50_us, r->next_p99_us, r->next_max_us, push_mean_us(r),
                (unsigned long long)r->deepest_queue);
     else
@@ -309,9 +314,9 @@ static int capacity(const serve_args *a, const char *name, const serve_trace *t,
     }
     double rows[2];
     for (int mode = 0; mode < 2; mode++) rows[mode] = r[mode].compact_rows ? (double)r[mode].tokens / r[mode].compact_rows : 0;
-    printf("# %s capacity (every request queued at once, no age bound): FIFO %.0f tok/s (N/N' %.2f), prefix %.0f tok/s "
-           "(N/N' %.2f): %.2fx\n", name, tokens_per_s(&r[0]), rows[0], tokens_per_s(&r[1]), rows[1],
-           tokens_per_s(&r[1]) / tokens_per_s(&r[0]));
+    printf("# %s capacity (every request queued at once, no age bound): FIFO %.0f tok/s (N/N' %.2f, p99 wait %.1f ms), "
+           "prefix %.0f tok/s (N/N' %.2f, p99 wait %.1f ms): %.2fx\n", name, tokens_per_s(&r[0]), rows[0],
+           r[0].wait_p99_ms, tokens_per_s(&r[1]), rows[1], r[1].wait_p99_ms, tokens_per_s(&r[1]) / tokens_per_s(&r[0]));
     char what[64];
     snprintf(what, sizeof what, "%s capacity", name);
     print_batcher_cost(what, r);
@@ -328,8 +333,8 @@ int bench_serve(int argc, char **argv) {
         if (model == NULL) fprintf(stderr, "radixmlp: %s\n", rmlp_last_error());
         return 1;
     }
-    serve_config base = {RMLP_BATCH_FIFO, a.max_tokens, a.max_seqs, (uint64_t)a.max_wait_ms * 1000,
-                         (uint64_t)a.cache_mb << 20, 1, false, 1.0, 0, false, a.cost, serve_cost_default(&cfg)};
+    serve_config base = {RMLP_BATCH_FIFO, a.max_tokens, a.max_rows ? a.max_rows : a.max_tokens, a.max_seqs,
+                         (uint64_t)a.max_wait_ms * 1000, (uint64_t)a.cache_mb << 20, 1, false, 1.0, 0, false, a.cost, serve_cost_default(&cfg)};
     serve_cost_log cost_all = {0};
     a.cost_all = &cost_all;
     if (!a.json)

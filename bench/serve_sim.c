@@ -73,7 +73,7 @@ static int run_batch(serve_sim *s, replica *p) {
     rmlp_batch batch;
     if (p->queued > r->deepest_queue) r->deepest_queue = p->queued;
     double picking = cpu_us();
-    if (rmlp_batcher_next(p->batcher, s->c.max_tokens, s->c.max_seqs, now, &batch) != RMLP_OK)
+    if (rmlp_batcher_next_rows(p->batcher, s->c.max_tokens, s->c.max_rows, s->c.max_seqs, now, &batch) != RMLP_OK)
         return fail("next batch");
     s->next_us[r->batches] = cpu_us() - picking;
     rmlp_cache_stats before = {0}, after = {0};

@@ -23,7 +23,7 @@
 
 typedef struct serve_config {
     rmlp_batch_mode mode;
-    size_t max_tokens, max_seqs; /* the budget of every batch */
+    size_t max_tokens, max_rows, max_seqs; /* the budget of every batch (max_rows: compact rows N') */
     uint64_t max_wait_us;
     uint64_t cache_bytes;        /* per replica; 0: no cache */
     uint32_t replicas;

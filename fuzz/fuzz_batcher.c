@@ -8,20 +8,25 @@
  *             byte, low nibble first, from a 4-token alphabet (requests share, extend and repeat
  *             each other), the clock moved on by the op byte's top bits, the arrival stamped up to
  *             3 before now;
- *   1 next:   max_tokens byte (% 48: 0 too), max_seqs byte (% 9: 0 too); with a context attached
- *             the batch is then planned and run on it (filling its cache);
+ *   1 next:   max_tokens byte (% 48: 0 too), max_seqs byte (% 9: 0 too); when the max_tokens byte
+ *             is 48 or more, rmlp_batcher_next_rows with max_rows from one more byte (% 64: 0 too,
+ *             and above max_tokens; 255: SIZE_MAX), else rmlp_batcher_next (max_rows = max_tokens);
+ *             with a context attached the batch is then planned and run on it (filling its cache);
  *   2 remove: id byte (% 24);
  *   3 the routing key of the last request pushed, prefix_tokens and separator from the next byte.
  * Oracle: a model of the queue. A push is refused exactly when the model says so (the id queued,
  * empty, longer than the capacity, full), with the status for that reason; a batch holds queued
- * requests only, each with its own tokens and positions from 0, within the budget (or one
- * oversized request, flagged), non-empty when the queue is not, its shared tokens at most its
- * tokens; FIFO batches are the plain queue's; an aged request left behind did not fit the room
- * the aged ones left; with a context attached, the batch never skipped the cache, its cached_tokens
- * are the hits its forward counts (unless the forward bypassed the cache), and in prefix mode with
- * nothing aged no request left behind fit the room that those taken of its arrival time or older
- * left; the routing key covers at most prefix_tokens tokens, ends at the separator
- * when there is one, and equals the key of exactly the tokens it covers. Any violation aborts.
+ * requests only, each with its own tokens and positions from 0, within the budgets of tokens,
+ * compact rows (n_tokens - shared_tokens) and requests (or one oversized request, flagged exactly
+ * then), non-empty when the queue is not, its shared tokens at most its tokens (a zero budget
+ * refused); FIFO batches are the plain queue's, a request's rows there its tokens beyond its
+ * longest common prefix with those taken before it; an aged request left behind did not fit the
+ * room the aged ones left, in tokens or in the rows it adds to them; with a context attached, the
+ * batch never skipped the cache, its cached_tokens are the hits its forward counts (unless the
+ * forward bypassed the cache), and in prefix mode with nothing aged no request left behind fit the
+ * room (tokens and rows) that those taken of its arrival time or older left; the routing key covers
+ * at most prefix_tokens tokens, ends at the separator when there is one, and equals the key of
+ * exactly the tokens it covers. Any violation aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -119,38 +124,64 @@ static int aged(const model *m, uint32_t id, uint64_t now, uint64_t max_wait) {
     return now >= m->arrival[id] && now - m->arrival[id] >= max_wait;
 }
 
-/* The plain queue's next batch into want (ids); its size. */
-static uint32_t fifo_batch(const model *m, size_t max_tokens, size_t max_seqs, uint32_t *want) {
-    uint32_t n = 0, tokens = 0;
+/* The compact rows request id adds to the requests set[0..n): its tokens beyond its longest
+ * common prefix with any of them (summed over a set in any order: its N'). */
+static uint32_t rows_added(const model *m, uint32_t id, const uint32_t *set, uint32_t n) {
+    uint32_t best = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t common = 0, len = m->len[set[k]] < m->len[id] ? m->len[set[k]] : m->len[id];
+        while (common < len && m->tokens[set[k]][common] == m->tokens[id][common]) common++;
+        if (common > best) best = common;
+    }
+    return m->len[id] - best;
+}
+
+/* Whether request id fits the budgets left by the requests set[0..n): its tokens, and the rows it
+ * adds to theirs (N' of the set with it, at least what it adds to any subset taken before). */
+static int fits_after(const model *m, uint32_t id, const uint32_t *set, uint32_t n, size_t max_tokens,
+                      size_t max_rows) {
+    uint64_t tokens = m->len[id], rows = rows_added(m, id, set, n);
+    for (uint32_t k = 0; k < n; k++) tokens += m->len[set[k]], rows += rows_added(m, set[k], set, k);
+    return tokens <= max_tokens && rows <= max_rows;
+}
+
+/* The plain queue's next batch into want (ids): push order up to the first that does not fit its
+ * tokens or rows, an oversized head alone; its size. */
+static uint32_t fifo_batch(const model *m, size_t max_tokens, size_t max_rows, size_t max_seqs, uint32_t *want) {
+    uint32_t n = 0;
     for (uint64_t p = 0; p < m->pushes && n < max_seqs; p++)
         for (uint32_t id = 0; id < IDS; id++) {
             if (!m->queued[id] || m->pushed_at[id] != p) continue;
-            if (tokens + m->len[id] > max_tokens && n > 0) return n;
-            want[n++] = id, tokens += m->len[id];
-            if (tokens > max_tokens) return n;
+            int fit = fits_after(m, id, want, n, max_tokens, max_rows);
+            if (!fit && n > 0) return n;
+            want[n++] = id;
+            if (!fit) return n;
         }
     return n;
 }
 
-static void next(rmlp_batcher *b, model *m, rmlp_context *ctx, int fifo, uint64_t max_wait, size_t max_tokens,
-                 size_t max_seqs, uint64_t now, int op) {
-    uint32_t want[IDS], n_want = fifo ? fifo_batch(m, max_tokens, max_seqs, want) : 0;
+/* rows_call: rmlp_batcher_next_rows, else rmlp_batcher_next (max_rows is then max_tokens). */
+static void next(rmlp_batcher *b, model *m, rmlp_context *ctx, int fifo, uint64_t max_wait, int rows_call,
+                 size_t max_tokens, size_t max_rows, size_t max_seqs, uint64_t now, int op) {
+    uint32_t want[IDS], n_want = fifo ? fifo_batch(m, max_tokens, max_rows, max_seqs, want) : 0;
     rmlp_batch batch;
-    rmlp_status got = rmlp_batcher_next(b, max_tokens, max_seqs, now, &batch);
-    if (max_tokens == 0 || max_seqs == 0) {
-        if (got != RMLP_ERR_INVALID_ARGUMENT) fail("a zero budget was not refused", op);
+    rmlp_status got = rows_call ? rmlp_batcher_next_rows(b, max_tokens, max_rows, max_seqs, now, &batch)
+                                : rmlp_batcher_next(b, max_tokens, max_seqs, now, &batch);
+    if (max_tokens == 0 || max_rows == 0 || max_seqs == 0) {
+        if (got != RMLP_ERR_INVALID_ARGUMENT || rmlp_last_error()[0] == '\0') fail("a zero budget was not refused", op);
         return;
     }
     if (got != RMLP_OK) fail("next failed", op);
     if ((batch.n_seqs == 0) != (m->n == 0)) fail("an empty batch from a queue, or the reverse", op);
     if (batch.n_seqs > max_seqs) fail("more sequences than max_seqs", op);
-    if (batch.n_tokens > max_tokens && !(batch.n_seqs == 1 && (batch.flags & RMLP_BATCH_OVERSIZED)))
-        fail("more tokens than max_tokens", op);
     if (batch.shared_tokens > batch.n_tokens || batch.cu_seqlens[0] != 0) fail("counts", op);
+    int over = batch.n_tokens > max_tokens || batch.n_tokens - batch.shared_tokens > max_rows;
+    if (over && batch.n_seqs != 1) fail("more tokens than max_tokens or rows than max_rows", op);
+    if (over != ((batch.flags & RMLP_BATCH_OVERSIZED) != 0)) fail("flagged oversized, or not, wrongly", op);
     if (fifo && batch.n_seqs != n_want) fail("a FIFO batch is not the plain queue's", op);
     if (batch.flags & RMLP_BATCH_CACHE_SKIPPED) fail("the cache was skipped with no other thread", op);
     if (ctx == NULL && batch.cached_tokens != 0) fail("cached tokens without a cache", op);
-    uint32_t aged_tokens = 0, n_aged = 0;
+    uint32_t aged_ids[IDS], n_aged = 0;
     for (uint32_t s = 0; s < batch.n_seqs; s++) {
         uint64_t id = batch.ids[s];
         if (id >= IDS || !m->queued[id]) fail("a batch holds a request that is not queued", op);
@@ -160,13 +191,14 @@ static void next(rmlp_batcher *b, model *m, rmlp_context *ctx, int fifo, uint64_
         for (uint32_t t = 0; t < len; t++)
             if (batch.input_ids[start + t] != m->tokens[id][t] || batch.position_ids[start + t] != t)
                 fail("a request's tokens or positions", op);
-        if (!fifo && aged(m, (uint32_t)id, now, max_wait)) aged_tokens += len, n_aged++;
+        if (!fifo && aged(m, (uint32_t)id, now, max_wait)) aged_ids[n_aged++] = (uint32_t)id;
         m->queued[id] = 0, m->n--, m->live -= len;
     }
     if (n_aged != batch.n_aged) fail("n_aged", op);
     if (!fifo && !(batch.flags & RMLP_BATCH_OVERSIZED) && n_aged < max_seqs)
         for (uint32_t id = 0; id < IDS; id++)
-            if (m->queued[id] && aged(m, id, now, max_wait) && m->len[id] <= max_tokens - aged_tokens)
+            if (m->queued[id] && aged(m, id, now, max_wait) &&
+                fits_after(m, id, aged_ids, n_aged, max_tokens, max_rows)) /* rows: added to the aged ones */
                 fail("an aged request that fits was left behind", op);
     /* With a cache attached and nothing aged (aged requests bring their groups), the oldest first,
      * each that fits (batch/select.h): a request left behind did not fit the room that the requests
@@ -174,11 +206,10 @@ static void next(rmlp_batcher *b, model *m, rmlp_context *ctx, int fifo, uint64_
     if (ctx != NULL && !fifo && n_aged == 0 && !(batch.flags & RMLP_BATCH_OVERSIZED))
         for (uint32_t id = 0; id < IDS; id++) {
             if (!m->queued[id]) continue;
-            uint32_t seqs = 0, tokens = 0;
+            uint32_t older[IDS], seqs = 0;
             for (uint32_t s = 0; s < batch.n_seqs; s++)
-                if (batch.arrival_us[s] <= m->arrival[id])
-                    seqs++, tokens += batch.cu_seqlens[s + 1] - batch.cu_seqlens[s];
-            if (seqs < max_seqs && m->len[id] <= max_tokens - tokens)
+                if (batch.arrival_us[s] <= m->arrival[id]) older[seqs++] = (uint32_t)batch.ids[s];
+            if (seqs < max_seqs && fits_after(m, id, older, seqs, max_tokens, max_rows))
                 fail("a request that fit was left behind for newer ones", op);
         }
     if (ctx != NULL && batch.n_seqs > 0) run_on_context(ctx, &batch, op);
@@ -240,8 +271,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             break;
         }
         case 1: {
-            size_t max_tokens = byte_at(data, size, &at) % 48, max_seqs = byte_at(data, size, &at) % 9;
-            next(b, &m, ctx, fifo, max_wait, max_tokens, max_seqs, now, op);
+            uint8_t tokens_byte = byte_at(data, size, &at);
+            size_t max_tokens = tokens_byte % 48, max_seqs = byte_at(data, size, &at) % 9, max_rows = max_tokens;
+            int rows_call = tokens_byte >= 48;
+            if (rows_call) {
+                uint8_t rows_byte = byte_at(data, size, &at);
+                max_rows = rows_byte == 255 ? SIZE_MAX : rows_byte % 64u;
+            }
+            next(b, &m, ctx, fifo, max_wait, rows_call, max_tokens, max_rows, max_seqs, now, op);
             break;
         }
         case 2: {

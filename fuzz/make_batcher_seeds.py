@@ -3,8 +3,10 @@
 Layout of an input: a head byte (bit 0 FIFO; capacity 1 + (head >> 1) % 16 requests; bit 5 a context
 with a prefix cache attached, of 4, 12, 40 or 200 slots by bits 6-7), a token
 capacity byte (1 + b % 96), a max_wait_us byte; then operations: a byte whose low 2 bits pick push
-(0: id, length % 21, tokens two per byte), next (1: max_tokens % 48, max_seqs % 9), remove (2: id) or
-the routing key of the last push (3: a knob byte), its top 6 bits moving the clock on."""
+(0: id, length % 21, tokens two per byte), next (1: max_tokens % 48, max_seqs % 9; a max_tokens byte
+of 48 or more asks rmlp_batcher_next_rows, max_rows from one more byte: % 64, 255 for SIZE_MAX),
+remove (2: id) or the routing key of the last push (3: a knob byte), its top 6 bits moving the clock
+on."""
 import os
 import random
 
@@ -26,6 +28,10 @@ def push(id_, tokens, clock=1):
 
 def nxt(max_tokens, max_seqs, clock=1):
     return [clock << 2 | 1, max_tokens, max_seqs]
+
+
+def nxt_rows(max_tokens, max_rows, max_seqs, clock=1):
+    return [clock << 2 | 1, 48 + max_tokens, max_seqs, max_rows]
 
 
 # Two groups sharing 3 tokens interleaved with loners, then batches under a tight budget (prefix).
@@ -51,3 +57,19 @@ seed("cached_aged_loner", [15 << 1 | CACHED | SMALL, 95, 20] + aged)
 seed("random_prefix", [random.randrange(256) & ~1] + [random.randrange(256) for _ in range(1500)])
 seed("random_fifo", [random.randrange(256) | 1] + [random.randrange(256) for _ in range(1500)])
 seed("random_cached", [random.randrange(256) & ~1 | CACHED] + [random.randrange(256) for _ in range(1500)])
+# A budget of compact rows (rmlp_batcher_next_rows) below the tokens': groups fit more requests.
+seed("rows_prefix_groups", [15 << 1, 95, 200] + groups + nxt_rows(30, 9, 8) * 10)
+seed("rows_fifo_groups", [15 << 1 | 1, 95, 200] + groups + nxt_rows(30, 9, 8) * 10)
+seed("rows_cached_groups", [15 << 1 | CACHED | LARGE, 95, 200] + groups + nxt_rows(30, 9, 8) * 10)
+seed("rows_aged_loner", [15 << 1, 95, 20] + push(5, [4, 3, 2, 1, 4, 3])
+     + [x for i in range(12) for x in push(i % 4, [1, 1, 1, 2, 1 + i % 4], 8) + nxt_rows(12, 7, 3, 8)])
+# max_rows 0 (refused), SIZE_MAX (255), above max_tokens; a request over max_rows alone, flagged.
+seed("rows_bad_input", [7 << 1, 60, 5] + push(1, [1, 2, 3, 4, 1, 2]) + push(2, [1, 2, 3, 4, 2]) + nxt_rows(10, 0, 3)
+     + nxt_rows(10, 5, 3) + nxt_rows(10, 5, 3) + push(3, [1, 2]) + push(4, [1, 2, 3]) + nxt_rows(5, 255, 3)
+     + push(5, [2] * 9) + nxt_rows(20, 63, 8))
+# Rows used up exactly, then requests adding none (prefixes of one taken): they still fit (prefix
+# mode: all aged, max_wait_us 0, so the age bound checks it).
+for name, head in (("rows_used_up_fifo", 3 << 1 | 1), ("rows_used_up_prefix", 3 << 1)):
+    seed(name, [head, 60, 0] + push(1, [1, 2, 3, 4]) + push(2, [1, 2]) + push(3, [1, 2, 3]) + nxt_rows(10, 4, 3))
+# All aged (max_wait_us 0): the second request fits the tokens left, not the rows: left for the next.
+seed("rows_aged_left", [3 << 1, 60, 0] + push(1, [1, 2, 3, 4, 1, 2]) + push(2, [3, 3, 3, 3, 3]) + nxt_rows(20, 8, 3) * 2)

@@ -1,6 +1,7 @@
 /*
  * test_batcher.c: the batcher's choices on small queues checked by hand (FIFO, grouping by the
- * deepest shared prefix, the age bound, oversized requests, the budget in sequences), its bad
+ * deepest shared prefix, the age bound and aged groups, oversized requests, the budgets in sequences
+ * and compact rows), its bad
  * input (each refusal with its status and message, the queue unchanged), and the routing key
  * against values computed by a separate implementation (Python, in the comments).
  * tests/test_batcher_traces.c checks the properties on random traces.
@@ -26,12 +27,14 @@ static void push(rmlp_batcher *b, uint64_t id, const uint32_t *tokens, size_t n,
           rmlp_last_error());
 }
 
-/* The next batch holds exactly `want` (n) in this order. */
-static rmlp_batch expect_batch(const char *what, rmlp_batcher *b, size_t max_tokens, size_t max_seqs, uint64_t now,
-                               const uint64_t *want, size_t n) {
+/* The next batch (rmlp_batcher_next, or with max_rows != 0 rmlp_batcher_next_rows) holds exactly
+ * `want` (n) in this order. */
+static rmlp_batch expect_batch_rows(const char *what, rmlp_batcher *b, size_t max_tokens, size_t max_rows,
+                                    size_t max_seqs, uint64_t now, const uint64_t *want, size_t n) {
     rmlp_batch batch;
-    if (!CHECK(rmlp_batcher_next(b, max_tokens, max_seqs, now, &batch) == RMLP_OK, "%s: %s", what, rmlp_last_error()))
-        return batch;
+    rmlp_status status = max_rows ? rmlp_batcher_next_rows(b, max_tokens, max_rows, max_seqs, now, &batch)
+                                  : rmlp_batcher_next(b, max_tokens, max_seqs, now, &batch);
+    if (!CHECK(status == RMLP_OK, "%s: %s", what, rmlp_last_error())) return batch;
     int same = batch.n_seqs == n;
     for (size_t i = 0; same && i < n; i++) same = batch.ids[i] == want[i];
     char got[256] = "", wanted[256] = "";
@@ -42,6 +45,11 @@ static rmlp_batch expect_batch(const char *what, rmlp_batcher *b, size_t max_tok
     CHECK(same, "%s: batch [%s ] want [%s ]", what, got, wanted);
     CHECK(batch.cu_seqlens[0] == 0 && batch.cu_seqlens[batch.n_seqs] == batch.n_tokens, "%s: cu_seqlens", what);
     return batch;
+}
+
+static rmlp_batch expect_batch(const char *what, rmlp_batcher *b, size_t max_tokens, size_t max_seqs, uint64_t now,
+                               const uint64_t *want, size_t n) {
+    return expect_batch_rows(what, b, max_tokens, 0, max_seqs, now, want, n);
 }
 
 static void expect_status(const char *what, rmlp_status got, rmlp_status want, const char *substring) {
@@ -172,6 +180,64 @@ static void test_age(void) {
     rmlp_batcher_free(b);
 }
 
+/* Aged requests go first, oldest first, each pulling its aged group along (an aged neighbour that
+ * shares more with the batch than the next oldest goes before it). */
+static void test_aged_pull(void) {
+    rmlp_batcher *b = make(RMLP_BATCH_PREFIX, 16, 256, 100);
+    push(b, 20, TOKENS(3, 3, 3, 3, 1), 0);
+    push(b, 21, TOKENS(8, 8, 8, 8, 8), 1);
+    push(b, 22, TOKENS(3, 3, 3, 3, 2), 2);
+    push(b, 23, TOKENS(3, 3, 3, 3, 3), 3);
+    push(b, 24, TOKENS(3, 3, 3, 3, 4), 400); /* of the group, not aged at 500: after the aged ones */
+    rmlp_batch batch = expect_batch("the oldest aged, then its aged group", b, 15, 8, 500, IDS(20, 22, 23));
+    CHECK_EQ(batch.n_aged, 3, "three aged");
+    CHECK_EQ(batch.shared_tokens, 8, "4 + 4");
+    expect_batch("the aged one left, then the rest", b, 15, 8, 500, IDS(24, 21));
+    rmlp_batcher_free(b);
+}
+
+/* The budget in compact rows (rmlp_batcher_next_rows): a request costs its tokens beyond its longest
+ * common prefix with the batch. */
+static void test_rows(void) {
+    rmlp_batcher *b = make(RMLP_BATCH_FIFO, 16, 256, 0);
+    push(b, 1, TOKENS(1, 2, 3, 4, 5, 6, 7, 8), 0);
+    push(b, 2, TOKENS(1, 2, 3, 4, 5, 6, 7, 9), 0);
+    push(b, 3, TOKENS(9, 9, 9, 9), 0);
+    rmlp_batch batch = expect_batch_rows("fifo: 8 + 1 rows", b, 100, 9, 8, 0, IDS(1, 2));
+    CHECK(batch.n_tokens == 16 && batch.shared_tokens == 7 && batch.flags == 0, "tokens %u, shared %u, flags %u",
+          batch.n_tokens, batch.shared_tokens, batch.flags);
+    expect_batch("the tokens budget alone takes one", b, 9, 8, 0, IDS(3));
+    push(b, 4, TOKENS(1, 1, 1, 1), 0);
+    push(b, 5, TOKENS(2, 2, 2, 2, 2, 2), 0);
+    push(b, 6, TOKENS(1, 1, 1, 2), 0);
+    push(b, 7, TOKENS(4, 4, 4, 4, 4, 4, 4, 4, 4, 4), 0);
+    expect_batch_rows("fifo stops at the first that does not fit its rows", b, 100, 8, 8, 0, IDS(4));
+    expect_batch_rows("then one (its 6 rows leave 2)", b, 100, 8, 8, 0, IDS(5));
+    expect_batch_rows("one", b, 100, 8, 8, 0, IDS(6));
+    batch = expect_batch_rows("longer than max_rows: alone", b, 100, 8, 8, 0, IDS(7));
+    CHECK_EQ(batch.flags, RMLP_BATCH_OVERSIZED, "flags");
+    rmlp_batcher_free(b);
+    /* Prefix: a query's four passages (6 + 4 x 2 = 14 rows, 32 tokens) fit 14 rows in one batch; FIFO
+     * takes one and stops at the unrelated request. */
+    for (int fifo = 0; fifo < 2; fifo++) {
+        b = make(fifo ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, 16, 256, 1000);
+        push(b, 10, TOKENS(5, 5, 5, 5, 5, 5, 1, 1), 0);
+        push(b, 11, TOKENS(7, 7, 7, 7, 7, 7, 7, 7), 0);
+        push(b, 12, TOKENS(5, 5, 5, 5, 5, 5, 2, 2), 0);
+        push(b, 13, TOKENS(5, 5, 5, 5, 5, 5, 3, 3), 0);
+        push(b, 14, TOKENS(5, 5, 5, 5, 5, 5, 4, 4), 0);
+        if (fifo) {
+            expect_batch_rows("fifo: the first query passage", b, 64, 14, 8, 0, IDS(10));
+        } else {
+            batch = expect_batch_rows("prefix: the whole query in 14 rows", b, 64, 14, 8, 0, IDS(10, 12, 13, 14));
+            CHECK(batch.n_tokens == 32 && batch.shared_tokens == 18, "tokens %u, shared %u", batch.n_tokens,
+                  batch.shared_tokens);
+            expect_batch_rows("prefix: then the other", b, 64, 14, 8, 0, IDS(11));
+        }
+        rmlp_batcher_free(b);
+    }
+}
+
 /* A request a batch passed over goes, with its group, before groups that arrived since, however
  * deep; and a cluster's neighbour goes before an older passed-over request only when it saves more
  * than that one would. */
@@ -299,6 +365,8 @@ static void test_bad_input(void) {
     expect_pending(b, 3, 10, "after the refusals");
     rmlp_batch batch;
     expect_status("max_tokens 0", rmlp_batcher_next(b, 0, 4, 0, &batch), RMLP_ERR_INVALID_ARGUMENT, "max_tokens is 0");
+    expect_status("max_rows 0", rmlp_batcher_next_rows(b, 4, 0, 4, 0, &batch), RMLP_ERR_INVALID_ARGUMENT,
+                  "max_rows is 0");
     expect_status("max_seqs 0", rmlp_batcher_next(b, 4, 0, 0, &batch), RMLP_ERR_INVALID_ARGUMENT, "max_seqs is 0");
     expect_status("out NULL", rmlp_batcher_next(b, 4, 4, 0, NULL), RMLP_ERR_INVALID_ARGUMENT, "out is NULL");
     expect_status("remove unknown", rmlp_batcher_remove(b, 99), RMLP_ERR_INVALID_ARGUMENT, "no request with id=99");
@@ -404,6 +472,8 @@ int main(void) {
     test_fifo();
     test_groups();
     test_age();
+    test_aged_pull();
+    test_rows();
     test_passed_over();
     test_whole_groups();
     test_passed_over_pull();

@@ -1,11 +1,14 @@
 /*
  * test_batcher_traces.c: the batcher on random traces (pushes from a few prefix families, removals,
  * batches under random budgets and clocks), against a model of the queue kept here: every request
- * answered exactly once with its own tokens; budgets kept; shared_tokens equal to what the planner
- * finds; a refused push exactly when the model says the queue is full; FIFO batches equal to a
- * plain queue's; the age bound (no aged request that fits is left behind, none waits past
- * max_wait_us when the load allows); without the bound, no request starves (the longest wait near
- * a plain queue's). Then the prefix cache: rmlp_context_cached_prefix, cached
+ * answered exactly once with its own tokens; budgets kept (tokens, requests and, on half the steps
+ * of the overloaded traces, rmlp_batcher_next_rows's compact rows N' = n_tokens - shared_tokens
+ * below the tokens'; one request over a budget alone, flagged exactly then); shared_tokens equal to
+ * what the planner finds; a refused push exactly when the model says the queue is full; FIFO
+ * batches equal to a plain queue's (a request's rows: its tokens beyond its longest common prefix
+ * with those taken); the age bound (no aged request left behind that fits the tokens and rows the
+ * aged ones left, none waits past max_wait_us when the load allows); without the bound, no request
+ * starves (the longest wait near a plain queue's). Then the prefix cache: rmlp_context_cached_prefix, cached
  * groups preferred among requests arriving together, cached_tokens equal to the hits the forward
  * then counts, the random traces again with a cache attached (the batches by age: no request left
  * behind that fit the room the requests taken of its arrival time or older left); and a batcher or an
@@ -62,15 +65,48 @@ static int aged(uint64_t id, uint64_t now, uint64_t max_wait) {
     return now >= reqs[id].arrival && now - reqs[id].arrival >= max_wait;
 }
 
-/* The plain queue's next batch: push order, up to the first that does not fit; an oversized head alone. */
-static size_t fifo_batch(size_t max_tokens, size_t max_seqs, uint64_t *ids) {
-    size_t n = 0, tokens = 0;
-    for (size_t i = fifo_head; i < fifo_tail && n < max_seqs; i++) {
+/* A batch's budgets: tokens, compact rows (N') and requests. */
+typedef struct budgets {
+    size_t tokens, rows, seqs;
+} budgets;
+
+/* The compact rows request id adds to the requests set[0..n): its tokens beyond its longest common
+ * prefix with any of them (a new path of the radix tree; the sum over a set in any order is its N'). */
+static uint32_t rows_added(uint64_t id, const uint64_t *set, size_t n) {
+    uint32_t best = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t common = 0, len = reqs[set[k]].len < reqs[id].len ? reqs[set[k]].len : reqs[id].len;
+        while (common < len && reqs[set[k]].tokens[common] == reqs[id].tokens[common]) common++;
+        if (common > best) best = common;
+    }
+    return reqs[id].len - best;
+}
+
+/* The tokens and the compact rows (N') of the requests set[0..n). */
+static void set_size(const uint64_t *set, size_t n, uint64_t *tokens, uint64_t *rows) {
+    *tokens = *rows = 0;
+    for (size_t k = 0; k < n; k++) *tokens += reqs[set[k]].len, *rows += rows_added(set[k], set, k);
+}
+
+/* Whether request id fits the budget left by the requests set[0..n): its tokens and the rows it
+ * adds to them (N' of the set with it, never less than what it adds to any subset taken before). */
+static bool fits_after(uint64_t id, const uint64_t *set, size_t n, const budgets *bg) {
+    uint64_t tokens, rows;
+    set_size(set, n, &tokens, &rows);
+    return tokens + reqs[id].len <= bg->tokens && rows + rows_added(id, set, n) <= bg->rows;
+}
+
+/* The plain queue's next batch: push order, up to the first that does not fit its tokens or rows
+ * (against those taken); an oversized head alone. */
+static size_t fifo_batch(const budgets *bg, uint64_t *ids) {
+    size_t n = 0;
+    for (size_t i = fifo_head; i < fifo_tail && n < bg->seqs; i++) {
         uint64_t id = fifo[i];
         if (reqs[id].state != 1) continue;
-        if (tokens + reqs[id].len > max_tokens && n > 0) break;
-        ids[n++] = id, tokens += reqs[id].len;
-        if (tokens > max_tokens) break;
+        bool fit = fits_after(id, ids, n, bg);
+        if (!fit && n > 0) break;
+        ids[n++] = id;
+        if (!fit) break;
     }
     return n;
 }
@@ -80,15 +116,19 @@ typedef struct trace_totals {
 } trace_totals;
 
 /* Checks one batch against the model and marks its requests answered. */
-static void check_batch(const rmlp_batch *b, rmlp_planner *planner, size_t max_tokens, size_t max_seqs, uint64_t now,
-                        uint64_t max_wait, rmlp_batch_mode mode, trace_totals *totals, const char *where) {
+static void check_batch(const rmlp_batch *b, rmlp_planner *planner, const budgets *bg, uint64_t now, uint64_t max_wait,
+                        rmlp_batch_mode mode, trace_totals *totals, const char *where) {
     size_t queued = queued_count();
     CHECK((b->n_seqs > 0) == (queued > 0), "%s: %u requests batched with %zu queued", where, b->n_seqs, queued);
-    CHECK(b->n_seqs <= max_seqs, "%s: %u > max_seqs %zu", where, b->n_seqs, max_seqs);
-    CHECK(b->n_tokens <= max_tokens || (b->n_seqs == 1 && (b->flags & RMLP_BATCH_OVERSIZED)),
-          "%s: %u tokens > %zu, flags %u", where, b->n_tokens, max_tokens, b->flags);
+    CHECK(b->n_seqs <= bg->seqs, "%s: %u > max_seqs %zu", where, b->n_seqs, bg->seqs);
+    /* Both budgets kept, or one request alone flagged oversized (the flag exactly then). */
+    uint32_t rows = b->n_tokens - b->shared_tokens;
+    bool over = b->n_tokens > bg->tokens || rows > bg->rows;
+    CHECK((!over || b->n_seqs == 1) && over == ((b->flags & RMLP_BATCH_OVERSIZED) != 0),
+          "%s: %u requests, %u tokens (max %zu), %u rows (max %zu), flags %u", where, b->n_seqs, b->n_tokens,
+          bg->tokens, rows, bg->rows, b->flags);
     uint32_t n_aged = 0;
-    uint64_t aged_tokens = 0;
+    uint64_t aged_ids[CAP_REQUESTS];
     for (uint32_t s = 0; s < b->n_seqs; s++) {
         uint64_t id = b->ids[s];
         if (!CHECK(id < MAX_IDS && reqs[id].state == 1, "%s: id %llu is not queued (state %d)", where,
@@ -100,7 +140,7 @@ static void check_batch(const rmlp_batch *b, rmlp_planner *planner, size_t max_t
         for (uint32_t t = 0; same && t < len; t++)
             same = b->input_ids[start + t] == r->tokens[t] && b->position_ids[start + t] == t;
         CHECK(same, "%s: id %llu's tokens, positions or arrival differ", where, (unsigned long long)id);
-        if (mode == RMLP_BATCH_PREFIX && aged(id, now, max_wait)) n_aged++, aged_tokens += r->len; /* FIFO: none */
+        if (mode == RMLP_BATCH_PREFIX && aged(id, now, max_wait)) aged_ids[n_aged++] = id; /* FIFO: none */
         uint64_t wait = now > r->arrival ? now - r->arrival : 0;
         if (wait > totals->max_wait_seen) totals->max_wait_seen = wait;
         r->state = 2;
@@ -119,36 +159,45 @@ static void check_batch(const rmlp_batch *b, rmlp_planner *planner, size_t max_t
         totals->shared += b->shared_tokens;
     }
     /* The age bound: aged requests go first, so one left behind did not fit the room the aged ones
-     * taken left (whatever else the batch holds). */
-    if (mode == RMLP_BATCH_PREFIX && !(b->flags & RMLP_BATCH_OVERSIZED) && n_aged < max_seqs)
+     * taken left (whatever else the batch holds): its tokens, or the rows it adds to the aged ones
+     * (not to the whole batch: what it shares with requests taken after step 1 did not count). */
+    uint64_t set_tokens, set_rows;
+    set_size(aged_ids, n_aged, &set_tokens, &set_rows);
+    if (mode == RMLP_BATCH_PREFIX && !(b->flags & RMLP_BATCH_OVERSIZED) && n_aged < bg->seqs)
         for (size_t i = fifo_head; i < fifo_tail; i++) {
             uint64_t id = fifo[i];
             if (reqs[id].state == 1 && aged(id, now, max_wait))
-                CHECK(reqs[id].len > max_tokens - aged_tokens, "%s: aged id %llu (%u tokens) left, %llu free after "
-                      "the aged ones", where, (unsigned long long)id, reqs[id].len,
-                      (unsigned long long)(max_tokens - aged_tokens));
+                CHECK(!fits_after(id, aged_ids, n_aged, bg), "%s: aged id %llu (%u tokens, %u rows more) left, %llu "
+                      "tokens and %llu rows of %zu and %zu taken by the aged ones", where, (unsigned long long)id,
+                      reqs[id].len, rows_added(id, aged_ids, n_aged), (unsigned long long)set_tokens,
+                      (unsigned long long)set_rows, bg->tokens, bg->rows);
         }
     /* With a cache attached and nothing aged (aged requests bring their groups), the oldest first,
-     * each that fits: a request left behind did not fit the room that the requests taken of its
-     * arrival time or older left. */
+     * each that fits: a request left behind did not fit the room (tokens, rows) that the requests
+     * taken of its arrival time or older left. */
     if (trace_cache != NULL && mode == RMLP_BATCH_PREFIX && n_aged == 0 &&
         !(b->flags & (RMLP_BATCH_OVERSIZED | RMLP_BATCH_CACHE_SKIPPED)))
         for (size_t i = fifo_head; i < fifo_tail; i++) {
-            uint64_t id = fifo[i];
+            uint64_t id = fifo[i], older[CAP_REQUESTS];
             if (reqs[id].state != 1) continue;
-            uint32_t seqs = 0, tokens = 0;
+            uint32_t seqs = 0;
             for (uint32_t s = 0; s < b->n_seqs; s++)
-                if (b->arrival_us[s] <= reqs[id].arrival) seqs++, tokens += b->cu_seqlens[s + 1] - b->cu_seqlens[s];
-            CHECK(seqs >= max_seqs || reqs[id].len > max_tokens - tokens, "%s: id %llu (%u tokens, arrival %llu) "
-                  "left with %llu tokens free after the %u taken no newer", where, (unsigned long long)id,
-                  reqs[id].len, (unsigned long long)reqs[id].arrival, (unsigned long long)(max_tokens - tokens), seqs);
+                if (b->arrival_us[s] <= reqs[id].arrival) older[seqs++] = b->ids[s];
+            set_size(older, seqs, &set_tokens, &set_rows);
+            CHECK(seqs >= bg->seqs || !fits_after(id, older, seqs, bg), "%s: id %llu (%u tokens, %u rows more, "
+                  "arrival %llu) left with %llu tokens and %llu rows of %zu and %zu taken by the %u no newer", where,
+                  (unsigned long long)id, reqs[id].len, rows_added(id, older, seqs),
+                  (unsigned long long)reqs[id].arrival, (unsigned long long)set_tokens, (unsigned long long)set_rows,
+                  bg->tokens, bg->rows, seqs);
         }
     totals->batches++;
 }
 
-/* One random trace; `load` scales arrivals per step (1: about what the budgets take). */
+/* One random trace; `load` scales arrivals per step (1: about what the budgets take). With_rows: half
+ * the steps (drawn from an rng of their own: the trace's draws stay those without) ask
+ * rmlp_batcher_next_rows for max_tokens / 4 to max_tokens compact rows. */
 static trace_totals run_trace(uint64_t seed, rmlp_batch_mode mode, uint64_t max_wait, uint32_t steps, int load,
-                              uint32_t min_budget, uint32_t min_seqs) {
+                              uint32_t min_budget, uint32_t min_seqs, bool with_rows) {
     memset(reqs, 0, sizeof reqs);
     fifo_head = fifo_tail = 0;
     trace_totals totals = {0};
@@ -163,7 +212,7 @@ static trace_totals run_trace(uint64_t seed, rmlp_batch_mode mode, uint64_t max_
         rmlp_batcher_free(b), rmlp_planner_free(planner);
         return totals;
     }
-    uint64_t rng = seed, next_id = 0, now = 0;
+    uint64_t rng = seed, rows_rng = seed ^ 0x526f7773ull, next_id = 0, now = 0;
     char where[96];
     for (uint32_t step = 0; step < steps && next_id + 8 < MAX_IDS; step++) {
         now += tu_rand_range(&rng, 1, 20);
@@ -193,28 +242,33 @@ static trace_totals run_trace(uint64_t seed, rmlp_batch_mode mode, uint64_t max_
                       (unsigned long long)id);
             }
         }
-        size_t max_tokens = tu_rand_range(&rng, min_budget, 2 * min_budget), max_seqs = tu_rand_range(&rng, min_seqs, 12);
+        budgets bg = {tu_rand_range(&rng, min_budget, 2 * min_budget), 0, tu_rand_range(&rng, min_seqs, 12)};
+        bool rows = with_rows && tu_rand_range(&rows_rng, 0, 1);
+        bg.rows = rows ? tu_rand_range(&rows_rng, (uint32_t)bg.tokens / 4, (uint32_t)bg.tokens) : bg.tokens;
         uint64_t want[CAP_REQUESTS];
-        size_t n_want = mode == RMLP_BATCH_FIFO ? fifo_batch(max_tokens, max_seqs, want) : 0;
+        size_t n_want = mode == RMLP_BATCH_FIFO ? fifo_batch(&bg, want) : 0;
         rmlp_batch batch;
-        if (!CHECK(rmlp_batcher_next(b, max_tokens, max_seqs, now, &batch) == RMLP_OK, "%s: next: %s", where,
-                   rmlp_last_error()))
-            break;
+        rmlp_status status = rows ? rmlp_batcher_next_rows(b, bg.tokens, bg.rows, bg.seqs, now, &batch)
+                                  : rmlp_batcher_next(b, bg.tokens, bg.seqs, now, &batch);
+        if (!CHECK(status == RMLP_OK, "%s: next%s: %s", where, rows ? "_rows" : "", rmlp_last_error())) break;
         if (mode == RMLP_BATCH_FIFO) {
             int same = batch.n_seqs == n_want;
             for (size_t i = 0; same && i < n_want; i++) same = batch.ids[i] == want[i];
-            CHECK(same, "%s: fifo batch of %u, the plain queue's of %zu (first %llu vs %llu)", where, batch.n_seqs,
-                  n_want, batch.n_seqs ? (unsigned long long)batch.ids[0] : 0ull,
-                  n_want ? (unsigned long long)want[0] : 0ull);
+            CHECK(same, "%s: fifo batch of %u (%u tokens, %u rows), the plain queue's of %zu (budgets %zu tokens, %zu "
+                  "rows)", where, batch.n_seqs, batch.n_tokens, batch.n_tokens - batch.shared_tokens, n_want,
+                  bg.tokens, bg.rows);
         }
-        check_batch(&batch, planner, max_tokens, max_seqs, now, max_wait, mode, &totals, where);
+        check_batch(&batch, planner, &bg, now, max_wait, mode, &totals, where);
         while (fifo_head < fifo_tail && reqs[fifo[fifo_head]].state != 1) fifo_head++;
     }
     for (int drain = 0; drain < 1000 && queued_count() > 0; drain++) {
         rmlp_batch batch;
         snprintf(where, sizeof where, "seed %llu drain %d", (unsigned long long)seed, drain);
-        if (!CHECK(rmlp_batcher_next(b, 4096, 64, now, &batch) == RMLP_OK, "%s: %s", where, rmlp_last_error())) break;
-        check_batch(&batch, planner, 4096, 64, now, max_wait, mode, &totals, where);
+        const budgets all = {4096, 4096, 64};
+        if (!CHECK(rmlp_batcher_next(b, all.tokens, all.seqs, now, &batch) == RMLP_OK, "%s: %s", where,
+                   rmlp_last_error()))
+            break;
+        check_batch(&batch, planner, &all, now, max_wait, mode, &totals, where);
         while (fifo_head < fifo_tail && reqs[fifo[fifo_head]].state != 1) fifo_head++;
     }
     size_t pending = 99;
@@ -236,7 +290,8 @@ static void test_traces(rmlp_context *cache, const char *what) {
     for (uint64_t seed = 1; seed <= 12; seed++)
         for (int mode = 0; mode < 2; mode++) {
             /* overloaded (queues fill, aged requests compete), budgets of 8-16 tokens up */
-            trace_totals t = run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, 40, 300, 4, 8 + 4 * seed, 1);
+            trace_totals t =
+                run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, 40, 300, 4, 8 + 4 * seed, 1, true);
             CHECK(t.answered > 0 && t.batches > 0, "%s, seed %llu: nothing answered", what, (unsigned long long)seed);
             shared[mode] += t.shared;
         }
@@ -245,7 +300,7 @@ static void test_traces(rmlp_context *cache, const char *what) {
           what, (unsigned long long)shared[0], (unsigned long long)shared[1]);
     /* Under the load the budget allows, no request waits past max_wait_us plus one step (20 us). */
     for (uint64_t seed = 100; seed < 106; seed++) {
-        trace_totals t = run_trace(seed, RMLP_BATCH_PREFIX, 200, 400, 2, 80, 4);
+        trace_totals t = run_trace(seed, RMLP_BATCH_PREFIX, 200, 400, 2, 80, 4, false);
         CHECK(t.max_wait_seen <= 200 + 20 + 5, "%s, seed %llu: a request waited %llu us (bound 200 + a step)", what,
               (unsigned long long)seed, (unsigned long long)t.max_wait_seen);
     }
@@ -257,7 +312,7 @@ static void test_traces(rmlp_context *cache, const char *what) {
     for (uint64_t seed = 200; seed < 212; seed++) {
         trace_totals t[2];
         for (int mode = 0; mode < 2; mode++) {
-            t[mode] = run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, UINT64_MAX, 400, 3, 40, 2);
+            t[mode] = run_trace(seed, mode ? RMLP_BATCH_FIFO : RMLP_BATCH_PREFIX, UINT64_MAX, 400, 3, 40, 2, false);
             longest[mode] += t[mode].max_wait_seen, shared_here[mode] += t[mode].shared;
         }
         CHECK(2 * t[0].max_wait_seen <= 3 * t[1].max_wait_seen, "%s, seed %llu: longest wait %llu us, a plain queue's "

@@ -136,23 +136,38 @@ RMLP_EXPORT rmlp_status rmlp_batcher_pending(rmlp_batcher *batcher, size_t *n_re
     return rmlp_guard_leave(batcher, RMLP_OK);
 }
 
-static rmlp_status next(const char *fn, rmlp_batcher *b, size_t max_tokens, size_t max_seqs, uint64_t now_us,
-                        rmlp_batch *out) {
+static rmlp_status next(const char *fn, rmlp_batcher *b, size_t max_tokens, size_t max_rows, size_t max_seqs,
+                        uint64_t now_us, rmlp_batch *out) {
     if (max_tokens == 0)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_tokens is 0 (a batch holds at least one token)");
+    if (max_rows == 0)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_rows is 0 (a batch computes at least one row)");
     if (max_seqs == 0)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "max_seqs is 0 (a batch holds at least one request)");
-    batch_ask ask = {max_tokens, max_seqs, now_us, b->params.max_wait_us, b->params.mode, b->context, b->cache};
+    batch_ask ask = {max_tokens, max_rows, max_seqs, now_us, b->params.max_wait_us, b->params.mode, b->context,
+                     b->cache};
     return batch_select(fn, &b->queue, &b->scratch, &ask, out);
 }
 
-RMLP_EXPORT rmlp_status rmlp_batcher_next(rmlp_batcher *batcher, size_t max_tokens, size_t max_seqs, uint64_t now_us,
-                                          rmlp_batch *out) {
-    static const char fn[] = "rmlp_batcher_next";
+static rmlp_status next_entry(const char *fn, rmlp_batcher *batcher, size_t max_tokens, size_t max_rows,
+                              size_t max_seqs, uint64_t now_us, rmlp_batch *out) {
     rmlp_clear_error();
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     memset(out, 0, sizeof *out);
     rmlp_status status = enter(fn, batcher);
-    return status != RMLP_OK ? status
-                             : rmlp_guard_leave(batcher, next(fn, batcher, max_tokens, max_seqs, now_us, out));
+    return status != RMLP_OK
+               ? status
+               : rmlp_guard_leave(batcher, next(fn, batcher, max_tokens, max_rows, max_seqs, now_us, out));
+}
+
+RMLP_EXPORT rmlp_status rmlp_batcher_next(rmlp_batcher *batcher, size_t max_tokens, size_t max_seqs, uint64_t now_us,
+                                          rmlp_batch *out) {
+    /* a batch's compact rows never exceed its tokens: max_rows = max_tokens adds no bound */
+    return next_entry("rmlp_batcher_next", batcher, max_tokens, max_tokens == 0 ? 1 : max_tokens, max_seqs, now_us,
+                      out);
+}
+
+RMLP_EXPORT rmlp_status rmlp_batcher_next_rows(rmlp_batcher *batcher, size_t max_tokens, size_t max_rows,
+                                               size_t max_seqs, uint64_t now_us, rmlp_batch *out) {
+    return next_entry("rmlp_batcher_next_rows", batcher, max_tokens, max_rows, max_seqs, now_us, out);
 }

@@ -19,7 +19,8 @@ major version must match the one these bindings are written for.
   ``generate_step(tokens)``, ``generate_finish(seq)``, ``generate_active()``, ``generate_stats()``,
   ``generate_end()``.
 - ``Batcher(mode="prefix"|"fifo", ...)``: a queue of requests; ``push(id, tokens, arrival_us)``,
-  ``next_batch(max_tokens, max_seqs, now_us, context=None)`` -> ``Batch`` (shared prefixes first);
+  ``next_batch(max_tokens, max_seqs, now_us, context=None, max_rows=None)`` -> ``Batch`` (shared
+  prefixes first; ``max_rows`` bounds the compact rows the planner computes);
   ``route_key(tokens, prefix_tokens, separator)`` and ``route_key_header(key)`` for load balancers.
 - Every error status of the library raises ``RadixMLPError`` (a RuntimeError) carrying
   ``rmlp_last_error()``; argument problems found in Python raise ValueError / TypeError.

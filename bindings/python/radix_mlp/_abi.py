@@ -440,6 +440,7 @@ PROTOTYPES = {
     "rmlp_batcher_remove": (rmlp_status, [_handle, c_uint64]),
     "rmlp_batcher_pending": (rmlp_status, [_handle, POINTER(c_size_t), POINTER(c_size_t)]),
     "rmlp_batcher_next": (rmlp_status, [_handle, c_size_t, c_size_t, c_uint64, POINTER(rmlp_batch)]),
+    "rmlp_batcher_next_rows": (rmlp_status, [_handle, c_size_t, c_size_t, c_size_t, c_uint64, POINTER(rmlp_batch)]),
     "rmlp_batcher_attach_context": (rmlp_status, [_handle, _handle]),
     "rmlp_context_cached_prefix": (rmlp_status, [_handle, _u32_p, c_size_t, POINTER(c_size_t)]),
     "rmlp_route_default_params": (rmlp_route_params, []),

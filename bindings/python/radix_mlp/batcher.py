@@ -26,10 +26,10 @@ class Batch:
     """A batch from ``Batcher.next_batch``, copied out of the batcher: its requests' ``ids`` and
     ``arrival_us`` (uint64, in the order to answer them) and the batch as ``Planner.build`` takes
     it (``input_ids``, ``position_ids``, ``cu_seqlens``: uint32). ``oversized``: one request longer
-    than the budget, alone; ``n_aged``: requests that had waited ``max_wait_us`` (taken first);
-    ``cache_skipped``: the context was busy on another thread; ``shared_tokens``: tokens repeating
-    a path of an earlier request in the batch; ``cached_tokens``: distinct paths the context's
-    cache held."""
+    than a budget (tokens or rows), alone; ``n_aged``: requests that had waited ``max_wait_us``
+    (taken first); ``cache_skipped``: the context was busy on another thread; ``shared_tokens``:
+    tokens repeating a path of an earlier request in the batch; ``cached_tokens``: distinct paths
+    the context's cache held."""
 
     ids: np.ndarray
     arrival_us: np.ndarray
@@ -103,25 +103,38 @@ class Batcher(_Handle):
             check(LIB.rmlp_batcher_pending(self._live(), ctypes.byref(n), ctypes.byref(tokens)))
         return n.value, tokens.value
 
-    def next_batch(self, max_tokens, max_seqs, now_us, context=None):
+    def next_batch(self, max_tokens, max_seqs, now_us, context=None, max_rows=None):
         """The next Batch of at most ``max_tokens`` token ids in ``max_seqs`` requests at time
         ``now_us``; its requests leave the queue (an empty Batch when the queue is empty). With a
         ``context`` that has a prefix cache (``cache_bytes``), the oldest first, each that fits,
         and among requests arriving together those whose prefix it holds first (the context is
-        attached for this call only)."""
+        attached for this call only).
+
+        ``max_rows`` (``rmlp_batcher_next_rows``; None: no such budget) also bounds the batch's
+        compact rows, N' = ``len(input_ids) - shared_tokens``: the rows the planner computes once
+        per distinct prefix path (at least 1). A RadixMLP forward's compute and compact
+        activations scale with N', its token arrays with N: bound a batch's cost with
+        ``max_rows`` and its full-layout memory with ``max_tokens`` (at most the context's
+        ``max_tokens``). Both budgets are kept; a request longer than either goes alone
+        (``oversized``) when nothing else fits."""
         max_tokens = as_uint_scalar(max_tokens, "max_tokens", 64)
+        rows = () if max_rows is None else (as_uint_scalar(max_rows, "max_rows", 64),)
+        next_fn = LIB.rmlp_batcher_next_rows if rows else LIB.rmlp_batcher_next
         max_seqs = as_uint_scalar(max_seqs, "max_seqs", 64)
         now = as_uint_scalar(now_us, "now_us", 64)
         out = _abi.rmlp_batch()
+
+        def take():
+            check(next_fn(self._live(), max_tokens, *rows, max_seqs, now, ctypes.byref(out)))
+            return Batch._from_c(out)
+
         with self._lock:
             if context is None:
-                check(LIB.rmlp_batcher_next(self._live(), max_tokens, max_seqs, now, ctypes.byref(out)))
-                return Batch._from_c(out)
+                return take()
             with context._lock:
                 check(LIB.rmlp_batcher_attach_context(self._live(), context._live()))
                 try:
-                    check(LIB.rmlp_batcher_next(self._live(), max_tokens, max_seqs, now, ctypes.byref(out)))
-                    return Batch._from_c(out)
+                    return take()
                 finally:
                     LIB.rmlp_batcher_attach_context(self._live(), None)
 

@@ -1,7 +1,8 @@
 """The batcher and the routing key through the Python bindings: a small queue's batches checked by
-hand (prefix grouping, FIFO, the age bound), refusals with their status, every request answered
-once with its own tokens, the batch fed to the planner as it is, the prefix cache's preference on
-qwen3_tiny, and keys against an independent implementation (FNV-1a 64 + fmix64, here in Python)."""
+hand (prefix grouping, FIFO, the age bound, the budget in compact rows), refusals with their
+status, every request answered once with its own tokens, the batch fed to the planner as it is,
+the prefix cache's preference on qwen3_tiny, and keys against an independent implementation
+(FNV-1a 64 + fmix64, here in Python)."""
 
 import os
 
@@ -45,6 +46,30 @@ def test_prefix_groups_and_fifo():
         assert list(b.next_batch(12, 8, 100).ids) == [12]
         batch = b.next_batch(12, 8, 100)
         assert list(batch.ids) == [40] and batch.oversized
+
+
+def test_rows_budget():
+    shared = [(1, [1, 2, 3, 4, 5, 6, 7, 8]), (2, [1, 2, 3, 4, 5, 6, 7, 9]), (3, [9, 9, 9, 9])]
+    for mode in ("fifo", "prefix"):
+        with Batcher(mode=mode, max_wait_us=2**64 - 1) as b:
+            for rid, tokens in shared:
+                b.push(rid, tokens, 0)
+            batch = b.next_batch(100, 8, 0, max_rows=9)  # rows 8 + 1
+            assert list(batch.ids) == [1, 2] and batch.shared_tokens == 7, mode
+            assert list(b.next_batch(100, 8, 0, max_rows=9).ids) == [3], mode
+    with Batcher(mode="fifo") as b:
+        for rid, tokens in shared[:2]:
+            b.push(rid, tokens, 0)
+        assert list(b.next_batch(9, 8, 0).ids) == [1]  # the token budget alone: one
+        with pytest.raises(RadixMLPError) as e:
+            b.next_batch(100, 8, 0, max_rows=0)
+        assert e.value.status == radix_mlp.RMLP_ERR_INVALID_ARGUMENT and "max_rows is 0" in e.value.message
+        with pytest.raises(ValueError):
+            b.next_batch(100, 8, 0, max_rows=-1)
+        b.push(3, [5] * 20, 0)  # 20 rows, more than max_rows: alone, after id 2
+        assert list(b.next_batch(100, 8, 0, max_rows=9).ids) == [2]
+        batch = b.next_batch(100, 8, 0, max_rows=9)
+        assert list(batch.ids) == [3] and batch.oversized
 
 
 def test_age_bound():
@@ -127,11 +152,13 @@ def test_cached_groups_preferred():
             b.push(30 + i, [9, 9, 9, 9, 9, i, i], 0)  # older, nothing cached
         batch = b.next_batch(21, 8, 3, context=ctx)
         assert list(batch.ids) == [30, 31, 32] and batch.cached_tokens == 0
-        batch = b.next_batch(21, 8, 3, context=ctx)
+        batch = b.next_batch(21, 8, 3, context=ctx, max_rows=11)  # rows 7 + 2 + 2
         assert list(batch.ids) == [20, 21, 22] and batch.cached_tokens == 5 and not batch.cache_skipped
         assert list(b.next_batch(21, 8, 3).ids) == [10, 11, 12]
         with pytest.raises(RadixMLPError, match="no prefix cache"):
             b.next_batch(21, 8, 3, context=plain)
+        with pytest.raises(RadixMLPError, match="no prefix cache"):
+            b.next_batch(21, 8, 3, context=plain, max_rows=21)
 
 
 def test_route_keys():

@@ -138,6 +138,16 @@ extern rmlp_status rmlp_batcher_pending(rmlp_batcher *batcher, size_t *n_request
 // (`RMLP_BATCH_OVERSIZED`). An empty queue gives an empty batch (`n_seqs == 0`).
 extern rmlp_status rmlp_batcher_next(rmlp_batcher *batcher, size_t max_tokens, size_t max_seqs, uint64_t now_us, struct rmlp_batch *out);
 
+// `rmlp_batcher_next` with a second budget: the batch's compact rows, `n_tokens -
+// shared_tokens` (N', the rows the planner computes once per distinct prefix path), at most
+// `max_rows` (at least 1). A RadixMLP forward's compute and its compact activations scale
+// with N', its token arrays with N: a host bounds a batch's cost with `max_rows` and its
+// full-layout memory with `max_tokens` (at most the context's `max_tokens`). Prefix batching
+// then fits more requests of a shared prefix in one batch. Every policy keeps both budgets; a
+// request whose tokens exceed either goes alone when nothing else fits
+// (`RMLP_BATCH_OVERSIZED`). `max_rows >= max_tokens` is `rmlp_batcher_next`.
+extern rmlp_status rmlp_batcher_next_rows(rmlp_batcher *batcher, size_t max_tokens, size_t max_rows, size_t max_seqs, uint64_t now_us, struct rmlp_batch *out);
+
 // Attaches a context whose prefix cache prefix batching reads (then batches go by age,
 // requests arriving together under a cached prefix first; `rmlp_batch::cached_tokens`), or
 // detaches with NULL. The context must

@@ -90,6 +90,7 @@ fn load(cfg: &Config) -> Result<(Loaded, Runner), String> {
             "prefix_cache_mb": cfg.cache_bytes() >> 20,
             "batcher": format!("{:?}", cfg.batch_mode).to_lowercase(),
             "max_wait_ms": cfg.max_wait.as_millis() as u64,
+            "max_batch_rows": cfg.max_batch_rows,
             "threshold": cfg.plan.threshold,
             "pad_multiple_of": cfg.plan.pad_multiple_of,
             "score_tokens": score_tokens.map(|(a, b)| [a, b]),
@@ -254,11 +255,12 @@ impl Backend {
     fn run_batch(&mut self) {
         let cfg = &self.state.config;
         let (max_tokens, max_seqs) = (cfg.max_batch_tokens, cfg.max_batch_requests.unwrap_or(cfg.max_batch_tokens));
+        let max_rows = cfg.max_batch_rows.unwrap_or(max_tokens); // rows never exceed tokens: no bound
         let now = self.now_us();
         let taken = if self.use_cache {
-            self.batcher.next_batch_with_cache(self.runner.context(), max_tokens, max_seqs, now)
+            self.batcher.next_batch_rows_with_cache(self.runner.context(), max_tokens, max_rows, max_seqs, now)
         } else {
-            self.batcher.next_batch(max_tokens, max_seqs, now)
+            self.batcher.next_batch_rows(max_tokens, max_rows, max_seqs, now)
         };
         let b = &mut self.batch;
         match taken {

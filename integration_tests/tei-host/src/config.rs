@@ -1,7 +1,8 @@
 //! The host's settings: command-line flags (TEI's names where TEI has the setting) and the
 //! library's switches from the environment (`RADIX_MLP_THRESHOLD`, `RADIX_MLP_PAD`,
-//! `RADIX_MLP_GATE` through `PlanParams::from_env`; the batcher's `RADIX_MLP_BATCHER` and
-//! `RADIX_MLP_BATCH_MAX_WAIT_MS`). `tei-host --help` lists them; docs/tei-host.md explains them.
+//! `RADIX_MLP_GATE` through `PlanParams::from_env`; the batcher's `RADIX_MLP_BATCHER`,
+//! `RADIX_MLP_BATCH_MAX_WAIT_MS` and `RADIX_MLP_BATCH_MAX_ROWS`). `tei-host --help` lists them;
+//! docs/tei-host.md explains them.
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -57,6 +58,9 @@ pub struct Config {
     pub max_queued_tokens: usize,
     pub batch_mode: BatchMode,
     pub max_wait: Duration,
+    /// A batch's compact rows (N', what a RadixMLP forward computes; `RADIX_MLP_BATCH_MAX_ROWS`);
+    /// None: no bound beyond `max_batch_tokens`, which then bounds the batch's token ids only.
+    pub max_batch_rows: Option<usize>,
     pub plan: PlanParams,
     /// Stays in the loading state (503) this long after loading (tests; staged rollouts).
     pub load_delay: Duration,
@@ -89,7 +93,8 @@ pub const USAGE: &str = "usage: tei-host --model DIR [options]
   --max-queued-tokens N           the batcher's capacity in tokens, default 1048576
   --load-delay-ms N               stay 'loading' (503) this long after the model loaded
 environment: RADIX_MLP_THRESHOLD, RADIX_MLP_PAD, RADIX_MLP_GATE (the plan: 0 turns radix off),
-  RADIX_MLP_BATCHER=prefix|fifo (default prefix), RADIX_MLP_BATCH_MAX_WAIT_MS (default 100)";
+  RADIX_MLP_BATCHER=prefix|fifo (default prefix), RADIX_MLP_BATCH_MAX_WAIT_MS (default 100),
+  RADIX_MLP_BATCH_MAX_ROWS (a batch's compact rows; default: no bound beyond --max-batch-tokens)";
 
 fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
     value.parse().map_err(|_| format!("{flag} expects a non-negative integer, got '{value}'"))
@@ -109,7 +114,7 @@ fn pair(flag: &str, value: &str) -> Result<(String, String), String> {
     }
 }
 
-fn env_batcher() -> Result<(BatchMode, Duration), String> {
+fn env_batcher() -> Result<(BatchMode, Duration, Option<usize>), String> {
     let mode = match std::env::var("RADIX_MLP_BATCHER").ok().as_deref() {
         None | Some("") | Some("prefix") => BatchMode::Prefix,
         Some("fifo") => BatchMode::Fifo,
@@ -119,7 +124,11 @@ fn env_batcher() -> Result<(BatchMode, Duration), String> {
         None | Some("") => 100,
         Some(ms) => number::<u64>("RADIX_MLP_BATCH_MAX_WAIT_MS", ms)?,
     };
-    Ok((mode, Duration::from_millis(wait)))
+    let rows = match std::env::var("RADIX_MLP_BATCH_MAX_ROWS").ok().as_deref() {
+        None | Some("") => None,
+        Some(n) => Some(positive("RADIX_MLP_BATCH_MAX_ROWS", n)?),
+    };
+    Ok((mode, Duration::from_millis(wait), rows))
 }
 
 impl Config {
@@ -127,7 +136,7 @@ impl Config {
     pub fn new(model: impl Into<PathBuf>) -> Result<Config, String> {
         let model = model.into();
         let plan = PlanParams::from_env().map_err(|e| format!("the plan's environment: {e}"))?;
-        let (batch_mode, max_wait) = env_batcher()?;
+        let (batch_mode, max_wait, max_batch_rows) = env_batcher()?;
         let model_id = model
             .canonicalize()
             .unwrap_or_else(|_| model.clone())
@@ -159,6 +168,7 @@ impl Config {
             max_queued_tokens: 1 << 20,
             batch_mode,
             max_wait,
+            max_batch_rows,
             plan,
             load_delay: Duration::ZERO,
         })

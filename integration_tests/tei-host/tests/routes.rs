@@ -36,17 +36,21 @@ fn reference(seqs: &[Vec<u32>]) -> (Vec<Vec<f32>>, Vec<radix_mlp::PairScore>) {
 fn outputs_equal_the_library_radix_on_and_off_both_attentions() {
     let seqs = shared_prefix_sequences(6);
     let (want, want_scores) = reference(&seqs);
-    for (plan, attention) in [
-        (RADIX_ON, AttentionMode::Library),
-        (RADIX_OFF, AttentionMode::Library),
-        (RADIX_ON, AttentionMode::Host),
-        (RADIX_OFF, AttentionMode::Host),
+    for (plan, attention, max_batch_rows) in [
+        (RADIX_ON, AttentionMode::Library, None),
+        (RADIX_OFF, AttentionMode::Library, None),
+        (RADIX_ON, AttentionMode::Host, None),
+        (RADIX_OFF, AttentionMode::Host, None),
+        (RADIX_ON, AttentionMode::Library, Some(12)), // 10 + 2 rows a batch: three batches a call
     ] {
         let s = start(|c| {
             c.plan = plan;
             c.attention = attention;
+            c.max_batch_rows = max_batch_rows;
         });
-        let what = format!("threshold {} {attention:?}", plan.threshold);
+        let what = format!("threshold {} {attention:?} max_batch_rows {max_batch_rows:?}", plan.threshold);
+        let info = get(s.addr, "/info").json();
+        assert_eq!(info["radix_mlp"]["max_batch_rows"].as_u64(), max_batch_rows.map(|n| n as u64), "{what}");
         // Twice: the second time the library's prefix cache holds every row.
         for round in 0..2 {
             let r = post(s.addr, "/embed", &json!({ "inputs": seqs, "normalize": false }));
@@ -66,6 +70,9 @@ fn outputs_equal_the_library_radix_on_and_off_both_attentions() {
         }
         let radix = metric(s.addr, "te_radix_mlp_batches{gate=\"radix\"}");
         assert_eq!(radix > 0.0, plan.threshold > 0.5, "{what}: radix batches {radix}");
+        if max_batch_rows.is_some() {
+            assert!(radix >= 9.0, "{what}: {radix} batches for three calls of 20 rows (at least 3 each)");
+        }
         if attention == AttentionMode::Library && plan.threshold > 0.5 {
             assert!(metric(s.addr, "te_radix_mlp_cache_hit_tokens") > 0.0, "{what}: the cache never hit");
         }

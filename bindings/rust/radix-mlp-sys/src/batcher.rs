@@ -130,6 +130,22 @@ extern "C" {
         now_us: u64,
         out: *mut rmlp_batch,
     ) -> rmlp_status;
+    /// `rmlp_batcher_next` with a second budget: the batch's compact rows, `n_tokens -
+    /// shared_tokens` (N', the rows the planner computes once per distinct prefix path), at most
+    /// `max_rows` (at least 1). A RadixMLP forward's compute and its compact activations scale
+    /// with N', its token arrays with N: a host bounds a batch's cost with `max_rows` and its
+    /// full-layout memory with `max_tokens` (at most the context's `max_tokens`). Prefix batching
+    /// then fits more requests of a shared prefix in one batch. Every policy keeps both budgets; a
+    /// request whose tokens exceed either goes alone when nothing else fits
+    /// (`RMLP_BATCH_OVERSIZED`). `max_rows >= max_tokens` is `rmlp_batcher_next`.
+    pub fn rmlp_batcher_next_rows(
+        batcher: *mut rmlp_batcher,
+        max_tokens: usize,
+        max_rows: usize,
+        max_seqs: usize,
+        now_us: u64,
+        out: *mut rmlp_batch,
+    ) -> rmlp_status;
     /// Attaches a context whose prefix cache prefix batching reads (then batches go by age,
     /// requests arriving together under a cached prefix first; `rmlp_batch::cached_tokens`), or
     /// detaches with NULL. The context must

@@ -122,14 +122,44 @@ impl Batcher {
     /// The next batch of at most `max_tokens` tokens in `max_seqs` requests at time `now_us`
     /// (`rmlp_batcher_next`); its requests leave the queue. Empty when the queue is.
     pub fn next_batch(&mut self, max_tokens: usize, max_seqs: usize, now_us: u64) -> Result<Batch<'_>, Error> {
-        let mut raw = core::mem::MaybeUninit::<sys::rmlp_batch>::zeroed();
-        // SAFETY: a live batcher and an out pointer; the arrays it sets belong to the batcher and
-        // live until its next `next_batch` or drop, which the borrow of `self` in `Batch` outlasts.
-        Error::check(unsafe {
-            sys::rmlp_batcher_next(self.raw.as_ptr(), max_tokens, max_seqs, now_us, raw.as_mut_ptr())
-        })?;
-        // SAFETY: written by rmlp_batcher_next on RMLP_OK.
-        Ok(Batch { raw: unsafe { raw.assume_init() }, _batcher: PhantomData })
+        // SAFETY: `take` passes a live batcher and an out pointer.
+        self.take(None, |raw, out| unsafe { sys::rmlp_batcher_next(raw, max_tokens, max_seqs, now_us, out) })
+    }
+
+    /// [`next_batch`](Self::next_batch) with a second budget (`rmlp_batcher_next_rows`): the
+    /// batch's compact rows, N' = `n_tokens - shared_tokens` (the rows the planner computes once
+    /// per distinct prefix path, [`Batch::shared_tokens`]), stay at most `max_rows` (at least 1;
+    /// 0 is [`Status::InvalidArgument`]).
+    ///
+    /// A RadixMLP forward's compute and its compact activations scale with N', its token arrays
+    /// with N: bound a batch's cost with `max_rows` and its full-layout memory with `max_tokens`
+    /// (at most the context's `max_tokens`). Prefix batching then fits more requests under a
+    /// shared prefix in one batch. Every mode keeps both budgets; a request longer than either
+    /// goes alone ([`Batch::oversized`]) when nothing else fits. `max_rows >= max_tokens` is
+    /// [`next_batch`](Self::next_batch).
+    ///
+    /// ```
+    /// use radix_mlp::{Batcher, BatcherParams};
+    ///
+    /// let mut batcher = Batcher::new(&BatcherParams::default())?;
+    /// batcher.push(1, &[7, 8, 9, 1], 0)?;
+    /// batcher.push(2, &[7, 8, 9, 2], 0)?;
+    /// let batch = batcher.next_batch_rows(64, 5, 16, 10)?; // 8 tokens, 4 + 1 rows
+    /// assert_eq!(batch.ids(), [1, 2]);
+    /// assert_eq!(batch.input_ids().len() - batch.shared_tokens(), 5);
+    /// # Ok::<(), radix_mlp::Error>(())
+    /// ```
+    pub fn next_batch_rows(
+        &mut self,
+        max_tokens: usize,
+        max_rows: usize,
+        max_seqs: usize,
+        now_us: u64,
+    ) -> Result<Batch<'_>, Error> {
+        // SAFETY: `take` passes a live batcher and an out pointer.
+        self.take(None, |raw, out| unsafe {
+            sys::rmlp_batcher_next_rows(raw, max_tokens, max_rows, max_seqs, now_us, out)
+        })
     }
 
     /// [`next_batch`](Self::next_batch) reading `context`'s prefix cache
@@ -144,17 +174,53 @@ impl Batcher {
         max_seqs: usize,
         now_us: u64,
     ) -> Result<Batch<'_>, Error> {
-        // SAFETY: both handles live; the context is borrowed mutably for the whole call and
-        // detached before it returns, so the batcher never holds it past the borrow.
-        Error::check(unsafe { sys::rmlp_batcher_attach_context(self.raw.as_ptr(), context.raw_mut()) })?;
+        // SAFETY: `take` passes a live batcher and an out pointer; the context stays borrowed.
+        self.take(Some(context.raw_mut()), |raw, out| unsafe {
+            sys::rmlp_batcher_next(raw, max_tokens, max_seqs, now_us, out)
+        })
+    }
+
+    /// [`next_batch_rows`](Self::next_batch_rows) reading `context`'s prefix cache, as
+    /// [`next_batch_with_cache`](Self::next_batch_with_cache) does: both budgets kept, the context
+    /// attached for this call only.
+    pub fn next_batch_rows_with_cache<M: ModelHolder>(
+        &mut self,
+        context: &mut Context<'_, M>,
+        max_tokens: usize,
+        max_rows: usize,
+        max_seqs: usize,
+        now_us: u64,
+    ) -> Result<Batch<'_>, Error> {
+        // SAFETY: `take` passes a live batcher and an out pointer; the context stays borrowed.
+        self.take(Some(context.raw_mut()), |raw, out| unsafe {
+            sys::rmlp_batcher_next_rows(raw, max_tokens, max_rows, max_seqs, now_us, out)
+        })
+    }
+
+    /// The batch `next` writes: `next` is `rmlp_batcher_next` or `rmlp_batcher_next_rows` on the
+    /// live batcher and out pointer it is given, called once, with `context` (a live context the
+    /// caller borrows mutably for the whole call) attached for that call only.
+    fn take(
+        &mut self,
+        context: Option<*mut sys::rmlp_context>,
+        next: impl FnOnce(*mut sys::rmlp_batcher, *mut sys::rmlp_batch) -> sys::rmlp_status,
+    ) -> Result<Batch<'_>, Error> {
+        let batcher = self.raw.as_ptr();
+        if let Some(context) = context {
+            // SAFETY: both handles live; the context is detached before this returns, so the
+            // batcher never holds it past the caller's borrow.
+            Error::check(unsafe { sys::rmlp_batcher_attach_context(batcher, context) })?;
+        }
         let mut raw = core::mem::MaybeUninit::<sys::rmlp_batch>::zeroed();
-        // SAFETY: as in next_batch.
-        let code = unsafe { sys::rmlp_batcher_next(self.raw.as_ptr(), max_tokens, max_seqs, now_us, raw.as_mut_ptr()) };
-        let result = Error::check(code);
-        // SAFETY: a live batcher; detaching cannot fail on it.
-        unsafe { sys::rmlp_batcher_attach_context(self.raw.as_ptr(), core::ptr::null_mut()) };
+        // The arrays the call sets belong to the batcher and live until its next batch or drop,
+        // which the borrow of `self` in `Batch` outlasts.
+        let result = Error::check(next(batcher, raw.as_mut_ptr()));
+        if context.is_some() {
+            // SAFETY: a live batcher; detaching cannot fail on it.
+            unsafe { sys::rmlp_batcher_attach_context(batcher, core::ptr::null_mut()) };
+        }
         result?;
-        // SAFETY: written by rmlp_batcher_next on RMLP_OK.
+        // SAFETY: written by rmlp_batcher_next(_rows) on RMLP_OK.
         Ok(Batch { raw: unsafe { raw.assume_init() }, _batcher: PhantomData })
     }
 }
@@ -166,7 +232,7 @@ impl Drop for Batcher {
     }
 }
 
-/// A batch from [`Batcher::next_batch`], borrowing the batcher's arrays: its requests in the
+/// A batch from [`Batcher::next_batch`] (or its kin), borrowing the batcher's arrays: its requests in the
 /// order to answer them, laid out as [`Planner::build`](crate::Planner::build) takes a batch.
 pub struct Batch<'a> {
     raw: sys::rmlp_batch,
@@ -222,7 +288,7 @@ impl Batch<'_> {
     pub fn is_empty(&self) -> bool {
         self.raw.n_seqs == 0
     }
-    /// One request longer than the budget, alone.
+    /// One request longer than a budget (tokens or rows), alone.
     pub fn oversized(&self) -> bool {
         self.raw.flags & sys::RMLP_BATCH_OVERSIZED != 0
     }
@@ -234,7 +300,8 @@ impl Batch<'_> {
     pub fn cache_skipped(&self) -> bool {
         self.raw.flags & sys::RMLP_BATCH_CACHE_SKIPPED != 0
     }
-    /// Tokens repeating a path of an earlier request in the batch (N minus the planner's N').
+    /// Tokens repeating a path of an earlier request in the batch (N minus the planner's N', the
+    /// rows [`Batcher::next_batch_rows`] budgets).
     pub fn shared_tokens(&self) -> usize {
         self.raw.shared_tokens as usize
     }

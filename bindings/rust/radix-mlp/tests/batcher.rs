@@ -1,8 +1,9 @@
 //! The batcher and the routing key through the Rust API: a small queue's batches checked by hand
-//! (FIFO, the deepest shared prefix first, the age bound), refusals with their status, every
-//! request answered once, the batch fed to the planner as it is, the cache's preference on
-//! qwen3_tiny (`next_batch_with_cache`, `cached_prefix`), and keys against values computed by an
-//! independent implementation (python3: FNV-1a 64 over little-endian bytes, then fmix64).
+//! (FIFO, the deepest shared prefix first, the age bound, the budget in compact rows), refusals with
+//! their status, every request answered once, the batch fed to the planner as it is, the cache's
+//! preference on qwen3_tiny (`next_batch_with_cache`, `cached_prefix`), and keys against values
+//! computed by an independent implementation (python3: FNV-1a 64 over little-endian bytes, then
+//! fmix64).
 mod common;
 
 use std::collections::HashSet;
@@ -51,6 +52,33 @@ fn fifo_is_a_plain_queue() {
     assert_eq!(b.next_batch(12, 8, 100).unwrap().ids(), [12]); // stops before the long one
     let batch = b.next_batch(12, 8, 100).unwrap();
     assert_eq!(batch.ids(), [40]);
+    assert!(batch.oversized());
+}
+
+#[test]
+fn rows_budget_counts_shared_prefixes_once() {
+    for mode in [BatchMode::Fifo, BatchMode::Prefix] {
+        let mut b = batcher(mode, u64::MAX);
+        b.push(1, &[1, 2, 3, 4, 5, 6, 7, 8], 0).unwrap();
+        b.push(2, &[1, 2, 3, 4, 5, 6, 7, 9], 0).unwrap();
+        b.push(3, &[9, 9, 9, 9], 0).unwrap();
+        let batch = b.next_batch_rows(100, 9, 8, 0).unwrap(); // rows 8 + 1
+        assert_eq!(batch.ids(), [1, 2], "{mode:?}");
+        assert_eq!(batch.shared_tokens(), 7);
+        assert_eq!(b.next_batch_rows(100, 9, 8, 0).unwrap().ids(), [3], "{mode:?}");
+        assert!(b.next_batch_rows(100, 9, 8, 0).unwrap().is_empty());
+    }
+    let mut b = batcher(BatchMode::Fifo, u64::MAX);
+    b.push(1, &[1, 2, 3, 4, 5, 6, 7, 8], 0).unwrap();
+    b.push(2, &[1, 2, 3, 4, 5, 6, 7, 9], 0).unwrap();
+    assert_eq!(b.next_batch(9, 8, 0).unwrap().ids(), [1]); // the token budget alone: one
+    let err = b.next_batch_rows(100, 0, 8, 0).err().unwrap();
+    assert_eq!(err.status, Status::InvalidArgument);
+    assert!(err.message.contains("max_rows is 0"), "{}", err.message);
+    b.push(3, &[5; 20], 0).unwrap(); // 20 rows, more than max_rows: alone, after id 2
+    assert_eq!(b.next_batch_rows(100, 9, 8, 0).unwrap().ids(), [2]);
+    let batch = b.next_batch_rows(100, 9, 8, 0).unwrap();
+    assert_eq!(batch.ids(), [3]);
     assert!(batch.oversized());
 }
 
@@ -155,13 +183,15 @@ fn cached_groups_are_preferred() {
     let batch = b.next_batch_with_cache(&mut ctx, 21, 8, 3).unwrap();
     assert_eq!(batch.ids(), [30, 31, 32]);
     assert_eq!(batch.cached_tokens(), 0);
-    let batch = b.next_batch_with_cache(&mut ctx, 21, 8, 3).unwrap();
+    let batch = b.next_batch_rows_with_cache(&mut ctx, 21, 11, 8, 3).unwrap(); // rows 7 + 2 + 2
     assert_eq!(batch.ids(), [20, 21, 22]);
     assert_eq!(batch.cached_tokens(), 5);
     let batch = b.next_batch(21, 8, 3).unwrap(); // detached again
     assert_eq!(batch.ids(), [10, 11, 12]);
     assert_eq!(batch.cached_tokens(), 0);
     let err = b.next_batch_with_cache(&mut plain, 21, 8, 3).err().unwrap();
+    assert!(err.message.contains("no prefix cache"), "{}", err.message);
+    let err = b.next_batch_rows_with_cache(&mut plain, 21, 21, 8, 3).err().unwrap();
     assert!(err.message.contains("no prefix cache"), "{}", err.message);
 }
 
