@@ -91,21 +91,27 @@ static int shares_at_least(const picking *p, uint32_t pos, uint32_t need) {
 }
 
 /* Whether the request at pos fits the tokens and compact rows left: its rows are its tokens beyond
- * its prefix shared with the batch. */
-static int fits_budget(const picking *p, uint32_t pos) {
+ * its prefix shared with the batch, of which `known` tokens are known (a cluster side's common
+ * prefix; 0: none), so the scan runs only when they do not settle it. */
+static int fits_budget_known(const picking *p, uint32_t pos, uint32_t known) {
     uint32_t len = len_at(p, pos);
-    return len <= p->tokens_left && (len <= p->rows_left || shares_at_least(p, pos, len - (uint32_t)p->rows_left));
+    return len <= p->tokens_left &&
+           (len <= p->rows_left + known || shares_at_least(p, pos, len - (uint32_t)p->rows_left));
 }
+
+static int fits_budget(const picking *p, uint32_t pos) { return fits_budget_known(p, pos, 0); }
 
 /* Whether the request at pos is a candidate of the step running (any, aged, passed over). */
 static int candidate(const picking *p, uint32_t pos) {
     return p->only == ANY || (p->only == ONLY_AGED ? aged(p, p->q->order[pos]) : passed(p, pos));
 }
 
-/* Free, a candidate, and fitting the room left. */
-static int fits(const picking *p, uint32_t pos) {
-    return !p->s->taken[pos] && candidate(p, pos) && fits_budget(p, pos);
+/* Free, a candidate, and fitting the room left (known: as in fits_budget_known). */
+static int fits_known(const picking *p, uint32_t pos, uint32_t known) {
+    return !p->s->taken[pos] && candidate(p, pos) && fits_budget_known(p, pos, known);
 }
+
+static int fits(const picking *p, uint32_t pos) { return fits_known(p, pos, 0); }
 
 static void take(picking *p, uint32_t pos) {
     uint32_t len = len_at(p, pos), rows = len - saving(p, pos);
@@ -196,7 +202,7 @@ static void settle(const picking *p, batch_side *side) {
     int64_t n = p->q->n;
     while (side->at >= 0 && side->at < n && side->common > 0) {
         uint32_t at = (uint32_t)side->at;
-        if (fits(p, at)) return;
+        if (fits_known(p, at, side->common == UINT32_MAX ? 0 : side->common)) return;
         if (p->s->taken[at]) side->common = UINT32_MAX; /* the cluster reaches this taken request */
         int64_t next = side->at + side->step;
         if (next < 0 || next >= n) break;
