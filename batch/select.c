@@ -20,6 +20,8 @@ int batch_scratch_init(batch_scratch *s, uint32_t cap_requests, uint32_t cap_tok
         const char *name;
     } parts[] = {
         {(void **)&s->taken, r, "batcher taken flags"},
+        {(void **)&s->taken_counts, (r + 1) * sizeof(uint32_t), "batcher taken counts"},
+        {(void **)&s->lcp_min, 2 * r * sizeof(uint32_t), "batcher lcp minima"},
         {(void **)&s->cached, r * sizeof(uint32_t), "batcher cached prefixes"},
         {(void **)&s->pos_of, r * sizeof(uint32_t), "batcher positions"},
         {(void **)&s->picked, r * sizeof(uint32_t), "batcher picks"},
@@ -43,7 +45,7 @@ int batch_scratch_init(batch_scratch *s, uint32_t cap_requests, uint32_t cap_tok
 }
 
 void batch_scratch_release(batch_scratch *s) {
-    free(s->taken), free(s->cached), free(s->pos_of), free(s->picked), free(s->seeds), free(s->sides);
+    free(s->taken), free(s->taken_counts), free(s->lcp_min), free(s->cached), free(s->pos_of), free(s->picked), free(s->seeds), free(s->sides);
     free(s->ids), free(s->arrivals), free(s->input_ids), free(s->position_ids), free(s->cu_seqlens);
     memset(s, 0, sizeof *s);
 }
@@ -57,6 +59,8 @@ typedef struct picking {
     uint32_t n_picked, n_aged, n_sides, n_seeds;
     int only; /* steps 1 and 2: candidates are only the aged requests (ONLY_AGED) or those passed over */
     int with_cache;  /* the attached context's prefix cache was read (s->cached) */
+    taken_index index; /* the taken requests by position (the prefix a candidate shares with them) */
+    uint32_t min_len;  /* the shortest queued request */
 } picking;
 
 enum { ANY = 0, ONLY_AGED = 1, ONLY_PASSED = 2 };
@@ -76,46 +80,31 @@ static int passed(const picking *p, uint32_t pos) {
     return p->q->req[p->q->order[pos]].push_no < p->q->passed_over;
 }
 
-static uint32_t saving(const picking *p, uint32_t pos);
-
-/* Whether the request at pos shares at least `need` (>= 1) tokens with a taken request: a scan to
- * the nearest taken request on each side in token order that stops where the common prefix (the
- * minimum lcp across the gap) falls below need, so at the edge of the group sharing that much. */
-static int shares_at_least(const picking *p, uint32_t pos, uint32_t need) {
-    const batch_queue *q = p->q;
-    for (uint32_t i = pos; i > 0 && q->lcp[i] >= need; i--) /* lcp[i] joins i-1 and i */
-        if (p->s->taken[i - 1]) return 1;
-    for (uint32_t i = pos + 1; i < q->n && q->lcp[i] >= need; i++)
-        if (p->s->taken[i]) return 1;
-    return 0;
-}
+/* What taking the request at pos saves now: its common prefix with the nearest taken request on
+ * either side in token order (the minimum lcp across the gap; taken_index.h). */
+static uint32_t saving(const picking *p, uint32_t pos) { return taken_index_shared(&p->index, pos); }
 
 /* Whether the request at pos fits the tokens and compact rows left: its rows are its tokens beyond
- * its prefix shared with the batch, of which `known` tokens are known (a cluster side's common
- * prefix; 0: none), so the scan runs only when they do not settle it. */
-static int fits_budget_known(const picking *p, uint32_t pos, uint32_t known) {
+ * its prefix shared with the batch. */
+static int fits_budget(const picking *p, uint32_t pos) {
     uint32_t len = len_at(p, pos);
-    return len <= p->tokens_left &&
-           (len <= p->rows_left + known || shares_at_least(p, pos, len - (uint32_t)p->rows_left));
+    return len <= p->tokens_left && (len <= p->rows_left || len - saving(p, pos) <= p->rows_left);
 }
-
-static int fits_budget(const picking *p, uint32_t pos) { return fits_budget_known(p, pos, 0); }
 
 /* Whether the request at pos is a candidate of the step running (any, aged, passed over). */
 static int candidate(const picking *p, uint32_t pos) {
     return p->only == ANY || (p->only == ONLY_AGED ? aged(p, p->q->order[pos]) : passed(p, pos));
 }
 
-/* Free, a candidate, and fitting the room left (known: as in fits_budget_known). */
-static int fits_known(const picking *p, uint32_t pos, uint32_t known) {
-    return !p->s->taken[pos] && candidate(p, pos) && fits_budget_known(p, pos, known);
+/* Free, a candidate, and fitting the room left. */
+static int fits(const picking *p, uint32_t pos) {
+    return !p->s->taken[pos] && candidate(p, pos) && fits_budget(p, pos);
 }
-
-static int fits(const picking *p, uint32_t pos) { return fits_known(p, pos, 0); }
 
 static void take(picking *p, uint32_t pos) {
     uint32_t len = len_at(p, pos), rows = len - saving(p, pos);
     p->s->taken[pos] = 1;
+    taken_index_mark(&p->index, pos);
     p->s->picked[p->n_picked++] = pos;
     p->tokens_left = len < p->tokens_left ? p->tokens_left - len : 0; /* an oversized one leaves none */
     p->rows_left = rows < p->rows_left ? p->rows_left - rows : 0;
@@ -197,12 +186,16 @@ static const batch_seed *top_seed(picking *p) {
 
 /* Moves a side past taken requests (its common prefix starts again from them) and past requests
  * that no longer fit (its common prefix shrinks across them) to its next candidate; a side whose
- * common prefix reached 0 is done (what lies beyond shares nothing with the cluster). */
+ * common prefix reached 0 is done (what lies beyond shares nothing with the cluster), and so is one
+ * whose common prefix and the rows left together fall below the shortest queued request (nothing
+ * beyond fits through this cluster; a request the batch shares more with elsewhere is the
+ * candidate of that cluster's side). */
 static void settle(const picking *p, batch_side *side) {
     int64_t n = p->q->n;
-    while (side->at >= 0 && side->at < n && side->common > 0) {
+    while (side->at >= 0 && side->at < n && side->common > 0 &&
+           (uint64_t)side->common + p->rows_left >= p->min_len && p->tokens_left >= p->min_len) {
         uint32_t at = (uint32_t)side->at;
-        if (fits_known(p, at, side->common == UINT32_MAX ? 0 : side->common)) return;
+        if (fits(p, at)) return;
         if (p->s->taken[at]) side->common = UINT32_MAX; /* the cluster reaches this taken request */
         int64_t next = side->at + side->step;
         if (next < 0 || next >= n) break;
@@ -235,29 +228,6 @@ static uint32_t side_gain(const batch_side *side) { return side->at < 0 ? 0 : si
 static int older(const picking *p, uint32_t a, uint32_t b) {
     const batch_request *x = &p->q->req[p->q->order[a]], *y = &p->q->req[p->q->order[b]];
     return x->arrival_us != y->arrival_us ? x->arrival_us < y->arrival_us : x->push_no < y->push_no;
-}
-
-/* What taking the request at pos saves now: its common prefix with the nearest taken request on
- * either side in token order (the minimum lcp across the gap). */
-static uint32_t saving(const picking *p, uint32_t pos) {
-    const batch_queue *q = p->q;
-    uint32_t best = 0, common = UINT32_MAX;
-    for (uint32_t i = pos; i > 0 && common > best; i--) { /* leftwards: lcp[i] joins i-1 and i */
-        if (q->lcp[i] < common) common = q->lcp[i];
-        if (p->s->taken[i - 1]) {
-            if (common > best) best = common;
-            break;
-        }
-    }
-    common = UINT32_MAX;
-    for (uint32_t i = pos + 1; i < q->n && common > best; i++) {
-        if (q->lcp[i] < common) common = q->lcp[i];
-        if (p->s->taken[i]) {
-            if (common > best) best = common;
-            break;
-        }
-    }
-    return best;
 }
 
 /* Whether taking the request at pos, which shares g tokens with the batch, keeps its
@@ -467,8 +437,12 @@ static void write_batch(picking *p, rmlp_batch *out) {
 }
 
 rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const batch_ask *ask, rmlp_batch *out) {
-    picking p = {q, s, ask, ask->max_tokens, ask->max_rows, 0, 0, 0, 0, 0, 0};
+    picking p = {.q = q, .s = s, .ask = ask, .tokens_left = ask->max_tokens, .rows_left = ask->max_rows};
     memset(s->taken, 0, q->n);
+    taken_index_reset(&p.index, s->taken_counts, s->lcp_min, q->lcp, q->n);
+    p.min_len = UINT32_MAX;
+    for (uint32_t i = 0; i < q->n; i++)
+        if (len_at(&p, i) < p.min_len) p.min_len = len_at(&p, i);
     memset(s->cached, 0, (size_t)q->n * sizeof(uint32_t));
     uint32_t skipped = 0;
     if (ask->context != NULL && q->n > 0) {

@@ -38,9 +38,10 @@
  * computes, so a group split over two batches computes its prefix once, and grouping newer
  * requests first only makes older ones wait (docs/batching.md, "With a prefix cache").
  * The batch lists its requests in token order.
- * Steps cost O(queued requests) plus the heap (step 2: plus a scan to the nearest taken request
- * on each side, which stops at the first unrelated one; a whole-group check: a scan of at most
- * max_seqs requests), and allocate nothing: the scratch is sized at creation.
+ * Steps cost O(queued requests) plus the heap; the prefix a request shares with the batch is
+ * O(log n) (taken_index.h); a cluster's side stops where nothing beyond can fit through it; a
+ * whole-group check scans at most max_seqs requests. Nothing allocates: the scratch is sized at
+ * creation.
  */
 #ifndef RMLP_BATCH_SELECT_H
 #define RMLP_BATCH_SELECT_H
@@ -49,6 +50,7 @@
 
 #include "queue.h"
 #include "radix_mlp.h"
+#include "taken_index.h"
 
 /* How the batcher reads an attached context's prefix cache (ffi/src/cache_api.c; absent in
  * libradix_mlp_plan). `index` is what enter hands out. */
@@ -83,6 +85,7 @@ typedef struct batch_side {
  * cap_requests requests and cap_tokens tokens. */
 typedef struct batch_scratch {
     uint8_t *taken;       /* (cap_requests) by position in token order */
+    uint32_t *taken_counts, *lcp_min; /* (cap_requests + 1), (2 cap_requests): taken_index.h's */
     uint32_t *cached;     /* (cap_requests) by position: cached prefix */
     uint32_t *pos_of;     /* (cap_requests) by slot: position in token order */
     uint32_t *picked;     /* (cap_requests) positions in the order they were taken */
