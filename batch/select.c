@@ -45,7 +45,8 @@ int batch_scratch_init(batch_scratch *s, uint32_t cap_requests, uint32_t cap_tok
 }
 
 void batch_scratch_release(batch_scratch *s) {
-    free(s->taken), free(s->taken_counts), free(s->lcp_min), free(s->cached), free(s->pos_of), free(s->picked), free(s->seeds), free(s->sides);
+    free(s->taken), free(s->taken_counts), free(s->lcp_min), free(s->cached), free(s->pos_of), free(s->picked);
+    free(s->seeds), free(s->sides);
     free(s->ids), free(s->arrivals), free(s->input_ids), free(s->position_ids), free(s->cu_seqlens);
     memset(s, 0, sizeof *s);
 }
@@ -239,7 +240,7 @@ static int older(const picking *p, uint32_t a, uint32_t b) {
 static int keeps_group(const picking *p, uint32_t pos, uint32_t g) {
     if (p->n_picked == 0) return 1;
     const batch_queue *q = p->q;
-    uint64_t tokens = len_at(p, pos), rows = len_at(p, pos) - g, seqs = 1, room_seqs = p->ask->max_seqs - p->n_picked;
+    uint64_t tokens = len_at(p, pos), rows = tokens - g, seqs = 1, room_seqs = p->ask->max_seqs - p->n_picked;
     for (int32_t step = -1; step <= 1; step += 2) {
         uint32_t common = UINT32_MAX; /* with the last member counted */
         for (int64_t at = pos;;) {
@@ -380,6 +381,9 @@ static void take_prefix(picking *p) {
             if (fits(p, p->s->pos_of[r])) take(p, p->s->pos_of[r]);
         take_by_age(p);
     } else {
+        p->min_len = UINT32_MAX; /* for settle: the cluster sides run in these steps only */
+        for (uint32_t i = 0; i < q->n; i++)
+            if (len_at(p, i) < p->min_len) p->min_len = len_at(p, i);
         take_oldest_pulling(p, ONLY_AGED);
         if (room(p)) take_oldest_pulling(p, ONLY_PASSED);
         if (room(p)) take_groups(p);
@@ -396,10 +400,10 @@ static void take_fifo(picking *p) {
     for (uint32_t i = 0; i < q->n; i++) p->s->pos_of[q->order[i]] = i;
     for (uint32_t r = q->head; r != BATCH_NONE && room(p); r = q->req[r].next) {
         uint32_t pos = p->s->pos_of[r];
-        if (p->n_picked > 0 && !fits_budget(p, pos)) break;
-        int oversized = p->n_picked == 0 && !fits_budget(p, pos);
+        int fit = fits_budget(p, pos);
+        if (!fit && p->n_picked > 0) break;
         take(p, pos);
-        if (oversized) break; /* alone */
+        if (!fit) break; /* the first, oversized: alone */
     }
 }
 
@@ -440,9 +444,6 @@ rmlp_status batch_select(const char *fn, batch_queue *q, batch_scratch *s, const
     picking p = {.q = q, .s = s, .ask = ask, .tokens_left = ask->max_tokens, .rows_left = ask->max_rows};
     memset(s->taken, 0, q->n);
     taken_index_reset(&p.index, s->taken_counts, s->lcp_min, q->lcp, q->n);
-    p.min_len = UINT32_MAX;
-    for (uint32_t i = 0; i < q->n; i++)
-        if (len_at(&p, i) < p.min_len) p.min_len = len_at(&p, i);
     memset(s->cached, 0, (size_t)q->n * sizeof(uint32_t));
     uint32_t skipped = 0;
     if (ask->context != NULL && q->n > 0) {
