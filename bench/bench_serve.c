@@ -19,6 +19,7 @@
 #include "tools/cli.h"
 #include "serve_cost.h"
 #include "serve_sim.h"
+#include "serve_slo.h"
 #include "serve_trace.h"
 #include "tools/tiny_model.h"
 
@@ -32,7 +33,7 @@ typedef struct serve_args {
         hidden, seed;
     unsigned long replicas[MAX_REPLICA_COUNTS], query_tokens[2];
     size_t n_replicas;
-    double load;
+    double load, slo_ms; /* slo_ms: 0 unless --slo-ms */
     int json, no_traces, capacity;
     int routes; /* of the sweep at K > 1: bit 0 round robin, bit 1 prefix routing (--route) */
     serve_cost_kind cost;
@@ -52,7 +53,7 @@ static int usage(FILE *to) {
             "usage: radixmlp bench --serve [--trace rerank|embed|no_sharing|mixed|all|none] [--requests N] [--queries C]\n"
             "                      [--request-seqs S] [--load X] [--max-tokens B] [--max-rows R] [--max-seqs M] [--max-wait-ms W] [--cache-mb MB]\n"
             "                      [--query-tokens MIN,MAX] [--replicas K,K,...] [--route rr|prefix|both]\n"
-            "                      [--sweep TRACE|none] [--layers L] [--hidden H] [--seed S] [--cost measured|model] [--capacity] [--json]\n"
+            "                      [--sweep TRACE|none] [--layers L] [--hidden H] [--seed S] [--cost measured|model] [--capacity] [--slo-ms W] [--json]\n"
             "  Client requests (--requests per trace, default 300) arrive as a Poisson process at --load (default\n"
             "  1.0) times FIFO's capacity on that trace (tokens per second of compute with every request queued),\n"
             "  and are served in simulated time, each batch charged the CPU time of its real forward (one thread;\n"
@@ -67,6 +68,9 @@ static int usage(FILE *to) {
             "  beyond --max-tokens); with it --max-tokens bounds the batch's full layout (the context's size).\n"
             "  --capacity: also both policies with the whole trace queued at once and no age bound (the most\n"
             "  each can do at this budget: the ceiling of their ratio).\n"
+            "  --slo-ms W (with --cost model): also, per trace, the highest load each policy carries with its p99\n"
+            "  queue wait at or under W ms over the whole trace (bisection over loads 0.05-4; without a cache only\n"
+            "  the plans run, the forward moving nothing): throughput at a latency objective, and their ratio.\n"
             "  FIFO and prefix (and round robin and prefix routing) run interleaved, batch by batch.\n"
             "  --cost model: charge each batch, instead of its measured CPU time (--cost measured, the default),\n"
             "  the time a fixed model gives what it computed: a + b N' + c R + d P (N' compact rows, R of them\n"
@@ -171,6 +175,12 @@ static int parse_args(int argc, char **argv, serve_args *a) {
                 fprintf(stderr, "radixmlp: --route expects rr, prefix or both, got '%s'\n", v);
                 bad = -1;
             }
+        } else if (strcmp(flag, "--slo-ms") == 0) {
+            bad = cli_parse_double(flag, v, &a->slo_ms);
+            if (bad == 0 && !(a->slo_ms > 0.0 && a->slo_ms <= 3600000.0)) {
+                fprintf(stderr, "radixmlp: --slo-ms expects a p99 wait bound in (0, 3600000] ms, got %s\n", v);
+                bad = -1;
+            }
         } else if (strcmp(flag, "--query-tokens") == 0) bad = parse_range(flag, v, a->query_tokens);
         else if (strcmp(flag, "--cost") == 0) {
             if (strcmp(v, "measured") == 0) a->cost = SERVE_COST_MEASURED;
@@ -194,6 +204,11 @@ static int parse_args(int argc, char **argv, serve_args *a) {
     }
     if (a->hidden % 64 != 0) {
         fprintf(stderr, "radixmlp: --hidden %lu: a multiple of 64 (heads of 64)\n", a->hidden);
+        return 2;
+    }
+    if (a->slo_ms > 0.0 && a->cost != SERVE_COST_MODEL) {
+        fprintf(stderr, "radixmlp: --slo-ms needs --cost model (a search over the p99 of measured times would follow "
+                        "the machine's noise)\n");
         return 2;
     }
     if (a->n_traces == 0 && !a->no_traces) return parse_trace("--trace", "all", a);
@@ -287,14 +302,14 @@ static int run_together(const serve_args *a, const serve_trace *t, rmlp_model *m
     return rc;
 }
 
-/* FIFO's capacity on the trace (every request queued; the first 8 batches), and the request rate
- * that offers --load times it. */
-static int offered_rate(const serve_args *a, const serve_trace *t, rmlp_model *model, serve_config c, double *rate) {
+/* FIFO's capacity on the trace (every request queued; the first 8 batches) as the request rate that
+ * offers it: load 1. */
+static int rate_per_load(const serve_args *a, const serve_trace *t, rmlp_model *model, serve_config c, double *rate) {
     c.mode = RMLP_BATCH_FIFO, c.replicas = 1, c.saturate = true, c.max_batches = 8, c.rate = 1.0;
     serve_result r;
     if (run_together(a, t, model, &c, 1, &r) != 0) return 1;
     double tokens_per_request = (double)t->n_tokens / (double)t->n_requests;
-    *rate = a->load * tokens_per_s(&r) / tokens_per_request;
+    *rate = tokens_per_s(&r) / tokens_per_request;
     return 0;
 }
 
@@ -323,6 +338,36 @@ static int capacity(const serve_args *a, const char *name, const serve_trace *t,
     return 0;
 }
 
+/* Per policy, the highest load carried at p99 wait <= --slo-ms over the trace (serve_slo.h), and
+ * prefix batching's over FIFO's. */
+static int slo(const serve_args *a, const char *name, const serve_trace *t, rmlp_model *model, serve_config c,
+               double per_load, double *ratio) {
+    serve_slo found[2];
+    c.plan_only = c.cache_bytes == 0; /* the cost model without a cache: the forward moves nothing */
+    for (int mode = 0; mode < 2; mode++) {
+        c.mode = mode ? RMLP_BATCH_PREFIX : RMLP_BATCH_FIFO;
+        if (serve_slo_search(t, model, (uint32_t)a->hidden, c, per_load, a->slo_ms, &found[mode]) != 0) return 1;
+    }
+    *ratio = found[0].load > 0 ? found[1].load / found[0].load : 0.0;
+    if (a->json) {
+        for (int mode = 0; mode < 2; mode++) {
+            const serve_result *r = &found[mode].at;
+            printf("{\"trace\": \"%s\", \"policy\": \"%s\", \"slo_ms\": %.1f, \"carried_load\": %.17g, "
+                   "\"refused_load\": %.17g, \"wait_p99_ms\": %.2f, \"n_over_n_compact\": %.3f, \"requests\": %zu, "
+                   "\"search_runs\": %u}\n",
+                   name, mode ? "prefix" : "fifo", a->slo_ms, found[mode].load, found[mode].refused, r->wait_p99_ms,
+                   r->compact_rows ? (double)r->tokens / r->compact_rows : 0.0, t->n_requests, found[mode].runs);
+        }
+        return 0;
+    }
+    const serve_result *r = &found[0].at, *q = &found[1].at;
+    printf("# %s at p99 wait <= %.0f ms (%zu client requests): FIFO carries load %.3f (p99 %.1f ms, N/N' %.2f), "
+           "prefix %.3f (p99 %.1f ms, N/N' %.2f): %.2fx\n", name, a->slo_ms, t->n_requests, found[0].load,
+           r->wait_p99_ms, r->compact_rows ? (double)r->tokens / r->compact_rows : 0.0, found[1].load, q->wait_p99_ms,
+           q->compact_rows ? (double)q->tokens / q->compact_rows : 0.0, *ratio);
+    return 0;
+}
+
 int bench_serve(int argc, char **argv) {
     serve_args a;
     int rc = parse_args(argc, argv, &a);
@@ -334,14 +379,14 @@ int bench_serve(int argc, char **argv) {
         return 1;
     }
     serve_config base = {RMLP_BATCH_FIFO, a.max_tokens, a.max_rows ? a.max_rows : a.max_tokens, a.max_seqs,
-                         (uint64_t)a.max_wait_ms * 1000, (uint64_t)a.cache_mb << 20, 1, false, 1.0, 0, false, a.cost, serve_cost_default(&cfg)};
+                         (uint64_t)a.max_wait_ms * 1000, (uint64_t)a.cache_mb << 20, 1, false, 1.0, 0, false, a.cost, serve_cost_default(&cfg), false};
     serve_cost_log cost_all = {0};
     a.cost_all = &cost_all;
     if (!a.json)
         printf("%-10s %-6s %3s %-6s %6s %8s %6s %7s %6s %9s %5s %9s %9s %9s %8s %8s\n", "trace", "policy", "K",
                "route", "seqs", "tokens", "N/N'", "hit", "N/comp", "tok/s", "util", "wait p50", "wait p99", "lat p99", "batch50",
                "batch99");
-    double fifo_tps[4] = {0}, prefix_tps[4] = {0}, fifo_p99[4] = {0}, prefix_p99[4] = {0};
+    double fifo_tps[4] = {0}, prefix_tps[4] = {0}, fifo_p99[4] = {0}, prefix_p99[4] = {0}, slo_ratio[4] = {0};
     serve_shape shape = {(uint32_t)a.queries, (uint32_t)a.request_seqs, (uint32_t)a.query_tokens[0],
                          (uint32_t)a.query_tokens[1]};
     for (size_t i = 0; rc == 0 && i < a.n_traces; i++) {
@@ -352,9 +397,11 @@ int bench_serve(int argc, char **argv) {
             break;
         }
         serve_config c = base;
+        double per_load = 0.0;
         rc = t.longest > a.max_tokens ? (fprintf(stderr, "radixmlp: --max-tokens %lu is below the trace's longest "
                                                  "sequence (%u tokens)\n", a.max_tokens, t.longest), 2)
-                                      : offered_rate(&a, &t, model, c, &c.rate);
+                                      : rate_per_load(&a, &t, model, c, &per_load);
+        c.rate = a.load * per_load;
         serve_config pair[2] = {c, c};
         pair[1].mode = RMLP_BATCH_PREFIX;
         serve_result r[2];
@@ -374,6 +421,7 @@ int bench_serve(int argc, char **argv) {
             print_batcher_cost(a.traces[i], r);
         }
         if (rc == 0 && a.capacity) rc = capacity(&a, a.traces[i], &t, model, c);
+        if (rc == 0 && a.slo_ms > 0.0) rc = slo(&a, a.traces[i], &t, model, c, per_load, &slo_ratio[i]);
         serve_trace_free(&t);
     }
     double one_hit = 0.0, k8_hit[2] = {-1.0, -1.0};
@@ -382,7 +430,9 @@ int bench_serve(int argc, char **argv) {
         serve_config c = base;
         c.mode = RMLP_BATCH_PREFIX;
         rc = serve_trace_make(a.sweep, a.requests, &shape, cfg.vocab_size, a.seed, &t) != 0 ? 1 : 0;
-        if (rc == 0) rc = offered_rate(&a, &t, model, c, &c.rate);
+        double per_load = 0.0;
+        if (rc == 0) rc = rate_per_load(&a, &t, model, c, &per_load);
+        c.rate = a.load * per_load;
         for (size_t k = 0; rc == 0 && k < a.n_replicas; k++) {
             serve_config pair[2] = {c, c}; /* round robin and prefix routing, interleaved */
             size_t n = 0;
@@ -409,6 +459,9 @@ int bench_serve(int argc, char **argv) {
                 printf("# target, rerank: prefix >= 1.5x FIFO throughput at no worse p99 wait: %.2fx, %.1f vs %.1f ms: "
                        "%s\n", prefix_tps[i] / fifo_tps[i], prefix_p99[i], fifo_p99[i],
                        prefix_tps[i] >= 1.5 * fifo_tps[i] && prefix_p99[i] <= fifo_p99[i] ? "met" : "NOT met");
+            if (strcmp(a.traces[i], "rerank") == 0 && a.slo_ms > 0.0)
+                printf("# target, rerank at p99 wait <= %.0f ms: prefix carries >= 1.5x FIFO's load: %.2fx: %s\n",
+                       a.slo_ms, slo_ratio[i], slo_ratio[i] >= 1.5 ? "met" : "NOT met");
             if (strcmp(a.traces[i], "no_sharing") == 0)
                 printf("# target, no_sharing: prefix no more than 2%% behind FIFO: %.3fx: %s\n",
                        prefix_tps[i] / fifo_tps[i], prefix_tps[i] >= 0.98 * fifo_tps[i] ? "met" : "NOT met");

@@ -90,15 +90,15 @@ static int run_batch(serve_sim *s, replica *p) {
     double start = cpu_us();
     if (rmlp_plan_build(p->planner, batch.input_ids, batch.position_ids, batch.n_tokens, batch.cu_seqlens,
                         batch.n_seqs, &params, &plan) != RMLP_OK ||
-        rmlp_forward_compact(p->ctx, &plan, NULL, NULL, s->out) != RMLP_OK ||
-        rmlp_context_pool_compact(p->ctx, &plan, s->out, RMLP_POOLING_LAST, true, s->pooled) != RMLP_OK)
+        (!s->c.plan_only && (rmlp_forward_compact(p->ctx, &plan, NULL, NULL, s->out) != RMLP_OK ||
+                             rmlp_context_pool_compact(p->ctx, &plan, s->out, RMLP_POOLING_LAST, true, s->pooled) != RMLP_OK)))
         return fail("running a batch");
     double measured = cpu_us() - start;
     if (s->c.cache_bytes > 0 && rmlp_context_cache_stats(p->ctx, &after) != RMLP_OK) return fail("cache stats");
     serve_cost_terms terms;
     batch_terms(s, &plan, &before, &after, &terms);
     double modelled = serve_cost_us(&s->c.model, &terms);
-    serve_cost_log_add(&r->cost, &terms, modelled, measured);
+    if (!s->c.plan_only) serve_cost_log_add(&r->cost, &terms, modelled, measured);
     double cost = s->c.cost == SERVE_COST_MODEL ? modelled : measured;
     for (uint32_t q = 0; q < batch.n_seqs; q++) {
         double wait = (double)(now - batch.arrival_us[q]);
@@ -161,6 +161,10 @@ int serve_sim_step(serve_sim *s) {
 double serve_sim_busy(const serve_sim *s) { return s->r.busy_s; }
 
 serve_sim *serve_sim_new(const serve_trace *t, rmlp_model *model, uint32_t hidden, const serve_config *c) {
+    if (c->plan_only && (c->cost != SERVE_COST_MODEL || c->cache_bytes > 0)) {
+        fprintf(stderr, "radixmlp bench --serve: plans alone need the cost model and no cache\n");
+        return NULL;
+    }
     serve_sim *s = calloc(1, sizeof *s);
     if (s == NULL) return NULL;
     *s = (serve_sim){.t = t, .c = *c};

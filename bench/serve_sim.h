@@ -33,6 +33,8 @@ typedef struct serve_config {
     bool saturate;               /* every request queued at time 0 before the first batch (a capacity run) */
     serve_cost_kind cost;        /* what a batch is charged: its measured CPU time or the model's */
     serve_cost_model model;      /* the model (serve_cost.h), with SERVE_COST_MODEL */
+    bool plan_only;              /* plan each batch, skip its forward: only with SERVE_COST_MODEL and no
+                                  * cache, where the forward moves nothing (no measured times then) */
 } serve_config;
 
 typedef struct serve_result {

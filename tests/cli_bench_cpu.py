@@ -6,7 +6,8 @@ reach, the plan's build time, and outputs of the three modes that agree. The tex
 same breakdown under the case. `bench --serve --cost model` (a short rerank trace) gives the same
 rows in two runs (but for the CPU times measured: the batcher's own, checked for order, and the
 forwards'): the cost model charges nothing measured; and `--route rr|prefix` runs only that route
-at K > 1, each row as in the run of both.
+at K > 1, each row as in the run of both. `--slo-ms` brackets each policy's highest load at a p99
+wait bound, which plain runs at the two loads confirm.
 
     python3 tests/cli_bench_cpu.py BUILD/radixmlp
 """
@@ -70,6 +71,26 @@ def main():
     check(served[0] == served[1], "bench --serve --cost model: two runs differ: %r vs %r" % (served[0], served[1]))
     r = radixmlp(exe, "bench", "--serve", "--cost", "cpu")
     check(r.returncode == 2 and "--cost expects measured or model" in r.stderr, "--cost cpu: %r" % r.stderr)
+    # --slo-ms: per policy the highest load found with p99 wait <= the bound and the least found
+    # above it. Served again at those loads by the plain runs (the forward run, where the search only
+    # plans), the first stays under the bound with the same p99 and the second goes over it.
+    short = ("--serve", "--trace", "rerank", "--requests", "40", "--sweep", "none", "--cost", "model", "--cache-mb", "0")
+    r = radixmlp(exe, "bench", *short, "--slo-ms", "300", "--json")
+    found = [json.loads(line) for line in r.stdout.splitlines() if '"slo_ms"' in line]
+    check(r.returncode == 0 and [row["policy"] for row in found] == ["fifo", "prefix"],
+          "bench --serve --slo-ms 300: exit %d, rows %r, stderr %r" % (r.returncode, found, r.stderr))
+    for row in found:
+        check(0.05 <= row["carried_load"] < row["refused_load"] <= row["carried_load"] + 0.005
+              and row["wait_p99_ms"] <= 300.0, "--slo-ms: the bracket %r" % row)
+        for load, under in ((row["carried_load"], True), (row["refused_load"], False)):
+            r = radixmlp(exe, "bench", *short, "--load", repr(load), "--json")
+            rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+            p99 = [x["wait_p99_ms"] for x in rows if x["policy"] == row["policy"]]
+            check(r.returncode == 0 and len(p99) == 1 and (p99[0] <= 300.0) == under
+                  and (not under or abs(p99[0] - row["wait_p99_ms"]) < 0.01),
+                  "--slo-ms: %s at load %r: p99 %r, the search's %r" % (row["policy"], load, p99, row["wait_p99_ms"]))
+    r = radixmlp(exe, "bench", "--serve", "--slo-ms", "300")
+    check(r.returncode == 2 and "--slo-ms needs --cost model" in r.stderr, "--slo-ms measured: %r" % r.stderr)
     # --route: at K > 1 only the routes asked for, each row as in the run of both.
     sweep = ("--serve", "--trace", "none", "--requests", "12", "--replicas", "1,2", "--cost", "model", "--json")
     routed = {}
