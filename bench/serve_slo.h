@@ -3,6 +3,8 @@
  * (`radixmlp bench --serve --slo-ms W`): throughput at a latency objective, the open-loop measure of
  * a batcher. The same trace (its unit arrival times scaled by the rate) is served at loads found by
  * bisection; a load is carried when the p99 wait over the whole trace stays at or under the bound.
+ * The bisection takes the p99 to grow with the load; on a short trace it may not everywhere, and
+ * the search gives the boundary it found: a load carried, and one refused within SERVE_SLO_STEP.
  */
 #ifndef RMLP_TOOLS_SERVE_SLO_H
 #define RMLP_TOOLS_SERVE_SLO_H
