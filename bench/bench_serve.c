@@ -250,10 +250,15 @@ static void print_batcher_cost(const char *what, const serve_result *r) {
            push_mean_us(&r[0]), push_mean_us(&r[1]));
 }
 
+/* N/N': tokens over compact rows. */
+static double n_over_compact(const serve_result *r) {
+    return r->compact_rows ? (double)r->tokens / (double)r->compact_rows : 0.0;
+}
+
 static void print_row(const serve_args *a, const char *trace, const serve_config *c, const serve_result *r) {
     const char *policy = c->mode == RMLP_BATCH_FIFO ? "fifo" : "prefix";
     const char *route = c->replicas == 1 ? "-" : c->route_prefix ? "prefix" : "rr";
-    double ratio = r->compact_rows ? (double)r->tokens / (double)r->compact_rows : 0.0;
+    double ratio = n_over_compact(r);
     double hit = r->lookups ? (double)r->hits / (double)r->lookups : 0.0;
     uint64_t computed = r->compact_rows - (r->hits < r->compact_rows ? r->hits : r->compact_rows);
     double reuse = computed ? (double)r->tokens / (double)computed : 0.0; /* batching and cache together */
@@ -327,11 +332,9 @@ static int capacity(const serve_args *a, const char *name, const serve_trace *t,
         for (int mode = 0; mode < 2; mode++) print_row(a, name, &pair[mode], &r[mode]);
         return 0;
     }
-    double rows[2];
-    for (int mode = 0; mode < 2; mode++) rows[mode] = r[mode].compact_rows ? (double)r[mode].tokens / r[mode].compact_rows : 0;
     printf("# %s capacity (every request queued at once, no age bound): FIFO %.0f tok/s (N/N' %.2f, p99 wait %.1f ms), "
-           "prefix %.0f tok/s (N/N' %.2f, p99 wait %.1f ms): %.2fx\n", name, tokens_per_s(&r[0]), rows[0],
-           r[0].wait_p99_ms, tokens_per_s(&r[1]), rows[1], r[1].wait_p99_ms, tokens_per_s(&r[1]) / tokens_per_s(&r[0]));
+           "prefix %.0f tok/s (N/N' %.2f, p99 wait %.1f ms): %.2fx\n", name, tokens_per_s(&r[0]), n_over_compact(&r[0]),
+           r[0].wait_p99_ms, tokens_per_s(&r[1]), n_over_compact(&r[1]), r[1].wait_p99_ms, tokens_per_s(&r[1]) / tokens_per_s(&r[0]));
     char what[64];
     snprintf(what, sizeof what, "%s capacity", name);
     print_batcher_cost(what, r);
@@ -356,15 +359,14 @@ static int slo(const serve_args *a, const char *name, const serve_trace *t, rmlp
                    "\"refused_load\": %.17g, \"wait_p99_ms\": %.2f, \"n_over_n_compact\": %.3f, \"requests\": %zu, "
                    "\"search_runs\": %u}\n",
                    name, mode ? "prefix" : "fifo", a->slo_ms, found[mode].load, found[mode].refused, r->wait_p99_ms,
-                   r->compact_rows ? (double)r->tokens / r->compact_rows : 0.0, t->n_requests, found[mode].runs);
+                   n_over_compact(r), t->n_requests, found[mode].runs);
         }
         return 0;
     }
     const serve_result *r = &found[0].at, *q = &found[1].at;
     printf("# %s at p99 wait <= %.0f ms (%zu client requests): FIFO carries load %.3f (p99 %.1f ms, N/N' %.2f), "
            "prefix %.3f (p99 %.1f ms, N/N' %.2f): %.2fx\n", name, a->slo_ms, t->n_requests, found[0].load,
-           r->wait_p99_ms, r->compact_rows ? (double)r->tokens / r->compact_rows : 0.0, found[1].load, q->wait_p99_ms,
-           q->compact_rows ? (double)q->tokens / q->compact_rows : 0.0, *ratio);
+           r->wait_p99_ms, n_over_compact(r), found[1].load, q->wait_p99_ms, n_over_compact(q), *ratio);
     return 0;
 }
 
