@@ -26,7 +26,6 @@ int serve_slo_search(const serve_trace *t, rmlp_model *model, uint32_t hidden, s
         out->refused = lo;
         return 0;
     }
-    out->load = lo;
     if (run_at(t, model, hidden, c, rate_per_load, hi, &r, &out->runs) != 0) return 1;
     if (r.wait_p99_ms <= slo_ms) {
         out->load = hi, out->at = r;
@@ -35,9 +34,9 @@ int serve_slo_search(const serve_trace *t, rmlp_model *model, uint32_t hidden, s
     while (hi - lo > SERVE_SLO_STEP) { /* lo carried, hi not */
         double mid = 0.5 * (lo + hi);
         if (run_at(t, model, hidden, c, rate_per_load, mid, &r, &out->runs) != 0) return 1;
-        if (r.wait_p99_ms <= slo_ms) lo = mid, out->load = mid, out->at = r;
+        if (r.wait_p99_ms <= slo_ms) lo = mid, out->at = r;
         else hi = mid;
     }
-    out->refused = hi;
+    out->load = lo, out->refused = hi;
     return 0;
 }
