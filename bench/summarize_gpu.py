@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The tables of a GPU benchmark session (gpu/device/gpu_session.sh): the gather kernel's bandwidth
+"""The tables of a GPU benchmark session (scripts/device/gpu_session.sh): the gather kernel's bandwidth
 (bench_gather --json), then per model shape (told apart by hidden_size) and case, `radixmlp bench
 --device cuda --json` (radix off vs on vs on with attention in compact space, predicted speedup,
 their errors against off) beside the transformers peer (bench/peer_transformers.py --json: its

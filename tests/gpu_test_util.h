@@ -222,7 +222,7 @@ static inline void compare(const char *what, const float *got, const float *ref,
           sqrt(err2 / (ref2 ? ref2 : 1)), t.norm);
 }
 
-/* compare(), then one line with the measured errors (gpu/device/first_run.sh collects them). Not inlined:
+/* compare(), then one line with the measured errors (scripts/device/first_run.sh collects them). Not inlined:
  * GCC then cannot mistake a download's rows for uninitialized memory (-Wmaybe-uninitialized). */
 static __attribute__((noinline, unused)) void compare_report(const char *what, const float *got, const float *ref,
                                                              size_t n, tol t) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_device_scripts.sh: the shared parts of the device scripts (gpu/device/device_env.sh, device_steps.sh,
+# test_device_scripts.sh: the shared parts of the device scripts (scripts/device/device_env.sh, device_steps.sh,
 # device_deps.sh, summarize_window.py), checked without a GPU, a network or dpkg, on fakes:
 #   - PATH gains the toolkit's bin folder when nvcc is not on it (and only then);
 #   - rmlp_setup keeps what a step exports (rmlp_find_cublas's LD_LIBRARY_PATH), where a pipeline
@@ -31,13 +31,13 @@ chmod +x "$tmp/cuda/bin/nvcc"
 (
   PATH=/usr/bin:/bin
   command -v nvcc >/dev/null && exit 0 # a machine with nvcc in /usr/bin: nothing to check here
-  RMLP_CUDA_HOME=$tmp/cuda . gpu/device/device_env.sh
+  RMLP_CUDA_HOME=$tmp/cuda . scripts/device/device_env.sh
   [ "$(command -v nvcc)" = "$tmp/cuda/bin/nvcc" ]
 )
 check "device_env.sh puts \$RMLP_CUDA_HOME/bin on PATH when nvcc is not on it" test $? = 0
 (
   PATH=$tmp/cuda/bin:/usr/bin:/bin
-  RMLP_CUDA_HOME=/nonexistent . gpu/device/device_env.sh
+  RMLP_CUDA_HOME=/nonexistent . scripts/device/device_env.sh
   [ "$(command -v nvcc)" = "$tmp/cuda/bin/nvcc" ] && [ "${PATH%%:*}" = "$tmp/cuda/bin" ]
 )
 check "device_env.sh leaves PATH alone when nvcc is on it" test $? = 0
@@ -45,14 +45,14 @@ check "device_env.sh leaves PATH alone when nvcc is on it" test $? = 0
   PATH=$tmp/cuda/bin:/usr/bin:/bin
   export OUT=$tmp/out-cublas LD_LIBRARY_PATH=
   mkdir -p "$OUT"
-  . gpu/device/device_env.sh
+  . scripts/device/device_env.sh
   rmlp_find_cublas 99 | cat >/dev/null
   [ -z "$LD_LIBRARY_PATH" ] || exit 1 # a pipeline's subshell loses the export: the bug this guards against
   rmlp_setup "cuBLAS" rmlp_find_cublas 99 >/dev/null
   [ "${LD_LIBRARY_PATH%%:*}" = "$tmp/cuda/lib64" ] && grep -q 'libcublas.so.99' "$OUT/steps.jsonl"
 )
 check "rmlp_setup keeps rmlp_find_cublas's LD_LIBRARY_PATH (a pipeline does not)" test $? = 0
-bad=$(grep -n -E 'rmlp_find_cublas[^|#]*\||\$\(rmlp_find_cublas|<\(rmlp_find_cublas' gpu/device/*.sh)
+bad=$(grep -n -E 'rmlp_find_cublas[^|#]*\||\$\(rmlp_find_cublas|<\(rmlp_find_cublas' scripts/device/*.sh)
 check "no device script runs rmlp_find_cublas in a pipeline or \$(...): $bad" test -z "$bad"
 
 # --- a .deb without dpkg ---------------------------------------------------------------------------------
@@ -74,19 +74,19 @@ make_deb openblas xz "$lib/openblas-pthread/pkgconfig/openblas.pc=libdir=/usr/li
 make_deb jansson gzip "$lib/pkgconfig/jansson.pc=prefix=/usr\nlibdir=\${prefix}/lib\nName: jansson\nDescription: fake\nVersion: 6.5\nLibs: -ljansson\n"
 (
   export PKG_CONFIG_PATH= LD_LIBRARY_PATH=
-  versions=$(RMLP_DEPS_NO_DPKG=1 . gpu/device/device_deps.sh install "$tmp/debs" "$tmp/prefix" 2>&1) || exit 1
+  versions=$(RMLP_DEPS_NO_DPKG=1 . scripts/device/device_deps.sh install "$tmp/debs" "$tmp/prefix" 2>&1) || exit 1
   grep -q 'ar and tar, no dpkg' <<<"$versions" && grep -qx '9.8.7' <<<"$versions" && grep -qx '6.5' <<<"$versions" &&
     grep -q "^libdir=$tmp/prefix/usr/lib/x86_64-linux-gnu/openblas-pthread/" "$tmp/prefix/pkgconfig/openblas.pc" &&
     grep -q "^prefix=$tmp/prefix/usr" "$tmp/prefix/pkgconfig/jansson.pc"
 )
 check "device_deps.sh install unpacks .debs without dpkg (xz and gzip members) and relocates their .pc files" test $? = 0
-check "device_deps.sh fetches libquadmath0 (libgfortran5 needs it)" grep -q 'libquadmath0' gpu/device/device_deps.sh
+check "device_deps.sh fetches libquadmath0 (libgfortran5 needs it)" grep -q 'libquadmath0' scripts/device/device_deps.sh
 
 # --- steps, their limits and their record ----------------------------------------------------------------
 (
   export OUT=$tmp/out-steps
   mkdir -p "$OUT"
-  . gpu/device/device_env.sh
+  . scripts/device/device_env.sh
   budget=100
   start=$SECONDS
   RMLP_MIN_STEP=1 # steps of a few seconds here
@@ -128,7 +128,7 @@ chmod +x "$tmp/fakebin/cmake"
 (
   export OUT=$tmp/out-build PATH=$tmp/fakebin:$PATH
   mkdir -p "$OUT"
-  . gpu/device/device_env.sh
+  . scripts/device/device_env.sh
   budget=1000 build=$tmp/b
   rmlp_build 30 30 0 radixmlp >/dev/null && [ "$RMLP_BUILD_DIR" = "$tmp/b-nofi" ] || exit 1
   grep -q 'RMLP_FLASHINFER=OFF' "$tmp/b-nofi/CMakeCache.txt" && grep -q '"NOTE: built without FlashInfer"' "$OUT/steps.jsonl" &&
@@ -153,7 +153,7 @@ check "rmlp_build: FlashInfer off after a failed build, once per command, and NO
 (
   export OUT=$tmp/out-nobudget PATH=$tmp/fakebin:$PATH
   mkdir -p "$OUT"
-  . gpu/device/device_env.sh
+  . scripts/device/device_env.sh
   budget=10 build=$tmp/d
   mkdir -p "$build" && : >"$build/CMakeCache.txt"
   # too little budget for the build: "not run" (a text, not a status: no arithmetic on it), then NO BUILD

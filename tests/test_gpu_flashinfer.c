@@ -514,7 +514,7 @@ int main(void) {
     }
     CUDA_MUST(cudaStreamCreate(&stream));
     uint64_t rng = 0xF1A5u;
-    /* RMLP_GPU_KERNELS_QUICK=1 (compute-sanitizer runs, gpu/device/first_run.sh): bf16 only */
+    /* RMLP_GPU_KERNELS_QUICK=1 (compute-sanitizer runs, scripts/device/first_run.sh): bf16 only */
     const char *quick = getenv("RMLP_GPU_KERNELS_QUICK");
     for (int di = quick != NULL && strcmp(quick, "1") == 0 ? 1 : 0; di < (int)COUNT(DTYPES); di++) {
         test_full(&rng, di);

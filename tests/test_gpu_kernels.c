@@ -8,7 +8,7 @@
  * bytes: NaN in every dtype) before each launch, so an unwritten element fails; NaN always
  * fails. Tolerances per dtype are in TOLS. First, and on any machine, cuBLAS's loading (gpu/blas.cu,
  * no device needed); then without a CUDA device it prints SKIP and exits 77.
- * RMLP_GPU_KERNELS_QUICK=1 skips f16 (for the compute-sanitizer runs of gpu/device/first_run.sh).
+ * RMLP_GPU_KERNELS_QUICK=1 skips f16 (for the compute-sanitizer runs of scripts/device/first_run.sh).
  */
 #include "gpu_kernels_util.h"
 #include "gpu/blas.h"

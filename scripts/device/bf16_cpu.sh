@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bf16_cpu.sh: oneDNN's bf16 GEMMs for bf16-weight CPU models (issue 32, cpu/linear_onednn.c) on the GPU
 # machine's host CPU, which may have AMX-BF16 (the development VM, when it is a Zen 4, has AVX512-BF16
-# only). The first step of command 4 (gpu/device/window.sh), cheap (~30 s) and capped (90 s):
+# only). The first step of command 4 (scripts/device/window.sh), cheap (~30 s) and capped (90 s):
 #   1. the build (rmlp_build: test_bf16_onednn and radixmlp; nothing to do on command 1's build; on
 #      a bare machine, without it, the step is not run);
 #   2. test_bf16_onednn on the fixtures: where the CPU has the instructions, oneDNN's GEMM against the
@@ -17,7 +17,7 @@
 # RMLP_BC_ROUNDS, RMLP_BUILD (build-gpu), RMLP_JOBS.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-. gpu/device/device_env.sh
+. scripts/device/device_env.sh
 OUT=${OUT:-/tmp/rmlp-bc-out}
 mkdir -p "$OUT"
 [ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl"

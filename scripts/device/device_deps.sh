@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # device_deps.sh: the Debian packages the build needs (OpenBLAS, jansson, pkg-config), for a GPU
 # machine that has CUDA but not these and cannot reach a package registry (see gpu/CHECKLIST.md).
-#   gpu/device/device_deps.sh fetch DIR            here, with apt: download the .debs into DIR
-#   . gpu/device/device_deps.sh install DIR PREFIX there: unpack them under PREFIX (no root, no dpkg
+#   scripts/device/device_deps.sh fetch DIR            here, with apt: download the .debs into DIR
+#   . scripts/device/device_deps.sh install DIR PREFIX there: unpack them under PREFIX (no root, no dpkg
 #                                           database), write relocated openblas.pc / jansson.pc to
 #                                           PREFIX/pkgconfig and export PKG_CONFIG_PATH, PATH and
 #                                           LD_LIBRARY_PATH for cmake and the tests;
-#   . gpu/device/device_deps.sh install-onednn DIR PREFIX  there, where OpenBLAS and jansson are
+#   . scripts/device/device_deps.sh install-onednn DIR PREFIX  there, where OpenBLAS and jansson are
 #                                           installed: oneDNN's .debs alone.
 # A .deb is unpacked with dpkg-deb where the machine has it, else without dpkg: its data member
 # (an ar archive's data.tar.xz, .zst or .gz) through ar and tar (xz, else python3's lzma);
@@ -14,7 +14,7 @@
 # Neither runs maintainer scripts, so Debian's update-alternatives link openblas.pc ->
 # openblas-pthread/pkgconfig/openblas.pc is made here by hand. libgfortran5 (OpenBLAS's LAPACK)
 # needs libquadmath0. oneDNN (libdnnl2, its header libdnnl-dev, and the libOpenCL.so.1 it links) is
-# fetched too, for the bf16 CPU GEMMs (cpu/linear_onednn.c, gpu/device/bf16_cpu.sh): CPATH names
+# fetched too, for the bf16 CPU GEMMs (cpu/linear_onednn.c, scripts/device/bf16_cpu.sh): CPATH names
 # its header for the build, LD_LIBRARY_PATH its library for the dlopen.
 [[ "${BASH_SOURCE[0]}" == "$0" ]] && set -euo pipefail # strict when run, not leaking into a shell that sources it
 rmlp_deps_packages="libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libgfortran5 libquadmath0
@@ -92,7 +92,7 @@ install-onednn) # a machine that has OpenBLAS and jansson: oneDNN's .debs alone
   rmlp_install_onednn "$2" "$3"
   ;;
 *)
-  echo "usage: gpu/device/device_deps.sh fetch DIR | . gpu/device/device_deps.sh install|install-onednn DIR PREFIX" >&2
+  echo "usage: scripts/device/device_deps.sh fetch DIR | . scripts/device/device_deps.sh install|install-onednn DIR PREFIX" >&2
   return 2 2>/dev/null || exit 2
   ;;
 esac

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# device_env.sh: the machine side of every script run on a lent GPU machine (gpu/device/window.sh, the
-# plan of gpu/CHECKLIST.md, and the scripts it runs: gpu/device/first_run.sh, gpu/device/gpu_session.sh,
-# gpu/device/gpu_decode_session.sh). Source it from the repository root:
-#   . gpu/device/device_env.sh
+# device_env.sh: the machine side of every script run on a lent GPU machine (scripts/device/window.sh, the
+# plan of gpu/CHECKLIST.md, and the scripts it runs: scripts/device/first_run.sh, scripts/device/gpu_session.sh,
+# scripts/device/gpu_decode_session.sh). Source it from the repository root:
+#   . scripts/device/device_env.sh
 # Sourcing it puts the toolkit's bin folder ($RMLP_CUDA_HOME, default /usr/local/cuda) on PATH when
-# nvcc is not on it, then sources gpu/device/device_steps.sh (the steps, their time limits and their record
+# nvcc is not on it, then sources scripts/device/device_steps.sh (the steps, their time limits and their record
 # in $OUT). Then call:
 #   rmlp_find_cublas [MAJOR]   the ONE search for libcublas.so.MAJOR (default: the nvcc's major): the
 #                              loader's cache and LD_LIBRARY_PATH, the toolkit's lib64 (next to nvcc,
@@ -16,7 +16,7 @@
 #                              the LD_LIBRARY_PATH it exports would be lost with the subshell.
 #   rmlp_find_sanitizer        sets RMLP_SANITIZER to compute-sanitizer's path (PATH or the toolkit).
 #   rmlp_device_deps [DEBS]    makes OpenBLAS, jansson and pkg-config findable: nothing when they
-#                              are installed, else unpacks the carried .debs (gpu/device/device_deps.sh).
+#                              are installed, else unpacks the carried .debs (scripts/device/device_deps.sh).
 #   rmlp_flashinfer_headers    says whether FlashInfer's headers were carried (third_party/flashinfer,
 #                              which scripts/setup.sh fetches here; the configure then builds FlashInfer's
 #                              attention), and names the decode, Hopper and CUTLASS headers missing;
@@ -29,7 +29,7 @@
 #   rmlp_environment           prints the machine: GPU, driver, nvcc, gcc, cmake, sanitizer, torch.
 #   rmlp_prepare               the four setup steps every script starts with (the machine, OpenBLAS and
 #                              jansson, FlashInfer's headers, cuBLAS), each recorded; once per command:
-#                              it exports RMLP_PREPARED=1 and what it found, which the scripts gpu/device/window.sh
+#                              it exports RMLP_PREPARED=1 and what it found, which the scripts scripts/device/window.sh
 #                              runs after it inherit. Returns 1 when the build cannot work (no OpenBLAS).
 #   RMLP_OLD_PATHS             the paths each newer one replaced (gpu/options.h), as one bench variant
 #                              (`radixmlp bench --gpu-variant "$RMLP_OLD_PATHS"`); ${RMLP_OLD_PATHS//,/ } is
@@ -122,14 +122,14 @@ rmlp_device_deps() {
     return 0
   fi
   if [ ! -d "$debs" ]; then
-    echo "deps: OpenBLAS/jansson missing and no $debs carried (here: gpu/device/device_deps.sh fetch .debs; carry [\".debs\"])"
+    echo "deps: OpenBLAS/jansson missing and no $debs carried (here: scripts/device/device_deps.sh fetch .debs; carry [\".debs\"])"
     return 1
   fi
   echo "deps: unpacking the carried $debs into /tmp/rmlp-deps"
   . "$RMLP_GPU_DIR/device_deps.sh" install "$debs" /tmp/rmlp-deps
 }
 
-# rmlp_onednn_deps [DIR]: oneDNN's header and library for the bf16 CPU GEMMs (gpu/device/bf16_cpu.sh),
+# rmlp_onednn_deps [DIR]: oneDNN's header and library for the bf16 CPU GEMMs (scripts/device/bf16_cpu.sh),
 # from the machine when it has them, else from the carried .debs (rmlp_device_deps unpacked them
 # with the rest where it unpacked anything). Never fatal: without it the bf16 step says so.
 rmlp_onednn_deps() {

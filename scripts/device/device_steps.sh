@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # device_steps.sh: the steps of the device scripts, their time limits and their record (sourced by
-# gpu/device/device_env.sh). A lent GPU machine runs one command for at most 600 s and is taken back when
+# scripts/device/device_env.sh). A lent GPU machine runs one command for at most 600 s and is taken back when
 # idle, so every step runs under its own `timeout -k 15 N`, bounded by what is left of the caller's
 # budget, and each step's outcome is written at once: one JSON line in $OUT/steps.jsonl ({"step",
 # "rc", "at": seconds since the command began, "seconds", "limit", "lines": what to read of its
-# output}), after which $OUT/summary.txt is regenerated (gpu/device/summarize_window.py, from steps.jsonl
+# output}), after which $OUT/summary.txt is regenerated (scripts/device/summarize_window.py, from steps.jsonl
 # and the benches' JSON lines). A command cut off keeps everything done before.
 #   rmlp_budget DEFAULT        DEFAULT seconds, or fewer when $RMLP_DEADLINE (an epoch second, which
-#                              gpu/device/window.sh sets for the scripts it runs) comes sooner; 0 at least.
+#                              scripts/device/window.sh sets for the scripts it runs) comes sooner; 0 at least.
 #   rmlp_left, rmlp_slot MAX RESERVE
 #                              the seconds left of the caller's $budget (since its start: $SECONDS),
 #                              and those a step may take: at most MAX, leaving RESERVE for the steps
@@ -27,7 +27,7 @@
 #   rmlp_new_lines FILE N      FILE's lines after its first N (a step's own part of a shared log).
 #   rmlp_gpu_or_skip           0 where nvidia-smi lists a GPU, or with RMLP_GPU_DRY_RUN=1 (every step then
 #                              runs here, the GPU tests skipping and the CUDA runs failing with their
-#                              messages); else records SKIP and returns 1. Silent where gpu/device/window.sh
+#                              messages); else records SKIP and returns 1. Silent where scripts/device/window.sh
 #                              checked it already (RMLP_GPU_CHECKED=1).
 #   rmlp_build MAX RETRY RESERVE TARGET...
 #                              TARGETs in $build (configured first when the folder has no CMakeCache.txt:
@@ -37,7 +37,7 @@
 #                              time limit) once more with FlashInfer off in $build-nofi within rmlp_slot
 #                              RETRY RESERVE, so that the correctness tests still run, and the record
 #                              says so (NOTE: built without FlashInfer). A build that failed is not tried
-#                              again in the same command (gpu/device/window.sh's RMLP_WINDOW_ID). Sets
+#                              again in the same command (scripts/device/window.sh's RMLP_WINDOW_ID). Sets
 #                              RMLP_BUILD_DIR to the folder to run from (empty: none); returns 1 when
 #                              neither built. Logs: $OUT/build.log.
 # Sourcing sets RMLP_T0 (the epoch second the command began; kept when set), RMLP_WINDOW_ID (kept when
@@ -90,7 +90,7 @@ rmlp_summary() {
   if python3 "$RMLP_GPU_DIR/summarize_window.py" "$OUT" >"$RMLP_SCRATCH/summary.txt" 2>&1; then
     cp "$RMLP_SCRATCH/summary.txt" "$OUT/summary.txt"
   else
-    { cat "$RMLP_SCRATCH/summary.txt"; echo "# gpu/device/summarize_window.py failed: the steps as recorded"; cat "$OUT/steps.jsonl"; } \
+    { cat "$RMLP_SCRATCH/summary.txt"; echo "# scripts/device/summarize_window.py failed: the steps as recorded"; cat "$OUT/steps.jsonl"; } \
       >"$OUT/summary.txt"
   fi
 }
@@ -143,7 +143,7 @@ rmlp_setup() {
 }
 
 rmlp_gpu_or_skip() {
-  [ "${RMLP_GPU_CHECKED:-0}" = 1 ] && return 0 # gpu/device/window.sh checked (and recorded) it
+  [ "${RMLP_GPU_CHECKED:-0}" = 1 ] && return 0 # scripts/device/window.sh checked (and recorded) it
   nvidia-smi -L >/dev/null 2>&1 && return 0
   if [ "${RMLP_GPU_DRY_RUN:-0}" = 1 ]; then
     rmlp_record "DRY RUN: no GPU here" 0 "$SECONDS" 0 \

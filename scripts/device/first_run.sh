@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# first_run.sh: every CUDA path's correctness on a lent GPU. gpu/device/window.sh runs it for the plan of
+# first_run.sh: every CUDA path's correctness on a lent GPU. scripts/device/window.sh runs it for the plan of
 # gpu/CHECKLIST.md: its tests in command 1 (RMLP_FR_SANITIZE=0), its sanitizers in command 4
 # (RMLP_FR_TESTS=0); alone it does both.
 #   1. the machine, OpenBLAS/jansson (the carried .debs), FlashInfer's headers, cuBLAS
-#      (gpu/device/device_env.sh), unless gpu/device/window.sh did it already;
+#      (scripts/device/device_env.sh), unless scripts/device/window.sh did it already;
 #   2. a CUDA build of everything (the GPU tests are whatever ctest labels gpu; the rest is C, seconds
 #      on 16 cores) in build-gpu/ (configured first on a bare machine; retried once with FlashInfer off
 #      in build-gpu-nofi, so that the tests still run);
@@ -18,21 +18,21 @@
 #      on every other test_gpu_* program of label gpu; each bounded by what is left, the most
 #      valuable first.
 # Every step runs under `timeout -k 15` within the budget and is recorded as it ends
-# (gpu/device/device_steps.sh). Without a GPU it records SKIP and exits 0 having run nothing, unless
+# (scripts/device/device_steps.sh). Without a GPU it records SKIP and exits 0 having run nothing, unless
 # RMLP_GPU_DRY_RUN=1, which runs every step anyway (the tests then skip with their message).
-# Usage, from the repository root: bash gpu/device/first_run.sh
+# Usage, from the repository root: bash scripts/device/first_run.sh
 # Files under $OUT: steps.jsonl, summary.txt (read it first), build.log, and with the tests
 # ctest_gpu.log and errors.txt (every measured error line of the GPU tests, every FAIL line), with
 # the sanitizers sanitizers.log.
-# Environment: RMLP_FR_BUDGET (seconds, default 540; fewer when gpu/device/window.sh's deadline comes
+# Environment: RMLP_FR_BUDGET (seconds, default 540; fewer when scripts/device/window.sh's deadline comes
 # sooner), RMLP_FR_TESTS, RMLP_FR_SANITIZE (0/1, default 1), RMLP_BUILD (default build-gpu),
 # RMLP_JOBS (build parallelism, default the core count).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-. gpu/device/device_env.sh
+. scripts/device/device_env.sh
 OUT=${OUT:-/tmp/rmlp-first-run}
 mkdir -p "$OUT"
-[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # gpu/device/window.sh starts the record itself
+[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # scripts/device/window.sh starts the record itself
 budget=$(rmlp_budget "${RMLP_FR_BUDGET:-540}")
 build=${RMLP_BUILD:-build-gpu}
 tests=${RMLP_FR_TESTS:-1}

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # gpu_decode_session.sh: the generation benchmark (issue 19) on a lent GPU machine: command 3 of the
-# plan of gpu/CHECKLIST.md (gpu/device/window.sh runs it), or alone.
-#   1. the setup and build of gpu/device/first_run.sh (radixmlp only; a no-op on a warm machine, configured
+# plan of gpu/CHECKLIST.md (scripts/device/window.sh runs it), or alone.
+#   1. the setup and build of scripts/device/first_run.sh (radixmlp only; a no-op on a warm machine, configured
 #      first on a bare one, retried once with FlashInfer off). The setup's cuBLAS search runs in this
 #      shell (rmlp_setup), so the LD_LIBRARY_PATH it exports reaches the CUDA bench;
 #   2. radixmlp bench --decode --device cuda --json: batched decode (shared-prefix and per-sequence
-#      attention) vs one sequence at a time, bf16, on gpu/device/gpu_session.sh's 0.6B checkpoint when
+#      attention) vs one sequence at a time, bf16, on scripts/device/gpu_session.sh's 0.6B checkpoint when
 #      this machine still has it (/tmp/rmlp-gs-model), else the built-in 28-layer model; the default
 #      decode attention and every variant of RMLP_GD_VARIANTS (default RADIX_MLP_GPU_DECODE=own: the
 #      library's own chain kernels beside FlashInfer's batch decode) interleaved in the same run
@@ -15,27 +15,27 @@
 #      spinning beside the session's own threads (docs/backends.md, "CPU threads");
 #   4. the M = 32 cases with one OpenBLAS thread, as on the development VM, when time is left.
 # Every step runs under `timeout -k 15` within the budget and is recorded as it ends; each bench
-# writes one JSON line per case as it goes (gpu/device/device_steps.sh). Without a GPU it records SKIP and
+# writes one JSON line per case as it goes (scripts/device/device_steps.sh). Without a GPU it records SKIP and
 # exits 0 having run nothing, unless RMLP_GPU_DRY_RUN=1, which runs every step anyway.
-# Usage, from the repository root: bash gpu/device/gpu_decode_session.sh
-# Files under $OUT: steps.jsonl, summary.txt (the decode tables: gpu/device/summarize_window.py), build.log,
+# Usage, from the repository root: bash scripts/device/gpu_decode_session.sh
+# Files under $OUT: steps.jsonl, summary.txt (the decode tables: scripts/device/summarize_window.py), build.log,
 # decode.jsonl (every case's JSON line, "device" and "variant" telling the runs apart), decode.log
 # (the benches' stderr).
-# Environment: RMLP_GD_BUDGET (seconds, default 560; fewer when gpu/device/window.sh's deadline comes
+# Environment: RMLP_GD_BUDGET (seconds, default 560; fewer when scripts/device/window.sh's deadline comes
 # sooner), RMLP_GD_STEPS (decode steps per session, 8), RMLP_GD_REPEAT (2), RMLP_GD_VARIANTS
 # (space-separated, each NAME=VALUE[,NAME=VALUE]), RMLP_BUILD (build-gpu), RMLP_JOBS.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-. gpu/device/device_env.sh
+. scripts/device/device_env.sh
 OUT=${OUT:-/tmp/rmlp-gd-out}
 mkdir -p "$OUT"
-[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # gpu/device/window.sh starts the record itself
+[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # scripts/device/window.sh starts the record itself
 budget=$(rmlp_budget "${RMLP_GD_BUDGET:-560}")
 steps=${RMLP_GD_STEPS:-8}
 repeat=${RMLP_GD_REPEAT:-2}
 build=${RMLP_BUILD:-build-gpu}
 read -r -a variants <<<"${RMLP_GD_VARIANTS-RADIX_MLP_GPU_DECODE=own}"
-model=/tmp/rmlp-gs-model # gpu/device/gpu_session.sh's checkpoint, when this machine still has it
+model=/tmp/rmlp-gs-model # scripts/device/gpu_session.sh's checkpoint, when this machine still has it
 touch "$OUT/decode.jsonl" "$OUT/decode.log"
 status=0
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# gpu_session.sh: the CUDA benchmark on a lent GPU. gpu/device/window.sh runs it for the plan of
+# gpu_session.sh: the CUDA benchmark on a lent GPU. scripts/device/window.sh runs it for the plan of
 # gpu/CHECKLIST.md: in command 1 the 0.6B shape (RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0), in command 2
 # the gather and the 8B and 4B shapes (RMLP_GS_SHAPES="8b 4b"); alone it does what its environment says.
-#   1. the setup and build of gpu/device/first_run.sh (radixmlp and bench_gather only; a no-op on a warm
+#   1. the setup and build of scripts/device/first_run.sh (radixmlp and bench_gather only; a no-op on a warm
 #      machine, configured first on a bare one, retried once with FlashInfer off);
 #   2. build-gpu/bench/bench_gather --json (RMLP_GS_GATHER=1, the default): the row gather's bandwidth
 #      against a device-to-device copy in the same run;
@@ -11,30 +11,30 @@
 #      b32_p2048_s256, rerank, no_sharing; 4b, 8b (RMLP_GS_LAYERS layers, default 8): b32_p2048_s256,
 #      no_sharing. Every case radix off, on and on with attention in compact space, each side for the
 #      default paths and for every variant of RMLP_GS_VARIANTS (default: the old paths,
-#      $RMLP_OLD_PATHS of gpu/device/device_env.sh), interleaved in the same run (--gpu-variant); a radixmlp
+#      $RMLP_OLD_PATHS of scripts/device/device_env.sh), interleaved in the same run (--gpu-variant); a radixmlp
 #      without --gpu-variant runs the default paths only and the record says so. The shape's first
 #      run writes its checkpoint (--keep-model; 0.6b's stays in /tmp/rmlp-gs-model for
-#      gpu/device/gpu_decode_session.sh), the others load it; each dumps its batch;
+#      scripts/device/gpu_decode_session.sh), the others load it; each dumps its batch;
 #      then bench/peer_transformers.py (transformers, sdpa, and flash_attention_2 if flash_attn is
 #      there) on the same checkpoint and batches, timed the same way, outputs compared with ours;
 #      for 0.6b, when time is left, b32_p2048_s256 once more with RMLP_GS_LATE_VARIANT (default
 #      RADIX_MLP_GPU_ATTENTION=reference: the reference attention kernel beside FlashInfer).
 # Every step runs under `timeout -k 15` within the budget, the most valuable first, and is recorded as
-# it ends; bench and peer write one JSON line per case as they go (gpu/device/device_steps.sh).
-# Usage, from the repository root: bash gpu/device/gpu_session.sh
+# it ends; bench and peer write one JSON line per case as they go (scripts/device/device_steps.sh).
+# Usage, from the repository root: bash scripts/device/gpu_session.sh
 # Files under $OUT: steps.jsonl, summary.txt (the tables of bench/summarize_gpu.py), build.log,
 # bench.jsonl (bench_gather's and the bench's rows), bench.log (their stderr and the peer's output),
 # peer.jsonl.
-# Environment: RMLP_GS_BUDGET (seconds, default 560; fewer when gpu/device/window.sh's deadline comes
+# Environment: RMLP_GS_BUDGET (seconds, default 560; fewer when scripts/device/window.sh's deadline comes
 # sooner), RMLP_GS_SHAPES, RMLP_GS_GATHER, RMLP_GS_LAYERS, RMLP_GS_VARIANTS (space-separated, each
 # NAME=VALUE[,NAME=VALUE]), RMLP_GS_LATE_VARIANT (empty: none), RMLP_GS_REPEAT (5), RMLP_GS_DTYPE
 # (bf16), RMLP_BUILD (build-gpu), RMLP_GS_PEER_ARGS (more options for the peer), RMLP_JOBS.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-. gpu/device/device_env.sh
+. scripts/device/device_env.sh
 OUT=${OUT:-/tmp/rmlp-gs-out}
 mkdir -p "$OUT"
-[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # gpu/device/window.sh starts the record itself
+[ -n "${RMLP_WINDOW:-}" ] || : >"$OUT/steps.jsonl" # scripts/device/window.sh starts the record itself
 budget=$(rmlp_budget "${RMLP_GS_BUDGET:-560}")
 repeat=${RMLP_GS_REPEAT:-5}
 dtype=${RMLP_GS_DTYPE:-bf16}

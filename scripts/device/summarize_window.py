@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The summary of one command of the GPU window (gpu/device/window.sh, gpu/CHECKLIST.md), rebuilt after every
+"""The summary of one command of the GPU window (scripts/device/window.sh, gpu/CHECKLIST.md), rebuilt after every
 step from the JSON lines the command already wrote in its output folder:
-  steps.jsonl   one line per step (gpu/device/device_steps.sh): its status, time, limit and what to read;
+  steps.jsonl   one line per step (scripts/device/device_steps.sh): its status, time, limit and what to read;
   bench.jsonl   `radixmlp bench --device cuda --json` and `bench_gather --json` rows, with peer.jsonl
                 (bench/peer_transformers.py): their tables are bench/summarize_gpu.py's, printed here;
   decode.jsonl  `radixmlp bench --decode --json` rows (CUDA and CPU): one table per device, variant
@@ -9,7 +9,7 @@ step from the JSON lines the command already wrote in its output folder:
 The failed steps are named first and again last (the end of the output is what a caller sees first).
 Standard library only.
 
-    gpu/device/summarize_window.py OUT_DIR
+    scripts/device/summarize_window.py OUT_DIR
 """
 import os
 import subprocess

@@ -6,19 +6,19 @@
 # it ends and regenerates $OUT/summary.txt from the JSON lines written so far, and ends within its
 # budget: RMLP_WINDOW_BUDGET, by default 540, 400, 280 and 260 s (the `run` calls' timeout_s 580,
 # 440, 320 and 300); a session's second command gets what its first left (RMLP_WINDOW_BUDGET).
-#   bash gpu/device/window.sh 1   build; the GPU tests without sanitizers (test_gpu_flashinfer first; then
+#   bash scripts/device/window.sh 1   build; the GPU tests without sanitizers (test_gpu_flashinfer first; then
 #                          test_gpu_model and test_gpu_cache again with the old paths); the 0.6B bench
 #                          on b32_p2048_s256, rerank and no sharing (off, on, compact; default paths
 #                          and old paths interleaved) with the transformers peer; b32_p2048_s256 with
 #                          the reference attention kernel too when time is left
-#                          (gpu/device/first_run.sh, then gpu/device/gpu_session.sh)
-#   bash gpu/device/window.sh 2   the gather's bandwidth, the 8B and 4B shapes (8 layers, same cases
-#                          but rerank, same sides and variants) with their peers (gpu/device/gpu_session.sh)
-#   bash gpu/device/window.sh 3   decode: CUDA with FlashInfer's decode and with the own kernels, then the
-#                          machine's CPU cores (gpu/device/gpu_decode_session.sh)
-#   bash gpu/device/window.sh 4   oneDNN's bf16 GEMMs on the host CPU, at most 90 s (gpu/device/bf16_cpu.sh);
+#                          (scripts/device/first_run.sh, then scripts/device/gpu_session.sh)
+#   bash scripts/device/window.sh 2   the gather's bandwidth, the 8B and 4B shapes (8 layers, same cases
+#                          but rerank, same sides and variants) with their peers (scripts/device/gpu_session.sh)
+#   bash scripts/device/window.sh 3   decode: CUDA with FlashInfer's decode and with the own kernels, then the
+#                          machine's CPU cores (scripts/device/gpu_decode_session.sh)
+#   bash scripts/device/window.sh 4   oneDNN's bf16 GEMMs on the host CPU, at most 90 s (scripts/device/bf16_cpu.sh);
 #                          compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the GPU
-#                          tests (gpu/device/first_run.sh)
+#                          tests (scripts/device/first_run.sh)
 # gpu/CHECKLIST.md has the exact `run` calls and what each must show. Without a GPU it records SKIP
 # and runs nothing, unless RMLP_GPU_DRY_RUN=1: then every step runs here, the GPU ones skipping or
 # failing with their message (for checking the scripts; RMLP_JOBS=2 on a shared machine).
@@ -39,11 +39,11 @@ export RMLP_WINDOW=$1
 export OUT=${OUT:-/tmp/rmlp-window-$1}
 mkdir -p "$OUT"
 : >"$OUT/steps.jsonl"
-. gpu/device/device_env.sh
+. scripts/device/device_env.sh
 default_budget=(0 540 400 280 260)
 budget=${RMLP_WINDOW_BUDGET:-${default_budget[$1]}}
 export RMLP_DEADLINE=$((RMLP_T0 + budget))
-rmlp_record "gpu/device/window.sh $1" 0 "$SECONDS" 0 "budget $budget s (RMLP_WINDOW_BUDGET), every step within it"
+rmlp_record "scripts/device/window.sh $1" 0 "$SECONDS" 0 "budget $budget s (RMLP_WINDOW_BUDGET), every step within it"
 
 finish() {
   rmlp_summary
@@ -61,22 +61,22 @@ case $1 in
   # The build and the tests first, within all but 150 s (390 of 540): correctness before speed, so a
   # slow build (154 s in a dry run on 2 cores) leaves the first tests their time; the bench gets
   # the rest (~230 s when the build takes ~100 s and the tests seconds each).
-  RMLP_FR_BUDGET=$((budget - 150)) RMLP_FR_SANITIZE=0 bash gpu/device/first_run.sh || status=1
+  RMLP_FR_BUDGET=$((budget - 150)) RMLP_FR_SANITIZE=0 bash scripts/device/first_run.sh || status=1
   if grep -q '"step": "NO BUILD"' "$OUT/steps.jsonl"; then
     finish 1
   fi
-  RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0 bash gpu/device/gpu_session.sh || status=1
+  RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0 bash scripts/device/gpu_session.sh || status=1
   ;;
 2)
-  RMLP_GS_SHAPES="8b 4b" RMLP_GS_GATHER=1 RMLP_GS_LATE_VARIANT='' bash gpu/device/gpu_session.sh || status=1
+  RMLP_GS_SHAPES="8b 4b" RMLP_GS_GATHER=1 RMLP_GS_LATE_VARIANT='' bash scripts/device/gpu_session.sh || status=1
   ;;
 3)
-  bash gpu/device/gpu_decode_session.sh || status=1
+  bash scripts/device/gpu_decode_session.sh || status=1
   ;;
 4)
   # issue 32's one chance at a CPU with bf16 instructions, capped, before the sanitizers take the rest
-  RMLP_BC_BUDGET=90 bash gpu/device/bf16_cpu.sh || status=1
-  RMLP_FR_TESTS=0 RMLP_FR_SANITIZE=1 bash gpu/device/first_run.sh || status=1
+  RMLP_BC_BUDGET=90 bash scripts/device/bf16_cpu.sh || status=1
+  RMLP_FR_TESTS=0 RMLP_FR_SANITIZE=1 bash scripts/device/first_run.sh || status=1
   ;;
 esac
 finish $status
