@@ -9,7 +9,7 @@
 
 #include "common/guard.h"
 #include "queue.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 #include "select.h"
 
 struct rmlp_batcher {

@@ -49,7 +49,7 @@
 #include <stdint.h>
 
 #include "queue.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 #include "taken_index.h"
 
 /* How the batcher reads an attached context's prefix cache (ffi/src/cache_api.c; absent in

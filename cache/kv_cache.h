@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "kv_pool.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 typedef struct kv_cache {
     kv_pool *pool;

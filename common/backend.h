@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 struct checkpoint;   /* model/checkpoint.h */
 struct kv_cache;     /* cache/kv_cache.h: a context's prefix cache (its index; on the host its slots too) */

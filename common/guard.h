@@ -21,7 +21,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* Magic words of live handles ("plnr", "modl", "ctxt"); a freed one holds RMLP_MAGIC_FREED. */
 #define RMLP_MAGIC_PLANNER 0x706c6e72u

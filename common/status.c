@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "export.h"
+#include "radix_mlp/status.h"
 #include "status.h"
 
 #define RMLP_ERROR_CAPACITY 512

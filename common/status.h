@@ -8,7 +8,7 @@
 #define RMLP_COMMON_STATUS_H
 
 #include "export.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* Records "<function>: <detail>" as the calling thread's last error and returns status. */
 rmlp_status rmlp_fail(rmlp_status status, const char *function, const char *fmt, ...) RMLP_PRINTF(3, 4);

@@ -4,6 +4,7 @@
  * library's backends bring: ffi/src/backends.c.
  */
 #include "export.h"
+#include "radix_mlp/library.h"
 
 #define RMLP_STR_(x) #x
 #define RMLP_STR(x) RMLP_STR_(x)

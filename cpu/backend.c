@@ -15,6 +15,7 @@
 #include "cache/kv_cache.h"
 #include "common/alloc.h"
 #include "common/status.h"
+#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
 #include "pool.h"
 #include "runner.h"
 

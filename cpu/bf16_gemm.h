@@ -7,7 +7,7 @@
 #define RMLP_CPU_BF16_GEMM_H
 
 #include "model/weights.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* params->cpu_bf16_gemm as the CPU can take it, before anything is read: a known value, and
  * AUTO unless cpu_weight_dtype is BF16. */

@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/status.h"
 #include "decode_attention.h"
+#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
 #include "linear_few.h"
 #include "runner.h"
 

@@ -15,6 +15,7 @@
 #include "linear_few.h"
 #include "linear_onednn.h"
 #include "rows.h"
+#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
 
 /* x W^T (+ bias), W in fp32 (w) or bf16 (w16, the other NULL): a generation step's way where the
  * workspace asks for it (linear_few.h, its bf16 form on widened rows), else oneDNN's bf16 matmul

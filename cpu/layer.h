@@ -12,7 +12,7 @@
 
 #include "model/weights.h"
 #include "profile.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 #include "workers.h"
 
 /* Scratch of a context: compact buffers have cap_compact rows, batch buffers cap_tokens. */

@@ -18,7 +18,8 @@
 #include "common/alloc.h"
 #include "linear_bf16.h"
 #include "model/weights_bf16.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
+#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* out (n_seqs, dim) from the batch rows of hidden; sequences are non-empty. Batch row i is
  * hidden's row rows[i] (compact hidden states read through the plan's scatter), or row i when

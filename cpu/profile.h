@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 typedef enum cpu_phase {
     CPU_PHASE_GEMM,        /* the linear layers (BLAS) */

@@ -16,7 +16,7 @@
 #include "common/backend.h"
 #include "cpu_ops.h"
 #include "layer.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 struct kv_cache;
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "common/backend.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 struct kv_cache;
 

@@ -16,7 +16,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 #ifdef __cplusplus
 extern "C" {

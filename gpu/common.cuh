@@ -15,7 +15,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* Storage types. S is what one element is in memory (fp16/bf16 as raw 16-bit patterns). */
 struct F32 {

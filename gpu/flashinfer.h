@@ -34,7 +34,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 #ifdef __cplusplus
 extern "C" {

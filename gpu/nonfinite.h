@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 #ifdef __cplusplus
 extern "C" {

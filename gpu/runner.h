@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* How an architecture declares sliding-window attention (the layer code runs full attention
  * only, so config.c refuses a config that would slide). */

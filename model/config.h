@@ -7,7 +7,7 @@
 #ifndef RMLP_MODEL_CONFIG_H
 #define RMLP_MODEL_CONFIG_H
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* Errors: RMLP_ERR_IO, RMLP_ERR_FORMAT (bad JSON, wrong value type), RMLP_ERR_MODEL (missing
  * key, unsupported model_type or feature), RMLP_ERR_OUT_OF_MEMORY; messages name the file and

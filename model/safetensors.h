@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 #define ST_MAX_DIMS 8
 

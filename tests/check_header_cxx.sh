@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_header_cxx.sh CXX INCLUDE_DIR SOURCE: compiles SOURCE (tests/header_cxx.cpp) against the
 # public header as C++11 with every warning an error, and runs it; then compiles each part of the
-# header, radix_mlp/<module>.h, included alone, as C99, C11 and C++11 (each part includes what it
+# header, radix_mlp/<module>.h and radix_mlp/types.h, included alone, as C99, C11 and C++11 (each part includes what it
 # needs). Exit 77 (skip) without CXX.
 set -euo pipefail
 cxx=${1:-} include=$2 source=$3

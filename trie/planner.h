@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 
 /* What a growth could not allocate, for the caller's message. */
 typedef struct trie_alloc_failure {

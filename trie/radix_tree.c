@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "row_ops.h"
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 #include "radix_tree.h"
 
 #ifndef RMLP_TRIE_ID_LIMIT

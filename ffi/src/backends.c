@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "cpu/runner.h"
 #include "gpu/runner.h"
+#include "radix_mlp.h"
 
 static const rmlp_backend *const backends[] = {
     &rmlp_backend_cpu,

@@ -3,5 +3,6 @@
  * rmlp_build_flags is 0. libradix_mlp's are backends.c.
  */
 #include "common/export.h"
+#include "radix_mlp.h"
 
 RMLP_EXPORT uint32_t rmlp_build_flags(void) { return 0; }

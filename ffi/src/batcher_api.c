@@ -11,6 +11,7 @@
 #include "common/export.h"
 #include "common/status.h"
 #include "common/guard.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 /* Larger queues would outgrow the id table's 2^31 entries. */

@@ -10,6 +10,7 @@
 #include "context_checks.h"
 #include "common/export.h"
 #include "common/status.h"
+#include "radix_mlp.h"
 
 /* The length (>= depth) of the cached prefix of tokens (n), from depth on below *slot. */
 static uint32_t match(const void *index, const uint32_t *tokens, uint32_t n, uint32_t depth, uint32_t *slot) {

@@ -18,6 +18,7 @@
 #include "context_checks.h"
 #include "generate/session.h"
 #include "model_internal.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 /* Counts a context of `model` made (+1) or freed (-1); rmlp_model_free refuses while any remain.

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "context_checks.h"
 #include "model_internal.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 /* out: NULL, or an output struct versioned by its struct_size (see rmlp_gpu_stats). */

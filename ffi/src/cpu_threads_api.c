@@ -9,6 +9,7 @@
 
 #include "common/export.h"
 #include "common/status.h"
+#include "radix_mlp.h"
 
 RMLP_EXPORT rmlp_status rmlp_set_cpu_threads(uint32_t n_threads) {
     static const char fn[] = "rmlp_set_cpu_threads";

@@ -10,6 +10,7 @@
 #include "common/export.h"
 #include "common/status.h"
 #include "context_checks.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 RMLP_EXPORT rmlp_status rmlp_cuda_device_count(int32_t *count) {

@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "context_checks.h"
 #include "model_internal.h"
+#include "radix_mlp.h"
 
 /* Checks the call, then runs the forward on the context's backend, against its cache if it has one. */
 static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,

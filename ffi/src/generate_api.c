@@ -10,6 +10,7 @@
 #include "context_checks.h"
 #include "generate/session.h"
 #include "model_internal.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 /* The checks of calls that need a session, and of begin that need none. */

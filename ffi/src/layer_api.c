@@ -10,6 +10,7 @@
 #include "context_checks.h"
 #include "cpu/pool.h"
 #include "model_internal.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 static rmlp_status embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden) {

@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model_internal.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 RMLP_EXPORT rmlp_model_params rmlp_model_default_params(void) {

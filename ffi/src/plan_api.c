@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "radix_mlp.h"
 #include "trie/planner.h"
 #include "common/export.h"
 #include "common/status.h"

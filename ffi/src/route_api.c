@@ -7,6 +7,7 @@
 #include "batch/route_key.h"
 #include "common/export.h"
 #include "common/status.h"
+#include "radix_mlp.h"
 #include "validate.h"
 
 RMLP_EXPORT rmlp_route_params rmlp_route_default_params(void) {

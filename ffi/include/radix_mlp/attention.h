@@ -3,8 +3,8 @@
  * attention (TEI's flash-attention): the embedding, the two halves of each layer around attention
  * and the final norm, in full or compact space; `rmlp_attention_args` is what a host's attention
  * gets (also as the callback of a whole forward), and `rmlp_attention` / `rmlp_attention_compact`
- * the library's own. A part of radix_mlp.h, which includes every part in order: hosts include that
- * one.
+ * the library's own. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes
+ * every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_ATTENTION_H
@@ -15,100 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-#include "plan.h"
-#include "model.h"
-
-// Where attention runs (docs/design.md, "Attention in compact space"), a context setting
-// (`rmlp_context_params::attention_space`) and the layout of `rmlp_attention_args`.
-typedef int32_t rmlp_attention_space;
-
-// One layer's attention, as the library hands it to a host's attention function: causal
-// attention of every sequence over its own rows, with grouped KV heads (query head h reads
-// KV head `h / (n_heads / n_kv_heads)`). `q`, `k`, `v`, `out` are in the model's memory and
-// dtype: host f32 on the CPU, device memory in the model's dtype on CUDA, where the host's
-// attention must enqueue its work on `stream` and return without synchronising (the library
-// goes on enqueuing after it).
-typedef struct rmlp_attention_args {
-  uint32_t layer;
-  uint32_t n_tokens;
-  uint32_t n_seqs;
-  uint32_t n_heads;
-  uint32_t n_kv_heads;
-  uint32_t head_dim;
-  // Softmax scale, `1 / sqrt(head_dim)`.
-  float scale;
-  rmlp_dtype dtype;
-  // (n_seqs + 1) row offsets of the sequences, host memory.
-  const uint32_t *cu_seqlens;
-  // (n_tokens, n_heads, head_dim) queries, RoPE applied.
-  const void *q;
-  // (n_tokens, n_kv_heads, head_dim) keys, RoPE applied.
-  const void *k;
-  // (n_tokens, n_kv_heads, head_dim) values.
-  const void *v;
-  // (n_tokens, n_heads, head_dim) output.
-  void *out;
-  // The context's stream (`cudaStream_t`, NULL for the legacy default stream), NULL on the CPU.
-  void *stream;
-  // (n_seqs + 1) the same offsets in the model's memory: device memory on CUDA (the copy
-  // `rmlp_context_set_plan` made; valid until the next one), equal to `cu_seqlens` on the
-  // CPU. For `rmlp_attention` on CUDA: device offsets, or NULL to use the set plan's copy
-  // (then `cu_seqlens` must be the set plan's `cu_seqlens` pointer).
-  const uint32_t *cu_seqlens_device;
-  // The longest sequence, in rows (what varlen flash-attention calls max_seqlen). Filled in
-  // by the library for callbacks, from the plan of the call (a callback captured in a CUDA
-  // graph keeps the value of the capture: size launches from counts if replays may bring
-  // longer sequences); ignored by `rmlp_attention`, whose launch depends on counts alone.
-  uint32_t max_seqlen;
-  // Added after 0.1.0 (a 0.1.0 callback never reads past `max_seqlen`; `rmlp_attention` reads
-  // only the fields above; `rmlp_attention_compact` reads all). The layout of q, k, v, out:
-  // `RMLP_ATTENTION_FULL` as above, or `RMLP_ATTENTION_COMPACT`: q and out
-  // (n_compact, n_heads, head_dim) are the plan's compact rows, each the query of the
-  // sequence that owns it (sequence s: rows `qo_indptr[s] .. qo_indptr[s+1]`); k and v
-  // (n_compact, n_kv_heads, head_dim) hold each compact row's key and value once; sequence s
-  // reads the keys `kv_indices[kv_indptr[s] .. kv_indptr[s+1])` (its path: `kv_indptr` is
-  // `cu_seqlens`, `kv_indices` the plan's `scatter`), causal aligned bottom-right (its q_s
-  // queries are the last q_s of its L_s keys: query t sees keys 0 .. L_s - q_s + t). These
-  // are the arrays of a FlashInfer paged prefill with page size 1 as they are (last page
-  // length 1), or of a varlen flash-attention after gathering each path's K/V.
-  rmlp_attention_space layout;
-  // N': rows of q, k, v, out in the compact layout (`qo_indptr[n_seqs]`); 0 in full space.
-  uint32_t n_compact;
-  // (n_seqs + 1) host memory, compact layout: owned query rows per sequence. NULL in full space.
-  const uint32_t *qo_indptr;
-  // (n_seqs + 1) host memory, compact layout: `cu_seqlens`. NULL in full space.
-  const uint32_t *kv_indptr;
-  // (n_tokens) host memory, compact layout: each sequence's path, the plan's `scatter`.
-  const uint32_t *kv_indices;
-  // The same three in the model's memory: device copies on CUDA (made by
-  // `rmlp_context_set_plan`; `kv_indptr_device` is `cu_seqlens_device`), equal to the host
-  // pointers on the CPU. For `rmlp_attention_compact` on CUDA: device arrays, or all three
-  // NULL to use the set plan's copies (then the host arrays must be the set plan's).
-  const uint32_t *qo_indptr_device;
-  const uint32_t *kv_indptr_device;
-  const uint32_t *kv_indices_device;
-} rmlp_attention_args;
-
-// A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
-// status that `rmlp_forward` passes on. NULL means the library's built-in attention.
-typedef rmlp_status (*rmlp_attention_fn)(void *user_data, const struct rmlp_attention_args *args);
-
-// Full space: Q/K/V are scattered to the batch's N rows and every sequence attends over its
-// whole length (the default; what 0.1.0 did).
-#define RMLP_ATTENTION_FULL 0
-
-// Compact space: only the compact rows a sequence owns are queries (N' in all), its keys are
-// its path through `scatter` (a paged KV layout with page size 1); nothing is scattered before
-// attention nor gathered after it, and the whole forward stays on N' rows. Exact: the same
-// function as full space, with fewer score pairs on shared prefixes.
-#define RMLP_ATTENTION_COMPACT 1
-
-// Compact when the plan shares rows (`use_radix`), full otherwise (the two coincide then).
-// Compact never computes more than full: it drops the queries a sequence shares with an
-// earlier one and the copies around attention.
-#define RMLP_ATTENTION_AUTO 2
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -145,7 +52,7 @@ extern rmlp_status rmlp_final_norm(rmlp_context *context, const rmlp_plan *plan,
 // must be the model's dtype, `q`/`k`/`v`/`out` device memory, `cu_seqlens` host memory
 // (checked, and read for the grid size), `cu_seqlens_device` see `rmlp_attention_args`;
 // `args->stream` is ignored (the context's stream is used).
-extern rmlp_status rmlp_attention(rmlp_context *context, const struct rmlp_attention_args *args);
+extern rmlp_status rmlp_attention(rmlp_context *context, const rmlp_attention_args *args);
 
 // Attention in compact space (`RMLP_ATTENTION_COMPACT`), for hosts that keep attention:
 // the first half of layer `layer` with no scatter: `q` (n_compact_padded, n_heads,
@@ -169,7 +76,7 @@ extern rmlp_status rmlp_final_norm_compact(rmlp_context *context, const rmlp_pla
 // `kv_indices` (host memory, checked); q, out (n_compact, n_heads, head_dim), k, v
 // (n_compact, n_kv_heads, head_dim) as `rmlp_attention` takes them. On CUDA the three
 // `*_device` arrays, or NULL for the set plan's copies.
-extern rmlp_status rmlp_attention_compact(rmlp_context *context, const struct rmlp_attention_args *args);
+extern rmlp_status rmlp_attention_compact(rmlp_context *context, const rmlp_attention_args *args);
 
 #ifdef __cplusplus
 } // extern "C"

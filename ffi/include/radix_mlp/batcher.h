@@ -1,8 +1,9 @@
 /*
  * radix_mlp/batcher.h: The batcher (issue 33): a queue of pending requests that hands out batches
  * sharing the deepest prefixes first (`rmlp_batcher_*`), or, with a context's prefix cache
- * attached, the oldest first with what the cache holds first among requests arriving together. A
- * part of radix_mlp.h, which includes every part in order: hosts include that one.
+ * attached, the oldest first with what the cache holds first among requests arriving together. Its
+ * types are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts
+ * include that one.
  */
 
 #ifndef RADIX_MLP_BATCHER_H
@@ -13,95 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-
-// Bit of `rmlp_batch::flags`: the batch is one request longer than `max_tokens`, alone (it can
-// never share a batch under that budget; it is handed out when it is the oldest waiting past
-// `max_wait_us`, or when nothing else fits, so it is not starved).
-#define RMLP_BATCH_OVERSIZED 1
-
-// Bit of `rmlp_batch::flags`: the batch holds requests that waited `max_wait_us` or longer
-// (`n_aged` of them), taken before any other.
-#define RMLP_BATCH_AGED 2
-
-// Bit of `rmlp_batch::flags`: a context is attached but was in a call on another thread, so the
-// batch was chosen without looking at its prefix cache (`cached_tokens` is 0).
-#define RMLP_BATCH_CACHE_SKIPPED 4
-
-// Default capacity of a batcher: requests queued at once.
-#define RMLP_BATCHER_DEFAULT_MAX_REQUESTS 4096
-
-// Default capacity of a batcher: token ids queued at once (all requests together).
-#define RMLP_BATCHER_DEFAULT_MAX_QUEUED_TOKENS (1 << 20)
-
-// Default age bound: 100 ms.
-#define RMLP_BATCHER_DEFAULT_MAX_WAIT_US 100000
-
-// How `rmlp_batcher_next` picks a batch (`rmlp_batcher_params::mode`).
-typedef int32_t rmlp_batch_mode;
-
-// How a batcher is made (`rmlp_batcher_create`). Get one from `rmlp_batcher_default_params()`
-// and change fields; versioned by `struct_size` like the other params structs.
-typedef struct rmlp_batcher_params {
-  // `sizeof(rmlp_batcher_params)` of the caller's header.
-  uint32_t struct_size;
-  // `RMLP_BATCH_PREFIX` (default) or `RMLP_BATCH_FIFO`.
-  rmlp_batch_mode mode;
-  // Capacity: requests queued at once (default 4096, at least 1); a push past it is
-  // `RMLP_ERR_FULL`.
-  uint32_t max_requests;
-  // Capacity: token ids queued at once, all requests together (default 2^20, at least 1); a
-  // push past it is `RMLP_ERR_FULL` (`RMLP_ERR_TOO_LARGE` for one request longer than it).
-  uint32_t max_queued_tokens;
-  // Age bound of prefix batching, in microseconds of the clock the host stamps arrivals with
-  // (default 100 ms): a request whose `now_us - arrival_us` reaches it is taken before any
-  // request that has not, oldest first. `UINT64_MAX`: no bound. Ignored by `RMLP_BATCH_FIFO`.
-  uint64_t max_wait_us;
-} rmlp_batcher_params;
-
-// A batch from `rmlp_batcher_next`: its requests, in the order the host answers them, laid
-// out as `rmlp_plan_build` takes a batch (`input_ids`, `position_ids`, `n_tokens`,
-// `cu_seqlens`, `n_seqs`). The arrays belong to the batcher and stay valid until its next
-// `rmlp_batcher_next` or `rmlp_batcher_free`; the requests are no longer queued.
-typedef struct rmlp_batch {
-  // Requests (sequences) in the batch; 0 when the queue was empty (then `cu_seqlens` is `[0]`).
-  uint32_t n_seqs;
-  // Token ids in the batch (N).
-  uint32_t n_tokens;
-  // `RMLP_BATCH_*` bits.
-  uint32_t flags;
-  // Requests that had waited `max_wait_us` or longer (prefix mode; 0 in FIFO mode).
-  uint32_t n_aged;
-  // Tokens that repeat a (token, position) path of an earlier request in the batch: N minus
-  // the distinct paths N' the planner finds.
-  uint32_t shared_tokens;
-  // Distinct paths of the batch that the attached context's prefix cache held when the batch
-  // was chosen (0 without a context): rows a cached forward would not compute.
-  uint32_t cached_tokens;
-  // (n_seqs) the host's request ids.
-  const uint64_t *ids;
-  // (n_seqs) their arrival times, as pushed.
-  const uint64_t *arrival_us;
-  // (n_tokens) the requests' token ids back to back.
-  const uint32_t *input_ids;
-  // (n_tokens) positions, 0.. within each request.
-  const uint32_t *position_ids;
-  // (n_seqs + 1) offsets of the requests in `input_ids`.
-  const uint32_t *cu_seqlens;
-} rmlp_batch;
-
-// Prefix batching (default): requests older than `max_wait_us` first (oldest first), then those
-// the last batch passed over (oldest first, each with its group), then requests grouped by the
-// deepest prefixes they share with each other or with the batch so far, then the oldest of the
-// rest, under the budget. With a context's prefix cache attached, after the aged ones the oldest
-// first, each that fits (a group split across batches finds its prefix cached in the next);
-// among requests of the same arrival time, the deepest shared or cached prefix first.
-#define RMLP_BATCH_PREFIX 0
-
-// First in, first out: requests in the order they were pushed, up to the first that does not fit
-// the budget (a plain queue, as text-embeddings-inference's is).
-#define RMLP_BATCH_FIFO 1
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -109,12 +22,12 @@ extern "C" {
 
 // The defaults of `rmlp_batcher_params` (`struct_size` set, prefix mode, 4096 requests,
 // 2^20 tokens, 100 ms).
-extern struct rmlp_batcher_params rmlp_batcher_default_params(void);
+extern rmlp_batcher_params rmlp_batcher_default_params(void);
 
 // Creates a batcher with storage for its capacity (`params`: NULL for the defaults).
 // `RMLP_ERR_INVALID_ARGUMENT` for a zero capacity or an unknown mode,
 // `RMLP_ERR_OUT_OF_MEMORY` naming the array that could not be allocated.
-extern rmlp_status rmlp_batcher_create(const struct rmlp_batcher_params *params, rmlp_batcher **out);
+extern rmlp_status rmlp_batcher_create(const rmlp_batcher_params *params, rmlp_batcher **out);
 
 // Frees a batcher (NULL: nothing). A context attached to it is left alone.
 extern void rmlp_batcher_free(rmlp_batcher *batcher);
@@ -136,7 +49,7 @@ extern rmlp_status rmlp_batcher_pending(rmlp_batcher *batcher, size_t *n_request
 // (both at least 1) at time `now_us`, as `rmlp_batcher_params::mode` picks it, and removes
 // its requests from the queue. A request longer than `max_tokens` goes alone
 // (`RMLP_BATCH_OVERSIZED`). An empty queue gives an empty batch (`n_seqs == 0`).
-extern rmlp_status rmlp_batcher_next(rmlp_batcher *batcher, size_t max_tokens, size_t max_seqs, uint64_t now_us, struct rmlp_batch *out);
+extern rmlp_status rmlp_batcher_next(rmlp_batcher *batcher, size_t max_tokens, size_t max_seqs, uint64_t now_us, rmlp_batch *out);
 
 // `rmlp_batcher_next` with a second budget: the batch's compact rows, `n_tokens -
 // shared_tokens` (N', the rows the planner computes once per distinct prefix path), at most
@@ -146,7 +59,7 @@ extern rmlp_status rmlp_batcher_next(rmlp_batcher *batcher, size_t max_tokens, s
 // then fits more requests of a shared prefix in one batch. Every policy keeps both budgets; a
 // request whose tokens exceed either goes alone when nothing else fits
 // (`RMLP_BATCH_OVERSIZED`). `max_rows >= max_tokens` is `rmlp_batcher_next`.
-extern rmlp_status rmlp_batcher_next_rows(rmlp_batcher *batcher, size_t max_tokens, size_t max_rows, size_t max_seqs, uint64_t now_us, struct rmlp_batch *out);
+extern rmlp_status rmlp_batcher_next_rows(rmlp_batcher *batcher, size_t max_tokens, size_t max_rows, size_t max_seqs, uint64_t now_us, rmlp_batch *out);
 
 // Attaches a context whose prefix cache prefix batching reads (then batches go by age,
 // requests arriving together under a cached prefix first; `rmlp_batch::cached_tokens`), or

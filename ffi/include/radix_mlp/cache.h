@@ -1,7 +1,8 @@
 /*
  * radix_mlp/cache.h: The prefix KV cache of a context (`rmlp_context_params::cache_bytes`): its
- * counters, emptying it, and a read-only look at how much of a request it holds. A part of
- * radix_mlp.h, which includes every part in order: hosts include that one.
+ * counters, emptying it, and a read-only look at how much of a request it holds. Its types are in
+ * radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts include that
+ * one.
  */
 
 #ifndef RADIX_MLP_CACHE_H
@@ -12,35 +13,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-
-// What a context's prefix cache did since its creation (`rmlp_context_cache_stats`). Tokens are
-// compact rows: a batch's distinct (token, position) paths.
-typedef struct rmlp_cache_stats {
-  // Batches run with a cache; of them, run without it because their new rows did not fit.
-  uint64_t batches;
-  uint64_t bypassed;
-  // Compact rows looked up; of them, found in the cache (their K/V reused in every layer).
-  uint64_t lookups;
-  uint64_t hit_tokens;
-  // Rows computed and cached; rows evicted to make room.
-  uint64_t computed_tokens;
-  uint64_t evicted_tokens;
-  // Slots in the cache, slots holding a row, and the bytes of one slot and of all of them.
-  uint64_t slots;
-  uint64_t slots_used;
-  uint64_t bytes_per_slot;
-  uint64_t bytes_budget;
-  uint64_t bytes_in_use;
-} rmlp_cache_stats;
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // The prefix cache's counters (all zero for a context without a cache).
-extern rmlp_status rmlp_context_cache_stats(rmlp_context *context, struct rmlp_cache_stats *out);
+extern rmlp_status rmlp_context_cache_stats(rmlp_context *context, rmlp_cache_stats *out);
 
 // Empties the prefix cache (the counters stay). OK for a context without a cache.
 extern rmlp_status rmlp_context_cache_clear(rmlp_context *context);

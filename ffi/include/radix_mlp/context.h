@@ -2,8 +2,8 @@
  * radix_mlp/context.h: Contexts: the workspace of one thread (or stream) on a model, sized at
  * creation so that the calls through it never allocate; the whole forward of a batch, in full or
  * compact space, and its read-outs (pooling, reranker scores); where a CPU context's forwards
- * spend their time. A part of radix_mlp.h, which includes every part in order: hosts include that
- * one.
+ * spend their time. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes
+ * every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_CONTEXT_H
@@ -14,74 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-#include "plan.h"
-#include "attention.h"
-#include "gpu.h"
-
-// How a context runs, for `rmlp_context_create_with_params`. Get one from
-// `rmlp_context_default_params()` and change fields; versioned by `struct_size` like the
-// other params structs.
-typedef struct rmlp_context_params {
-  // `sizeof(rmlp_context_params)` of the caller's header.
-  uint32_t struct_size;
-  // Where `rmlp_forward` runs attention (default `RMLP_ATTENTION_FULL`): the built-in
-  // attention, or the host's callback, which then gets `rmlp_attention_args` in that layout.
-  rmlp_attention_space attention_space;
-  // Bytes of the context's prefix KV cache (default 0: none), fixed at creation: token slots
-  // holding each layer's K and V and the final hidden state of a row (model dtype), a radix tree
-  // over (token, position) paths, LRU eviction of unlocked leaves. With a cache, `rmlp_forward`
-  // and `rmlp_forward_compact` compute only the compact rows the cache lacks (attention in
-  // compact space, over cached plus computed keys) and cache them; the outputs are the same up
-  // to fp32 rounding. A batch whose new rows do not fit even after evicting every unlocked row
-  // runs without the cache (counted as bypassed), with no error. The cache needs the built-in
-  // attention (a host callback is refused) and is not used by the per-layer calls. Freeing the
-  // context frees it; like the context, it is used by one thread at a time.
-  uint64_t cache_bytes;
-  // Which kernel the built-in attention of a CUDA context runs (default
-  // `RMLP_GPU_ATTENTION_AUTO`, which lets `RADIX_MLP_GPU_ATTENTION` decide; another value wins
-  // over that variable). A CPU context takes only `RMLP_GPU_ATTENTION_AUTO` (another value is
-  // `RMLP_ERR_INVALID_ARGUMENT`: it cannot apply) and reads no `RADIX_MLP_GPU_*` variable.
-  // Added in 0.2 after `cache_bytes`: a struct of 16 bytes (without it) gets the default.
-  rmlp_gpu_attention gpu_attention;
-} rmlp_context_params;
-
-// How `rmlp_pool` turns a sequence's rows into one vector.
-typedef int32_t rmlp_pooling;
-
-// Where a CPU context's whole forwards (`rmlp_forward`, `rmlp_forward_compact`, with or without a
-// prefix cache) spent their time, by phase, as `rmlp_context_cpu_profile` measured it: wall-clock
-// milliseconds summed over the forwards measured since the previous read. The phases need not add
-// up to `total_ms`: the rest is the output's finite check and a cache's copies.
-// An output struct versioned by `struct_size`, like `rmlp_gpu_stats`.
-typedef struct rmlp_cpu_profile {
-  uint32_t struct_size;
-  // Whether the context runs on the CPU (false for CUDA: every other field is zero).
-  bool cpu;
-  // The forwards measured.
-  uint64_t forwards;
-  // Their whole time.
-  double total_ms;
-  // The linear layers (the GEMMs).
-  double gemm_ms;
-  // Attention, built-in or the host's callback.
-  double attention_ms;
-  // Norms, RoPE, the SwiGLU product, residual adds.
-  double elementwise_ms;
-  // Embedding rows, the scatter to the batch rows and the gather back (full space), the cache's
-  // slots.
-  double gather_ms;
-} rmlp_cpu_profile;
-
-// The last token (Qwen3-Embedding).
-#define RMLP_POOLING_LAST 1
-
-// The mean over the sequence's tokens.
-#define RMLP_POOLING_MEAN 2
-
-// The first token.
-#define RMLP_POOLING_FIRST 3
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,10 +32,10 @@ extern "C" {
 extern rmlp_status rmlp_context_create(const rmlp_model *model, size_t max_tokens, rmlp_context **out);
 
 // The defaults of `rmlp_context_params` (`struct_size` set, attention in full space).
-extern struct rmlp_context_params rmlp_context_default_params(void);
+extern rmlp_context_params rmlp_context_default_params(void);
 
 // `rmlp_context_create` with `params` (NULL: the defaults).
-extern rmlp_status rmlp_context_create_with_params(const rmlp_model *model, size_t max_tokens, const struct rmlp_context_params *params, rmlp_context **out);
+extern rmlp_status rmlp_context_create_with_params(const rmlp_model *model, size_t max_tokens, const rmlp_context_params *params, rmlp_context **out);
 
 // Frees a context. NULL is a no-op. On CUDA it first waits for the context's stream. A handle
 // that is not a live context, or a context in use by a call (on another thread, or the call
@@ -194,7 +127,7 @@ extern rmlp_status rmlp_score_pair_compact(rmlp_context *context, const rmlp_pla
 // the forwards from now on are measured (`measure`; off in a new context). Off, a forward
 // reads no clock; on, it reads the clock at each phase boundary (a few hundred times per
 // forward). A CUDA context measures nothing: `cpu = false` and zeros.
-extern rmlp_status rmlp_context_cpu_profile(rmlp_context *context, bool measure, struct rmlp_cpu_profile *out);
+extern rmlp_status rmlp_context_cpu_profile(rmlp_context *context, bool measure, rmlp_cpu_profile *out);
 
 #ifdef __cplusplus
 } // extern "C"

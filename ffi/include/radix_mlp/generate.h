@@ -1,6 +1,7 @@
 /*
- * radix_mlp/generate.h: Generation: a decoding session on a context with a prefix cache. A part of
- * radix_mlp.h, which includes every part in order: hosts include that one.
+ * radix_mlp/generate.h: Generation: a decoding session on a context with a prefix cache. Its types
+ * are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts
+ * include that one.
  */
 
 #ifndef RADIX_MLP_GENERATE_H
@@ -11,39 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-#include "plan.h"
-
-// Options of a generation session (`rmlp_generate_begin`): get them from
-// `rmlp_generate_default_params()` and change fields; versioned by `struct_size`.
-typedef struct rmlp_generate_params {
-  // `sizeof(rmlp_generate_params)` of the caller's header.
-  uint32_t struct_size;
-  // Most rows a sequence may append (default 256): sizes the session's state; a step that would
-  // pass it for a sequence is refused (finish the sequence first).
-  uint32_t max_new_tokens;
-  // Shared-prefix (cascade) attention (default true): the keys of a prefix node are read once per
-  // step for every sequence below it, partial softmax states merged with their log-sum-exp in
-  // fp32. False: each sequence attends over its whole path alone (the same function up to fp32
-  // rounding; for comparisons).
-  bool shared_prefix_attention;
-} rmlp_generate_params;
-
-// What a context's generation session did since `rmlp_generate_begin` (`rmlp_generate_get_stats`).
-typedef struct rmlp_generate_stats {
-  // Sequences of the session, and of them still active.
-  uint64_t n_seqs;
-  uint64_t n_active;
-  // Steps run; rows appended in them (one per active sequence and step); of those, computed
-  // (the others were found in the cache, or shared with another sequence's row of the same step).
-  uint64_t steps;
-  uint64_t rows;
-  uint64_t rows_computed;
-  // Wall time of the steps, and of their attention, in milliseconds.
-  double step_ms;
-  double attention_ms;
-} rmlp_generate_stats;
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,7 +20,7 @@ extern "C" {
 
 // The defaults of `rmlp_generate_params` (`struct_size` set, 256 new tokens, shared-prefix
 // attention on).
-extern struct rmlp_generate_params rmlp_generate_default_params(void);
+extern rmlp_generate_params rmlp_generate_default_params(void);
 
 // Begins a generation session on a context with a prefix cache (`cache_bytes != 0`; CPU) and a
 // model with an LM head: prefills the plan's sequences (every one non-empty) through the cache,
@@ -65,7 +34,7 @@ extern struct rmlp_generate_params rmlp_generate_default_params(void);
 // run the library's own kernels instead of BLAS), which sleep between steps and are joined
 // when it ends; `RMLP_ERR_OUT_OF_MEMORY` when they cannot be started. Prompts whose new
 // rows do not fit the cache are `RMLP_ERR_TOO_LARGE`.
-extern rmlp_status rmlp_generate_begin(rmlp_context *context, const rmlp_plan *plan, const struct rmlp_generate_params *params, float *logits);
+extern rmlp_status rmlp_generate_begin(rmlp_context *context, const rmlp_plan *plan, const rmlp_generate_params *params, float *logits);
 
 // One decode step: `tokens` (n_tokens) one token id per active sequence, in ascending sequence
 // order (`n_tokens` must equal the active count); each is appended to its sequence at the next
@@ -87,7 +56,7 @@ extern rmlp_status rmlp_generate_end(rmlp_context *context);
 extern rmlp_status rmlp_generate_active(rmlp_context *context, uint32_t *seqs, size_t *n_active);
 
 // The session's counters (zero without a session).
-extern rmlp_status rmlp_generate_get_stats(rmlp_context *context, struct rmlp_generate_stats *out);
+extern rmlp_status rmlp_generate_get_stats(rmlp_context *context, rmlp_generate_stats *out);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -1,7 +1,7 @@
 /*
  * radix_mlp/gpu.h: CUDA: the device count, the kernel a CUDA context's built-in attention runs,
- * and what it ran (`rmlp_gpu_stats`). A part of radix_mlp.h, which includes every part in order:
- * hosts include that one.
+ * and what it ran (`rmlp_gpu_stats`). Its types are in radix_mlp/types.h. A part of radix_mlp.h,
+ * which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_GPU_H
@@ -12,112 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-
-// Which kernel the built-in attention of a CUDA context runs (`rmlp_context_params::gpu_attention`).
-typedef int32_t rmlp_gpu_attention;
-
-// What the built-in attention of a CUDA context ran since its creation
-// (`rmlp_context_gpu_stats`), and the run-time choices it was created with. Launches are counted
-// on the host when the work is enqueued: launches replayed from a captured CUDA graph are not
-// counted again. The forwards whose output was not finite are counted on the device
-// (`nonfinite_outputs`).
-// An output struct versioned by `struct_size`: the caller sets it to `sizeof(rmlp_gpu_stats)` of
-// its header; the library fills the fields it has, zeroes any bytes past them up to that size,
-// and sets `struct_size` to the bytes it filled. A size smaller than this release's struct is
-// `RMLP_ERR_INVALID_ARGUMENT`.
-typedef struct rmlp_gpu_stats {
-  uint32_t struct_size;
-  // Whether the context runs on CUDA (false for a CPU context: every other field is zero).
-  bool cuda;
-  // The kernel setting in effect: `rmlp_context_params::gpu_attention`, or
-  // `RADIX_MLP_GPU_ATTENTION` where that was `RMLP_GPU_ATTENTION_AUTO`.
-  rmlp_gpu_attention attention;
-  // Whether FlashInfer's kernels serve the context (false with `RMLP_GPU_ATTENTION_REFERENCE`,
-  // and with `RMLP_GPU_ATTENTION_AUTO` where the build, the shape or the device has none).
-  bool flashinfer;
-  // The switches read from the environment at creation (`RADIX_MLP_GPU_FULL_KV=paged`,
-  // `RADIX_MLP_GPU_FLASHINFER_SM90=on`, `RADIX_MLP_GPU_ROPE=table`,
-  // `RADIX_MLP_GPU_DECODE=flashinfer`: true; each defaults to true).
-  bool full_kv_paged;
-  bool flashinfer_sm90;
-  bool rope_table;
-  bool decode_flashinfer;
-  // Launches of the built-in prefill attention (`rmlp_forward*`, `rmlp_attention*`; one per
-  // layer) by kernel and layout: full space with K/V scattered to the batch rows, full space
-  // reading K/V from the compact rows through the plan's `scatter` (`full_kv_paged`, a forward
-  // with the built-in attention), compact space.
-  uint64_t flashinfer_full;
-  uint64_t flashinfer_full_paged;
-  uint64_t flashinfer_compact;
-  uint64_t reference_full;
-  uint64_t reference_full_paged;
-  uint64_t reference_compact;
-  // FlashInfer work splits that `rmlp_context_set_plan` failed to make (FlashInfer's planner
-  // raised an error); the batch then runs on the reference kernel and the call still succeeds.
-  // The first such error is also left in `rmlp_last_error()` by the `rmlp_context_set_plan` that
-  // met it (which returns `RMLP_OK`), and kept in `first_plan_error`.
-  uint64_t plan_errors;
-  // Launches that ran the reference kernel where FlashInfer serves the context, by reason: its
-  // plan failed (`plan_errors`); a batch so small that FlashInfer would pick a query tile this
-  // build does not instantiate; more elements than FlashInfer's 32-bit offsets reach (2^31) or
-  // more rows than the context's capacity; a batch that is not the plan set on the context (a
-  // per-layer call with other arrays or offsets); buffers FlashInfer cannot read (strides,
-  // alignment, another shape); FlashInfer's launcher refusing the configuration on this device.
-  uint64_t fallback_plan_error;
-  uint64_t fallback_small_batch;
-  uint64_t fallback_too_large;
-  uint64_t fallback_unplanned;
-  uint64_t fallback_buffers;
-  uint64_t fallback_launcher;
-  // The message of the first FlashInfer plan error (NUL-terminated, truncated), "" for none.
-  char first_plan_error[384];
-  // Generation steps (`rmlp_generate_step`) whose attention ran on FlashInfer's batch decode
-  // (`decode_flashinfer`, where the build, the model's shape and the device have its kernels:
-  // F16/BF16, head_dim 64 or 128, 1, 2, 4 or 8 query heads per KV head, sm_80 and up), and
-  // those that ran on the library's chain kernels (the others).
-  uint64_t decode_steps_flashinfer;
-  uint64_t decode_steps_chains;
-  // Whether FlashInfer's Hopper prefill (sm_90a, FA3 style; `flashinfer_sm90`, a build with it,
-  // a device of compute capability 9.0, F16/BF16, head_dim 128) serves the context's paged
-  // layouts (compact space, and full space through the scatter).
-  bool sm90;
-  // Of the FlashInfer launches above, those that ran the Hopper kernels, by layout.
-  uint64_t flashinfer_sm90_full_paged;
-  uint64_t flashinfer_sm90_compact;
-  // FlashInfer launches of a paged layout that ran the FA2 kernels where the Hopper ones serve
-  // the context (a batch of more query tiles than they plan, a plan they failed to make, or their
-  // launcher refusing).
-  uint64_t sm90_fallbacks;
-  // Whole forwards (`rmlp_forward`, `rmlp_forward_compact`, with a prefix cache or not) whose
-  // output held an infinity or NaN: finite weights large enough to overflow. A CPU forward
-  // returns `RMLP_ERR_MODEL` for these; a CUDA forward only enqueues its work, so it is counted
-  // instead: a kernel enqueued after each forward scans its output. Unlike the launch counters
-  // above, this one lives on the device (replays of a captured graph count too), and reading it
-  // synchronises the context's stream: it covers every forward enqueued before the call.
-  uint64_t nonfinite_outputs;
-  // The latest such forward's first non-finite element in row-major order: its row of `out`
-  // (a batch row for `rmlp_forward`, a compact row for `rmlp_forward_compact`) and its element
-  // in that row; 0 while `nonfinite_outputs` is 0.
-  uint32_t nonfinite_row;
-  uint32_t nonfinite_col;
-} rmlp_gpu_stats;
-
-// FlashInfer's prefill kernels where this build, the model's shape and the device have them
-// (`RMLP_BUILD_FLASHINFER`; F16/BF16, head_dim 64 or 128, sm_80 and up), the reference kernel
-// elsewhere (the default). The environment variable `RADIX_MLP_GPU_ATTENTION=auto|flashinfer|reference`,
-// read when a CUDA context is created, decides in its place.
-#define RMLP_GPU_ATTENTION_AUTO 0
-
-// FlashInfer's kernels, required: creating the context is `RMLP_ERR_UNSUPPORTED`, saying why,
-// where the build, the shape or the device has none. A batch they cannot take (a plan FlashInfer
-// fails to make, more elements than its 32-bit offsets reach, buffers it cannot read) still runs
-// on the reference kernel, counted in `rmlp_gpu_stats`.
-#define RMLP_GPU_ATTENTION_FLASHINFER 1
-
-// The library's reference kernel only (any dtype and head_dim up to 256; for comparisons).
-#define RMLP_GPU_ATTENTION_REFERENCE 2
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -132,7 +27,7 @@ extern rmlp_status rmlp_cuda_device_count(int32_t *count);
 // synchronises the context's stream (to read `nonfinite_outputs` after every forward enqueued
 // before it), so it is `RMLP_ERR_INVALID_ARGUMENT` while that stream captures a graph, and
 // `RMLP_ERR_CUDA` when a kernel enqueued earlier failed.
-extern rmlp_status rmlp_context_gpu_stats(rmlp_context *context, struct rmlp_gpu_stats *out);
+extern rmlp_status rmlp_context_gpu_stats(rmlp_context *context, rmlp_gpu_stats *out);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -1,7 +1,7 @@
 /*
  * radix_mlp/handles.h: The opaque handles, one per object that keeps state between calls: a
- * planner, a model, a context, a batcher. A part of radix_mlp.h, which includes every part in
- * order: hosts include that one.
+ * planner, a model, a context, a batcher. Its types are in radix_mlp/types.h. A part of
+ * radix_mlp.h, which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_HANDLES_H
@@ -12,27 +12,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-// A queue of pending requests (a request is one sequence of token ids with the host's id and its
-// arrival time) from which `rmlp_batcher_next` takes batches. Its storage is allocated at
-// creation for the capacity of `rmlp_batcher_params` (requests and queued tokens): pushing and
-// taking batches allocate nothing. Single-threaded like a planner: a call that finds it in use
-// by another call returns `RMLP_ERR_BUSY` and changes nothing; a host's batching thread owns it.
-typedef struct rmlp_batcher rmlp_batcher;
-
-// Workspace for running batches of up to `max_tokens` tokens through a model. One per thread
-// (or stream); per-layer calls and forwards through it never allocate. A call that finds the
-// context in a call on another thread returns `RMLP_ERR_BUSY` instead of sharing the workspace.
-typedef struct rmlp_context rmlp_context;
-
-// A loaded model: config and weights on one device. Read-only after load: any number of
-// contexts on any threads may use it at once.
-typedef struct rmlp_model rmlp_model;
-
-// Reusable plan builder. Holds all scratch and the output arrays of the last plan, so
-// steady-state builds allocate nothing. Not thread-safe: use one planner per thread;
-// planners on different threads run concurrently. A call that finds the planner in use by
-// another thread returns `RMLP_ERR_BUSY` instead of corrupting it.
-typedef struct rmlp_planner rmlp_planner;
+#include "types.h"
 
 #endif /* RADIX_MLP_HANDLES_H */

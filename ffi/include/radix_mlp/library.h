@@ -1,7 +1,8 @@
 /*
  * radix_mlp/library.h: The library as a whole: its version (the SONAME carries the major version,
  * and before 1.0 the minor one too), what this build of it contains, and the threads of the CPU
- * path. A part of radix_mlp.h, which includes every part in order: hosts include that one.
+ * path. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in
+ * order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_LIBRARY_H
@@ -12,27 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-
-// Major version: the SONAME carries it; a change means the ABI broke.
-#define RMLP_VERSION_MAJOR 0
-
-// Minor version: additions that keep the ABI.
-#define RMLP_VERSION_MINOR 2
-
-// Patch version: fixes only.
-#define RMLP_VERSION_PATCH 0
-
-// The version as one number, `major << 16 | minor << 8 | patch`, as `rmlp_version()` returns it.
-#define RMLP_VERSION (((RMLP_VERSION_MAJOR << 16) | (RMLP_VERSION_MINOR << 8)) | RMLP_VERSION_PATCH)
-
-// Bit of `rmlp_build_flags()`: the library was compiled with CUDA kernels.
-#define RMLP_BUILD_CUDA 1
-
-// Bit of `rmlp_build_flags()`: the CUDA build has FlashInfer's attention kernels, which the
-// built-in attention runs for F16/BF16 models of head_dim 64 or 128 (else, and without this bit,
-// its reference kernel).
-#define RMLP_BUILD_FLASHINFER 2
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,8 @@
 /*
  * radix_mlp/model.h: Models: a checkpoint (config.json and safetensors) loaded onto the CPU or a
- * CUDA device, or CUDA weights a host already holds, bound in place. A part of radix_mlp.h, which
- * includes every part in order: hosts include that one.
+ * CUDA device, or CUDA weights a host already holds, bound in place. Its types are in
+ * radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts include that
+ * one.
  */
 
 #ifndef RADIX_MLP_MODEL_H
@@ -12,184 +13,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-
-// Where a model's weights live and its layers run.
-typedef int32_t rmlp_device;
-
-// Element type of weights and activations.
-typedef int32_t rmlp_dtype;
-
-// How a bf16-weight CPU model multiplies by its matrices (`rmlp_model_params::cpu_bf16_gemm`).
-typedef int32_t rmlp_cpu_bf16_gemm;
-
-// How a model is loaded. Get one from `rmlp_model_default_params()` and change fields.
-typedef struct rmlp_model_params {
-  // `sizeof(rmlp_model_params)` of the caller's header; versioned like `rmlp_plan_params`
-  // (an older, smaller struct gets the defaults for the fields it lacks; a newer, larger one
-  // must have zero bytes past this library's fields).
-  uint32_t struct_size;
-  // `RMLP_DEVICE_CPU` (default) or `RMLP_DEVICE_CUDA`.
-  rmlp_device device;
-  // Device ordinal for CUDA (default 0); every call on the model runs on this device, whatever
-  // the calling thread's current device (which the library restores before returning).
-  int32_t device_index;
-  // Activation and weight dtype on the device: `RMLP_DTYPE_F32` on the CPU; F32, F16 or BF16
-  // on CUDA. Checkpoint tensors are converted at load (F16/BF16/F32 to this dtype, rounding
-  // to nearest even) in chunks through pinned memory, never as a second full host copy.
-  rmlp_dtype dtype;
-  // Skip the load's check that every weight the model uses is finite (default false: a NaN or
-  // infinity in a weight is refused with `RMLP_ERR_MODEL` naming the tensor and the element).
-  // The check reads every weight once more; set this to save that time on trusted checkpoints.
-  // Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
-  bool skip_finite_check;
-  // CPU only: the dtype the layers' weight matrices (Q/K/V, O, gate/up, down) are held in.
-  // `RMLP_DTYPE_F32` (default) or `RMLP_DTYPE_BF16`: each matrix rounded to bf16 (nearest
-  // even) at load, half its memory; the GEMMs accumulate in fp32, on the matrices widened back
-  // to fp32 panel by panel or through oneDNN's bf16 matmul (`cpu_bf16_gemm` says which);
-  // norms, biases, the embedding and the LM head stay fp32
-  // (docs/backends.md#bf16-weights-on-the-cpu gives the tolerances against fp32). A weight
-  // beyond bf16's range is refused with `RMLP_ERR_MODEL`. A CUDA model refuses anything but
-  // F32 here (its `dtype` sets its weights' dtype). Added after skip_finite_check: a caller
-  // passing an older struct gets the default.
-  rmlp_dtype cpu_weight_dtype;
-  // CPU only, with `cpu_weight_dtype` `RMLP_DTYPE_BF16`: how the layers multiply by the bf16
-  // matrices, an `RMLP_CPU_BF16_GEMM_*` (default `RMLP_CPU_BF16_GEMM_AUTO`;
-  // docs/backends.md#bf16-weights-on-the-cpu gives each one's tolerance).
-  // `rmlp_model_cpu_bf16_gemm` says which one a loaded model runs. Another value than AUTO is
-  // refused with `RMLP_ERR_INVALID_ARGUMENT` for fp32 weights and CUDA models. Added after
-  // cpu_weight_dtype: a caller passing an older struct gets the default.
-  rmlp_cpu_bf16_gemm cpu_bf16_gemm;
-} rmlp_model_params;
-
-// Decoder architecture (`model_type` in config.json).
-typedef int32_t rmlp_arch;
-
-// A model's configuration, as read from its config.json (and checked against its tensors).
-typedef struct rmlp_model_config {
-  rmlp_arch architecture;
-  uint32_t vocab_size;
-  uint32_t hidden_size;
-  uint32_t intermediate_size;
-  uint32_t num_hidden_layers;
-  uint32_t num_attention_heads;
-  uint32_t num_key_value_heads;
-  // Given in config.json or `hidden_size / num_attention_heads`.
-  uint32_t head_dim;
-  uint32_t max_position_embeddings;
-  // Mistral's `sliding_window` (0: none). Attention here is always full, so batches with a
-  // sequence longer than this are refused rather than computed differently.
-  uint32_t sliding_window;
-  double rms_norm_eps;
-  double rope_theta;
-  // The LM head is the embedding matrix.
-  bool tie_word_embeddings;
-  // Q/K/V projections have biases: always for Qwen2, `attention_bias` for Llama and Qwen3,
-  // never for Mistral (transformers' Mistral has no biases and ignores `attention_bias`).
-  bool attention_bias;
-  // Per-head RMSNorm of q and k before RoPE (Qwen3).
-  bool qk_norm;
-  // The checkpoint has an LM head (own `lm_head.weight` or tied), so `rmlp_score_pair` works.
-  bool has_lm_head;
-  // The O projection has a bias: `attention_bias` for Llama and Qwen3 (never Qwen2, Mistral).
-  // Added after 0.1.0, in what was padding: zero-initialise a config built by hand.
-  bool o_proj_bias;
-  // The MLP's gate, up and down projections have biases: `mlp_bias` for Llama (no other
-  // architecture has them). Added after 0.1.0, like `o_proj_bias`.
-  bool mlp_bias;
-} rmlp_model_config;
-
-// One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the
-// library keeps the pointer (no copy), so the memory must stay valid and unchanged until
-// `rmlp_model_free`.
-//
-// Names are Hugging Face's (`model.layers.0.self_attn.q_proj.weight`, with or without the
-// `model.` prefix, `lm_head.weight` without it). Q/K/V and gate/up may come as the separate
-// tensors of a checkpoint (the layer then runs 3 and 2 GEMMs, or 1 each when the host's
-// separate tensors happen to lie back to back in memory) or stacked, as TEI and vLLM hold
-// them: `layers.N.self_attn.qkv_proj.weight` (q_dim + 2 * kv_dim, hidden) with q rows, then
-// k, then v, and `layers.N.mlp.gate_up_proj.weight` (2 * intermediate, hidden) with gate rows,
-// then up (biases likewise: `qkv_proj.bias`, `gate_up_proj.bias`; `o_proj.bias` and
-// `down_proj.bias` as they are). The biases must be those the config's `attention_bias`,
-// `o_proj_bias` and `mlp_bias` call for, no more.
-typedef struct rmlp_weight_binding {
-  // NUL-terminated tensor name (read during the call only).
-  const char *name;
-  // Device memory of the model's device, row-major and dense, aligned to the element size.
-  const void *data;
-  // Must be the dtype of `rmlp_model_params::dtype`.
-  rmlp_dtype dtype;
-  // 1 (vectors: norms, biases) or 2 (matrices: (out_features, in_features) as nn.Linear stores them).
-  uint32_t ndim;
-  // Rows, then columns (`shape[1]` ignored when `ndim` is 1).
-  uint64_t shape[2];
-} rmlp_weight_binding;
-
-// Qwen3: q_norm/k_norm per head, no QKV bias (Qwen3, Qwen3-Embedding, Qwen3-Reranker).
-#define RMLP_ARCH_QWEN3 1
-
-// Qwen2: QKV bias.
-#define RMLP_ARCH_QWEN2 2
-
-// Llama.
-#define RMLP_ARCH_LLAMA 3
-
-// Mistral (Llama layers; sliding windows are not used).
-#define RMLP_ARCH_MISTRAL 4
-
-// The CPU (BLAS), fp32. Every buffer the model calls take is host memory holding f32.
-#define RMLP_DEVICE_CPU 0
-
-// A CUDA device, chosen at load by `rmlp_model_params::device_index`; weights and activations
-// in the model's dtype (F32, F16 or BF16), GEMMs through cuBLAS with fp32 accumulation. Every
-// activation buffer the model calls take (`hidden`, `q`, `k`, `v`, `attn`, `out`) is then
-// device memory of that device in that dtype; plans, `cu_seqlens` of `rmlp_pool` /
-// `rmlp_context_pool` / `rmlp_score_pair`, their `out`, `logits` and `prob_a` stay host
-// memory. `RMLP_ERR_UNSUPPORTED` in a build without CUDA, `RMLP_ERR_NO_DEVICE` where the
-// driver reports no device.
-#define RMLP_DEVICE_CUDA 1
-
-// 32-bit float.
-#define RMLP_DTYPE_F32 0
-
-// IEEE half.
-#define RMLP_DTYPE_F16 1
-
-// bfloat16.
-#define RMLP_DTYPE_BF16 2
-
-// Default: `RADIX_MLP_CPU_BF16_GEMM` decides (`auto`, `widen` or `onednn`; unset is `auto`).
-// `auto` is `RMLP_CPU_BF16_GEMM_ONEDNN` where oneDNN's GEMMs can run (the CPU has AVX512-BF16
-// or AMX-BF16 and `libdnnl.so.2` loads: 1.25-1.45x faster than widening, measured), else
-// `RMLP_CPU_BF16_GEMM_WIDEN`; `rmlp_model_cpu_bf16_gemm`'s detail says which and why.
-#define RMLP_CPU_BF16_GEMM_AUTO 0
-
-// Each matrix widened back to fp32 panel by panel for OpenBLAS's sgemm: the fp32 path's result
-// on the rounded weights, on any CPU.
-#define RMLP_CPU_BF16_GEMM_WIDEN 1
-
-// oneDNN's bf16 x bf16 -> fp32 matmul (AVX512-BF16 or AMX-BF16), the activations rounded to
-// bf16 as well; oneDNN (libdnnl.so.2) is loaded at run time. Asked for where it cannot run, the
-// load fails with `RMLP_ERR_UNSUPPORTED` saying why. Prefill GEMMs only: generation steps of up
-// to 128 rows keep the widening kernels.
-#define RMLP_CPU_BF16_GEMM_ONEDNN 2
-
-// `rmlp_model_cpu_bf16_gemm`'s answer for a model without bf16 CPU matrices (an fp32 CPU model,
-// a CUDA model).
-#define RMLP_CPU_BF16_GEMM_NONE 3
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // The default model parameters: CPU, device 0, F32.
-extern struct rmlp_model_params rmlp_model_default_params(void);
+extern rmlp_model_params rmlp_model_default_params(void);
 
 // Loads a model from a Hugging Face / Candle checkpoint: a directory with config.json and
 // model.safetensors (or model.safetensors.index.json and its shards), or the path of a
 // .safetensors file whose folder holds config.json. `params`: NULL for the defaults.
-extern rmlp_status rmlp_model_load(const char *path, const struct rmlp_model_params *params, rmlp_model **out);
+extern rmlp_status rmlp_model_load(const char *path, const rmlp_model_params *params, rmlp_model **out);
 
 // A CUDA model from weights the host already holds on the device (no copy; see
 // `rmlp_weight_binding`). `config` describes the model (as `rmlp_model_get_config` would;
@@ -197,7 +33,7 @@ extern rmlp_status rmlp_model_load(const char *path, const struct rmlp_model_par
 // `tie_word_embeddings`); `tensors` (n_tensors) must hold every tensor the config calls for,
 // each with the shape it calls for and `params->dtype`, and nothing else; `params->device`
 // must be `RMLP_DEVICE_CUDA`. Errors name the tensor. `RMLP_ERR_UNSUPPORTED` without CUDA.
-extern rmlp_status rmlp_model_bind_cuda(const struct rmlp_model_config *config, const struct rmlp_weight_binding *tensors, size_t n_tensors, const struct rmlp_model_params *params, rmlp_model **out);
+extern rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params, rmlp_model **out);
 
 // Frees a model. NULL is a no-op. Contexts of the model must be freed first: a model that
 // still has contexts is not freed (so they never run on freed weights), nor is a handle that
@@ -206,7 +42,7 @@ extern rmlp_status rmlp_model_bind_cuda(const struct rmlp_model_config *config, 
 extern void rmlp_model_free(rmlp_model *model);
 
 // Copies the model's configuration into `*out`.
-extern rmlp_status rmlp_model_get_config(const rmlp_model *model, struct rmlp_model_config *out);
+extern rmlp_status rmlp_model_get_config(const rmlp_model *model, rmlp_model_config *out);
 
 // What the load of a checkpoint found that does not stop it but that the host should know,
 // as transformers would warn of it: tensors of the checkpoint that the model does not use

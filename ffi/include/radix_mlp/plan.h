@@ -2,7 +2,8 @@
  * radix_mlp/plan.h: The planner and the plan: `rmlp_plan_build` turns a batch (token ids,
  * positions, `cu_seqlens`) into the maps between its rows ("full space", N) and its distinct
  * (token, position) paths ("compact space", N'), or the identity where the gate finds too little
- * shared. A part of radix_mlp.h, which includes every part in order: hosts include that one.
+ * shared. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in
+ * order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_PLAN_H
@@ -13,139 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-#include "handles.h"
-
-// `compact_parent` value of a row that starts its path (first token of a sequence) and
-// of padding rows.
-#define RMLP_NO_PARENT 4294967295
-
-// Default gate threshold: radix is used when `n_distinct / n_tokens < 0.85`
-// (the default of text-embeddings-inference's `--radix-mlp-threshold`).
-#define RMLP_DEFAULT_THRESHOLD 0.85
-
-// Default padding multiple, used only when `pad` is set.
-#define RMLP_DEFAULT_PAD_MULTIPLE 8
-
-// Largest accepted padding multiple (GEMM tiles want 8 to 256; more only wastes rows).
-#define RMLP_MAX_PAD_MULTIPLE 4096
-
-// The rule by which the gate of `rmlp_plan_build` decides between radix and the identity.
-typedef int32_t rmlp_gate;
-
-// How a plan is built. Get one from `rmlp_plan_default_params()` and change fields.
-//
-// Versioned by `struct_size`, like every params struct of this ABI: a caller compiled against
-// an older header passes its smaller struct (a size an earlier release had) and the fields it
-// lacks take their defaults; a caller compiled against a newer header may pass a larger one
-// whose extra bytes (fields this library does not know) are all zero. Any other size is refused.
-typedef struct rmlp_plan_params {
-  // `sizeof(rmlp_plan_params)` of the header the caller was compiled with.
-  uint32_t struct_size;
-  // Pad the compact rows to a multiple of `pad_multiple_of` (default false).
-  bool pad;
-  // Multiple to pad to when `pad` is set; must then be 1 to `RMLP_MAX_PAD_MULTIPLE` (default 8).
-  uint32_t pad_multiple_of;
-  // Gate (the semantics of TEI's `--radix-mlp-threshold`): radix is used iff
-  // `threshold >= 1.0` or `n_distinct / n_tokens < threshold`; `0` turns radix off and skips
-  // the trie. Otherwise the plan is the identity. Must not be NaN or negative (default 0.85).
-  // `gate` picks the exact rule.
-  double threshold;
-  // `RMLP_GATE_DISTINCT` (default: the unpadded count, as above) or `RMLP_GATE_TEI` (TEI's
-  // in-tree rule: the padded compact length, single precision, off at `threshold <= 1e-6`).
-  // Added after 0.1.0: a caller passing the 0.1.0 struct (without it) gets the default.
-  rmlp_gate gate;
-} rmlp_plan_params;
-
-// A plan: the index maps between the batch ("full space", `n_tokens` rows) and the compact
-// space (one row per distinct (token, position) path). The arrays belong to the planner
-// and stay valid until its next `rmlp_plan_build`, `rmlp_planner_reserve` or
-// `rmlp_planner_free`; they may be NULL when their length is 0. A host that keeps a plan
-// longer copies its arrays (and sets `planner` to NULL in the copy).
-//
-// Every model call that takes a plan first checks its maps against each other, whoever built
-// it (a host may fill in a plan, or edit a library plan's arrays in place): `scatter`,
-// `fold_gather` and `compact_parent` must describe the same paths (each row reads its path's
-// first occurrence; a compact row's parent is the compact row of the row before it), and
-// `qo_indptr` and the runs, when present, must agree with `scatter`. A plan that fails is
-// `RMLP_ERR_INVALID_ARGUMENT` naming the first bad index; one pass over the rows, no memory.
-// (On CUDA the per-layer calls and read-outs run the device copy that `rmlp_context_set_plan`
-// made of the plan it checked, so they check only that the plan is the one set.)
-typedef struct rmlp_plan {
-  // N: rows of the batch.
-  uint32_t n_tokens;
-  // B: sequences in the batch.
-  uint32_t n_seqs;
-  // Distinct (token, position) paths found by the trie. Equals `n_tokens` when the trie was
-  // skipped (threshold 0).
-  uint32_t n_distinct;
-  // N': compact rows the plan uses; `n_distinct` when `use_radix`, else `n_tokens`.
-  uint32_t n_compact;
-  // N' rounded up to the padding multiple (equal to `n_compact` without padding or when the
-  // gate chose the identity). Compact buffers must have this many rows.
-  uint32_t n_compact_padded;
-  // Whether the gate chose radix; false means every map below is the identity.
-  bool use_radix;
-  // `n_distinct / n_tokens` (1.0 for an empty batch): the compression ratio to export.
-  double compact_ratio;
-  // Wall time of the build in microseconds, validation included.
-  double build_us;
-  // (n_compact_padded) row of the batch each compact row is read from: the first occurrence
-  // of its path, strictly increasing over the first `n_compact` rows; 0 on padding rows.
-  const uint32_t *fold_gather;
-  // (n_tokens) compact row each batch row takes its result from: `full[i] = compact[scatter[i]]`.
-  // Never points at a padding row.
-  const uint32_t *scatter;
-  // (n_compact_padded) token id of each compact row; 0 on padding rows.
-  const uint32_t *compact_input_ids;
-  // (n_compact_padded) position id of each compact row; 0 on padding rows.
-  const uint32_t *compact_position_ids;
-  // (n_compact_padded) compact row of the token before this one in its path, or
-  // `RMLP_NO_PARENT` for the first token of a path and for padding rows.
-  const uint32_t *compact_parent;
-  // (n_seqs + 1) the batch's cu_seqlens, copied: the model calls take the sequence
-  // boundaries from here, so they always agree with the maps.
-  const uint32_t *cu_seqlens;
-  // The planner whose arrays these are (set by `rmlp_plan_build`), or NULL for a plan whose
-  // arrays the host owns (a zero-initialised plan it filled in itself, as 0.1.0 hosts do). The
-  // model calls check a plan with a planner against it: once the planner has built again,
-  // reserved or been freed, the plan is refused (`RMLP_ERR_INVALID_ARGUMENT`, "the plan is
-  // stale" / "the plan's planner was freed") instead of read from arrays that changed or are
-  // gone. The freed case is best-effort, like every handle check.
-  const rmlp_planner *planner;
-  // The planner's build count when this plan was built (compared with its current count).
-  uint64_t generation;
-  // The layout of attention in compact space (added after 0.1.0; NULL in a plan a host fills
-  // in itself, which then cannot run compact attention). (n_seqs + 1): sequence s owns the
-  // compact rows `qo_indptr[s] .. qo_indptr[s+1]`, the first occurrences of its paths, which
-  // are the last `qo_indptr[s+1] - qo_indptr[s]` rows of its path (a sequence that repeats or
-  // prefixes an earlier one owns none); `qo_indptr[n_seqs] == n_compact`. The identity plan:
-  // `cu_seqlens`.
-  const uint32_t *qo_indptr;
-  // The runs of consecutive compact rows the sequences' paths are made of (one per trie branch
-  // a path passes; a sequence's rows past its first new row form its last run): path s is runs
-  // `run_indptr[s] .. run_indptr[s+1]`, run r covering the batch rows `run_start[r] ..` (the
-  // next run's start, or the sequence's end), which read the consecutive compact rows
-  // `scatter[run_start[r]] ..`: `scatter[run_start[r] + i] == scatter[run_start[r]] + i`.
-  // Where one run ends its successor never continues its compact rows (runs are maximal).
-  uint32_t n_runs;
-  // (n_seqs + 1) first run of each sequence.
-  const uint32_t *run_indptr;
-  // (n_runs) batch row where each run starts.
-  const uint32_t *run_start;
-} rmlp_plan;
-
-// This library's rule (default): radix iff `threshold >= 1.0` or `n_distinct / n_tokens <
-// threshold` (unpadded count, in double precision); `threshold == 0` turns radix off and skips
-// the trie.
-#define RMLP_GATE_DISTINCT 0
-
-// The rule of text-embeddings-inference's in-tree RadixMLP code, so that a host switching from
-// it changes no decision: in single precision (TEI's threshold is an `f32`), radix is off when
-// `threshold <= 1e-6` (the trie is skipped) or the batch is empty; otherwise radix iff
-// `threshold >= 1.0` or `padded / n_tokens < threshold`, where `padded` is `n_distinct` rounded
-// up to `pad_multiple_of` when `pad` is set (the length of the padded compact batch).
-#define RMLP_GATE_TEI 1
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -153,7 +22,7 @@ extern "C" {
 
 // The default plan parameters: no padding (multiple 8 when enabled), threshold 0.85,
 // `RMLP_GATE_DISTINCT`.
-extern struct rmlp_plan_params rmlp_plan_default_params(void);
+extern rmlp_plan_params rmlp_plan_default_params(void);
 
 // Plan parameters as a deployment sets them, from the environment, starting from
 // `rmlp_plan_default_params()`:
@@ -166,7 +35,7 @@ extern struct rmlp_plan_params rmlp_plan_default_params(void);
 //
 // An unset variable keeps the default; a set but invalid one is an error naming the variable
 // and its value (`*out` then holds the defaults), never a silent default.
-extern rmlp_status rmlp_plan_params_from_env(struct rmlp_plan_params *out);
+extern rmlp_status rmlp_plan_params_from_env(rmlp_plan_params *out);
 
 // Creates a planner in `*out` (set to NULL on failure).
 extern rmlp_status rmlp_planner_create(rmlp_planner **out);
@@ -193,7 +62,7 @@ extern rmlp_status rmlp_planner_reserve(rmlp_planner *planner, size_t n_tokens, 
 //
 // `n_tokens == 0` (with `n_seqs >= 1`) gives an empty plan. On error `*out` is zeroed and
 // the planner stays usable.
-extern rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint32_t *position_ids, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, const struct rmlp_plan_params *params, struct rmlp_plan *out);
+extern rmlp_status rmlp_plan_build(rmlp_planner *planner, const uint32_t *input_ids, const uint32_t *position_ids, size_t n_tokens, const uint32_t *cu_seqlens, size_t n_seqs, const rmlp_plan_params *params, rmlp_plan *out);
 
 #ifdef __cplusplus
 } // extern "C"

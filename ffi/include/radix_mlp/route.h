@@ -1,8 +1,8 @@
 /*
  * radix_mlp/route.h: The routing key (issue 33): a 64-bit key of a request's leading prefix for
  * load balancers that hash a header (`rmlp_route_key*`), so that requests sharing a prefix reach
- * the replica whose cache holds it. A part of radix_mlp.h, which includes every part in order:
- * hosts include that one.
+ * the replica whose cache holds it. Its types are in radix_mlp/types.h. A part of radix_mlp.h,
+ * which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_ROUTE_H
@@ -13,41 +13,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "status.h"
-
-// Default number of leading tokens a routing key covers.
-#define RMLP_ROUTE_DEFAULT_PREFIX_TOKENS 64
-
-// Bytes `rmlp_route_key_format` writes: 16 lowercase hex digits and a NUL.
-#define RMLP_ROUTE_KEY_CHARS 17
-
-// Which prefix a routing key covers (`rmlp_route_key`). Get one from
-// `rmlp_route_default_params()`; versioned by `struct_size`.
-typedef struct rmlp_route_params {
-  // `sizeof(rmlp_route_params)` of the caller's header.
-  uint32_t struct_size;
-  // The key covers at most this many leading tokens (default 64, at least 1).
-  uint32_t prefix_tokens;
-  // With `use_separator`, the key covers the tokens up to and including the first `separator`
-  // among the first `prefix_tokens` (a reranker's query end, an instruction's end), or all
-  // `prefix_tokens` of them where it is absent. Default false.
-  bool use_separator;
-  uint32_t separator;
-} rmlp_route_params;
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
 
 // The defaults of `rmlp_route_params` (`struct_size` set, 64 tokens, no separator).
-extern struct rmlp_route_params rmlp_route_default_params(void);
+extern rmlp_route_params rmlp_route_default_params(void);
 
 // The routing key of a request: a 64-bit hash of its leading prefix as `params` (NULL: the
 // defaults) delimit it, the same on every platform and process: FNV-1a 64 over the
 // little-endian bytes of the covered token ids, then MurmurHash3's 64-bit finaliser (fmix64).
 // `n_covered` (may be NULL) gets how many tokens it covers. An empty request has a key too
 // (of no tokens).
-extern rmlp_status rmlp_route_key(const uint32_t *token_ids, size_t n_tokens, const struct rmlp_route_params *params, uint64_t *key, size_t *n_covered);
+extern rmlp_status rmlp_route_key(const uint32_t *token_ids, size_t n_tokens, const rmlp_route_params *params, uint64_t *key, size_t *n_covered);
 
 // Writes `key` as a header value: 16 lowercase hex digits and a NUL (`capacity` at least
 // `RMLP_ROUTE_KEY_CHARS`).

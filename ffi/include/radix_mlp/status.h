@@ -1,6 +1,6 @@
 /*
- * radix_mlp/status.h: Status codes and the last error. A part of radix_mlp.h, which includes every
- * part in order: hosts include that one.
+ * radix_mlp/status.h: Status codes and the last error. Its types are in radix_mlp/types.h. A part
+ * of radix_mlp.h, which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_STATUS_H
@@ -11,61 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-// The status codes, the values an `rmlp_status` takes: 0 for success, negative for errors. A
-// code's value never changes once released; new codes take the next negative value.
-enum rmlp_status_code
-#ifdef __cplusplus
-  : int32_t
-#endif // __cplusplus
- {
-  // Success.
-  RMLP_OK = 0,
-  // A pointer, size, flag or parameter is invalid (NULL where data is needed, wrong
-  // `struct_size`, NaN threshold, zero padding multiple, ...).
-  RMLP_ERR_INVALID_ARGUMENT = -1,
-  // `cu_seqlens` does not describe the batch: first entry not 0, decreasing, last entry not
-  // equal to the number of tokens, or no sequence at all.
-  RMLP_ERR_INVALID_SEQLENS = -2,
-  // A size does not fit the 32-bit indices the plan uses (more than 2^32-1 tokens or rows).
-  RMLP_ERR_TOO_LARGE = -3,
-  // Memory could not be allocated; nothing was leaked and the object is still usable.
-  RMLP_ERR_OUT_OF_MEMORY = -4,
-  // The feature is not part of this build (for example CUDA in a CPU-only build).
-  RMLP_ERR_UNSUPPORTED = -5,
-  // A CUDA runtime call failed; the message names the call and CUDA's error string.
-  RMLP_ERR_CUDA = -6,
-  // No CUDA device is present.
-  RMLP_ERR_NO_DEVICE = -7,
-  // A library invariant broke; please report it with the message.
-  RMLP_ERR_INTERNAL = -8,
-  // A file could not be opened, read or mapped; the message names the file.
-  RMLP_ERR_IO = -9,
-  // A file is malformed (safetensors header, JSON); the message names the file and the place.
-  RMLP_ERR_FORMAT = -10,
-  // The checkpoint does not fit: unsupported architecture or dtype, a missing tensor, a shape
-  // that disagrees with config.json; the message names the tensor or key. From a forward on the
-  // CPU (`rmlp_forward`, `rmlp_forward_compact`): its output is not finite (weights large enough
-  // to overflow fp32); the message names the first row, and `out` holds the output as computed (a
-  // CUDA forward counts such outputs instead: `rmlp_gpu_stats::nonfinite_outputs`).
-  RMLP_ERR_MODEL = -11,
-  // The planner or context is in use by a call on another thread, or by the call whose host
-  // attention callback made this one (a callback may call only `rmlp_attention` and
-  // `rmlp_attention_compact` on the context running it). Planners and contexts are
-  // single-threaded objects (one per thread, or calls serialised by the host); the call changed
-  // nothing and may be retried once the other call has returned. A model is not exclusive: any
-  // number of threads may use one through their own contexts.
-  RMLP_ERR_BUSY = -12,
-  // A batcher's queue is at its capacity of requests or queued tokens (`rmlp_batcher_params`): the
-  // request was not added; take a batch first (or create the batcher with a larger capacity).
-  RMLP_ERR_FULL = -13,
-};
-#ifndef __cplusplus
-typedef int32_t rmlp_status_code;
-#endif // __cplusplus
-
-// Result of every fallible call: `RMLP_OK` or one of the negative codes of `rmlp_status_code`.
-typedef int32_t rmlp_status;
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,12 +1,13 @@
 //! Raw ABI of libradix_mlp: the one declaration of every type, constant and entry point, one
 //! module per object.
 //!
-//! The C header is generated from this crate (`scripts/gen_header.sh`): cbindgen writes one part
-//! per module, `ffi/include/radix_mlp/<module>.h`, from that module alone, and
-//! `ffi/include/radix_mlp.h` includes the parts in the order the modules are declared below. A part
-//! includes the parts whose types its module imports (`use crate::...`), so a module comes after
-//! those. The C sources include the header, so the C compiler checks each definition against what
-//! is declared here. Change the ABI here, regenerate, commit both.
+//! The C header is generated from this crate (`scripts/gen_header.sh`): cbindgen writes every
+//! module's types and constants, in the order the modules are declared below, into
+//! `ffi/include/radix_mlp/types.h`, and one part per module, `ffi/include/radix_mlp/<module>.h`, with
+//! that module's functions; `ffi/include/radix_mlp.h` includes types.h and the parts in that order.
+//! A module comes after those whose types it imports (`use crate::...`). The C sources include the
+//! header, so the C compiler checks each definition against what is declared here. Change the ABI
+//! here, regenerate, commit both.
 //!
 //! Conventions: every fallible call returns an `rmlp_status` (0 ok, negative errors; values
 //! are pinned once released) and, on error, leaves a message naming the argument and index in
