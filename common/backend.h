@@ -6,7 +6,8 @@
  * device runs it. A build without CUDA simply has no CUDA table.
  *
  * A backend's model, context, its side of a prefix cache and a generation session's state are its
- * own objects (void * here). Every function takes the exported entry point's name (`fn`) for its
+ * own objects (void * here). What only one device has sits in that device's part of the table
+ * (rmlp_backend::cpu, ::cuda), NULL in the other's. Every function takes the exported entry point's name (`fn`) for its
  * messages and returns an rmlp_status where it can fail. The checks that need no device (plans
  * against the context, layers, NULL buffers, token ids, windows) are the caller's, done before.
  * Internal to the library.
@@ -35,6 +36,35 @@ typedef struct rmlp_step_rows {
     const uint32_t *members;
 } rmlp_step_rows;
 
+/* The CPU's part of its table: the process's CPU threads, pooling host rows without a context,
+ * and what only CPU models and contexts have. */
+typedef struct rmlp_backend_cpu_part {
+    /* rmlp_set_cpu_threads: OpenBLAS's thread count (refused above what it can run, the count then
+     * unchanged); rmlp_cpu_threads: the count now. */
+    rmlp_status (*set_threads)(const char *fn, uint32_t n_threads);
+    uint32_t (*threads)(void);
+    /* rmlp_pool: out (n_seqs, hidden_size) from host rows hidden (n_tokens, hidden_size), checked. */
+    void (*pool)(const float *hidden, uint32_t hidden_size, const uint32_t *cu_seqlens, size_t n_seqs,
+                 rmlp_pooling pooling, bool normalize, float *out);
+    /* rmlp_model_cpu_bf16_gemm's answer (detail owned by the model). */
+    void (*bf16_gemm)(const void *model, rmlp_cpu_bf16_gemm *kind, uint64_t *fallbacks, const char **detail);
+    /* rmlp_context_cpu_profile: what the forwards measured since the last call into out (zeroed by
+     * the caller; every field but struct_size), the count restarted, measuring set to `measure`. */
+    void (*profile)(void *ctx, bool measure, rmlp_cpu_profile *out);
+} rmlp_backend_cpu_part;
+
+/* CUDA's part of its table: devices, models over the host's device tensors, streams, counters. */
+typedef struct rmlp_backend_cuda_part {
+    /* rmlp_cuda_device_count's count. */
+    rmlp_status (*device_count)(const char *fn, int32_t *count);
+    /* A model over the host's device tensors (rmlp_model_bind_cuda). */
+    rmlp_status (*model_bind)(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
+                              size_t n_tensors, const rmlp_model_params *params, void **out);
+    rmlp_status (*set_stream)(const char *fn, void *ctx, void *stream);
+    /* rmlp_context_gpu_stats's counters into out (zeroed by the caller; every field but struct_size). */
+    rmlp_status (*gpu_stats)(const char *fn, void *ctx, rmlp_gpu_stats *out);
+} rmlp_backend_cuda_part;
+
 typedef struct rmlp_backend {
     const char *name;     /* "cpu", "cuda" */
     rmlp_device device;   /* the rmlp_model_params::device it serves */
@@ -45,21 +75,17 @@ typedef struct rmlp_backend {
     /* The prefix cache's slots are host memory in struct kv_cache (else cache_create makes them). */
     bool cache_on_host;
 
-    /* ---- devices and models --------------------------------------------------------------- */
-    /* rmlp_cuda_device_count's count; NULL for a backend without devices to count (the CPU). */
-    rmlp_status (*device_count)(const char *fn, int32_t *count);
+    /* The device's own slots: the CPU's part in its table, CUDA's in CUDA's; NULL in the other. */
+    const rmlp_backend_cpu_part *cpu;
+    const rmlp_backend_cuda_part *cuda;
+
+    /* ---- models ------------------------------------------------------------------------------ */
     /* The params' dtype and device this backend can hold a model in (before anything is read). */
     rmlp_status (*check_model_params)(const char *fn, const rmlp_model_params *params);
     /* The checkpoint's weights (config read and audited already; sets config->has_lm_head). */
     rmlp_status (*model_load)(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
                               const rmlp_model_params *params, void **out);
-    /* A model over the host's device tensors (rmlp_model_bind_cuda); NULL where the backend has none. */
-    rmlp_status (*model_bind)(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
-                              size_t n_tensors, const rmlp_model_params *params, void **out);
     void (*model_free)(void *model, const rmlp_model_config *config);
-    /* rmlp_model_cpu_bf16_gemm's answer (detail owned by the model); NULL where the backend has no
-     * bf16 CPU matrices (the answer is then RMLP_CPU_BF16_GEMM_NONE). */
-    void (*cpu_bf16_gemm)(const void *model, rmlp_cpu_bf16_gemm *kind, uint64_t *fallbacks, const char **detail);
 
     /* ---- contexts --------------------------------------------------------------------------- */
     /* rmlp_context_params this backend cannot honour (read before the context is made). */
@@ -68,14 +94,7 @@ typedef struct rmlp_backend {
     rmlp_status (*context_create)(const char *fn, const void *model, const rmlp_model_config *config,
                                   size_t max_tokens, size_t max_compact, rmlp_gpu_attention gpu_attention, void **out);
     void (*context_free)(void *ctx);
-    rmlp_status (*set_stream)(const char *fn, void *ctx, void *stream);
     rmlp_status (*set_plan)(const char *fn, void *ctx, const rmlp_plan *plan);
-    /* rmlp_context_gpu_stats's counters into out (zeroed by the caller; every field but struct_size). */
-    rmlp_status (*gpu_stats)(const char *fn, void *ctx, rmlp_gpu_stats *out);
-    /* rmlp_context_cpu_profile: what the forwards measured since the last call into out (zeroed by
-     * the caller; every field but struct_size), the count restarted, measuring set to `measure`;
-     * NULL where the backend measures nothing. */
-    void (*cpu_profile)(void *ctx, bool measure, rmlp_cpu_profile *out);
     /* An rmlp_attention_args::dtype the backend's attention takes, for a model in model_dtype. */
     rmlp_status (*check_attention_dtype)(const char *fn, rmlp_dtype dtype, rmlp_dtype model_dtype);
 

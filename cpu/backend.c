@@ -15,7 +15,7 @@
 #include "cache/kv_cache.h"
 #include "common/alloc.h"
 #include "common/status.h"
-#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
+#include "threads.h"
 #include "pool.h"
 #include "runner.h"
 
@@ -58,7 +58,7 @@ rmlp_status cpu_context_create(const char *fn, const model_weights *weights, con
             char why[128] = "out of memory";
             if (thread_error != ENOMEM) strerror_r(thread_error, why, sizeof why);
             return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "starting the context's %u CPU threads failed: %s "
-                             "(rmlp_set_cpu_threads sets how many; 1 starts none)", rmlp_cpu_threads(), why);
+                             "(rmlp_set_cpu_threads sets how many; 1 starts none)", cpu_threads(), why);
         }
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the workspace's %s buffer (%zu bytes) for %zu "
                          "tokens failed", failed_name, failed_bytes, max_tokens);
@@ -120,18 +120,8 @@ static rmlp_status context_create(const char *fn, const void *model, const rmlp_
 
 static void context_free(void *ctx) { cpu_context_free(ctx); }
 
-static rmlp_status set_stream(const char *fn, void *ctx, void *stream) {
-    (void)fn, (void)ctx, (void)stream; /* the CPU has no stream */
-    return RMLP_OK;
-}
-
 static rmlp_status set_plan(const char *fn, void *ctx, const rmlp_plan *plan) {
     (void)fn, (void)ctx, (void)plan; /* the CPU reads the host plan */
-    return RMLP_OK;
-}
-
-static rmlp_status gpu_stats(const char *fn, void *ctx, rmlp_gpu_stats *out) {
-    (void)fn, (void)ctx, (void)out; /* no GPU counters: zeros */
     return RMLP_OK;
 }
 
@@ -286,25 +276,34 @@ static rmlp_status score_pair(const char *fn, void *ctx, const void *hidden, con
     return RMLP_OK;
 }
 
+static void pool_rows(const float *hidden, uint32_t hidden_size, const uint32_t *cu_seqlens, size_t n_seqs,
+                      rmlp_pooling pooling, bool normalize, float *out) {
+    cpu_pool(hidden, hidden_size, NULL, cu_seqlens, n_seqs, pooling, normalize, out);
+}
+
+static const rmlp_backend_cpu_part cpu_part = {
+    .set_threads = cpu_threads_set,
+    .threads = cpu_threads,
+    .pool = pool_rows,
+    .bf16_gemm = cpu_bf16_gemm_query,
+    .profile = profile_read,
+};
+
 const rmlp_backend rmlp_backend_cpu = {
     .name = "cpu",
     .device = RMLP_DEVICE_CPU,
     .build_flags = 0,
     .plan_on_device = false,
     .cache_on_host = true,
-    .device_count = NULL,
+    .cpu = &cpu_part,
+    .cuda = NULL,
     .check_model_params = check_model_params,
     .model_load = model_load,
-    .model_bind = NULL,
     .model_free = model_free,
-    .cpu_bf16_gemm = cpu_bf16_gemm_query,
     .check_context_params = check_context_params,
     .context_create = context_create,
     .context_free = context_free,
-    .set_stream = set_stream,
     .set_plan = set_plan,
-    .gpu_stats = gpu_stats,
-    .cpu_profile = profile_read,
     .check_attention_dtype = check_attention_dtype,
     .embed = embed,
     .pre_attention = pre_attention,

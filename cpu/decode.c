@@ -18,7 +18,7 @@
 #include "common/alloc.h"
 #include "common/status.h"
 #include "decode_attention.h"
-#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
+#include "threads.h"
 #include "linear_few.h"
 #include "runner.h"
 
@@ -42,7 +42,7 @@ rmlp_status cpu_decode_create(const char *fn, const cpu_context *ctx, size_t n_s
     const rmlp_model_config *cfg = ctx->config;
     *out = NULL;
     /* the steps' threads (decode attention, linear layers, LM head): the CPU path's count */
-    size_t n_threads = rmlp_cpu_threads();
+    size_t n_threads = cpu_threads();
     if (n_threads > WORKERS_MAX) n_threads = WORKERS_MAX;
     size_t scratch_bytes = decode_scratch_floats(n_seqs, cfg->num_attention_heads, cfg->num_key_value_heads,
                                                  cfg->head_dim, n_threads) * sizeof(float);

@@ -15,7 +15,7 @@
 #include "linear_few.h"
 #include "linear_onednn.h"
 #include "rows.h"
-#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
+#include "threads.h"
 
 /* x W^T (+ bias), W in fp32 (w) or bf16 (w16, the other NULL): a generation step's way where the
  * workspace asks for it (linear_few.h, its bf16 form on widened rows), else oneDNN's bf16 matmul
@@ -72,7 +72,7 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
         }
         memset(*parts[i].array, 0, bytes); /* fault the pages in now, not during the first batch */
     }
-    size_t threads = rmlp_cpu_threads() < WORKERS_MAX ? rmlp_cpu_threads() : WORKERS_MAX;
+    size_t threads = cpu_threads() < WORKERS_MAX ? cpu_threads() : WORKERS_MAX;
     if (threads > 1 && (ws->pool = workers_create(threads, thread_error)) == NULL) {
         cpu_workspace_free(ws);
         *failed_name = "threads";

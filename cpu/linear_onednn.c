@@ -19,7 +19,7 @@
 #include "linear_bf16.h"
 #include "model/weights_bf16.h"
 #include "radix_mlp/types.h"
-#include "radix_mlp/library.h" /* rmlp_cpu_threads: to cpu/ next */
+#include "threads.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -242,7 +242,7 @@ static int run_matmul(dnnl_data_type_t ab, const void *x, size_t rows, size_t in
     dnnl_stream_t stream = NULL;
     if (s == dnnl_success) s = api.stream_create(&stream, engine, dnnl_stream_default_flags);
     if (s == dnnl_success) {
-        if (api.omp_set_num_threads != NULL) api.omp_set_num_threads((int)rmlp_cpu_threads());
+        if (api.omp_set_num_threads != NULL) api.omp_set_num_threads((int)cpu_threads());
         s = api.primitive_execute(prim, stream, n, exec);
         if (s == dnnl_success) s = api.stream_wait(stream);
     }

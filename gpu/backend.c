@@ -343,6 +343,13 @@ static rmlp_status score_pair(const char *fn, void *ctx, const void *hidden, con
                              : status;
 }
 
+static const rmlp_backend_cuda_part cuda_part = {
+    .device_count = device_count,
+    .model_bind = model_bind,
+    .set_stream = set_stream,
+    .gpu_stats = gpu_stats,
+};
+
 const rmlp_backend rmlp_backend_cuda = {
     .name = "cuda",
     .device = RMLP_DEVICE_CUDA,
@@ -353,17 +360,15 @@ const rmlp_backend rmlp_backend_cuda = {
 #endif
     .plan_on_device = true,
     .cache_on_host = false,
-    .device_count = device_count,
+    .cpu = NULL,
+    .cuda = &cuda_part,
     .check_model_params = check_model_params,
     .model_load = model_load,
-    .model_bind = model_bind,
     .model_free = model_free,
     .check_context_params = check_context_params,
     .context_create = context_create,
     .context_free = context_free,
-    .set_stream = set_stream,
     .set_plan = set_plan,
-    .gpu_stats = gpu_stats,
     .check_attention_dtype = check_attention_dtype,
     .embed = embed,
     .pre_attention = pre_attention,

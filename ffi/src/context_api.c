@@ -149,7 +149,8 @@ RMLP_EXPORT rmlp_status rmlp_context_cache_clear(rmlp_context *context) {
 }
 
 static rmlp_status set_stream(const char *fn, rmlp_context *context, void *stream) {
-    return context->backend->set_stream(fn, context->backend_ctx, stream); /* the CPU has no stream */
+    const rmlp_backend_cuda_part *cuda = context->backend->cuda; /* the CPU has no stream */
+    return cuda != NULL ? cuda->set_stream(fn, context->backend_ctx, stream) : RMLP_OK;
 }
 
 RMLP_EXPORT rmlp_status rmlp_context_set_stream(rmlp_context *context, void *stream) {

@@ -20,7 +20,7 @@ static rmlp_status cpu_profile(const char *fn, rmlp_context *context, bool measu
                          "header's larger one): set it to sizeof(rmlp_cpu_profile)", size, sizeof(rmlp_cpu_profile));
     rmlp_cpu_profile profile;
     memset(&profile, 0, sizeof profile);
-    if (context->backend->cpu_profile != NULL) context->backend->cpu_profile(context->backend_ctx, measure, &profile);
+    if (context->backend->cpu != NULL) context->backend->cpu->profile(context->backend_ctx, measure, &profile);
     if (out == NULL) return RMLP_OK;
     profile.struct_size = (uint32_t)sizeof profile;
     memset((char *)out + sizeof profile, 0, size - sizeof profile); /* a newer header's fields: unknown here */

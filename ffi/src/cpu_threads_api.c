@@ -1,12 +1,11 @@
 /*
- * cpu_threads_api.c: how many threads the CPU path uses. The layer code itself runs on the calling
- * thread; its GEMMs run on OpenBLAS's thread pool, which is one per process. A server that runs
+ * cpu_threads_api.c: how many threads the CPU path uses, through the CPU backend's table
+ * (cpu/threads.c holds the count: OpenBLAS's thread pool, one per process). A server that runs
  * one context per worker thread usually wants 1 here (its own threads are the parallelism), a
- * single-batch tool all cores. OpenBLAS caps the count at its build's maximum: a request above it
- * is refused and the count left as it was, never silently lowered.
+ * single-batch tool all cores. A request above what OpenBLAS can run is refused and the count left
+ * as it was, never silently lowered.
  */
-#include <cblas.h>
-
+#include "backends.h"
 #include "common/export.h"
 #include "common/status.h"
 #include "radix_mlp.h"
@@ -14,22 +13,7 @@
 RMLP_EXPORT rmlp_status rmlp_set_cpu_threads(uint32_t n_threads) {
     static const char fn[] = "rmlp_set_cpu_threads";
     rmlp_clear_error();
-    if (n_threads == 0)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "n_threads is 0 (1 runs BLAS on the calling thread)");
-    int before = openblas_get_num_threads();
-    int wanted = n_threads > 65536 ? 65536 : (int)n_threads; /* far above any OpenBLAS build's maximum */
-    openblas_set_num_threads(wanted);
-    int now = openblas_get_num_threads();
-    if (now != wanted || (uint32_t)wanted != n_threads) {
-        openblas_set_num_threads(before);
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "n_threads=%u exceeds the %d threads this OpenBLAS can run (the count stays %d)", n_threads,
-                         now, before);
-    }
-    return RMLP_OK;
+    return rmlp_backend_for(RMLP_DEVICE_CPU)->cpu->set_threads(fn, n_threads);
 }
 
-RMLP_EXPORT uint32_t rmlp_cpu_threads(void) {
-    int n = openblas_get_num_threads();
-    return n > 0 ? (uint32_t)n : 1u;
-}
+RMLP_EXPORT uint32_t rmlp_cpu_threads(void) { return rmlp_backend_for(RMLP_DEVICE_CPU)->cpu->threads(); }

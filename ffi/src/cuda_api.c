@@ -21,7 +21,7 @@ RMLP_EXPORT rmlp_status rmlp_cuda_device_count(int32_t *count) {
     const rmlp_backend *cuda = rmlp_backend_for(RMLP_DEVICE_CUDA);
     if (cuda == NULL)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "this libradix_mlp was built without CUDA (-DRMLP_CUDA=OFF or no nvcc)");
-    return cuda->device_count(fn, count);
+    return cuda->cuda->device_count(fn, count);
 }
 
 /* out: an output struct versioned by its struct_size (see rmlp_gpu_stats). On CUDA the non-finite
@@ -35,7 +35,8 @@ static rmlp_status gpu_stats(const char *fn, rmlp_context *context, rmlp_gpu_sta
                          "header's larger one): set it to sizeof(rmlp_gpu_stats)", size, sizeof(rmlp_gpu_stats));
     rmlp_gpu_stats stats;
     memset(&stats, 0, sizeof stats);
-    rmlp_status status = context->backend->gpu_stats(fn, context->backend_ctx, &stats); /* zeros on the CPU */
+    const rmlp_backend_cuda_part *cuda = context->backend->cuda; /* zeros on the CPU */
+    rmlp_status status = cuda != NULL ? cuda->gpu_stats(fn, context->backend_ctx, &stats) : RMLP_OK;
     if (status != RMLP_OK) return status;
     stats.struct_size = (uint32_t)sizeof stats;
     memset((char *)out + sizeof stats, 0, size - sizeof stats); /* a newer header's fields: unknown here */

@@ -2,13 +2,13 @@
  * layer_api.c: the exported entry points that run the layer in pieces on a context, for hosts that
  * keep attention (rmlp_embed, rmlp_layer_pre_attention, rmlp_attention, rmlp_layer_post_attention,
  * rmlp_final_norm, and their *_compact forms), and the read-outs of the last hidden states
- * (pooling, pair scores; rmlp_pool without a context, on the CPU). Arguments are checked here;
+ * (pooling, pair scores; rmlp_pool without a context, by the CPU's table). Arguments are checked here;
  * the context's backend (common/backend.h) runs them. Whole forwards are forward_api.c's.
  */
+#include "backends.h"
 #include "common/export.h"
 #include "common/status.h"
 #include "context_checks.h"
-#include "cpu/pool.h"
 #include "model_internal.h"
 #include "radix_mlp.h"
 #include "validate.h"
@@ -143,7 +143,7 @@ RMLP_EXPORT rmlp_status rmlp_pool(const float *hidden, size_t n_tokens, uint32_t
     rmlp_status status = rmlp_check_cu_seqlens(fn, cu_seqlens, n_seqs, n_tokens);
     if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, cu_seqlens, n_seqs);
     if (status != RMLP_OK) return status;
-    cpu_pool(hidden, hidden_size, NULL, cu_seqlens, n_seqs, pooling, normalize, out);
+    rmlp_backend_for(RMLP_DEVICE_CPU)->cpu->pool(hidden, hidden_size, cu_seqlens, n_seqs, pooling, normalize, out);
     return RMLP_OK;
 }
 

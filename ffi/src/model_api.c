@@ -155,7 +155,7 @@ RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, co
     if (model == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
     model->config = *config;
-    status = backend->model_bind(fn, &model->config, tensors, n_tensors, params, &model->backend_model);
+    status = backend->cuda->model_bind(fn, &model->config, tensors, n_tensors, params, &model->backend_model);
     if (status != RMLP_OK) {
         free(model);
         return status;
@@ -210,7 +210,7 @@ RMLP_EXPORT rmlp_status rmlp_model_cpu_bf16_gemm(const rmlp_model *model, rmlp_c
     rmlp_cpu_bf16_gemm k = RMLP_CPU_BF16_GEMM_NONE;
     uint64_t n = 0;
     const char *d = "the model holds no bf16 CPU matrices";
-    if (model->backend->cpu_bf16_gemm != NULL) model->backend->cpu_bf16_gemm(model->backend_model, &k, &n, &d);
+    if (model->backend->cpu != NULL) model->backend->cpu->bf16_gemm(model->backend_model, &k, &n, &d);
     *kind = k;
     if (fallbacks != NULL) *fallbacks = n;
     if (detail != NULL) *detail = d;
