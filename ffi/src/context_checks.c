@@ -4,7 +4,7 @@
 #include "context_checks.h"
 
 #include "common/guard.h"
-#include "plan_maps.h"
+#include "plan_checks.h"
 #include "validate.h"
 
 rmlp_status rmlp_context_enter(const char *fn, rmlp_context *context) {

@@ -5,7 +5,7 @@
  * offset, every (token, position) of their paths, so full[i] = compact[scatter[i]] is exact and a
  * cache slot keyed by (parent slot, token, position) holds what the batch computed for it.
  */
-#include "plan_maps.h"
+#include "plan_checks.h"
 
 #include <stdio.h>
 
