@@ -1,6 +1,6 @@
 /*
  * bench_plan_check.c: what the plan checks every model call makes (issue 31: the maps checked
- * against each other, ffi/src/plan_maps.c, with the range checks before them) cost against a
+ * against each other, ffi/src/plan_checks.c, with the range checks before them) cost against a
  * forward, on a batch of `radixmlp bench`'s grid (default its largest, b32_p2048_s256: 32 sequences
  * of 2048 shared + 256 own tokens) and its built-in model (Qwen3-0.6B-shaped layers, vocab 8192,
  * --layers of them, 2 by default, fp32, CPU). The checks are timed through rmlp_context_set_plan,

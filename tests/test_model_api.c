@@ -82,6 +82,13 @@ static void test_calls(const char *dir) {
 
     expect(rmlp_forward(NULL, &plan, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT, "context is NULL", "NULL ctx");
     expect(rmlp_forward(ctx, NULL, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT, "plan is NULL", "NULL plan");
+    rmlp_context_params auto_params = rmlp_context_default_params(); /* AUTO reads the plan: not before it is checked */
+    auto_params.attention_space = RMLP_ATTENTION_AUTO;
+    rmlp_context *auto_ctx = NULL;
+    CHECK(rmlp_context_create_with_params(model, 6, &auto_params, &auto_ctx) == RMLP_OK, "AUTO context");
+    expect(rmlp_forward(auto_ctx, NULL, NULL, NULL, out), RMLP_ERR_INVALID_ARGUMENT, "plan is NULL",
+           "NULL plan on a context with attention AUTO");
+    rmlp_context_free(auto_ctx);
     expect(rmlp_forward(ctx, &plan, NULL, NULL, NULL), RMLP_ERR_INVALID_ARGUMENT, "out is NULL", "NULL out");
     rmlp_plan forged = plan;
     const uint32_t forged_cu[3] = {0, 4, 5};

@@ -18,6 +18,7 @@
 #include "context_checks.h"
 #include "generate/session.h"
 #include "model_internal.h"
+#include "plan_checks.h"
 #include "radix_mlp.h"
 #include "validate.h"
 
@@ -160,7 +161,7 @@ RMLP_EXPORT rmlp_status rmlp_context_set_stream(rmlp_context *context, void *str
 }
 
 static rmlp_status set_plan(const char *fn, rmlp_context *context, const rmlp_plan *plan) {
-    rmlp_status status = rmlp_check_call(fn, context, plan);
+    rmlp_status status = rmlp_check_plan(fn, context, plan, RMLP_PLAN_FITS | RMLP_PLAN_MAPS);
     if (status != RMLP_OK) return status;
     return context->backend->set_plan(fn, context->backend_ctx, plan); /* the CPU reads the host plan */
 }

@@ -17,27 +17,6 @@ rmlp_status rmlp_context_enter_nested(const char *fn, rmlp_context *context) {
     return rmlp_guard_enter_nested(fn, context, RMLP_MAGIC_CONTEXT, "context", "rmlp_context");
 }
 
-/* A valid plan that fits the context (its maps not yet checked against each other). */
-static rmlp_status check_fits(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
-    rmlp_status status = rmlp_check_plan(fn, plan);
-    if (status != RMLP_OK) return status;
-    if (plan->n_tokens == 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the plan is empty (n_tokens=0)");
-    if (plan->n_tokens > context->cap_tokens || plan->n_compact_padded > context->cap_compact)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "plan has %u tokens (%u compact rows) but the context was created for %zu tokens",
-                         plan->n_tokens, plan->n_compact_padded, context->cap_tokens);
-    return RMLP_OK;
-}
-
-rmlp_status rmlp_check_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
-    rmlp_status status = check_fits(fn, context, plan);
-    return status == RMLP_OK ? rmlp_check_plan_maps(fn, plan) : status;
-}
-
-rmlp_status rmlp_check_layer_call(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
-    return context->backend->plan_on_device ? check_fits(fn, context, plan) : rmlp_check_call(fn, context, plan);
-}
-
 rmlp_status rmlp_check_layer(const char *fn, const rmlp_context *context, uint32_t layer) {
     if (layer >= context->model->config.num_hidden_layers)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "layer=%u but the model has %u layers", layer,
@@ -49,50 +28,6 @@ rmlp_status rmlp_check_buffers(const char *fn, const void *const *buffers, const
     for (size_t i = 0; i < n; i++)
         if (buffers[i] == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s is NULL", names[i]);
     return RMLP_OK;
-}
-
-rmlp_status rmlp_check_inputs(const char *fn, const rmlp_model_config *cfg, const rmlp_plan *plan) {
-    for (uint32_t j = 0; j < plan->n_compact_padded; j++) {
-        if (plan->compact_input_ids[j] >= cfg->vocab_size)
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "input_ids[%u]=%u >= vocab_size=%u",
-                             plan->fold_gather[j], plan->compact_input_ids[j], cfg->vocab_size);
-        if (plan->compact_position_ids[j] >= cfg->max_position_embeddings)
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "position_ids[%u]=%u >= max_position_embeddings=%u",
-                             plan->fold_gather[j], plan->compact_position_ids[j], cfg->max_position_embeddings);
-    }
-    return RMLP_OK;
-}
-
-rmlp_status rmlp_check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens, size_t n_seqs) {
-    for (size_t s = 0; cfg->sliding_window != 0 && s < n_seqs; s++)
-        if (cu_seqlens[s + 1] - cu_seqlens[s] > cfg->sliding_window)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn,
-                             "sequence %zu has %u tokens, more than the model's sliding_window=%u "
-                             "(sliding-window attention is not implemented)",
-                             s, cu_seqlens[s + 1] - cu_seqlens[s], cfg->sliding_window);
-    return RMLP_OK;
-}
-
-/* qo_indptr (n_seqs + 1) over n_compact rows, each sequence owning at most its own length. */
-static rmlp_status check_qo_indptr(const char *fn, const char *name, const uint32_t *qo, const uint32_t *cu_seqlens,
-                                   size_t n_seqs, size_t n_compact) {
-    if (qo == NULL)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s is NULL: attention in compact space needs the plan's "
-                         "layout (a plan from rmlp_plan_build has it; a plan filled in by hand does not)", name);
-    if (qo[0] != 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s[0]=%u, must be 0", name, qo[0]);
-    for (size_t s = 0; s < n_seqs; s++)
-        if (qo[s + 1] < qo[s] || qo[s + 1] - qo[s] > cu_seqlens[s + 1] - cu_seqlens[s])
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                             "%s[%zu]=%u, %s[%zu]=%u: sequence %zu of %u rows cannot own that many compact rows", name,
-                             s, qo[s], name, s + 1, qo[s + 1], s, cu_seqlens[s + 1] - cu_seqlens[s]);
-    if (qo[n_seqs] != n_compact)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s[%zu]=%u, must equal n_compact=%zu", name, n_seqs,
-                         qo[n_seqs], n_compact);
-    return RMLP_OK;
-}
-
-rmlp_status rmlp_check_compact_plan(const char *fn, const rmlp_plan *plan) {
-    return check_qo_indptr(fn, "plan->qo_indptr", plan->qo_indptr, plan->cu_seqlens, plan->n_seqs, plan->n_compact);
 }
 
 rmlp_status rmlp_check_attention_args(const char *fn, const rmlp_context *context, const rmlp_attention_args *a,
@@ -118,7 +53,7 @@ rmlp_status rmlp_check_attention_args(const char *fn, const rmlp_context *contex
     if (a->n_compact > a->n_tokens || (a->n_tokens > 0 && a->n_compact == 0))
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->n_compact=%u with n_tokens=%u", a->n_compact,
                          a->n_tokens);
-    status = check_qo_indptr(fn, "args->qo_indptr", a->qo_indptr, cu, a->n_seqs, a->n_compact);
+    status = rmlp_check_qo_indptr(fn, "args->qo_indptr", a->qo_indptr, cu, a->n_seqs, a->n_compact);
     if (status != RMLP_OK) return status;
     if (a->n_tokens > 0 && a->kv_indices == NULL)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->kv_indices is NULL");

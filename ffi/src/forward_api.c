@@ -11,25 +11,25 @@
 #include "common/status.h"
 #include "context_checks.h"
 #include "model_internal.h"
+#include "plan_checks.h"
 #include "radix_mlp.h"
 
 /* Checks the call, then runs the forward on the context's backend, against its cache if it has one. */
 static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_plan *plan, rmlp_attention_space space,
                            rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
-    rmlp_status status = rmlp_check_call(fn, context, plan);
+    /* the layout is checked once: where compact attention needs it, and with the maps where it is
+     * there (which is when AUTO resolves to compact) */
+    bool compact = space == RMLP_ATTENTION_COMPACT || context->cache != NULL;
+    rmlp_status status = rmlp_check_plan(fn, context, plan, RMLP_PLAN_FITS | RMLP_PLAN_MAPS | RMLP_PLAN_INPUTS |
+                                         RMLP_PLAN_WINDOW | (compact ? RMLP_PLAN_COMPACT : 0));
     if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){out}, (const char *[]){"out"}, 1);
-    if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
-    if (status == RMLP_OK) status = rmlp_check_window(fn, &context->model->config, plan->cu_seqlens, plan->n_seqs);
-    space = rmlp_resolve_space(space, plan);
-    if (status == RMLP_OK && space == RMLP_ATTENTION_COMPACT) status = rmlp_check_compact_plan(fn, plan);
     if (status != RMLP_OK) return status;
+    space = rmlp_resolve_space(space, plan);
     const rmlp_backend *backend = context->backend;
     if (context->cache != NULL) {
         if (attention != NULL)
             return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "the context has a prefix cache, whose forward runs the "
                              "built-in attention: pass attention=NULL, or use a context without a cache");
-        status = rmlp_check_compact_plan(fn, plan);
-        if (status != RMLP_OK) return status;
         bool bypassed = false;
         status = backend->forward_cached(fn, context->backend_ctx, context->backend_cache, context->cache, plan, out,
                                          compact_out, &bypassed);

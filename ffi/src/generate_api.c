@@ -10,6 +10,7 @@
 #include "context_checks.h"
 #include "generate/session.h"
 #include "model_internal.h"
+#include "plan_checks.h"
 #include "radix_mlp.h"
 #include "validate.h"
 
@@ -45,11 +46,9 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     if (status == RMLP_OK && context->gen != NULL)
         status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the context has a generation session already: "
                            "rmlp_generate_end it first");
-    if (status == RMLP_OK) status = rmlp_check_call(fn, context, plan);
-    if (status == RMLP_OK) status = rmlp_check_compact_plan(fn, plan);
-    if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, plan->cu_seqlens, plan->n_seqs);
-    if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
-    if (status == RMLP_OK) status = rmlp_check_window(fn, &context->model->config, plan->cu_seqlens, plan->n_seqs);
+    if (status == RMLP_OK)
+        status = rmlp_check_plan(fn, context, plan, RMLP_PLAN_FITS | RMLP_PLAN_COMPACT | RMLP_PLAN_MAPS |
+                                 RMLP_PLAN_NONEMPTY | RMLP_PLAN_INPUTS | RMLP_PLAN_WINDOW);
     if (status == RMLP_OK && logits == NULL) status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "logits is NULL");
     rmlp_generate_params params = rmlp_generate_default_params();
     if (status == RMLP_OK && caller != NULL)

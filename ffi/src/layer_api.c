@@ -10,13 +10,17 @@
 #include "common/status.h"
 #include "context_checks.h"
 #include "model_internal.h"
+#include "plan_checks.h"
 #include "radix_mlp.h"
 #include "validate.h"
 
+/* What the per-layer calls and read-outs check of their plan: it fits, and its maps where the
+ * backend reads the host's plan (a CUDA context reads the copy rmlp_context_set_plan checked). */
+#define LAYER_CALL (RMLP_PLAN_FITS | RMLP_PLAN_MAPS_ON_HOST)
+
 static rmlp_status embed(const char *fn, rmlp_context *context, const rmlp_plan *plan, void *hidden) {
-    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
+    rmlp_status status = rmlp_check_plan(fn, context, plan, LAYER_CALL | RMLP_PLAN_INPUTS);
     if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){hidden}, (const char *[]){"hidden"}, 1);
-    if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
     if (status != RMLP_OK) return status;
     return context->backend->embed(fn, context->backend_ctx, plan, hidden);
 }
@@ -29,14 +33,11 @@ RMLP_EXPORT rmlp_status rmlp_embed(rmlp_context *context, const rmlp_plan *plan,
 
 /* Compact calls need the plan's layout (qo_indptr): the per-layer ones only to refuse a plan
  * that could not run compact attention, so a host sees the problem at its first call. */
-static rmlp_status check_space(const char *fn, const rmlp_plan *plan, bool compact) {
-    return compact ? rmlp_check_compact_plan(fn, plan) : RMLP_OK;
-}
+static unsigned layer_checks(bool compact) { return LAYER_CALL | (compact ? RMLP_PLAN_COMPACT : 0); }
 
 static rmlp_status layer_pre_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
                                        const void *hidden, void *q, void *k, void *v, bool compact) {
-    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
-    if (status == RMLP_OK) status = check_space(fn, plan, compact);
+    rmlp_status status = rmlp_check_plan(fn, context, plan, layer_checks(compact));
     if (status == RMLP_OK) status = rmlp_check_layer(fn, context, layer);
     if (status == RMLP_OK)
         status = rmlp_check_buffers(fn, (const void *[]){hidden, q, k, v}, (const char *[]){"hidden", "q", "k", "v"}, 4);
@@ -64,8 +65,7 @@ RMLP_EXPORT rmlp_status rmlp_layer_pre_attention_compact(rmlp_context *context, 
 
 static rmlp_status layer_post_attention(const char *fn, rmlp_context *context, uint32_t layer, const rmlp_plan *plan,
                                         const void *attn, void *hidden, bool compact) {
-    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
-    if (status == RMLP_OK) status = check_space(fn, plan, compact);
+    rmlp_status status = rmlp_check_plan(fn, context, plan, layer_checks(compact));
     if (status == RMLP_OK) status = rmlp_check_layer(fn, context, layer);
     if (status == RMLP_OK)
         status = rmlp_check_buffers(fn, (const void *[]){attn, hidden}, (const char *[]){"attn", "hidden"}, 2);
@@ -93,7 +93,7 @@ RMLP_EXPORT rmlp_status rmlp_layer_post_attention_compact(rmlp_context *context,
 
 static rmlp_status final_norm(const char *fn, rmlp_context *context, const rmlp_plan *plan, const void *hidden,
                               void *out, bool compact) {
-    rmlp_status status = rmlp_check_layer_call(fn, context, plan);
+    rmlp_status status = rmlp_check_plan(fn, context, plan, LAYER_CALL);
     if (status == RMLP_OK)
         status = rmlp_check_buffers(fn, (const void *[]){hidden, out}, (const char *[]){"hidden", "out"}, 2);
     if (status != RMLP_OK) return status;
@@ -155,11 +155,11 @@ static rmlp_status check_readout(const char *fn, rmlp_context *context, bool com
                                  size_t n_tokens, const uint32_t **cu_seqlens, size_t *n_seqs) {
     rmlp_status status;
     if (compact) {
-        status = rmlp_check_layer_call(fn, context, plan);
+        status = rmlp_check_plan(fn, context, plan, LAYER_CALL | RMLP_PLAN_NONEMPTY);
         if (status == RMLP_OK) *cu_seqlens = plan->cu_seqlens, *n_seqs = plan->n_seqs;
-    } else {
-        status = rmlp_check_cu_seqlens(fn, *cu_seqlens, *n_seqs, n_tokens);
+        return status;
     }
+    status = rmlp_check_cu_seqlens(fn, *cu_seqlens, *n_seqs, n_tokens);
     return status == RMLP_OK ? rmlp_check_nonempty_seqs(fn, *cu_seqlens, *n_seqs) : status;
 }
 

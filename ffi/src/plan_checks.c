@@ -1,16 +1,112 @@
 /*
- * plan_maps.c: the consistency check of a plan's maps (plan_maps.h). Why it suffices: with
- * fold_gather[j] the first row reading j and every row's compact row carrying the compact row of
- * the row before it as its parent, two rows that share a compact row share, by induction on their
- * offset, every (token, position) of their paths, so full[i] = compact[scatter[i]] is exact and a
- * cache slot keyed by (parent slot, token, position) holds what the batch computed for it.
+ * plan_checks.c: the checks of a plan before a model call reads it (plan_checks.h). Why the maps'
+ * check suffices: with fold_gather[j] the first row reading j and every row's compact row carrying
+ * the compact row of the row before it as its parent, two rows that share a compact row share, by
+ * induction on their offset, every (token, position) of their paths, so full[i] = compact[scatter[i]]
+ * is exact and a cache slot keyed by (parent slot, token, position) holds what the batch computed
+ * for it.
  */
 #include "plan_checks.h"
 
 #include <stdio.h>
 
-#include "context_checks.h"
+#include "common/guard.h"
 #include "common/status.h"
+#include "trie/planner.h"
+#include "validate.h"
+
+/* ---- a plan at all: origin, counts, cu_seqlens, arrays, index ranges -------------------------- */
+
+/* A plan a planner built refers to that planner's arrays: refused once they are gone or changed. */
+static rmlp_status check_plan_origin(const char *fn, const rmlp_plan *plan) {
+    if (plan->planner == NULL) return RMLP_OK; /* the host's own arrays */
+    if (!rmlp_guard_is_live(plan->planner, RMLP_MAGIC_PLANNER))
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "the plan's planner was freed (or plan->planner is not a planner), and its arrays with it; "
+                         "copy a plan (planner set to NULL) to keep it");
+    uint64_t now = trie_planner_generation(plan->planner);
+    if (now != plan->generation)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "the plan is stale: its planner has built or reserved since (plan generation %llu, planner at "
+                         "%llu), so its arrays hold another batch; copy a plan (planner set to NULL) to keep it",
+                         (unsigned long long)plan->generation, (unsigned long long)now);
+    return RMLP_OK;
+}
+
+static rmlp_status check_indices(const char *fn, const char *name, const uint32_t *array, size_t n, uint32_t bound) {
+    if (n > 0 && array == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan->%s is NULL", name);
+    for (size_t i = 0; i < n; i++)
+        if (array[i] >= bound)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan->%s[%zu]=%u is out of range (< %u)", name, i,
+                             array[i], bound);
+    return RMLP_OK;
+}
+
+/* A plan as a host may hand one back: from a live planner that has not built since (when
+ * plan->planner is set), counts consistent, cu_seqlens valid, arrays present, every index in
+ * range. */
+static rmlp_status check_valid(const char *fn, const rmlp_plan *plan) {
+    if (plan == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan is NULL");
+    rmlp_status origin = check_plan_origin(fn, plan);
+    if (origin != RMLP_OK) return origin;
+    if (plan->n_compact > plan->n_compact_padded || plan->n_compact > plan->n_tokens ||
+        (plan->n_tokens > 0 && plan->n_compact == 0))
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan counts disagree: n_tokens=%u n_compact=%u padded=%u",
+                         plan->n_tokens, plan->n_compact, plan->n_compact_padded);
+    rmlp_status status = rmlp_check_cu_seqlens(fn, plan->cu_seqlens, plan->n_seqs, plan->n_tokens);
+    if (status == RMLP_OK) status = check_indices(fn, "scatter", plan->scatter, plan->n_tokens, plan->n_compact);
+    if (status == RMLP_OK)
+        status = check_indices(fn, "fold_gather", plan->fold_gather, plan->n_compact_padded,
+                               plan->n_tokens > 0 ? plan->n_tokens : 1);
+    if (status == RMLP_OK && plan->n_compact_padded > 0 &&
+        (plan->compact_input_ids == NULL || plan->compact_position_ids == NULL))
+        status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan->compact_input_ids or compact_position_ids is NULL");
+    return status;
+}
+
+/* ---- against the context and the model -------------------------------------------------------- */
+
+static rmlp_status check_fits(const char *fn, const rmlp_context *context, const rmlp_plan *plan) {
+    if (plan->n_tokens == 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "the plan is empty (n_tokens=0)");
+    if (plan->n_tokens > context->cap_tokens || plan->n_compact_padded > context->cap_compact)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "plan has %u tokens (%u compact rows) but the context was created for %zu tokens",
+                         plan->n_tokens, plan->n_compact_padded, context->cap_tokens);
+    return RMLP_OK;
+}
+
+static rmlp_status check_inputs(const char *fn, const rmlp_model_config *cfg, const rmlp_plan *plan) {
+    for (uint32_t j = 0; j < plan->n_compact_padded; j++) {
+        if (plan->compact_input_ids[j] >= cfg->vocab_size)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "input_ids[%u]=%u >= vocab_size=%u",
+                             plan->fold_gather[j], plan->compact_input_ids[j], cfg->vocab_size);
+        if (plan->compact_position_ids[j] >= cfg->max_position_embeddings)
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "position_ids[%u]=%u >= max_position_embeddings=%u",
+                             plan->fold_gather[j], plan->compact_position_ids[j], cfg->max_position_embeddings);
+    }
+    return RMLP_OK;
+}
+
+/* ---- the compact-attention layout --------------------------------------------------------------- */
+
+rmlp_status rmlp_check_qo_indptr(const char *fn, const char *name, const uint32_t *qo, const uint32_t *cu_seqlens,
+                                 size_t n_seqs, size_t n_compact) {
+    if (qo == NULL)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s is NULL: attention in compact space needs the plan's "
+                         "layout (a plan from rmlp_plan_build has it; a plan filled in by hand does not)", name);
+    if (qo[0] != 0) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s[0]=%u, must be 0", name, qo[0]);
+    for (size_t s = 0; s < n_seqs; s++)
+        if (qo[s + 1] < qo[s] || qo[s + 1] - qo[s] > cu_seqlens[s + 1] - cu_seqlens[s])
+            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                             "%s[%zu]=%u, %s[%zu]=%u: sequence %zu of %u rows cannot own that many compact rows", name,
+                             s, qo[s], name, s + 1, qo[s + 1], s, cu_seqlens[s + 1] - cu_seqlens[s]);
+    if (qo[n_seqs] != n_compact)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s[%zu]=%u, must equal n_compact=%zu", name, n_seqs,
+                         qo[n_seqs], n_compact);
+    return RMLP_OK;
+}
+
+/* ---- the maps against each other ----------------------------------------------------------------- */
 
 static const char forged[] = "the plan's maps disagree (a plan built or edited by the host?)";
 
@@ -133,12 +229,13 @@ static bool sequence_ok(const rmlp_plan *p, uint32_t s) {
     return !bad;
 }
 
-rmlp_status rmlp_check_plan_maps(const char *fn, const rmlp_plan *p) {
+/* The maps, on a plan whose layout (when it has one) passed rmlp_check_qo_indptr. */
+static rmlp_status check_maps(const char *fn, const rmlp_plan *p) {
     if (p->n_compact > 0 && p->compact_parent == NULL)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan->compact_parent is NULL but n_compact=%u", p->n_compact);
     bool owned = p->qo_indptr != NULL;
-    rmlp_status status = owned ? rmlp_check_compact_plan(fn, p) : RMLP_OK;
-    if (status == RMLP_OK && !gather_ok(p)) status = check_gather(fn, p);
+    rmlp_status status = RMLP_OK;
+    if (!gather_ok(p)) status = check_gather(fn, p);
     /* a sequence the fast path flags is gone through again row by row, for the message */
     for (uint32_t s = 0; s < p->n_seqs && status == RMLP_OK; s++) {
         if (sequence_ok(p, s)) continue;
@@ -149,5 +246,27 @@ rmlp_status rmlp_check_plan_maps(const char *fn, const rmlp_plan *p) {
         }
     }
     if (status == RMLP_OK && p->run_indptr != NULL) status = check_runs(fn, p);
+    return status;
+}
+
+rmlp_status rmlp_check_plan(const char *fn, const rmlp_context *context, const rmlp_plan *plan, unsigned checks) {
+    if ((checks & RMLP_PLAN_MAPS_ON_HOST) && !context->backend->plan_on_device) checks |= RMLP_PLAN_MAPS;
+    const rmlp_model_config *cfg = &context->model->config;
+    rmlp_status status = check_valid(fn, plan);
+    if (status == RMLP_OK && (checks & RMLP_PLAN_FITS)) status = check_fits(fn, context, plan);
+    /* the layout once: where the call needs it, or where the maps' check reads it; a plan without
+     * one that a compact call needs is refused after its maps, whose fault says more */
+    bool layout = (checks & RMLP_PLAN_COMPACT) || (checks & RMLP_PLAN_MAPS);
+    if (status == RMLP_OK && layout && plan->qo_indptr != NULL)
+        status = rmlp_check_qo_indptr(fn, "plan->qo_indptr", plan->qo_indptr, plan->cu_seqlens, plan->n_seqs,
+                                      plan->n_compact);
+    if (status == RMLP_OK && (checks & RMLP_PLAN_MAPS)) status = check_maps(fn, plan);
+    if (status == RMLP_OK && (checks & RMLP_PLAN_COMPACT) && plan->qo_indptr == NULL)
+        status = rmlp_check_qo_indptr(fn, "plan->qo_indptr", NULL, plan->cu_seqlens, plan->n_seqs, plan->n_compact);
+    if (status == RMLP_OK && (checks & RMLP_PLAN_NONEMPTY))
+        status = rmlp_check_nonempty_seqs(fn, plan->cu_seqlens, plan->n_seqs);
+    if (status == RMLP_OK && (checks & RMLP_PLAN_INPUTS)) status = check_inputs(fn, cfg, plan);
+    if (status == RMLP_OK && (checks & RMLP_PLAN_WINDOW))
+        status = rmlp_check_window(fn, cfg, plan->cu_seqlens, plan->n_seqs);
     return status;
 }

@@ -6,9 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trie/planner.h"
-#include "common/guard.h"
-
 rmlp_status rmlp_read_params(const char *fn, const char *type, const void *params, void *out, size_t current_size,
                              const size_t *older_sizes, size_t n_older) {
     uint32_t size;
@@ -44,22 +41,6 @@ rmlp_status rmlp_read_params(const char *fn, const char *type, const void *param
     return RMLP_OK;
 }
 
-/* A plan a planner built refers to that planner's arrays: refused once they are gone or changed. */
-static rmlp_status check_plan_origin(const char *fn, const rmlp_plan *plan) {
-    if (plan->planner == NULL) return RMLP_OK; /* the host's own arrays */
-    if (!rmlp_guard_is_live(plan->planner, RMLP_MAGIC_PLANNER))
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "the plan's planner was freed (or plan->planner is not a planner), and its arrays with it; "
-                         "copy a plan (planner set to NULL) to keep it");
-    uint64_t now = trie_planner_generation(plan->planner);
-    if (now != plan->generation)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "the plan is stale: its planner has built or reserved since (plan generation %llu, planner at "
-                         "%llu), so its arrays hold another batch; copy a plan (planner set to NULL) to keep it",
-                         (unsigned long long)plan->generation, (unsigned long long)now);
-    return RMLP_OK;
-}
-
 rmlp_status rmlp_check_cu_seqlens(const char *fn, const uint32_t *cu_seqlens, size_t n_seqs, size_t n_tokens) {
     if (n_seqs == 0)
         return rmlp_fail(RMLP_ERR_INVALID_SEQLENS, fn,
@@ -86,30 +67,12 @@ rmlp_status rmlp_check_nonempty_seqs(const char *fn, const uint32_t *cu_seqlens,
     return RMLP_OK;
 }
 
-static rmlp_status check_indices(const char *fn, const char *name, const uint32_t *array, size_t n, uint32_t bound) {
-    if (n > 0 && array == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan->%s is NULL", name);
-    for (size_t i = 0; i < n; i++)
-        if (array[i] >= bound)
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan->%s[%zu]=%u is out of range (< %u)", name, i,
-                             array[i], bound);
+rmlp_status rmlp_check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens, size_t n_seqs) {
+    for (size_t s = 0; cfg->sliding_window != 0 && s < n_seqs; s++)
+        if (cu_seqlens[s + 1] - cu_seqlens[s] > cfg->sliding_window)
+            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn,
+                             "sequence %zu has %u tokens, more than the model's sliding_window=%u "
+                             "(sliding-window attention is not implemented)",
+                             s, cu_seqlens[s + 1] - cu_seqlens[s], cfg->sliding_window);
     return RMLP_OK;
-}
-
-rmlp_status rmlp_check_plan(const char *fn, const rmlp_plan *plan) {
-    if (plan == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan is NULL");
-    rmlp_status origin = check_plan_origin(fn, plan);
-    if (origin != RMLP_OK) return origin;
-    if (plan->n_compact > plan->n_compact_padded || plan->n_compact > plan->n_tokens ||
-        (plan->n_tokens > 0 && plan->n_compact == 0))
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan counts disagree: n_tokens=%u n_compact=%u padded=%u",
-                         plan->n_tokens, plan->n_compact, plan->n_compact_padded);
-    rmlp_status status = rmlp_check_cu_seqlens(fn, plan->cu_seqlens, plan->n_seqs, plan->n_tokens);
-    if (status == RMLP_OK) status = check_indices(fn, "scatter", plan->scatter, plan->n_tokens, plan->n_compact);
-    if (status == RMLP_OK)
-        status = check_indices(fn, "fold_gather", plan->fold_gather, plan->n_compact_padded,
-                               plan->n_tokens > 0 ? plan->n_tokens : 1);
-    if (status == RMLP_OK && plan->n_compact_padded > 0 &&
-        (plan->compact_input_ids == NULL || plan->compact_position_ids == NULL))
-        status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "plan->compact_input_ids or compact_position_ids is NULL");
-    return status;
 }

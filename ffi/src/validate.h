@@ -1,6 +1,6 @@
 /*
  * validate.h: argument checks shared by the exported entry points; each reports through
- * rmlp_fail with the calling function's name and the offending index.
+ * rmlp_fail with the calling function's name and the offending index. A plan's are plan_checks.h.
  */
 #ifndef RMLP_FFI_VALIDATE_H
 #define RMLP_FFI_VALIDATE_H
@@ -15,10 +15,9 @@ rmlp_status rmlp_check_cu_seqlens(const char *fn, const uint32_t *cu_seqlens, si
 /* Every sequence of cu_seqlens (already checked) has at least one row. */
 rmlp_status rmlp_check_nonempty_seqs(const char *fn, const uint32_t *cu_seqlens, size_t n_seqs);
 
-/* A plan as a host may hand one back: from a live planner that has not built since (when
- * plan->planner is set), counts consistent, cu_seqlens valid, arrays present, every index in
- * range. */
-rmlp_status rmlp_check_plan(const char *fn, const rmlp_plan *plan);
+/* No sequence of cu_seqlens (already checked) longer than the model's sliding window: attention is
+ * full-causal here, so a longer one would differ (RMLP_ERR_UNSUPPORTED). */
+rmlp_status rmlp_check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens, size_t n_seqs);
 
 /* Largest struct_size a params struct may claim (a larger one is garbage, not a newer header). */
 #define RMLP_MAX_STRUCT_SIZE 1024u
