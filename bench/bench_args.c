@@ -1,6 +1,6 @@
 /*
  * bench_args.c: `radixmlp bench`'s options (bench_args.h): each value checked as it is read
- * (tools/cli.h's counts), then the options checked against each other, then the defaults of the
+ * (bench/cli.h's counts), then the options checked against each other, then the defaults of the
  * device (--layers, --repeat, --dtype) filled in.
  */
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include "bench_args.h"
 #include "bench_cuda.h"
 #include "bench_trace.h"
-#include "tools/cli.h"
+#include "cli.h"
 
 const char *const BENCH_DTYPE_NAMES[3] = {"f32", "f16", "bf16"};
 

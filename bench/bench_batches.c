@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bench_batches.h"
-#include "tools/cli.h"
+#include "cli.h"
 
 /* key of `line` as u32s into a new array of *n values (at least one); -1 after printing why. */
 static int read_u32s(const char *where, json_t *line, const char *key, uint32_t **out, size_t *n) {

@@ -10,7 +10,7 @@
 
 #include "bench_cpu.h"
 #include "bench_dump.h"
-#include "tools/cli.h"
+#include "cli.h"
 
 enum { OFF, ON, COMPACT, MODES };
 static const char *const MODE_NAMES[MODES] = {"off", "on", "compact"};

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "bench_cuda.h"
-#include "tools/cli.h"
+#include "cli.h"
 
 #include "gpu/options.h"
 

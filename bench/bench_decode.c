@@ -8,7 +8,7 @@
 #include "cpu/decode_kernels.h" /* compiled into this tool too: which set the library picks here */
 #include "bench_decode.h"
 #include "bench_cuda.h" /* the --gpu-variant specs' environment */
-#include "tools/cli.h"
+#include "cli.h"
 
 #define SUFFIX 16
 /* The reference (CPU): REF_M prompts of a REF_PREFIX-token prefix and one distinct token each. */

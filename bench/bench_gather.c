@@ -19,7 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "tools/cli.h"
+#include "cli.h"
 #include "gpu/kernels.h"
 #include "radix_mlp.h"
 #include "workload.h"

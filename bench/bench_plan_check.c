@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tools/cli.h"
+#include "cli.h"
 #include "radix_mlp.h"
-#include "tools/tiny_model.h"
+#include "tiny_model.h"
 #include "workload.h"
 
 static int fail(const char *what) {

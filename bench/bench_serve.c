@@ -16,12 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tools/cli.h"
+#include "cli.h"
 #include "serve_cost.h"
 #include "serve_sim.h"
 #include "serve_slo.h"
 #include "serve_trace.h"
-#include "tools/tiny_model.h"
+#include "tiny_model.h"
 
 #define MAX_REPLICA_COUNTS 8
 

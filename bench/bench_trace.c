@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "bench_trace.h"
-#include "tools/cli.h"
+#include "cli.h"
 #include "workload.h"
 
 #define BATCH 32 /* sequences per batch */

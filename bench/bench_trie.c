@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tests/plan_verify.h"
+#include "plan_verify.h"
 #include "radix_mlp.h"
 #include "workload.h"
 

@@ -1,10 +1,11 @@
 /*
- * cli.h: what the radixmlp subcommands share: strict number parsing (a bad value is an error
+ * cli.h: what the radixmlp subcommands share (the benchmarks' here, the others' in tools/, which
+ * include bench/ and not the other way round): strict number parsing (a bad value is an error
  * naming the flag, never a silent default), reading JSONL input, ending an output file with its
  * errors reported, and order statistics of timings.
  */
-#ifndef RMLP_TOOLS_CLI_H
-#define RMLP_TOOLS_CLI_H
+#ifndef RMLP_BENCH_CLI_H
+#define RMLP_BENCH_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,9 +65,6 @@ int cli_line_kind(const char *where, const char *line, size_t len);
  * failed (a full disk: every command that writes ends with this, so none exits 0 on a lost write). */
 int cli_finish_output(FILE *f, const char *name);
 
-int cmd_plan(int argc, char **argv);
-int cmd_generate(int argc, char **argv);
-int cmd_run(int argc, char **argv);
-int cmd_bench(int argc, char **argv); /* bench/cmd_bench.c: the benchmarks' modes */
+int cmd_bench(int argc, char **argv); /* cmd_bench.c: the benchmarks' modes (radixmlp bench) */
 
 #endif

@@ -45,9 +45,9 @@
 #include "bench_serve.h"
 #include "bench_dump.h"
 #include "bench_trace.h"
-#include "tools/cli.h"
+#include "cli.h"
 #include "radix_mlp.h"
-#include "tools/tiny_model.h"
+#include "tiny_model.h"
 #include "workload.h"
 
 typedef struct bench_case {

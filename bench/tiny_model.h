@@ -3,8 +3,8 @@
  * a Llama-family architecture, as Hugging Face names its tensors. The benchmarks' built-in
  * model, so `radixmlp bench` needs no download.
  */
-#ifndef RMLP_TOOLS_TINY_MODEL_H
-#define RMLP_TOOLS_TINY_MODEL_H
+#ifndef RMLP_BENCH_TINY_MODEL_H
+#define RMLP_BENCH_TINY_MODEL_H
 
 #include <stdint.h>
 

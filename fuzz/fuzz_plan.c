@@ -15,7 +15,7 @@
  * input decodes to (a failure prints it too, ready to become a case in tests/test_bad_input.c).
  *
  * Oracle. The harness works out which preconditions of the header's contract this input
- * breaks. None: the build must succeed, clear rmlp_last_error(), pass tests/plan_verify.c
+ * breaks. None: the build must succeed, clear rmlp_last_error(), pass bench/plan_verify.c
  * (maps, padding rows never scattered to, minimality, counts), obey the gate (threshold 0:
  * identity without the trie; else radix iff threshold >= 1 or n_distinct/n_tokens <
  * threshold), report the true number of distinct paths, and for small batches equal
@@ -36,7 +36,7 @@
 
 #include "harness.h"
 #include "tests/naive_plan.h"
-#include "tests/plan_verify.h"
+#include "bench/plan_verify.h"
 #include "radix_mlp.h"
 
 #define MAX_SEQS 16      /* structured batches: sequences */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 
 int fuzz_tiny_model_load(const char *target, uint64_t seed, rmlp_model **out) {
     rmlp_model_config cfg = {.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8, .hidden_size = FUZZ_TINY_HIDDEN,

@@ -1,7 +1,7 @@
 /*
  * tiny_load.h: the tiny random Qwen3 model that the fuzz targets running forwards share
  * (fuzz_forged_plans, fuzz_batcher): hidden 16, 2 layers, 2 heads of 8 over 1 K/V head, vocab 8,
- * 64 positions, tied embeddings; written with the benchmarks' writer (tools/tiny_model.h) to a
+ * 64 positions, tied embeddings; written with the benchmarks' writer (bench/tiny_model.h) to a
  * private folder under $TMPDIR, loaded (its weights are then in memory) and removed.
  */
 #ifndef RMLP_FUZZ_TINY_LOAD_H

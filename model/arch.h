@@ -4,7 +4,7 @@
  * attention_bias / mlp_bias flags it reads, the biases it always has, q/k norm, how it declares
  * sliding windows, and its tie_word_embeddings default. config.c reads it to take a config.json
  * apart, audit.c to name the architecture in its report, gpu/bind.cu to check a host's config,
- * tools/tiny_model.c to write a checkpoint; every message that lists the accepted model_types
+ * bench/tiny_model.c to write a checkpoint; every message that lists the accepted model_types
  * builds the list from it. Which tensors a layer has then follows from the rmlp_model_config
  * flags set here (weights_layer_tensors in weights.h), never from the architecture id.
  *

@@ -20,7 +20,7 @@
 #include "gpu/runner.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "fixtures.h"
 #include "test_util.h"
 #include "gpu_test_util.h"

@@ -33,7 +33,7 @@
 #error "links radix_mlp_alloc_hooks, whose RMLP_ALLOC_HOOKS declares the failure hook"
 #endif
 #include "model/safetensors.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

@@ -3,7 +3,7 @@
  * every row: its model_type and its id look each other up; a config.json of that model_type
  * reads as the row says (the biases it reads or always has, q/k norm, the tie_word_embeddings
  * default, how it declares sliding windows), stated here from the row's facts rather than through
- * arch_set_layer_flags; tools/tiny_model.c writes a checkpoint of it that loads, and the load
+ * arch_set_layer_flags; bench/tiny_model.c writes a checkpoint of it that loads, and the load
  * report names its model_type; the message for an unknown model_type lists every row. So a row
  * added to the table is exercised end to end with no change here.
  * Usage: test_arch_table         (the checks)
@@ -17,7 +17,7 @@
 
 #include "model/arch.h"
 #include "model/config.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

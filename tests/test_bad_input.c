@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plan_verify.h"
+#include "bench/plan_verify.h"
 #include "radix_mlp.h"
 #include "test_util.h"
 

@@ -40,7 +40,7 @@
 #include "model/weights_bf16.h"
 #include "st_writer.h"
 #include "test_util.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 
 /* The stated tolerances (docs/backends.md#bf16-weights-on-the-cpu), max abs error over the
  * largest value: the activations rounded to bf16 too, each GEMM's input within 2^-9 relative. */

@@ -29,7 +29,7 @@
 #include "ffi/src/model_internal.h"
 #include "st_writer.h"
 #include "test_util.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 
 /* The stated tolerances (docs/backends.md#bf16-weights-on-the-cpu), max abs error over the
  * largest value: bf16 keeps 8 significant bits (relative rounding error up to 2^-9 per weight). */

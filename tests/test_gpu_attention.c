@@ -29,7 +29,7 @@
 #include "gpu/flashinfer.h"
 #include "gpu/options.h"
 #include "gpu/runner.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 

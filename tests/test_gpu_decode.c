@@ -9,7 +9,7 @@
  *     chunks (one chunk per row; dozens per row, the merge over more states than it holds at once),
  *     in f16 and bf16, head_dim 64 and 128, 1, 2, 4 and 8 query heads per KV head: within
  *     test_gpu_kernels' bounds of both (each comparison prints its error);
- *   - a whole model (tools/tiny_model.c's, on the device in f16 and bf16): the logits of generation
+ *   - a whole model (bench/tiny_model.c's, on the device in f16 and bf16): the logits of generation
  *     sessions in contexts made with RADIX_MLP_GPU_DECODE=flashinfer and =own, in lockstep on the
  *     same tokens, against each other and a CPU session (f32) within test_gpu_cache's bound, with
  *     and without shared-prefix attention; rmlp_context_gpu_stats counts the steps each ran.
@@ -32,7 +32,7 @@
 #include "test_util.h"
 #include "gpu_test_util.h"
 #include "decode_steps.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 
 #define SKIP_CODE 77
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

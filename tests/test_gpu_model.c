@@ -331,7 +331,7 @@ static void test_fixture(const char *dir, const char *name) {
     reference_free(&r);
 }
 
-/* A random Qwen3-shaped model (tools/tiny_model.c) on 733 tokens in 19 sequences sharing a 16-token
+/* A random Qwen3-shaped model (bench/tiny_model.c) on 733 tokens in 19 sequences sharing a 16-token
  * prefix: test_model_dtype in each dtype. */
 static void test_random_model(const rmlp_model_config *config, const char *name) {
     rmlp_model_config cfg = *config;

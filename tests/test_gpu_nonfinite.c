@@ -28,7 +28,7 @@
 
 #include "gpu/kernels.h"
 #include "gpu/nonfinite.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 
@@ -52,7 +52,7 @@ static cudaStream_t stream;
 
 /* ---- the model -------------------------------------------------------------------------------- */
 
-/* The float data of tensor `name` in a safetensors file image (tools/tiny_model.c's F32 layout). */
+/* The float data of tensor `name` in a safetensors file image (bench/tiny_model.c's F32 layout). */
 static float *tensor_data(unsigned char *file, size_t size, const char *name) {
     uint64_t header_len = 0;
     for (int b = 7; b >= 0; b--) header_len = header_len << 8 | file[b];

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "gpu/options.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
  *     both within test_gpu_kernels' bounds of the CPU path (cpu_rope);
  *   - the table itself: gpu_rope_table_fill's (cos, sin) pairs against cos and sin in double of
  *     the fp32 angle (1e-6: sincosf's error), and a table of another theta or head_dim refused;
- *   - a whole model (tools/tiny_model.c's, loaded on the device in f32 and bf16): the forward's
+ *   - a whole model (bench/tiny_model.c's, loaded on the device in f32 and bf16): the forward's
  *     hidden states of a context made with RADIX_MLP_GPU_ROPE=table and of one made with =sincos,
  *     bit for bit the same, and the setting reported by rmlp_context_gpu_stats.
  * The argument checks run first, on any machine; then without a CUDA device it says SKIP and
@@ -27,7 +27,7 @@
 #include "test_util.h"
 #include "gpu_test_util.h"
 #include "rope_reference.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 
 #define SKIP_CODE 77
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "test_util.h"
 
 static const uint32_t ids[6] = {5, 6, 7, 5, 6, 8}, pos[6] = {0, 1, 2, 0, 1, 2}, cu[3] = {0, 3, 6};

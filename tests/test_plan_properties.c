@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "naive_plan.h"
-#include "plan_verify.h"
+#include "bench/plan_verify.h"
 #include "radix_mlp.h"
 #include "test_util.h"
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 #include "st_writer.h"
 #include "test_util.h"
 

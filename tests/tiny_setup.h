@@ -1,13 +1,13 @@
 /*
  * tiny_setup.h: the setup that the tests of the public API on a random-weight tiny model share
  * (test_cpu_profile, test_forged_plans, test_handles, test_context_threads, test_model_threads,
- * test_batcher_traces): a temporary folder, the checkpoint tools/tiny_model.c writes there, the
+ * test_batcher_traces): a temporary folder, the checkpoint bench/tiny_model.c writes there, the
  * model loaded from it and its config, and optionally a planner, a context and a context with a
  * prefix cache. tiny_setup_open reports a failing step with one CHECK (rmlp_last_error() in its
  * message) and leaves nothing behind; tiny_setup_close frees what is left and removes the folder.
  *
  * Header only (it includes test_util.h), in one translation unit per test executable; the test
- * links st_writer.c and tools/tiny_model.c.
+ * links st_writer.c and bench/tiny_model.c.
  */
 #ifndef RMLP_TESTS_TINY_SETUP_H
 #define RMLP_TESTS_TINY_SETUP_H
@@ -18,7 +18,7 @@
 
 #include "st_writer.h"
 #include "test_util.h"
-#include "tools/tiny_model.h"
+#include "bench/tiny_model.h"
 
 typedef struct tiny_setup {
     char *root;              /* the temporary folder holding the checkpoint (stw_mkdtemp) */

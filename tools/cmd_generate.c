@@ -30,7 +30,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "bench/cli.h"
+#include "commands.h"
 #include "radix_mlp.h"
 
 typedef struct gen_args {

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "bench/cli.h"
+#include "commands.h"
 #include "radix_mlp.h"
 #include "bench/workload.h"
 

@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "bench/cli.h"
+#include "commands.h"
 #include "radix_mlp.h"
 
 typedef struct run_args {

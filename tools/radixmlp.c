@@ -15,7 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "bench/cli.h"
+#include "commands.h"
 #include "radix_mlp.h"
 
 static int usage(FILE *to) {
