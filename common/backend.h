@@ -7,10 +7,10 @@
  *
  * A backend's model, context, its side of a prefix cache and a generation session's state are its
  * own objects (void * here). What only one device has sits in that device's part of the table
- * (rmlp_backend::cpu, ::cuda), NULL in the other's. Every function takes the exported entry point's name (`fn`) for its
- * messages and returns an rmlp_status where it can fail. The checks that need no device (plans
- * against the context, layers, NULL buffers, token ids, windows) are the caller's, done before.
- * Internal to the library.
+ * (rmlp_backend::cpu, ::cuda), NULL in the other's. Every function takes the exported entry
+ * point's name (`fn`) for its messages and returns an rmlp_status where it can fail. The checks
+ * that need no device (plans against the context, layers, NULL buffers, token ids, windows) are
+ * the caller's, done before. Internal to the library.
  */
 #ifndef RMLP_COMMON_BACKEND_H
 #define RMLP_COMMON_BACKEND_H
