@@ -57,8 +57,8 @@ class PlanParams:
 def plan_params_from_env():
     """PlanParams as a deployment sets them (``rmlp_plan_params_from_env``): ``RADIX_MLP_THRESHOLD``
     (the gate, default 0.85), ``RADIX_MLP_PAD`` (padding multiple, unset/empty: none) and
-    ``RADIX_MLP_GATE`` (``distinct`` or ``tei``). A set but invalid variable raises RadixMLPError
-    naming it."""
+    ``RADIX_MLP_GATE`` (``tei``, the default: the variables are TEI's, so they decide as TEI's code
+    does; or ``distinct``). A set but invalid variable raises RadixMLPError naming it."""
     fn = getattr(LIB, "rmlp_plan_params_from_env", None)
     if fn is None:
         raise NotImplementedError("radix_mlp: this libradix_mlp has no rmlp_plan_params_from_env")
