@@ -37,14 +37,17 @@
 //!
 //! # Linking
 //!
-//! `radix-mlp-sys` links `libradix_mlp` from `RADIX_MLP_LIB_DIR` (a CMake build folder or the
-//! `lib` folder of an install), else from the `libdir` of `pkg-config radix_mlp`, else from where
-//! the linker looks by itself; found nowhere, the build stops with a message saying what to set.
-//! `RADIX_MLP_STATIC=1` links `libradix_mlp.a` and what it needs (from `pkg-config --static`);
-//! `RADIX_MLP_PLAN_ONLY=1` links the planner alone (`libradix_mlp_plan`: nothing but libc to
-//! load; then only the planner functions may be called). With the shared library from a named
-//! folder, this crate's tests run without `LD_LIBRARY_PATH` (an rpath); a host's binary gets the
-//! same from three lines in its build script (docs/building.md, "From Rust").
+//! Cargo features pick what `radix-mlp-sys` links. By default the planner alone
+//! (`libradix_mlp_plan`, libc only), statically: [`compute_fold_and_scatter`], [`Planner`] and
+//! the batcher work, nothing new is loaded at run time, and nothing needs setting. `full` links
+//! the whole library (models, contexts; calling them without it fails to link), `shared` the
+//! shared library instead of the static one. The library comes from `RADIX_MLP_LIB_DIR` (a CMake
+//! build folder or the `lib` folder of an install), else from the `libdir` of `pkg-config`, else
+//! from where the linker looks by itself; found nowhere, `radix-mlp-sys` builds it from the C
+//! sources it carries (the planner with the C compiler alone, the whole library with CMake). With
+//! the shared library from a known folder, this crate's tests run without `LD_LIBRARY_PATH` (an
+//! rpath); a host's binary gets the same from three lines in its build script (docs/building.md,
+//! "From Rust").
 //!
 //! # Serving
 //!
@@ -67,7 +70,9 @@
 //! radix_mlp = { package = "radix-mlp", path = "/path/to/radix-mlp/bindings/rust/radix-mlp" }
 //! ```
 //!
-//! and `use radix_mlp::compute_fold_and_scatter;` keeps working unchanged.
+//! and `radix_mlp::compute_fold_and_scatter(&input_ids, &position_ids, &cu_seq_lengths,
+//! radix_mlp_pad)` keeps working unchanged, with the same results for every padding multiple
+//! (docs/deploying.md, "Wiring it into a TEI build", has the patch to TEI's files).
 //!
 //! # Example
 //!
