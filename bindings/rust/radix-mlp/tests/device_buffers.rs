@@ -276,9 +276,9 @@ fn device_slices_are_refused_on_a_cpu_model() {
     assert!(err.message.ends_with(&want), "{}", err.message);
 }
 
-/// The checkpoint's tensors uploaded as a host would hold them, bound in TEI's layout: Q/K/V and
-/// gate/up stacked (`qkv_proj`, `gate_up_proj`), names without `model.`.
-fn upload_weights<'d>(driver: &'d Driver, f: &Fixture) -> Vec<(String, Vec<u64>, DeviceBuf<'d>)> {
+/// The checkpoint's tensors as a TEI-style host holds them: Q/K/V and gate/up stacked
+/// (`qkv_proj`, `gate_up_proj`, weights and biases), names without `model.`: (name, shape, data).
+fn tei_layout(f: &Fixture) -> Vec<(String, Vec<u64>, Vec<f32>)> {
     let tensors = common::read_safetensors(&f.dir.join("model.safetensors"));
     let mut names: Vec<&String> = tensors.keys().collect();
     names.sort();
@@ -286,32 +286,54 @@ fn upload_weights<'d>(driver: &'d Driver, f: &Fixture) -> Vec<(String, Vec<u64>,
     for name in names {
         let short = name.strip_prefix("model.").unwrap_or(name);
         let stack = |parts: &[&str], into: &str| {
-            let (first, rest) = short.split_once(parts[0])?;
+            let (first, rest) = short.split_once(parts[0]).expect("the first member's name");
             let members: Vec<String> = parts.iter().map(|p| format!("model.{first}{p}{rest}")).collect();
-            let mut data = Vec::new();
-            let mut rows = 0;
-            for m in &members {
-                let t = &tensors[m];
-                data.extend_from_slice(&t.data);
-                rows += t.shape[0] as u64;
-            }
-            let mut shape = vec![rows];
+            let data: Vec<f32> = members.iter().flat_map(|m| tensors[m].data.iter().copied()).collect();
+            let mut shape = vec![members.iter().map(|m| tensors[m].shape[0] as u64).sum()];
             shape.extend(tensors[&members[0]].shape.get(1).map(|&c| c as u64));
-            Some((format!("{first}{into}{rest}"), shape, data))
+            (format!("{first}{into}{rest}"), shape, data)
         };
-        let (bound, shape, data) = if short.contains("self_attn.q_proj") {
-            stack(&["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"], "self_attn.qkv_proj").unwrap()
+        out.push(if short.contains("self_attn.q_proj") {
+            stack(&["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"], "self_attn.qkv_proj")
         } else if short.contains("mlp.gate_proj") {
-            stack(&["mlp.gate_proj", "mlp.up_proj"], "mlp.gate_up_proj").unwrap()
+            stack(&["mlp.gate_proj", "mlp.up_proj"], "mlp.gate_up_proj")
         } else if ["self_attn.k_proj", "self_attn.v_proj", "mlp.up_proj"].iter().any(|p| short.contains(p)) {
             continue; // stacked with its first member
         } else {
             let t = &tensors[name];
             (short.to_string(), t.shape.iter().map(|&d| d as u64).collect(), t.data.clone())
-        };
-        out.push((bound, shape, driver.upload(&data)));
+        });
     }
     out
+}
+
+#[test]
+fn tei_layout_stacks_what_bind_cuda_takes() {
+    // The GPU test's input, checked here: stacked shapes from the config, q rows then k then v.
+    for name in ["qwen3_tiny", "llama_bias"] {
+        let f = Fixture::load(name);
+        let c = Model::load(&f.dir).unwrap().config().clone();
+        let layout = tei_layout(&f);
+        let find = |n: &str| layout.iter().find(|t| t.0 == n).unwrap_or_else(|| panic!("{name}: no {n}"));
+        let (h, qkv, inter) = (c.hidden_size as u64, (c.q_dim() + 2 * c.kv_dim()) as u64, c.intermediate_size as u64);
+        for l in 0..c.num_hidden_layers {
+            let (_, shape, data) = find(&format!("layers.{l}.self_attn.qkv_proj.weight"));
+            assert_eq!(shape, &[qkv, h]);
+            let k = &common::read_safetensors(&f.dir.join("model.safetensors"))
+                [&format!("model.layers.{l}.self_attn.k_proj.weight")];
+            assert_eq!(&data[c.q_dim() * c.hidden_size..][..k.data.len()], &k.data[..], "{name}: k rows after q");
+            assert_eq!(find(&format!("layers.{l}.mlp.gate_up_proj.weight")).1, [2 * inter, h]);
+            if c.attention_bias {
+                assert_eq!(find(&format!("layers.{l}.self_attn.qkv_proj.bias")).1, [qkv]);
+            }
+            if c.mlp_bias {
+                assert_eq!(find(&format!("layers.{l}.mlp.gate_up_proj.bias")).1, [2 * inter]);
+            }
+        }
+        assert!(layout.iter().all(|t| !t.0.starts_with("model.") && !t.0.contains("q_proj.")), "{name}");
+        find("embed_tokens.weight");
+        find("norm.weight");
+    }
 }
 
 /// Writes "SKIP ...: why" to stderr itself, where cargo's output capture does not hide it.
@@ -339,7 +361,8 @@ fn bound_weights_on_device_buffers() {
         cpu.context(n).unwrap().forward(&plan, &mut want).unwrap();
         let want_last = cpu.pool(&want, &plan.cu_seqlens, Pooling::Last, false).unwrap();
 
-        let weights = upload_weights(&driver, &f);
+        let weights: Vec<_> =
+            tei_layout(&f).into_iter().map(|(name, shape, data)| (name, shape, driver.upload(&data))).collect();
         let bindings: Vec<WeightBinding<'_>> =
             weights.iter().map(|(name, shape, buf)| WeightBinding { name, data: buf.ptr(), shape }).collect();
         // SAFETY: every pointer is our device allocation holding the tensor, alive past the model.
