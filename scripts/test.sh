@@ -10,6 +10,8 @@
 #      (integration_tests/real_model/run.sh, cached in build/real_model/; skipped where PyPI is unreachable),
 #      then tei-host (the TEI-shaped server, issue 34) driven by openai's and huggingface_hub's clients from PyPI
 #      on that model, equal to `radixmlp run` (integration_tests/tei-host/run.sh; its Rust tests are in step 3),
+#      then the Truss examples (examples/truss) under truss's own loader and server from PyPI, on a fixture and
+#      that model, equal to `radixmlp run` (integration_tests/truss/run.sh; skipped where PyPI is unreachable),
 #   5. the thread tests under ThreadSanitizer (scripts/tsan.sh, build-tsan/),
 #   6. each libFuzzer target for RMLP_FUZZ_SECONDS seconds (default 20; scripts/fuzz.sh, build-fuzz/).
 set -euo pipefail
@@ -53,6 +55,8 @@ echo "== a real model: SmolLM2-135M-Instruct against transformers (integration_t
 "$root/integration_tests/real_model/run.sh" "$root/build"
 echo "== tei-host: real clients (openai, huggingface_hub from PyPI) on the real model (integration_tests/tei-host)"
 "$root/integration_tests/tei-host/run.sh" "$root/build"
+echo "== Truss examples: truss's loader, ModelWrapper and server; the tei-host custom server (integration_tests/truss)"
+"$root/integration_tests/truss/run.sh" "$root/build"
 echo "== ThreadSanitizer (build-tsan/)"
 "$root/scripts/tsan.sh" -j"$jobs"
 echo "== fuzzing (build-fuzz/)"

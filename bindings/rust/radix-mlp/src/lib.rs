@@ -15,6 +15,15 @@
 //! [`Model::pool`] or [`Context::score_pair`]. Model calls take a [`PlanView`] or an owned
 //! [`Plan`] ([`AsPlan`]).
 //!
+//! On a CUDA model (loaded with [`Device::Cuda`], or bound over the host's own device tensors
+//! with [`Model::bind_cuda`], as a candle backend holds them) the same calls take device buffers:
+//! a [`DeviceSlice`] / [`DeviceSliceMut`] (a device pointer, a length and a dtype, made `unsafe`
+//! by a caller who vouches for them) where a CPU model takes `&[f32]` / `&mut [f32]`; both are a
+//! [`Buffer`] / [`BufferMut`], checked alike against the model (memory, dtype, rows) on one path.
+//! [`Context::set_plan`] copies a plan's maps to the device and [`Context::set_stream`] picks the
+//! [`Stream`]; a host keeping attention gets [`DeviceAttentionArgs`] in
+//! [`Context::forward_with_device_attention`]'s callback.
+//!
 //! Attention runs in full space (every sequence over its batch rows) or in compact space (only
 //! the compact rows a sequence owns are queries, its keys its path through `scatter`: exact,
 //! with fewer score pairs on shared prefixes): a context setting ([`ContextParams`],
@@ -116,7 +125,10 @@ use radix_mlp_sys as sys;
 
 mod attention;
 mod batcher;
+mod buffer;
 mod context;
+mod device;
+mod device_attention;
 mod error;
 mod generate;
 mod gpu;
@@ -126,7 +138,10 @@ mod types;
 
 pub use attention::{AttentionArgs, CompactLayout};
 pub use batcher::{route_key, route_key_header, Batch, BatchMode, Batcher, BatcherParams, RouteParams};
+pub use buffer::{Buffer, BufferMut};
 pub use context::{Context, ModelHolder, SharedContext};
+pub use device::{DeviceIndices, DeviceSlice, DeviceSliceMut, Stream};
+pub use device_attention::{DeviceAttentionArgs, DeviceCompactLayout};
 pub use error::{Error, Status};
 pub use generate::{argmax, GenerateParams, GenerateStats, Generation};
 pub use gpu::{GpuAttention, GpuStats};
