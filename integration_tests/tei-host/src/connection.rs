@@ -101,8 +101,10 @@ pub struct Timeouts {
     pub shutdown_grace: Duration,
 }
 
-/// How long a closing connection reads what the client still sends.
+/// How long a closing connection reads what the client still sends: after an answer, and when
+/// an idle one is closed (its descriptor is wanted back soon).
 const LINGER: Duration = Duration::from_millis(500);
+const LINGER_IDLE: Duration = Duration::from_millis(100);
 /// How often, and how many times, a probed connection's socket is checked for the peer's reset.
 const PROBE_POLL: Duration = Duration::from_millis(10);
 const PROBE_POLLS: u32 = 100;
@@ -170,6 +172,7 @@ pub async fn run<H, F>(
     // for the client's EOF itself, unless the client already sent more (a pipelined request).
     let mut pipelined = false;
     let mut peeked = [0u8; 1];
+    let mut linger = LINGER;
     loop {
         let busy = activity.idle_for().is_none();
         if !busy {
@@ -185,6 +188,7 @@ pub async fn run<H, F>(
             }
             _ = conn.evict.notified() => {
                 if activity.idle_for().is_some() {
+                    linger = LINGER_IDLE;
                     break;
                 }
                 conn.evicted.store(false, Ordering::SeqCst); // busy again: not evicted after all
@@ -201,6 +205,7 @@ pub async fn run<H, F>(
         }
         if let Some(idle) = activity.idle_for() {
             if idle > timeouts.read || stopped_at.is_some_and(|t| t.elapsed() >= timeouts.shutdown_grace) {
+                linger = LINGER_IDLE;
                 break;
             }
         } else if io.read_closed.load(Ordering::SeqCst) {
@@ -216,5 +221,5 @@ pub async fn run<H, F>(
         }
     }
     drop(http);
-    linger_close(&stream, LINGER).await;
+    linger_close(&stream, linger).await;
 }

@@ -26,6 +26,8 @@ pub struct IoState {
     pub closed: Notify,
     /// hyper has written bytes it has not flushed yet: a response is going out.
     pub writing: AtomicBool,
+    /// The last request read is HTTP/1.0 (no interim answers may be sent to it).
+    pub http10: AtomicBool,
     /// Bytes written before anything hyper writes next (the probe, when the socket took part of it).
     pending: Mutex<Vec<u8>>,
 }
@@ -35,9 +37,10 @@ pub struct IoState {
 const PROBE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 impl IoState {
-    /// Writes the probe unless a response is going out; false when the socket refused it.
+    /// Writes the probe unless a response is going out or the client speaks HTTP/1.0 (RFC 9110
+    /// §15.2: no 1xx to it); false when the socket refused it.
     pub fn probe(&self, stream: &TcpStream) -> bool {
-        if self.writing.load(Ordering::SeqCst) {
+        if self.writing.load(Ordering::SeqCst) || self.http10.load(Ordering::SeqCst) {
             return true;
         }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -150,7 +153,8 @@ impl FramedIo {
                             self.scanned = rest.len();
                             break;
                         }
-                        Head::Complete { len, body } => {
+                        Head::Complete { len, body, minor } => {
+                            self.shared.http10.store(minor == 0, Ordering::SeqCst);
                             self.out.extend_from_slice(&rest[..len]);
                             at += len;
                             self.scanned = 0;

@@ -196,10 +196,11 @@ fn inspect(req: &httparse::Request<'_, '_>) -> Result<Body, Refusal> {
 pub enum Head {
     /// Not complete yet.
     Partial,
-    /// `len` bytes of head, then a body framed as said.
+    /// `len` bytes of head of an HTTP/1.`minor` request, then a body framed as said.
     Complete {
         len: usize,
         body: Body,
+        minor: u8,
     },
     Refused(Refusal),
 }
@@ -213,7 +214,7 @@ pub fn parse_head(buf: &[u8]) -> Head {
         Ok(httparse::Status::Partial) => Head::Partial,
         Ok(httparse::Status::Complete(len)) if len > MAX_HEAD => Head::Refused(Refusal::HeadTooLarge),
         Ok(httparse::Status::Complete(len)) => match inspect(&req) {
-            Ok(body) => Head::Complete { len, body },
+            Ok(body) => Head::Complete { len, body, minor: req.version.unwrap_or(1) },
             Err(r) => Head::Refused(r),
         },
         Err(e) => Head::Refused(head_error(e, buf)),
@@ -317,12 +318,12 @@ mod tests {
     #[test]
     fn heads_and_their_bodies() {
         let get = "GET /health HTTP/1.1\r\nHost: a\r\n\r\n";
-        assert_eq!(head(get), Head::Complete { len: get.len(), body: Body::Length(0) });
+        assert_eq!(head(get), Head::Complete { len: get.len(), body: Body::Length(0), minor: 1 });
         assert_eq!(head("GET /health HTTP/1.1\r\nHost: a\r\n"), Head::Partial);
         let post = "POST /embed HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\ncontent-length: 12\r\n\r\n";
-        assert_eq!(head(post), Head::Complete { len: post.len(), body: Body::Length(12) });
+        assert_eq!(head(post), Head::Complete { len: post.len(), body: Body::Length(12), minor: 1 });
         let chunked = "POST /embed HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n";
-        assert_eq!(head(chunked), Head::Complete { len: chunked.len(), body: Body::Chunked });
+        assert_eq!(head(chunked), Head::Complete { len: chunked.len(), body: Body::Chunked, minor: 1 });
         for (raw, why) in [
             (
                 "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",

@@ -141,6 +141,14 @@ fn half_closed_clients_get_their_answer() {
             assert_eq!(vectors(&x.answers[0].json()), want);
         }
     }
+    // HTTP/1.0 gets no interim answer (RFC 9110 15.2), and its answer all the same.
+    let body = json!({ "inputs": [[4, 5, 6]] }).to_string();
+    let raw = format!(
+        "POST /embed HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let x = exchange(s.addr, raw.as_bytes(), true, 1, LIMIT);
+    assert_eq!((x.statuses(), x.interim), (vec![200], 0));
     s.shutdown().unwrap();
 }
 
