@@ -5,6 +5,7 @@
 //! (or `--auto-truncate`) says so, else 413; a request of more than `--max-client-batch-tokens`
 //! tokens in all is 413. Reranking pairs become one prompt each: the `--rerank-template` around the
 //! query and the text (filled in one pass), or the query's ids then the text's.
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,18 +43,31 @@ pub fn check_batch_size(state: &State, n: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Tokenizes `texts` on a blocking thread.
+/// Sets its flag when dropped: the request's future ended (answered, or its client went away).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Tokenizes `texts` on a blocking thread; not at all if the request is dropped before a worker
+/// is free (the tokenizers do no work for clients that have gone).
 async fn tokenize(state: &Arc<State>, texts: Vec<String>) -> Result<Vec<Vec<u32>>, ApiError> {
     if texts.is_empty() {
         return Ok(Vec::new());
     }
     let state = Arc::clone(state);
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let _cancel = CancelOnDrop(Arc::clone(&cancelled));
     let job = tokio::task::spawn_blocking(move || {
         let pool = loaded(&state)?.tokenizer.as_ref().expect("checked by the caller");
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        pool.encode(&refs).map_err(|e| match e {
+        pool.encode(&refs, &cancelled).map_err(|e| match e {
             TokenizeError::Text(m) => ApiError::new(ErrorKind::Tokenizer, format!("tokenizer: {m}")),
             TokenizeError::Worker(m) => ApiError::new(ErrorKind::Backend, format!("tokenizer worker: {m}")),
+            TokenizeError::Cancelled => ApiError::new(ErrorKind::Unhealthy, "the client went away"),
         })
     });
     job.await.unwrap_or_else(|e| Err(ApiError::new(ErrorKind::Backend, format!("tokenizer task: {e}"))))

@@ -361,3 +361,12 @@ fn killed_tokenizer_workers_are_replaced() {
         assert_eq!(post(host.addr, "/embed", &body).status, 200);
     }
 }
+
+#[test]
+fn a_tokenization_whose_client_went_away_is_not_run() {
+    use std::sync::atomic::AtomicBool;
+    use tei_host::tokenizer::{TokenizeError, TokenizerPool};
+    let pool = TokenizerPool::start(&stub_python(), &stub_tokenizer(), 1).unwrap();
+    assert_eq!(pool.encode(&["ab"], &AtomicBool::new(false)), Ok(vec![vec![b'a' as u32 + 3, b'b' as u32 + 3]]));
+    assert_eq!(pool.encode(&["ab"], &AtomicBool::new(true)), Err(TokenizeError::Cancelled));
+}
