@@ -9,11 +9,11 @@ of its own, bounded in time, figures as a markdown table:
   (none: dead work is not load), the sequences the backend ran for clients that had gone;
 - killed tokenizer workers: 4 clients sending texts while a worker is killed every second: answers
   by status (a worker that dies twice on one call is 424; none lost);
-- SIGTERM: 16 keep-alive clients sending until the host is gone and 16 that sent one request and
-  wait, SIGTERM after a third of --seconds, the waiting ones sending again 0.2 s after it: answers
-  200 (those in flight at the signal with `Connection: close`), 503 with `Connection: close` for
-  those sent after it, requests sent on an open connection and never answered (must be 0), the exit
-  status and the time to exit;
+- SIGTERM: 16 keep-alive clients sending until the host is gone and 16 that sent GET /info 2 s
+  before the signal and wait, SIGTERM after a third of --seconds, the waiting ones sending an
+  embedding call 0.2 s after it: answers 200 (those in flight at the signal with `Connection: close`), 503 with `Connection:
+  close` for those sent after it, requests sent on an open connection and never answered (must be
+  0), the exit status and the time to exit;
 - out of descriptors: the host under `ulimit -n 64`, 200 idle connections held: /health on a new
   connection (50 probes: answered, p50, p99) and the host's CPU while they are held.
 
@@ -147,11 +147,16 @@ def sigterm(args):
         with lock:
             counts[what] = counts.get(what, 0) + 1
 
-    def exchange(conn, j):
-        """One request on `conn`; the connection to go on with (None: closed)."""
+    def exchange(conn, j, method="POST"):
+        """One request on `conn` (GET /info, or an embedding call); the connection to go on with
+        (None: closed)."""
         path, body, _ = calls[j % len(calls)]
+        after = " (sent after the signal)" if signaled.is_set() else ""
         try:
-            conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            if method == "GET":
+                conn.request("GET", "/info")
+            else:
+                conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
         except OSError:
             count("closed before the request was sent")
             return None
@@ -162,8 +167,7 @@ def sigterm(args):
             count("sent on an open connection, never answered (lost)")
             return None
         closing = (r.getheader("connection") or "").lower() == "close"
-        count("%d%s%s" % (r.status, " + Connection: close" if closing else "",
-                          " (sent after the signal)" if signaled.is_set() else ""))
+        count("%s %d%s%s" % (method, r.status, " + Connection: close" if closing else "", after))
         if closing:
             conn.close()
             return None
@@ -182,9 +186,10 @@ def sigterm(args):
             conn = exchange(conn, j)
             j += 1
 
-    def idle(i):  # one request, then idle until the signal, then one more on the same connection
+    def idle(i):  # GET /info 2 s before the signal (within the idle timeout), then an embedding call
+        time.sleep(max(0, args.seconds / 3 - 2))
         conn = http.client.HTTPConnection("127.0.0.1", host.port, timeout=300)
-        conn = exchange(conn, i)
+        conn = exchange(conn, i, "GET")
         signaled.wait()
         time.sleep(0.2)
         if conn is not None:
