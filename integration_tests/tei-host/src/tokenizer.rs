@@ -52,6 +52,11 @@ impl Worker {
         }
     }
 
+    /// Whether its process has not exited.
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     fn ask(&mut self, request: &Value) -> Result<Value, String> {
         writeln!(self.stdin, "{request}").and_then(|_| self.stdin.flush()).map_err(|e| format!("worker gone: {e}"))?;
         self.read()
@@ -101,32 +106,52 @@ impl TokenizerPool {
     }
 
     /// One request to a free worker (or the next one in turn), started again if it had exited;
-    /// none once `cancelled` is set by the time a worker is free.
+    /// none once `cancelled` is set by the time a worker is free. Where the worker dies on the
+    /// request (or does not start), the request goes once more to a free worker that is running,
+    /// or to a new one in the same place.
     fn ask(&self, request: &Value, cancelled: &AtomicBool) -> Result<Value, TokenizeError> {
         let n = self.workers.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut slot = (0..n)
             .find_map(|i| self.workers[(start + i) % n].try_lock().ok())
             .unwrap_or_else(|| self.workers[start % n].lock().unwrap_or_else(|p| p.into_inner()));
-        if cancelled.load(Ordering::SeqCst) {
-            return Err(TokenizeError::Cancelled);
-        }
+        let mut failure = String::new();
         for attempt in 0..2 {
-            if slot.is_none() {
-                *slot = Some(Worker::start(&self.python, &self.path).map_err(TokenizeError::Worker)?.0);
+            if cancelled.load(Ordering::SeqCst) {
+                return Err(TokenizeError::Cancelled);
             }
-            match slot.as_mut().unwrap().ask(request) {
-                Ok(answer) => {
-                    return match answer.get("error").and_then(Value::as_str) {
-                        Some(e) => Err(TokenizeError::Text(e.to_string())),
-                        None => Ok(answer),
+            if slot.is_none() {
+                match Worker::start(&self.python, &self.path) {
+                    Ok((w, _)) => *slot = Some(w),
+                    Err(e) => failure = e,
+                }
+            }
+            if let Some(worker) = slot.as_mut() {
+                match worker.ask(request) {
+                    Ok(answer) => {
+                        return match answer.get("error").and_then(Value::as_str) {
+                            Some(e) => Err(TokenizeError::Text(e.to_string())),
+                            None => Ok(answer),
+                        }
+                    }
+                    Err(e) => {
+                        *slot = None; // exited: the next call here starts another
+                        failure = e;
                     }
                 }
-                Err(e) if attempt == 1 => return Err(TokenizeError::Worker(e)),
-                Err(_) => *slot = None, // exited: start another and ask it once
+            }
+            if attempt == 0 {
+                drop(slot);
+                let running = |i: usize| {
+                    let mut w = self.workers[(start + i) % n].try_lock().ok()?;
+                    w.as_mut()?.running().then_some(w)
+                };
+                slot = (1..n)
+                    .find_map(running)
+                    .unwrap_or_else(|| self.workers[start % n].lock().unwrap_or_else(|p| p.into_inner()));
             }
         }
-        unreachable!()
+        Err(TokenizeError::Worker(failure))
     }
 
     /// The ids of each text (with the tokenizer's special tokens, as TEI adds them), unless
