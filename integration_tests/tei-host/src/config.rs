@@ -13,8 +13,9 @@ use radix_mlp::{BatchMode, PlanParams, Pooling};
 pub enum AttentionMode {
     /// The library's built-in attention; the context keeps the prefix cache.
     Library,
-    /// The host's own attention through the library's callback (as TEI keeps its attention);
-    /// the library refuses the callback on a context with a cache, so there is none.
+    /// The host's own attention between the library's layer pieces (pre-attention, attention
+    /// over the batch rows, post-attention), as TEI keeps its attention; the pieces do not use the
+    /// prefix cache, so there is none.
     Host,
 }
 
@@ -88,7 +89,7 @@ pub const USAGE: &str = "usage: tei-host --model DIR [options]
   --payload-limit BYTES           default 2000000; larger bodies are answered 413
   --read-timeout-ms N             default 10000: headers and body must arrive within it (else 408)
   --attention library|host        default library (with the prefix cache); host: the host's own
-                                  attention through the library's callback (no cache)
+                                  attention between the library's layer pieces (no cache)
   --pooling last|mean|first       default last
   --cache-mb N                    prefix cache per context, default 64 (library attention only)
   --score-tokens A,B              rerank score = p(A) against p(B) at the last token (ids)

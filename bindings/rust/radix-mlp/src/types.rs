@@ -118,6 +118,15 @@ impl DType {
             DType::BF16 => sys::RMLP_DTYPE_BF16,
         }
     }
+
+    pub(crate) fn from_raw(raw: sys::rmlp_dtype) -> Option<DType> {
+        match raw {
+            sys::RMLP_DTYPE_F32 => Some(DType::F32),
+            sys::RMLP_DTYPE_F16 => Some(DType::F16),
+            sys::RMLP_DTYPE_BF16 => Some(DType::BF16),
+            _ => None,
+        }
+    }
 }
 
 /// How a bf16-weight CPU model multiplies by its matrices (`rmlp_cpu_bf16_gemm`): the setting of
