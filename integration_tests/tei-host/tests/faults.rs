@@ -123,8 +123,13 @@ fn oversized_bodies_are_413() {
     s.shutdown().unwrap();
 }
 
+/// The overload test reads this process's RSS: the 10,000-passage test, which allocates hundreds
+/// of MB, does not run beside it.
+static MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn ten_thousand_passage_rerank() {
+    let _alone = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
     let query: Vec<u32> = (10..40).collect();
     let texts: Vec<Vec<u32>> = (0..10_000u32).map(|i| vec![100 + i % 800, 1 + i % 13, 2 + i % 17]).collect();
     let body = json!({ "query": query, "texts": texts });
@@ -166,6 +171,7 @@ fn rss_mb() -> f64 {
 
 #[test]
 fn ten_times_overload_gives_429_and_bounded_memory() {
+    let _alone = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
     const LIMIT: usize = 4;
     let s = start(|c| {
         c.max_concurrent_requests = LIMIT;
