@@ -244,6 +244,7 @@ impl Backend {
         m.batch_next_size.observe(b.ids.len() as f64);
         m.batch_next_tokens.observe(b.input_ids.len() as f64);
         m.batch_inference_count.inc();
+        std::thread::sleep(self.state.config.batch_pause);
         let start = Instant::now();
         let result = self.runner.run(&b.input_ids, &b.position_ids, &b.cu_seqlens, pool, score);
         let took = start.elapsed();

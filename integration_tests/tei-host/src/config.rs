@@ -74,6 +74,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// CORS origins (TEI's `--cors-allow-origin`); None: any.
     pub cors_allow_origin: Option<Vec<String>>,
+    /// Each batch waits this long before its forward (tests only, no flag: work then queues
+    /// behind a batch however fast the machine is).
+    pub batch_pause: Duration,
 }
 
 pub const USAGE: &str = "usage: tei-host --model DIR [options]
@@ -207,6 +210,7 @@ impl Config {
             max_connections: None,
             shutdown_grace: Duration::from_millis(1000),
             cors_allow_origin: None,
+            batch_pause: Duration::ZERO,
         })
     }
 

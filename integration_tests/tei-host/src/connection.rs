@@ -168,8 +168,9 @@ pub async fn run<H, F>(
     let mut stopped_at = stopping.borrow().then(Instant::now);
     let mut probed = false;
     let mut probe_polls = 0;
-    // While a request is answered hyper reads nothing (half-closes are allowed): the task peeks
-    // for the client's EOF itself, unless the client already sent more (a pipelined request).
+    // While a request is answered hyper reads nothing more once it has the body (half-closes are
+    // allowed): from then the task peeks for the client's EOF itself, unless the client already
+    // sent more (a pipelined request).
     let mut pipelined = false;
     let mut peeked = [0u8; 1];
     let mut linger = LINGER;
@@ -178,7 +179,8 @@ pub async fn run<H, F>(
         if !busy {
             pipelined = false;
         }
-        let watch_eof = busy && !pipelined && !io.read_closed.load(Ordering::SeqCst);
+        let watch_eof =
+            busy && !pipelined && io.between_requests.load(Ordering::SeqCst) && !io.read_closed.load(Ordering::SeqCst);
         tokio::select! {
             _ = &mut http => break,
             changed = stopping.changed(), if stopped_at.is_none() => {
@@ -195,6 +197,7 @@ pub async fn run<H, F>(
             }
             _ = io.closed.notified(), if !probed => {}
             _ = activity.started.notified() => {}
+            _ = io.progress.notified() => {}
             seen = stream.peek(&mut peeked), if watch_eof => match seen {
                 Ok(0) => io.read_closed.store(true, Ordering::SeqCst),
                 Ok(_) => pipelined = true,

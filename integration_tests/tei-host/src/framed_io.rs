@@ -28,6 +28,10 @@ pub struct IoState {
     pub writing: AtomicBool,
     /// The last request read is HTTP/1.0 (no interim answers may be sent to it).
     pub http10: AtomicBool,
+    /// Every byte read so far has gone to hyper and ends a request: what the socket holds next is
+    /// a new request (or EOF). Notified through `progress` when it becomes so.
+    pub between_requests: AtomicBool,
+    pub progress: Notify,
     /// Bytes written before anything hyper writes next (the probe, when the socket took part of it).
     pending: Mutex<Vec<u8>>,
 }
@@ -94,6 +98,7 @@ fn has_head_end(buf: &[u8], from: usize) -> bool {
 
 impl FramedIo {
     pub fn new(stream: Arc<TcpStream>, shared: Arc<IoState>) -> FramedIo {
+        shared.between_requests.store(true, Ordering::SeqCst);
         FramedIo {
             stream,
             shared,
@@ -176,6 +181,12 @@ impl FramedIo {
             self.input = Vec::new();
         } else {
             self.input.drain(..at);
+        }
+        let between = matches!(self.state, State::Head) && self.input.is_empty();
+        if between && !self.shared.between_requests.swap(true, Ordering::SeqCst) {
+            self.shared.progress.notify_one();
+        } else if !between {
+            self.shared.between_requests.store(false, Ordering::SeqCst);
         }
     }
 
