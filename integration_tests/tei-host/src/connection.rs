@@ -163,9 +163,9 @@ pub async fn run<H, F>(
     });
     let framed = FramedIo::new(Arc::clone(&stream), Arc::clone(&io));
     let mut http = Box::pin(Http::new().http1_only(true).http1_half_close(true).serve_connection(framed, service));
-    let period = (timeouts.read.min(timeouts.shutdown_grace) / 4).max(Duration::from_millis(5));
-    let mut tick = tokio::time::interval(period);
+    let mut tick = tokio::time::interval((timeouts.read / 4).max(Duration::from_millis(5)));
     let mut stopped_at = stopping.borrow().then(Instant::now);
+    let grace_end = |at: Instant| tokio::time::Instant::from_std(at + timeouts.shutdown_grace);
     let mut probed = false;
     let mut probe_polls = 0;
     // While a request is answered hyper reads nothing more once it has the body (half-closes are
@@ -204,6 +204,7 @@ pub async fn run<H, F>(
                 Err(_) => break, // reset
             },
             _ = tokio::time::sleep(PROBE_POLL), if probed && probe_polls < PROBE_POLLS => probe_polls += 1,
+            _ = tokio::time::sleep_until(grace_end(stopped_at.unwrap_or_else(Instant::now))), if stopped_at.is_some() && !busy => {}
             _ = tick.tick() => {}
         }
         if let Some(idle) = activity.idle_for() {
