@@ -24,16 +24,19 @@
 struct checkpoint;   /* model/checkpoint.h */
 struct kv_cache;     /* cache/kv_cache.h: a context's prefix cache (its index; on the host its slots too) */
 struct decode_chain; /* generate/chains.h */
+struct model_ext;    /* model/model_ext.h: each layer's attention, the RoPE tables; the model's, outliving the backend's */
 
 /* A generation step's new rows, host arrays: token ids, position ids and cache slots (n_rows
  * each), and the chains their paths were cut into (generate/chains.h: chains (n_chains), whose
- * queries are rows members[first .. first + count)). */
+ * queries are rows members[first .. first + count)); path_len (n_rows): the rows of each one's
+ * path, itself included (its position in its sequence is path_len - 1: a sliding window's). */
 typedef struct rmlp_step_rows {
     const uint32_t *ids, *pos, *slots;
     uint32_t n_rows;
     const struct decode_chain *chains;
     size_t n_chains;
     const uint32_t *members;
+    const uint32_t *path_len;
 } rmlp_step_rows;
 
 /* The CPU's part of its table: the process's CPU threads, pooling host rows without a context,
@@ -58,8 +61,9 @@ typedef struct rmlp_backend_cuda_part {
     /* rmlp_cuda_device_count's count. */
     rmlp_status (*device_count)(const char *fn, int32_t *count);
     /* A model over the host's device tensors (rmlp_model_bind_cuda). */
-    rmlp_status (*model_bind)(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
-                              size_t n_tensors, const rmlp_model_params *params, void **out);
+    rmlp_status (*model_bind)(const char *fn, rmlp_model_config *config, const struct model_ext *ext,
+                              const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params,
+                              void **out);
     rmlp_status (*set_stream)(const char *fn, void *ctx, void *stream);
     /* rmlp_context_gpu_stats's counters into out (zeroed by the caller; every field but struct_size). */
     rmlp_status (*gpu_stats)(const char *fn, void *ctx, rmlp_gpu_stats *out);
@@ -84,7 +88,7 @@ typedef struct rmlp_backend {
     rmlp_status (*check_model_params)(const char *fn, const rmlp_model_params *params);
     /* The checkpoint's weights (config read and audited already; sets config->has_lm_head). */
     rmlp_status (*model_load)(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                              const rmlp_model_params *params, void **out);
+                              const struct model_ext *ext, const rmlp_model_params *params, void **out);
     void (*model_free)(void *model, const rmlp_model_config *config);
 
     /* ---- contexts --------------------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /*
  * fuzz_config.c: libFuzzer target for the config.json reader (model/config.h, internal to the
  * library). The input is written to one fixed file per process under $TMPDIR and read with
- * config_read. The same bytes are also read here with jansson and judged by an independent
+ * config_read_reported. The same bytes are also read here with jansson and judged by an independent
  * statement of the rules config.c documents (its header comment and config.h: required keys,
  * null meaning absent (but hidden_act null refused), types, ranges, defaults, refused features), so
  * in both directions:
@@ -12,14 +12,15 @@
  *    says (the oracle reads its facts, not config.c's use of them): qk_norm exactly where the row
  *    has it (Qwen3), the biases transformers builds (q/k/v always for Qwen2; q/k/v and o_proj
  *    from attention_bias for Llama and Qwen3; gate/up/down from mlp_bias for Llama; none for
- *    Mistral), tie_word_embeddings' default, every layer full attention (layer_types of one
- *    entry per layer, all "full_attention"; without it, windows per layer (Qwen2, Qwen3) slide at
- *    layers >= max_window_layers (default 28) when use_sliding_window is true and sliding_window
- *    is not null; the others (Llama, Mistral) refuse use_sliding_window true), sliding_window
- *    only where it applies to every layer (Mistral) and refused where no layer has one (Llama);
- *    rope_parameters' type when it has no rope_type, and no object in it (per-layer-type
- *    parameters); is_causal not false; attention_chunk_size, kv_sharing_modes,
- *    per_layer_config and the sub-configs text_config, decoder, generator not given;
+ *    Mistral), tie_word_embeddings' default, each layer's window (windows_ok below: Qwen2 and Qwen3
+ *    by layer_types, or use_sliding_window, sliding_window and max_window_layers; Mistral's
+ *    sliding_window in every layer, 4096 when absent; Llama none, sliding_window refused) and
+ *    sliding_window the sliding layers' window, the RoPE (rope_ok below: rope_scaling, else
+ *    rope_parameters, of the kinds default, linear, llama3 and yarn with the keys each needs, no
+ *    object in it), every layer's model_ext entry (config_read_reported) as the oracle expects;
+ *    is_causal not false; attention_chunk_size, kv_sharing_modes, per_layer_config and the
+ *    sub-configs text_config, decoder, generator not given; at most MODEL_MAX_LAYERS layers and
+ *    heads of MODEL_MAX_HEAD_DIM;
  *  - a failure returns FORMAT (not JSON, not an object, a wrong type or range) or MODEL (a
  *    missing or unsupported key; only for a JSON object), never IO or OUT_OF_MEMORY (the file
  *    was just written, inputs are small), with a message "rmlp_model_load: <the file>: ..." and
@@ -38,6 +39,7 @@
 #include "common/status.h"
 #include "model/arch.h"
 #include "model/config.h"
+#include "model/model_ext.h"
 #include "harness.h"
 #include "radix_mlp.h"
 
@@ -86,6 +88,91 @@ static int string_is(json_t *object, const char *key, const char *only) {
     return value == NULL || (json_is_string(value) && strcmp(json_string_value(value), only) == 0);
 }
 
+/* The windows the oracle expects of each layer (want_windows[0 .. num_hidden_layers)). */
+static uint32_t want_windows[MODEL_MAX_LAYERS];
+
+/* A number of any sign, when given. */
+static int number_ok(json_t *object, const char *key) {
+    json_t *value = given(object, key);
+    return value == NULL || json_is_number(value);
+}
+
+/* RoPE: rope_scaling when given and not empty, else rope_parameters (each an object when given);
+ * no object inside; its type (rope_type, else type; absent: default) one of default, linear,
+ * llama3, yarn; rope_theta positive (absent: the top-level one); the scaled kinds rotate whole
+ * heads (partial_rotary_factor, the object's else the top-level one, leaves int(head_dim * it) =
+ * head_dim) and have a positive factor; llama3 positive low_freq_factor and high_freq_factor; llama3
+ * and yarn a positive original_max_position_embeddings where given (top level, or in the object);
+ * yarn a positive attention_factor, numbers for mscale, mscale_all_dim, beta_fast and beta_slow,
+ * a boolean truncate, where given. */
+static int rope_ok(json_t *root, rmlp_model_config *want) {
+    json_t *scaling = given(root, "rope_scaling"), *params = given(root, "rope_parameters");
+    if ((scaling != NULL && !json_is_object(scaling)) || (params != NULL && !json_is_object(params))) return 0;
+    json_t *rope = scaling != NULL && json_object_size(scaling) > 0 ? scaling : params;
+    if (rope == NULL) return 1;
+    const char *sub, *type_key = given(rope, "rope_type") ? "rope_type" : "type";
+    json_t *value, *type = given(rope, type_key);
+    json_object_foreach(rope, sub, value)
+        if (json_is_object(value)) return 0; /* parameters per layer type */
+    if (!positive_ok(rope, "rope_theta", 0, want->rope_theta, &want->rope_theta)) return 0;
+    if (type != NULL && !json_is_string(type)) return 0;
+    const char *kind = type != NULL ? json_string_value(type) : "default";
+    bool llama3 = strcmp(kind, "llama3") == 0, yarn = strcmp(kind, "yarn") == 0;
+    if (strcmp(kind, "default") == 0) return 1;
+    if (strcmp(kind, "linear") != 0 && !llama3 && !yarn) return 0;
+    double partial, x;
+    if (!positive_ok(rope, "partial_rotary_factor", 0, 1.0, &partial)) return 0;
+    if (given(rope, "partial_rotary_factor") == NULL && !positive_ok(root, "partial_rotary_factor", 0, 1.0, &partial))
+        return 0;
+    if (floor(want->head_dim * partial) != want->head_dim || !positive_ok(rope, "factor", 1, 0, &x)) return 0;
+    if (llama3 && (!positive_ok(rope, "low_freq_factor", 1, 0, &x) || !positive_ok(rope, "high_freq_factor", 1, 0, &x)))
+        return 0;
+    if ((llama3 || yarn) && (!positive_ok(rope, "original_max_position_embeddings", 0, 1, &x) ||
+                             !positive_ok(root, "original_max_position_embeddings", 0, 1, &x)))
+        return 0;
+    bool truncate;
+    return !yarn || (positive_ok(rope, "attention_factor", 0, 1, &x) && number_ok(rope, "mscale") &&
+                     number_ok(rope, "mscale_all_dim") && number_ok(rope, "beta_fast") &&
+                     number_ok(rope, "beta_slow") && bool_ok(rope, "truncate", true, &truncate));
+}
+
+/* Windows (want_windows, want->sliding_window: the sliding layers' window, 0 when none): the
+ * window is sliding_window (an integer >= 1; absent: 4096; null: none) for Mistral (every layer)
+ * and for Qwen2/Qwen3 when use_sliding_window is true (a boolean; true refused elsewhere), else
+ * none; Llama refuses sliding_window (below). layer_types (one string per layer: full_attention,
+ * attention, or sliding_attention, which needs a window, and slides only Qwen's layers: refused
+ * elsewhere) sets Qwen's layers; without it Qwen's layer i slides when there is a window and
+ * i >= max_window_layers (an integer >= 0, default 28, read only when there is a window). */
+static int windows_ok(json_t *root, const arch_info *arch, rmlp_model_config *want) {
+    bool use_sliding, per_layer = arch->windows == ARCH_WINDOWS_PER_LAYER;
+    uint32_t window = 0, n = want->num_hidden_layers;
+    if (!bool_ok(root, "use_sliding_window", false, &use_sliding) || (use_sliding && !per_layer)) return 0;
+    if (arch->windows == ARCH_WINDOWS_ALL || (per_layer && use_sliding)) {
+        if (!size_ok(root, "sliding_window", 0, 4096, &window)) return 0;
+        if (json_is_null(json_object_get(root, "sliding_window"))) window = 0;
+    }
+    json_t *layers = given(root, "layer_types");
+    for (uint32_t i = 0; i < n; i++) want_windows[i] = arch->windows == ARCH_WINDOWS_ALL ? window : 0;
+    if (layers != NULL) {
+        if (!json_is_array(layers) || json_array_size(layers) != n) return 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *kind = json_string_value(json_array_get(layers, i));
+            if (kind == NULL) return 0;
+            if (strcmp(kind, "sliding_attention") == 0 && per_layer && window != 0) want_windows[i] = window;
+            else if (strcmp(kind, "full_attention") != 0 && strcmp(kind, "attention") != 0) return 0;
+        }
+    } else if (per_layer && window != 0) {
+        json_t *max = given(root, "max_window_layers");
+        json_int_t from = max == NULL ? 28 : json_is_integer(max) ? json_integer_value(max) : -1;
+        if (from < 0 || from > (json_int_t)UINT32_MAX) return 0;
+        for (uint32_t i = 0; i < n; i++) want_windows[i] = i >= from ? window : 0;
+    }
+    want->sliding_window = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (want_windows[i] != 0) want->sliding_window = want_windows[i];
+    return 1;
+}
+
 /* 1 and the config the oracle expects in *want when root is a config the reader must accept. */
 static int oracle(json_t *root, rmlp_model_config *want) {
     memset(want, 0, sizeof *want);
@@ -114,35 +201,8 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     want->o_proj_bias = arch->reads_attention_bias && attention_bias;
     want->mlp_bias = arch->reads_mlp_bias && mlp_bias;
     want->qk_norm = arch->qk_norm;
-    json_t *rope = given(root, "rope_parameters");
-    if (rope != NULL) {
-        if (!json_is_object(rope) || !string_is(rope, given(rope, "rope_type") ? "rope_type" : "type", "default") ||
-            !positive_ok(rope, "rope_theta", 0, want->rope_theta, &want->rope_theta))
-            return 0;
-        const char *sub;
-        json_t *value;
-        json_object_foreach(rope, sub, value)
-            if (json_is_object(value)) return 0; /* parameters per layer type */
-    }
-    json_t *layers = given(root, "layer_types");
-    bool use_sliding;
-    if (!bool_ok(root, "use_sliding_window", false, &use_sliding)) return 0;
-    if (layers != NULL) {
-        if (!json_is_array(layers) || json_array_size(layers) != want->num_hidden_layers) return 0;
-        for (size_t i = 0; i < json_array_size(layers); i++)
-            if (!json_is_string(json_array_get(layers, i)) ||
-                strcmp(json_string_value(json_array_get(layers, i)), "full_attention") != 0)
-                return 0;
-    }
-    bool per_layer = arch->windows == ARCH_WINDOWS_PER_LAYER;
-    if (use_sliding && (layers == NULL || !per_layer)) {
-        uint32_t window, max_window_layers;
-        if (!per_layer || !size_ok(root, "sliding_window", 0, 4096, &window) ||
-            !size_ok(root, "max_window_layers", 0, 28, &max_window_layers))
-            return 0;
-        json_t *w = json_object_get(root, "sliding_window");
-        if (!json_is_null(w) && max_window_layers < want->num_hidden_layers) return 0;
-    }
+    if (want->num_hidden_layers > MODEL_MAX_LAYERS || want->head_dim > MODEL_MAX_HEAD_DIM) return 0;
+    if (!rope_ok(root, want) || !windows_ok(root, arch, want)) return 0;
     static const char *const unsupported[] = {"attention_chunk_size", "kv_sharing_modes", "per_layer_config",
                                               "text_config", "decoder", "generator"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
@@ -150,10 +210,8 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     bool causal;
     if (!bool_ok(root, "is_causal", true, &causal) || !causal) return 0;
     if (arch->windows == ARCH_WINDOWS_NONE && given(root, "sliding_window") != NULL) return 0;
-    if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu")) return 0;
+    if (!string_is(root, "hidden_act", "silu")) return 0;
     if (json_is_null(json_object_get(root, "hidden_act"))) return 0; /* null is not absent here */
-    if (arch->windows == ARCH_WINDOWS_ALL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))
-        return 0;
     return 1;
 }
 
@@ -202,9 +260,23 @@ static void check_guarantees(const rmlp_model_config *c) {
     if (c->o_proj_bias != (c->attention_bias && arch->reads_attention_bias))
         violation("o_proj bias not exactly with attention_bias where it is read (Llama, Qwen3)", detail);
     if (c->mlp_bias && !arch->reads_mlp_bias) violation("MLP biases where mlp_bias is not read (only Llama)", detail);
-    if (arch->windows != ARCH_WINDOWS_ALL && c->sliding_window != 0)
-        violation("sliding_window where windows are not for every layer (only Mistral)", detail);
+    if (arch->windows == ARCH_WINDOWS_NONE && c->sliding_window != 0)
+        violation("sliding_window where no layer slides (Llama)", detail);
     if (c->has_lm_head) violation("has_lm_head set from config.json alone", detail);
+}
+
+/* Each layer's window the oracle's, one RoPE table (these architectures have one), its base the
+ * config's rope_theta. */
+static void check_layers(const model_ext *ext, const rmlp_model_config *want, const char *detail) {
+    if (ext->n_layers != want->num_hidden_layers || ext->n_rope != 1 || ext->rope[0].theta != want->rope_theta) {
+        violation("model_ext's layers or RoPE table differ from the config", detail);
+        return;
+    }
+    for (uint32_t i = 0; i < ext->n_layers; i++)
+        if (ext->layers[i].window != want_windows[i] || ext->layers[i].softcap != 0.0f) {
+            violation("a layer's window differs from the documented rules", detail);
+            return;
+        }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -214,7 +286,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rmlp_model_config got;
     memset(&got, 0xA5, sizeof got); /* config_read must overwrite or zero all of it */
     rmlp_clear_error();              /* as the exported entry point does before it calls config_read */
-    rmlp_status status = config_read(file_path, &got);
+    model_ext ext;
+    rmlp_status status = config_read_reported(file_path, &got, &ext, NULL);
     const char *message = rmlp_last_error();
 
     json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
@@ -234,6 +307,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             violation("config_read's values differ from the JSON's", detail);
         }
         if (message[0] != '\0') violation("success set an error message", message);
+        check_layers(&ext, &want, got_text);
+        model_ext_free(&ext);
         return 0;
     }
     snprintf(detail, sizeof detail, "status %d (%s), message \"%s\"", (int)status, rmlp_status_string(status), message);

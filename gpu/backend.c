@@ -57,17 +57,19 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
 }
 
 static rmlp_status model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                              const rmlp_model_params *params, void **out) {
+                              const struct model_ext *ext, const rmlp_model_params *params, void **out) {
     gpu_model *model = NULL;
-    rmlp_status status = gpu_model_load(fn, ckpt, config, params->device_index, params->dtype, &model);
+    rmlp_status status = gpu_model_load(fn, ckpt, config, ext, params->device_index, params->dtype, &model);
     *out = model;
     return status;
 }
 
-static rmlp_status model_bind(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
-                              size_t n_tensors, const rmlp_model_params *params, void **out) {
+static rmlp_status model_bind(const char *fn, rmlp_model_config *config, const struct model_ext *ext,
+                              const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params,
+                              void **out) {
     gpu_model *model = NULL;
-    rmlp_status status = gpu_model_bind(fn, config, tensors, n_tensors, params->device_index, params->dtype, &model);
+    rmlp_status status =
+        gpu_model_bind(fn, config, ext, tensors, n_tensors, params->device_index, params->dtype, &model);
     *out = model;
     return status;
 }
@@ -227,13 +229,14 @@ static rmlp_status forward_cached(const char *fn, void *ctx, void *cache_side, k
  * (n_seqs + 1), row_members (decode_max_members). */
 typedef struct cuda_generation {
     uint32_t *key_indptr, *member_indptr, *keys, *row_indptr, *row_members;
+    uint32_t *chain_depth; /* (chains) each chain's first key's position in its queries' paths */
     gpu_decode *dev;
 } cuda_generation;
 
 static void generate_close(void *state) {
     cuda_generation *s = state;
     if (s == NULL) return;
-    void *arrays[] = {s->key_indptr, s->member_indptr, s->keys, s->row_indptr, s->row_members};
+    void *arrays[] = {s->key_indptr, s->member_indptr, s->keys, s->row_indptr, s->row_members, s->chain_depth};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
     gpu_decode_free(s->dev);
     free(s);
@@ -258,6 +261,7 @@ static rmlp_status generate_open(const char *fn, void *ctx, const rmlp_model_con
         {&s->keys, n_seqs * max_path * u, "keys"},
         {&s->row_indptr, (n_seqs + 1) * u, "row_indptr"},
         {&s->row_members, decode_max_members(n_seqs, max_path) * u, "row_members"},
+        {&s->chain_depth, decode_max_chains(n_seqs) * u, "chain_depth"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if ((*parts[i].at = rmlp_malloc_aligned(parts[i].bytes)) == NULL) {
@@ -291,6 +295,7 @@ static gpu_decode_chains pack_chains(cuda_generation *s, const rmlp_step_rows *r
         const decode_chain *ch = &rows->chains[c];
         memcpy(s->keys + s->key_indptr[c], ch->keys, ch->n_keys * sizeof(uint32_t));
         s->key_indptr[c + 1] = s->key_indptr[c] + ch->n_keys;
+        s->chain_depth[c] = ch->depth;
         s->member_indptr[c + 1] = ch->first + ch->count; /* a chain's members follow the previous chain's */
     }
     uint32_t n_members = s->member_indptr[n_chains];
@@ -300,8 +305,8 @@ static gpu_decode_chains pack_chains(cuda_generation *s, const rmlp_step_rows *r
     for (uint32_t i = 0; i < n_members; i++) s->row_members[s->row_indptr[rows->members[i]]++] = i;
     for (uint32_t r = n_rows; r > 0; r--) s->row_indptr[r] = s->row_indptr[r - 1]; /* back to starts */
     s->row_indptr[0] = 0;
-    return (gpu_decode_chains){s->key_indptr, s->keys,         s->member_indptr, rows->members,
-                               s->row_indptr, s->row_members, n_chains};
+    return (gpu_decode_chains){s->key_indptr,  s->keys,        s->member_indptr, rows->members, s->row_indptr,
+                               s->row_members, n_chains,      s->chain_depth,   rows->path_len};
 }
 
 static rmlp_status generate_rows(const char *fn, void *ctx, void *cache_side, kv_cache *cache, void *state,

@@ -24,6 +24,7 @@ typedef struct gpu_model gpu_model;
 typedef struct gpu_context gpu_context;
 struct checkpoint;
 struct gpu_options;
+struct model_ext;
 struct rmlp_backend;
 
 /* CUDA's backend table (common/backend.h) over the functions below: backend.c, in CUDA builds only. */
@@ -31,14 +32,15 @@ extern const struct rmlp_backend rmlp_backend_cuda;
 
 /* ---- models (weights.cu, bind.cu) --------------------------------------------------------- */
 
-/* Uploads every tensor `config` calls for to `device` in `dtype` (Q/K/V and gate/up stacked, as
+/* ext (model/model_ext.h): the model's, which outlives the gpu_model (kept as gpu_model::ext).
+ * Uploads every tensor `config` calls for to `device` in `dtype` (Q/K/V and gate/up stacked, as
  * on the CPU); sets config->has_lm_head. Errors name the tensor; RMLP_ERR_NO_DEVICE when the
  * device is absent, RMLP_ERR_OUT_OF_MEMORY when the device memory does not suffice. */
-rmlp_status gpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config, int device,
-                           rmlp_dtype dtype, gpu_model **out);
+rmlp_status gpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
+                           const struct model_ext *ext, int device, rmlp_dtype dtype, gpu_model **out);
 /* A model over the host's device tensors (see rmlp_model_bind_cuda); sets config->has_lm_head. */
-rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors, size_t n,
-                           int device, rmlp_dtype dtype, gpu_model **out);
+rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config, const struct model_ext *ext,
+                           const rmlp_weight_binding *tensors, size_t n, int device, rmlp_dtype dtype, gpu_model **out);
 void gpu_model_free(gpu_model *model);
 
 /* ---- contexts (context.cu) ------------------------------------------------------------------ */
@@ -150,6 +152,7 @@ void gpu_decode_free(gpu_decode *dec);
 typedef struct gpu_decode_chains {
     const uint32_t *key_indptr, *keys, *member_indptr, *members, *row_indptr, *row_members;
     size_t n_chains;
+    const uint32_t *chain_depth, *path_len; /* (n_chains), (n_rows): for a model with sliding windows */
 } gpu_decode_chains;
 /* A step's new rows (host arrays): ids, pos, slots (n_rows), attending over their chains. */
 rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec, const uint32_t *ids,

@@ -46,8 +46,11 @@ static const config_key table[] = {
     {"rope_theta", ALL, CONFIG_KEY_READ, NULL},
     {"rope_parameters", ALL, CONFIG_KEY_READ, NULL},
     {"rope_scaling", ALL, CONFIG_KEY_READ, NULL},
-    {"partial_rotary_factor", ALL, CONFIG_KEY_INERT, "moved into rope_parameters, which plain RoPE of these "
-                                                     "architectures does not read it from"},
+    /* moved into rope_parameters by transformers: plain RoPE of these architectures ignores it, the
+     * scaled kinds rotate part of a head by it (refused) */
+    {"partial_rotary_factor", ALL, CONFIG_KEY_READ, NULL},
+    /* llama3's and yarn's original context, before rope_parameters' own (transformers' standardisation) */
+    {"original_max_position_embeddings", ALL, CONFIG_KEY_READ, NULL},
     {"hidden_act", ALL, CONFIG_KEY_READ, NULL},
     {"tie_word_embeddings", ALL, CONFIG_KEY_READ, NULL},
     {"attention_bias", QWEN3 | LLAMA, CONFIG_KEY_READ, NULL},

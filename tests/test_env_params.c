@@ -1,7 +1,8 @@
 /*
  * test_env_params.c: rmlp_plan_params_from_env, the switches deployments set
- * (RADIX_MLP_THRESHOLD, RADIX_MLP_PAD, RADIX_MLP_GATE): defaults when unset, values when valid,
- * and an error naming the variable and value when invalid, never a silent default.
+ * (RADIX_MLP_THRESHOLD, RADIX_MLP_PAD, RADIX_MLP_GATE): defaults when unset (TEI's gate rule),
+ * values when valid, and an error naming the variable and value when invalid, never a silent
+ * default.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -22,8 +23,9 @@ static void test_gate(void) {
         rmlp_gate want_gate;
         const char *want_msg;
     } cases[] = {
-        {NULL, RMLP_OK, RMLP_GATE_DISTINCT, ""},
-        {"", RMLP_OK, RMLP_GATE_DISTINCT, ""},
+        /* unset: TEI's rule, as the variables are TEI's; `distinct` opts into this library's */
+        {NULL, RMLP_OK, RMLP_GATE_TEI, ""},
+        {"", RMLP_OK, RMLP_GATE_TEI, ""},
         {"distinct", RMLP_OK, RMLP_GATE_DISTINCT, ""},
         {"tei", RMLP_OK, RMLP_GATE_TEI, ""},
         {"TEI", RMLP_ERR_INVALID_ARGUMENT, 0, "RADIX_MLP_GATE='TEI' is neither 'distinct'"},
@@ -94,6 +96,15 @@ int main(void) {
                   "case %zu: threshold %g pad %d multiple %u", k, p.threshold, p.pad, p.pad_multiple_of);
     }
     CHECK(rmlp_plan_params_from_env(NULL) == RMLP_ERR_INVALID_ARGUMENT, "NULL out");
+    /* On an error, *out holds what an empty environment gives, never a half-read environment. */
+    set("RADIX_MLP_THRESHOLD", "0.5");
+    set("RADIX_MLP_PAD", "0");
+    rmlp_plan_params half;
+    CHECK(rmlp_plan_params_from_env(&half) == RMLP_ERR_INVALID_ARGUMENT && half.threshold == RMLP_DEFAULT_THRESHOLD &&
+              !half.pad && half.gate == RMLP_GATE_TEI,
+          "THRESHOLD=0.5 PAD=0: threshold %g pad %d gate %d", half.threshold, half.pad, half.gate);
+    set("RADIX_MLP_THRESHOLD", NULL);
+    set("RADIX_MLP_PAD", NULL);
     test_gate();
     return tu_summary();
 }

@@ -48,7 +48,7 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
                            "rmlp_generate_end it first");
     if (status == RMLP_OK)
         status = rmlp_check_plan(fn, context, plan, RMLP_PLAN_FITS | RMLP_PLAN_COMPACT | RMLP_PLAN_MAPS |
-                                 RMLP_PLAN_NONEMPTY | RMLP_PLAN_INPUTS | RMLP_PLAN_WINDOW);
+                                 RMLP_PLAN_NONEMPTY | RMLP_PLAN_INPUTS);
     if (status == RMLP_OK && logits == NULL) status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "logits is NULL");
     rmlp_generate_params params = rmlp_generate_default_params();
     if (status == RMLP_OK && caller != NULL)

@@ -63,33 +63,36 @@ RMLP_EXPORT rmlp_status rmlp_plan_params_from_env(rmlp_plan_params *out) {
     static const char fn[] = "rmlp_plan_params_from_env";
     rmlp_clear_error();
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
-    *out = rmlp_plan_default_params();
+    rmlp_plan_params p = rmlp_plan_default_params();
+    p.gate = RMLP_GATE_TEI; /* the variables are TEI's: they decide as TEI's code does */
+    *out = p;               /* what an empty environment gives, also on an error below */
     double value = 0.0;
     const char *threshold = getenv("RADIX_MLP_THRESHOLD");
     if (threshold != NULL && *threshold != '\0') {
         if (parse_env_number(threshold, 0, &value) != 0 || value < 0.0)
             return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
                              "RADIX_MLP_THRESHOLD='%s' is not a number >= 0 (0 = off, >= 1 = always on)", threshold);
-        out->threshold = value;
+        p.threshold = value;
     }
     const char *pad = getenv("RADIX_MLP_PAD");
     if (pad != NULL && *pad != '\0') {
         if (parse_env_number(pad, 1, &value) != 0 || value < 1.0 || value > RMLP_MAX_PAD_MULTIPLE)
             return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "RADIX_MLP_PAD='%s' is not a whole number in 1..%u", pad,
                              (unsigned)RMLP_MAX_PAD_MULTIPLE);
-        out->pad = true;
-        out->pad_multiple_of = (uint32_t)value;
+        p.pad = true;
+        p.pad_multiple_of = (uint32_t)value;
     }
     const char *gate = getenv("RADIX_MLP_GATE");
     if (gate != NULL && *gate != '\0') {
         if (strcmp(gate, "distinct") == 0)
-            out->gate = RMLP_GATE_DISTINCT;
+            p.gate = RMLP_GATE_DISTINCT;
         else if (strcmp(gate, "tei") == 0)
-            out->gate = RMLP_GATE_TEI;
+            p.gate = RMLP_GATE_TEI;
         else
             return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
                              "RADIX_MLP_GATE='%s' is neither 'distinct' (this library's rule) nor 'tei' (TEI's)", gate);
     }
+    *out = p;
     return RMLP_OK;
 }
 

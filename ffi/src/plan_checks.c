@@ -251,7 +251,6 @@ static rmlp_status check_maps(const char *fn, const rmlp_plan *p) {
 
 rmlp_status rmlp_check_plan(const char *fn, const rmlp_context *context, const rmlp_plan *plan, unsigned checks) {
     if ((checks & RMLP_PLAN_MAPS_ON_HOST) && !context->backend->plan_on_device) checks |= RMLP_PLAN_MAPS;
-    const rmlp_model_config *cfg = &context->model->config;
     rmlp_status status = check_valid(fn, plan);
     if (status == RMLP_OK && (checks & RMLP_PLAN_FITS)) status = check_fits(fn, context, plan);
     /* the layout once: where the call needs it, or where the maps' check reads it; a plan without
@@ -265,8 +264,6 @@ rmlp_status rmlp_check_plan(const char *fn, const rmlp_context *context, const r
         status = rmlp_check_qo_indptr(fn, "plan->qo_indptr", NULL, plan->cu_seqlens, plan->n_seqs, plan->n_compact);
     if (status == RMLP_OK && (checks & RMLP_PLAN_NONEMPTY))
         status = rmlp_check_nonempty_seqs(fn, plan->cu_seqlens, plan->n_seqs);
-    if (status == RMLP_OK && (checks & RMLP_PLAN_INPUTS)) status = check_inputs(fn, cfg, plan);
-    if (status == RMLP_OK && (checks & RMLP_PLAN_WINDOW))
-        status = rmlp_check_window(fn, cfg, plan->cu_seqlens, plan->n_seqs);
+    if (status == RMLP_OK && (checks & RMLP_PLAN_INPUTS)) status = check_inputs(fn, &context->model->config, plan);
     return status;
 }

@@ -4,7 +4,7 @@
  * it fits the context, that its maps agree with each other (whoever built it: a plan a host built or
  * edited, or a library plan whose arrays it changed in place, cannot make a call compute a wrong
  * answer, read outside an array or poison a prefix cache), that it has the compact-attention layout,
- * and what the model takes (token ids, positions, sequence lengths).
+ * and what the model takes (token ids, positions).
  */
 #ifndef RMLP_FFI_PLAN_CHECKS_H
 #define RMLP_FFI_PLAN_CHECKS_H
@@ -33,13 +33,11 @@ enum {
     /* Token ids below vocab_size and positions below max_position_embeddings, named by batch row
      * (padding rows too: they are embedded like the others). */
     RMLP_PLAN_INPUTS = 1u << 5,
-    /* No sequence longer than the model's sliding window (attention is full-causal here). */
-    RMLP_PLAN_WINDOW = 1u << 6,
 };
 
 /* The checks of `checks` (RMLP_PLAN_* bits) on plan for a call on context, each at most once:
  * RMLP_OK, or the first failure (RMLP_ERR_INVALID_ARGUMENT naming the first bad index, or
- * RMLP_ERR_INVALID_SEQLENS / RMLP_ERR_UNSUPPORTED as its check says).
+ * RMLP_ERR_INVALID_SEQLENS as its check says).
  *
  * The maps, in one pass over the batch rows, the compact rows and the runs (O(N + N' + runs), no
  * memory). With i a batch row of sequence s and j = scatter[i]:

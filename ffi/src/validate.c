@@ -66,13 +66,3 @@ rmlp_status rmlp_check_nonempty_seqs(const char *fn, const uint32_t *cu_seqlens,
                              s, s, s + 1, cu_seqlens[s]);
     return RMLP_OK;
 }
-
-rmlp_status rmlp_check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens, size_t n_seqs) {
-    for (size_t s = 0; cfg->sliding_window != 0 && s < n_seqs; s++)
-        if (cu_seqlens[s + 1] - cu_seqlens[s] > cfg->sliding_window)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn,
-                             "sequence %zu has %u tokens, more than the model's sliding_window=%u "
-                             "(sliding-window attention is not implemented)",
-                             s, cu_seqlens[s + 1] - cu_seqlens[s], cfg->sliding_window);
-    return RMLP_OK;
-}

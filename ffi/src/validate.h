@@ -15,9 +15,6 @@ rmlp_status rmlp_check_cu_seqlens(const char *fn, const uint32_t *cu_seqlens, si
 /* Every sequence of cu_seqlens (already checked) has at least one row. */
 rmlp_status rmlp_check_nonempty_seqs(const char *fn, const uint32_t *cu_seqlens, size_t n_seqs);
 
-/* No sequence of cu_seqlens (already checked) longer than the model's sliding window: attention is
- * full-causal here, so a longer one would differ (RMLP_ERR_UNSUPPORTED). */
-rmlp_status rmlp_check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens, size_t n_seqs);
 
 /* Largest struct_size a params struct may claim (a larger one is garbage, not a newer header). */
 #define RMLP_MAX_STRUCT_SIZE 1024u

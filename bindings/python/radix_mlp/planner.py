@@ -57,8 +57,8 @@ class PlanParams:
 def plan_params_from_env():
     """PlanParams as a deployment sets them (``rmlp_plan_params_from_env``): ``RADIX_MLP_THRESHOLD``
     (the gate, default 0.85), ``RADIX_MLP_PAD`` (padding multiple, unset/empty: none) and
-    ``RADIX_MLP_GATE`` (``distinct`` or ``tei``). A set but invalid variable raises RadixMLPError
-    naming it."""
+    ``RADIX_MLP_GATE`` (``tei``, the default: the variables are TEI's, so they decide as TEI's code
+    does; or ``distinct``). A set but invalid variable raises RadixMLPError naming it."""
     fn = getattr(LIB, "rmlp_plan_params_from_env", None)
     if fn is None:
         raise NotImplementedError("radix_mlp: this libradix_mlp has no rmlp_plan_params_from_env")
@@ -246,33 +246,41 @@ def compute_fold_and_scatter(input_ids, position_ids, cu_seq_lengths, pad_multip
     Returns four uint32 arrays ``(compact_input_ids, compact_position_ids, scatter_indices,
     fold_gather)``: one compact row per distinct path in order of first occurrence
     (``fold_gather[j]`` is that first batch row), then with ``pad_multiple_of=n`` padding rows
-    (token 0, position 0, gather 0) up to a multiple of n; ``scatter_indices[i]`` is the compact
-    row of batch row i (``full[i] = compact[scatter_indices[i]]``), never a padding row.
+    (token 0, position 0, gather 0) up to a multiple of n, any n from 1 (added here: the library's
+    RMLP_MAX_PAD_MULTIPLE bounds its plans, not this function); ``scatter_indices[i]`` is the
+    compact row of batch row i (``full[i] = compact[scatter_indices[i]]``), never a padding row.
 
     Inputs are lists or 1-D arrays of any integer dtype. Invalid input raises ValueError
     (lengths differ, cu_seq_lengths shorter than 2, not starting at 0, decreasing, beyond or
-    not ending at len(input_ids), negative or >= 2^32 values, pad_multiple_of outside
-    1..4096). An empty batch (input_ids [], cu_seq_lengths e.g. [0, 0]) gives four empty arrays.
+    not ending at len(input_ids), negative or >= 2^32 values, pad_multiple_of 0). An empty batch
+    (input_ids [], cu_seq_lengths e.g. [0, 0]) gives four empty arrays.
     """
     ids = as_u32(input_ids, "input_ids")
     pos = as_u32(position_ids, "position_ids")
     cu = as_u32(cu_seq_lengths, "cu_seq_lengths")
     _check_reference_inputs(ids.shape[0], pos.shape[0], cu)
+    pad = 1
     if pad_multiple_of is not None:
         if isinstance(pad_multiple_of, (bool, np.bool_)):
             raise TypeError("pad_multiple_of must be an int or None, got %r" % (pad_multiple_of,))
         pad = as_u32_scalar(pad_multiple_of, "pad_multiple_of")
-        if not 1 <= pad <= _abi.RMLP_MAX_PAD_MULTIPLE:
-            raise ValueError("pad_multiple_of=%d must be in 1..%d" % (pad, _abi.RMLP_MAX_PAD_MULTIPLE))
+        if pad < 1:
+            raise ValueError("pad_multiple_of=%d must be at least 1 (or None)" % pad)
     if ids.shape[0] == 0:
         empty = np.zeros(0, dtype=np.uint32)
         return empty, empty.copy(), empty.copy(), empty.copy()
-    c_params = PlanParams(threshold=1.0, pad_multiple_of=pad_multiple_of)._to_c()
+    c_params = PlanParams(threshold=1.0)._to_c()  # folded unpadded, padded below: any multiple
 
     def extract(plan):
-        n = plan.n_compact_padded
-        return (copy_u32(plan.compact_input_ids, n), copy_u32(plan.compact_position_ids, n),
-                copy_u32(plan.scatter, plan.n_tokens), copy_u32(plan.fold_gather, n))
+        n = plan.n_compact
+        rows = -(-n // pad) * pad
+
+        def padded(ptr):
+            out = np.zeros(rows, dtype=np.uint32)
+            out[:n] = copy_u32(ptr, n)
+            return out
+        return (padded(plan.compact_input_ids), padded(plan.compact_position_ids),
+                copy_u32(plan.scatter, plan.n_tokens), padded(plan.fold_gather))
 
     return _thread_planner()._build(ids, pos, cu, c_params, extract)
 

@@ -32,6 +32,10 @@ def test_gate_rules():
 def test_gate_from_env(monkeypatch):
     for var in ("RADIX_MLP_THRESHOLD", "RADIX_MLP_PAD"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("RADIX_MLP_GATE", raising=False)
+    assert plan_params_from_env() == PlanParams(gate="tei")  # the variables are TEI's: its rule
+    monkeypatch.setenv("RADIX_MLP_GATE", "distinct")
+    assert plan_params_from_env() == PlanParams(gate="distinct")
     monkeypatch.setenv("RADIX_MLP_GATE", "tei")
     assert plan_params_from_env() == PlanParams(gate="tei")
     monkeypatch.setenv("RADIX_MLP_GATE", "Tei")

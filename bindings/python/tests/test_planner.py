@@ -171,19 +171,19 @@ def test_empty_batch_plan(planner):
 def test_env_params(monkeypatch, planner):
     monkeypatch.delenv("RADIX_MLP_THRESHOLD", raising=False)
     monkeypatch.delenv("RADIX_MLP_PAD", raising=False)
-    assert plan_params_from_env() == PlanParams(threshold=0.85, pad_multiple_of=None)
+    assert plan_params_from_env() == PlanParams(threshold=0.85, pad_multiple_of=None, gate="tei")
     monkeypatch.setenv("RADIX_MLP_THRESHOLD", "0.5")
     monkeypatch.setenv("RADIX_MLP_PAD", "16")
     params = plan_params_from_env()
-    assert params == PlanParams(threshold=0.5, pad_multiple_of=16)
+    assert params == PlanParams(threshold=0.5, pad_multiple_of=16, gate="tei")
     ids, pos, cu = [1, 2, 3, 1, 2, 4], [0, 1, 2, 0, 1, 2], [0, 3, 6]
-    assert not planner.build(ids, pos, cu, params=params).use_radix  # 0.667 >= 0.5
+    assert not planner.build(ids, pos, cu, params=params).use_radix  # padded 16/6 >= 0.5
     monkeypatch.setenv("RADIX_MLP_THRESHOLD", "1")
     plan = planner.build(ids, pos, cu, params=plan_params_from_env())
     assert plan.use_radix and plan.n_compact_padded == 16
     monkeypatch.setenv("RADIX_MLP_THRESHOLD", "0")
     monkeypatch.setenv("RADIX_MLP_PAD", "")
-    assert plan_params_from_env() == PlanParams(threshold=0.0, pad_multiple_of=None)
+    assert plan_params_from_env() == PlanParams(threshold=0.0, pad_multiple_of=None, gate="tei")
 
 
 @pytest.mark.parametrize("var,value,pattern", [

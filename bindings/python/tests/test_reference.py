@@ -190,15 +190,27 @@ def test_non_integer_inputs_are_type_errors():
 
 
 @pytest.mark.parametrize("pad,exc,pattern", [
-    (0, ValueError, r"pad_multiple_of=0 must be in 1..4096"),
+    (0, ValueError, r"pad_multiple_of=0 must be at least 1"),
     (-8, ValueError, r"pad_multiple_of=-8 is outside"),
-    (5000, ValueError, r"pad_multiple_of=5000 must be in 1..4096"),
+    (2**32, ValueError, r"pad_multiple_of=4294967296 is outside"),
     (True, TypeError, r"pad_multiple_of must be an int or None"),
     (8.0, TypeError, r"pad_multiple_of must be an integer"),
 ])
 def test_bad_padding(pad, exc, pattern):
     with pytest.raises(exc, match=pattern):
         compute_fold_and_scatter([1, 2], [0, 1], [0, 2], pad)
+
+
+@pytest.mark.parametrize("pad", [4096, 4097, 8192])
+def test_padding_past_the_library_maximum(pad):
+    # The published package pads to any multiple; RMLP_MAX_PAD_MULTIPLE bounds the library's plans only.
+    ids, pos, cu = [1, 2, 3, 1, 2, 4], [0, 1, 2, 0, 1, 2], [0, 3, 6]
+    cids, cpos, scatter, gather = compute_fold_and_scatter(ids, pos, cu, pad)
+    assert cids.shape == cpos.shape == gather.shape == (pad,)
+    assert cids[:4].tolist() == [1, 2, 3, 4] and cpos[:4].tolist() == [0, 1, 2, 2]
+    assert gather[:4].tolist() == [0, 1, 2, 5]
+    assert not cids[4:].any() and not cpos[4:].any() and not gather[4:].any()
+    assert scatter.tolist() == [0, 1, 2, 0, 1, 3]
 
 
 def random_batch(rng, max_seqs=8, vocab=4):

@@ -314,8 +314,10 @@ typedef struct rmlp_model_config {
   // Given in config.json or `hidden_size / num_attention_heads`.
   uint32_t head_dim;
   uint32_t max_position_embeddings;
-  // Mistral's `sliding_window` (0: none). Attention here is always full, so batches with a
-  // sequence longer than this are refused rather than computed differently.
+  // The window of the model's sliding layers (0: none slides): a query sees the last
+  // `sliding_window` keys of its sequence. Which layers slide is config.json's (Qwen2/Qwen3:
+  // `layer_types`, or `use_sliding_window` and `max_window_layers`; Mistral: every layer); a
+  // model bound with `rmlp_model_bind_cuda` slides every layer by it.
   uint32_t sliding_window;
   double rms_norm_eps;
   double rope_theta;
@@ -371,7 +373,7 @@ typedef struct rmlp_weight_binding {
 // Llama.
 #define RMLP_ARCH_LLAMA 3
 
-// Mistral (Llama layers; sliding windows are not used).
+// Mistral (Llama layers; `sliding_window` in every layer).
 #define RMLP_ARCH_MISTRAL 4
 
 // The CPU (BLAS), fp32. Every buffer the model calls take is host memory holding f32.
@@ -434,7 +436,9 @@ typedef struct rmlp_attention_args {
   uint32_t n_heads;
   uint32_t n_kv_heads;
   uint32_t head_dim;
-  // Softmax scale, `1 / sqrt(head_dim)`.
+  // The scores' scale: the layer's (`1 / sqrt(head_dim)` unless the architecture scales its
+  // queries otherwise). `rmlp_attention` uses the given value, and the window and logit
+  // soft-cap of layer `layer`.
   float scale;
   rmlp_dtype dtype;
   // (n_seqs + 1) row offsets of the sequences, host memory.

@@ -38,16 +38,23 @@ signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
 
 class Host:
-    """A tei-host process on a free loopback port (its own process group)."""
+    """A tei-host process on a free loopback port (its own process group; `nofile`: its descriptor
+    limit)."""
 
-    def __init__(self, binary, model, flags=(), env=None, pydeps=None, log=None):
+    def __init__(self, binary, model, flags=(), env=None, pydeps=None, log=None, nofile=None):
         environment = dict(os.environ, **(env or {}))
         if pydeps:
             environment["PYTHONPATH"] = pydeps
         command = [binary, "--model", model, "--port", "0", "--python", "/usr/bin/python3",
                    "--rerank-template", TEMPLATE, *flags]
+
+        def limits():  # `ulimit -n nofile` for the host alone
+            if nofile:
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL,
-                                     env=environment, start_new_session=True)
+                                     env=environment, start_new_session=True, preexec_fn=limits)
         _started.append(self.proc)
         line = self.proc.stdout.readline().decode()
         if not line.startswith("listening on "):
@@ -67,6 +74,12 @@ class Host:
     def rss_mb(self):
         with open("/proc/%d/status" % self.proc.pid) as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:")) / 1024
+
+    def cpu_seconds(self):
+        """User and system CPU time of the host so far."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def kill(self):
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -88,6 +101,15 @@ class Host:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def arguments(doc):
+    """An argument parser with the flags every benchmark takes: --host, --model, --pydeps."""
+    import argparse
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    for flag in ("--host", "--model", "--pydeps"):
+        parser.add_argument(flag, required=True)
+    return parser
 
 
 def status(port, path):
@@ -168,11 +190,11 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def run_load(port_of, requests, clients, seconds, headers_of=lambda r: {}, retry=False, count=None):
+def run_load(port_of, requests, clients, seconds, headers_of=lambda r: {}, retry=False, count=None, backoff=0.0):
     """Closed loop: `clients` threads take the next request of `requests` (cycling) until `seconds`
     have passed (or `count` requests were taken). `port_of(request)` picks the port. With `retry`, a request that fails for the
     connection or with 502/503 is sent again (up to 20 times), as a client behind a balancer does.
-    Returns (Result, wall seconds)."""
+    After a 429 a client waits `backoff` seconds. Returns (Result, wall seconds)."""
     result, next_index, lock = Result(), [0], threading.Lock()
     deadline = time.time() + seconds
 
@@ -206,6 +228,8 @@ def run_load(port_of, requests, clients, seconds, headers_of=lambda r: {}, retry
                     result.retries += 1
                 time.sleep(0.05)
             result.add(code, time.time() - start)
+            if code == 429 and backoff:
+                time.sleep(backoff)
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
     start = time.time()

@@ -1,23 +1,24 @@
 //! The backend thread, TEI's shape: it loads the model (and starts the tokenizer workers), then owns
 //! the one context with the prefix cache and the library's batcher. Each turn it takes the jobs the
-//! routes sent (every sequence pushed into the batcher; a full batcher answers that job 429), drops
-//! the sequences of clients that went away, takes the next batch (preferring what the context's
-//! cache holds), runs it (forward.rs) and answers every job whose last sequence ran. A failed batch
-//! answers its jobs 424 with the library's message; the thread goes on. When the routes' channel
-//! closes (shutdown) it answers everything still queued, then stops.
-use std::collections::HashMap;
+//! routes sent (jobs.rs: a job whose client has gone is dropped, a full queue answers 429), drops
+//! the jobs of clients that went away, moves sequences into the batcher in turns up to one batch's
+//! budget (fairness.rs), takes the next batch (preferring what the context's cache holds), runs it
+//! (forward.rs) and answers every job whose last sequence ran. A failed batch answers its jobs 424
+//! with the library's message; the thread goes on. When the routes' channel closes (shutdown) it
+//! answers everything still queued, then stops.
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use radix_mlp::{Batcher, BatcherParams, Model, Status};
+use radix_mlp::{Batcher, BatcherParams, Model};
 use serde_json::json;
 
 use crate::config::{AttentionMode, Config};
 use crate::errors::{ApiError, ErrorKind};
-use crate::forward::{BatchOutput, Runner};
-use crate::queue::{Job, JobOutput, Reply, SeqOutput, Task, SEQ_INDEX_BITS};
+use crate::forward::Runner;
+use crate::jobs::Jobs;
+use crate::queue::{Job, Task};
 use crate::server::State;
 use crate::tokenizer::TokenizerPool;
 
@@ -26,23 +27,12 @@ pub struct Loaded {
     /// `GET /info`.
     pub info: serde_json::Value,
     pub vocab_size: usize,
+    /// The embeddings' dimensions (what `dimensions` may shorten).
+    pub hidden_size: usize,
     pub max_input_length: usize,
     pub tokenizer: Option<TokenizerPool>,
     /// The rerank score's token pair, when the model has an LM head and the pair is known.
     pub score_tokens: Option<(u32, u32)>,
-}
-
-/// A job being served: its outputs as they come.
-struct Pending {
-    task: Task,
-    outputs: Vec<Option<SeqOutput>>,
-    remaining: usize,
-    reply: tokio::sync::oneshot::Sender<Reply>,
-    sent_at: Instant,
-    first_batch: Option<Instant>,
-    inference: Duration,
-    /// The last batch whose time `inference` counts.
-    last_batch: u64,
 }
 
 /// Loads the model, the context and the tokenizer; `Err` says what failed.
@@ -98,7 +88,14 @@ fn load(cfg: &Config) -> Result<(Loaded, Runner), String> {
             "hidden_size": mc.hidden_size,
         },
     });
-    let loaded = Loaded { info, vocab_size: mc.vocab_size, max_input_length, tokenizer, score_tokens };
+    let loaded = Loaded {
+        info,
+        vocab_size: mc.vocab_size,
+        hidden_size: mc.hidden_size,
+        max_input_length,
+        tokenizer,
+        score_tokens,
+    };
     Ok((loaded, runner))
 }
 
@@ -137,9 +134,7 @@ pub fn main(state: Arc<State>, jobs: Receiver<Job>, failed: Box<dyn FnOnce(Strin
         batcher,
         runner,
         use_cache,
-        jobs: HashMap::new(),
-        next_key: 0,
-        queued: 0,
+        jobs: Jobs::default(),
         clock: Instant::now(),
         batch: BatchBuffers::default(),
         batch_no: 0,
@@ -162,36 +157,36 @@ struct Backend {
     batcher: Batcher,
     runner: Runner,
     use_cache: bool,
-    jobs: HashMap<u64, Pending>,
-    next_key: u64,
-    /// Sequences in the batcher.
-    queued: usize,
+    jobs: Jobs,
     clock: Instant,
     batch: BatchBuffers,
     /// Batches run so far.
     batch_no: u64,
 }
 
-const INDEX_MASK: u64 = (1 << SEQ_INDEX_BITS) - 1;
-
 impl Backend {
-    fn serve(&mut self, jobs: &Receiver<Job>) {
+    fn serve(&mut self, channel: &Receiver<Job>) {
+        let state = Arc::clone(&self.state);
+        let cfg = &state.config;
+        let max_tokens = cfg.max_batch_tokens;
+        let max_seqs = cfg.max_batch_requests.unwrap_or(max_tokens);
         loop {
-            if self.queued == 0 {
-                match jobs.recv() {
-                    Ok(job) => self.accept(job),
+            if self.jobs.is_empty() {
+                match channel.recv() {
+                    Ok(job) => self.jobs.accept(job, self.now_us(), cfg.max_queued_tokens),
                     Err(_) => return, // closed and nothing left
                 }
             }
             loop {
-                match jobs.try_recv() {
-                    Ok(job) => self.accept(job),
+                match channel.try_recv() {
+                    Ok(job) => self.jobs.accept(job, self.now_us(), cfg.max_queued_tokens),
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
                 }
             }
-            self.drop_abandoned();
-            self.run_batch();
-            self.state.metrics.queue_size.set(self.queued as i64);
+            self.jobs.drop_abandoned(&mut self.batcher);
+            self.jobs.fill(&mut self.batcher, max_tokens, max_seqs);
+            self.run_batch(max_tokens, max_seqs);
+            self.show_batcher();
         }
     }
 
@@ -199,63 +194,16 @@ impl Backend {
         self.clock.elapsed().as_micros() as u64
     }
 
-    /// Pushes every sequence of `job` into the batcher, or answers it with why not.
-    fn accept(&mut self, job: Job) {
-        let key = self.next_key;
-        self.next_key += 1;
-        let now = self.now_us();
-        for (i, seq) in job.sequences.iter().enumerate() {
-            if let Err(e) = self.batcher.push(key << SEQ_INDEX_BITS | i as u64, seq, now) {
-                for j in 0..i {
-                    let _ = self.batcher.remove(key << SEQ_INDEX_BITS | j as u64);
-                }
-                let error = match e.status {
-                    Status::Full => ApiError::overloaded(format!("the batch queue is full: {}", e.message)),
-                    Status::TooLarge => ApiError::too_large(e.message),
-                    _ => ApiError::validation(e.message),
-                };
-                let _ = job.reply.send(Err(error));
-                return;
-            }
-        }
-        let n = job.sequences.len();
-        self.queued += n;
-        let pending = Pending {
-            task: job.task,
-            outputs: vec![None; n],
-            remaining: n,
-            reply: job.reply,
-            sent_at: job.sent_at,
-            first_batch: None,
-            inference: Duration::ZERO,
-            last_batch: u64::MAX,
-        };
-        self.jobs.insert(key, pending);
-    }
-
-    /// Takes the unrun sequences of `key` out of the batcher and forgets the job.
-    fn forget(&mut self, key: u64) -> Option<Pending> {
-        let job = self.jobs.remove(&key)?;
-        for (i, _) in job.outputs.iter().enumerate().filter(|(_, o)| o.is_none()) {
-            if self.batcher.remove(key << SEQ_INDEX_BITS | i as u64).is_ok() {
-                self.queued -= 1;
-            }
-        }
-        Some(job)
-    }
-
-    /// Jobs whose client went away (the route's future was dropped).
-    fn drop_abandoned(&mut self) {
-        let gone: Vec<u64> = self.jobs.iter().filter(|(_, j)| j.reply.is_closed()).map(|(&k, _)| k).collect();
-        for key in gone {
-            self.forget(key);
+    /// The batcher's gauges.
+    fn show_batcher(&mut self) {
+        if let Ok((seqs, tokens)) = self.batcher.pending() {
+            self.state.metrics.batcher_sequences.set(seqs as i64);
+            self.state.metrics.batcher_tokens.set(tokens as i64);
         }
     }
 
-    fn run_batch(&mut self) {
-        let cfg = &self.state.config;
-        let (max_tokens, max_seqs) = (cfg.max_batch_tokens, cfg.max_batch_requests.unwrap_or(cfg.max_batch_tokens));
-        let max_rows = cfg.max_batch_rows.unwrap_or(max_tokens); // rows never exceed tokens: no bound
+    fn run_batch(&mut self, max_tokens: usize, max_seqs: usize) {
+        let max_rows = self.state.config.max_batch_rows.unwrap_or(max_tokens); // rows never exceed tokens: no bound
         let now = self.now_us();
         let taken = if self.use_cache {
             self.batcher.next_batch_rows_with_cache(self.runner.context(), max_tokens, max_rows, max_seqs, now)
@@ -282,20 +230,22 @@ impl Backend {
         if self.batch.ids.is_empty() {
             return;
         }
-        self.queued -= self.batch.ids.len();
+        let lengths = self.batch.cu_seqlens.windows(2).map(|w| (w[1] - w[0]) as usize);
+        self.jobs.taken(&self.batch.ids, lengths);
+        self.show_batcher();
         self.batch_no += 1;
-        let task_of = |id: &u64| self.jobs.get(&(id >> SEQ_INDEX_BITS)).map(|j| j.task);
-        let pool = self.batch.ids.iter().any(|id| task_of(id) == Some(Task::Embed));
-        let score = self.batch.ids.iter().find_map(|id| match task_of(id) {
+        let b = &self.batch;
+        let pool = b.ids.iter().any(|&id| self.jobs.task_of(id) == Some(Task::Embed));
+        let score = b.ids.iter().find_map(|&id| match self.jobs.task_of(id) {
             Some(Task::Score(a, b)) => Some((a, b)),
             _ => None,
         });
         let m = &self.state.metrics;
-        m.batch_next_size.observe(self.batch.ids.len() as f64);
-        m.batch_next_tokens.observe(self.batch.input_ids.len() as f64);
+        m.batch_next_size.observe(b.ids.len() as f64);
+        m.batch_next_tokens.observe(b.input_ids.len() as f64);
         m.batch_inference_count.inc();
+        std::thread::sleep(self.state.config.batch_pause);
         let start = Instant::now();
-        let b = &self.batch;
         let result = self.runner.run(&b.input_ids, &b.position_ids, &b.cu_seqlens, pool, score);
         let took = start.elapsed();
         m.batch_inference_duration.observe(took.as_secs_f64());
@@ -307,44 +257,11 @@ impl Backend {
                 m.cache_lookup_tokens.inc_by(out.cache_lookups);
                 m.cache_hit_tokens.inc_by(out.cache_hits);
                 m.computed_tokens.inc_by(out.computed);
-                self.deliver(&out, start, took);
+                self.jobs.deliver(&b.ids, &out, self.batch_no, start, took);
             }
             Err(e) => {
-                let keys: Vec<u64> = self.batch.ids.iter().map(|id| id >> SEQ_INDEX_BITS).collect();
-                for key in keys {
-                    if let Some(job) = self.forget(key) {
-                        let message = format!("inference failed: {e}");
-                        let _ = job.reply.send(Err(ApiError::new(ErrorKind::Backend, message)));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Hands each sequence its output and answers the jobs that are complete.
-    fn deliver(&mut self, out: &BatchOutput, start: Instant, took: Duration) {
-        let n_seqs = self.batch.ids.len();
-        let h = if n_seqs > 0 { out.pooled.len() / n_seqs } else { 0 };
-        for s in 0..n_seqs {
-            let id = self.batch.ids[s];
-            let key = id >> SEQ_INDEX_BITS;
-            let Some(job) = self.jobs.get_mut(&key) else { continue };
-            let output = match job.task {
-                Task::Embed => SeqOutput::Embedding(out.pooled[s * h..(s + 1) * h].to_vec()),
-                Task::Score(..) => SeqOutput::Score(out.scores[s]),
-            };
-            job.outputs[(id & INDEX_MASK) as usize] = Some(output);
-            job.remaining -= 1;
-            job.first_batch.get_or_insert(start);
-            if job.last_batch != self.batch_no {
-                job.last_batch = self.batch_no;
-                job.inference += took;
-            }
-            if job.remaining == 0 {
-                let job = self.jobs.remove(&key).expect("present");
-                let queue = job.first_batch.map_or(Duration::ZERO, |t| t.saturating_duration_since(job.sent_at));
-                let outputs = job.outputs.into_iter().map(|o| o.expect("every sequence ran")).collect();
-                let _ = job.reply.send(Ok(JobOutput { outputs, queue, inference: job.inference }));
+                let error = ApiError::new(ErrorKind::Backend, format!("inference failed: {e}"));
+                self.jobs.fail(&b.ids, &error, &mut self.batcher);
             }
         }
     }

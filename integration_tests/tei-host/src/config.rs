@@ -13,8 +13,9 @@ use radix_mlp::{BatchMode, PlanParams, Pooling};
 pub enum AttentionMode {
     /// The library's built-in attention; the context keeps the prefix cache.
     Library,
-    /// The host's own attention through the library's callback (as TEI keeps its attention);
-    /// the library refuses the callback on a context with a cache, so there is none.
+    /// The host's own attention between the library's layer pieces (pre-attention, attention
+    /// over the batch rows, post-attention), as TEI keeps its attention; the pieces do not use the
+    /// prefix cache, so there is none.
     Host,
 }
 
@@ -64,6 +65,18 @@ pub struct Config {
     pub plan: PlanParams,
     /// Stays in the loading state (503) this long after loading (tests; staged rollouts).
     pub load_delay: Duration,
+    /// Tokens one request may hold in all (413 past it); None: 4 x `max_batch_tokens`.
+    pub max_client_batch_tokens: Option<usize>,
+    /// Open connections; past it the one idle the longest is closed (None: the descriptor limit
+    /// less a reserve, connections.rs).
+    pub max_connections: Option<usize>,
+    /// After a stop, how long an idle connection stays open for a last request (answered 503).
+    pub shutdown_grace: Duration,
+    /// CORS origins (TEI's `--cors-allow-origin`); None: any.
+    pub cors_allow_origin: Option<Vec<String>>,
+    /// Each batch waits this long before its forward (tests only, no flag: work then queues
+    /// behind a batch however fast the machine is).
+    pub batch_pause: Duration,
 }
 
 pub const USAGE: &str = "usage: tei-host --model DIR [options]
@@ -79,7 +92,7 @@ pub const USAGE: &str = "usage: tei-host --model DIR [options]
   --payload-limit BYTES           default 2000000; larger bodies are answered 413
   --read-timeout-ms N             default 10000: headers and body must arrive within it (else 408)
   --attention library|host        default library (with the prefix cache); host: the host's own
-                                  attention through the library's callback (no cache)
+                                  attention between the library's layer pieces (no cache)
   --pooling last|mean|first       default last
   --cache-mb N                    prefix cache per context, default 64 (library attention only)
   --score-tokens A,B              rerank score = p(A) against p(B) at the last token (ids)
@@ -92,12 +105,34 @@ pub const USAGE: &str = "usage: tei-host --model DIR [options]
   --cpu-threads N                 OpenBLAS threads (default: its own choice)
   --max-queued-tokens N           the batcher's capacity in tokens, default 1048576
   --load-delay-ms N               stay 'loading' (503) this long after the model loaded
+  --max-client-batch-tokens N     tokens one request may hold in all (413 past it), default 4 x max-batch-tokens
+  --max-connections N             open connections; past it the one idle the longest is closed
+                                  (default: the descriptor limit less 32 and 2 per tokenizer worker)
+  --shutdown-grace-ms N           after SIGTERM, idle connections stay open this long for a last
+                                  request (answered 503, Connection: close); default 1000
+  --cors-allow-origin ORIGINS     CORS origins, comma-separated or repeated (default: any)
 environment: RADIX_MLP_THRESHOLD, RADIX_MLP_PAD, RADIX_MLP_GATE (the plan: 0 turns radix off),
   RADIX_MLP_BATCHER=prefix|fifo (default prefix), RADIX_MLP_BATCH_MAX_WAIT_MS (default 100),
   RADIX_MLP_BATCH_MAX_ROWS (a batch's compact rows; default: no bound beyond --max-batch-tokens)";
 
-fn number<T: std::str::FromStr>(flag: &str, value: &str) -> Result<T, String> {
-    value.parse().map_err(|_| format!("{flag} expects a non-negative integer, got '{value}'"))
+/// The unsigned integers a flag holds, with their largest value.
+trait Unsigned: std::str::FromStr {
+    const MAX: u128;
+}
+
+macro_rules! unsigned {
+    ($($t:ty),*) => { $(impl Unsigned for $t { const MAX: u128 = <$t>::MAX as u128; })* };
+}
+unsigned!(u16, u32, u64, usize);
+
+/// A flag's number; one that does not fit is refused by name, not wrapped or clamped.
+fn number<T: Unsigned>(flag: &str, value: &str) -> Result<T, String> {
+    value.parse().map_err(|_| match value.parse::<u128>() {
+        Ok(_) | Err(_) if value.bytes().all(|b| b.is_ascii_digit()) && !value.is_empty() => {
+            format!("{flag} {value} is out of range: at most {}", T::MAX)
+        }
+        _ => format!("{flag} expects a non-negative integer, got '{value}'"),
+    })
 }
 
 fn positive(flag: &str, value: &str) -> Result<usize, String> {
@@ -171,6 +206,11 @@ impl Config {
             max_batch_rows,
             plan,
             load_delay: Duration::ZERO,
+            max_client_batch_tokens: None,
+            max_connections: None,
+            shutdown_grace: Duration::from_millis(1000),
+            cors_allow_origin: None,
+            batch_pause: Duration::ZERO,
         })
     }
 
@@ -258,6 +298,13 @@ impl Config {
             "--cpu-threads" => self.cpu_threads = Some(positive(flag, v)?),
             "--max-queued-tokens" => self.max_queued_tokens = positive(flag, v)?,
             "--load-delay-ms" => self.load_delay = Duration::from_millis(number(flag, v)?),
+            "--max-client-batch-tokens" => self.max_client_batch_tokens = Some(positive(flag, v)?),
+            "--max-connections" => self.max_connections = Some(positive(flag, v)?),
+            "--shutdown-grace-ms" => self.shutdown_grace = Duration::from_millis(number(flag, v)?),
+            "--cors-allow-origin" => self
+                .cors_allow_origin
+                .get_or_insert_with(Vec::new)
+                .extend(v.split(',').map(str::trim).filter(|o| !o.is_empty()).map(String::from)),
             _ => return Err(format!("unknown option {flag}\n{USAGE}")),
         }
         Ok(())
@@ -274,6 +321,9 @@ impl Config {
         if self.max_queued_tokens > u32::MAX as usize || self.max_batch_tokens > u32::MAX as usize {
             return Err("--max-queued-tokens and --max-batch-tokens must be below 2^32".into());
         }
+        if self.cache_mb > u64::MAX >> 20 {
+            return Err(format!("--cache-mb {} overflows: at most {} MB", self.cache_mb, u64::MAX >> 20));
+        }
         if let Some(n) = self.max_input_length {
             if n > self.max_batch_tokens {
                 return Err(format!(
@@ -288,6 +338,11 @@ impl Config {
     /// The batcher's capacity in requests: every admitted request's inputs.
     pub fn max_queued_requests(&self) -> u32 {
         (self.max_concurrent_requests.saturating_mul(self.max_client_batch_size).max(1)).min(u32::MAX as usize) as u32
+    }
+
+    /// Tokens one request may hold in all.
+    pub fn client_batch_tokens(&self) -> usize {
+        self.max_client_batch_tokens.unwrap_or(self.max_batch_tokens.saturating_mul(4))
     }
 
     /// The prefix cache in bytes (none with the host's attention).
@@ -327,6 +382,13 @@ mod tests {
             ("--model m --rerank-template x", "{query} and {text}"),
             ("--model m --frobnicate 1", "unknown option --frobnicate"),
             ("--model m --port", "--port needs a value"),
+            ("--model m --cache-mb 17592186044416", "--cache-mb 17592186044416 overflows"),
+            ("--model m --port 65536", "--port 65536 is out of range"),
+            (
+                "--model m --max-batch-tokens 99999999999999999999999",
+                "--max-batch-tokens 99999999999999999999999 is out of range",
+            ),
+            ("--model m --max-client-batch-tokens 0", "--max-client-batch-tokens must be at least 1"),
         ] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

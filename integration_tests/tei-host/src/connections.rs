@@ -1,56 +1,105 @@
-//! Accepting and serving connections (HTTP/1.1 with keep-alive, hyper's `Http`), with the two
-//! things hyper 0.14.19 does not do for us: a connection that brings no complete request within
-//! `--read-timeout-ms` of its start or of its last answer is closed (slowloris headers; hyper's own
-//! `http1_header_read_timeout` never fires in this version, as tests/faults.rs showed), and a
-//! graceful stop: no new connections, idle ones closed, busy ones closed after their answer, and
-//! [`serve`] returns when the last one is gone.
+//! The accept loop and the table of live connections (each served by connection.rs):
+//! - at `--max-connections` (default: the descriptor limit less a reserve) a new connection closes
+//!   the connection idle the longest; when none is idle it is answered 503 and closed;
+//! - out of descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) the loop closes the connection idle the
+//!   longest and backs off (5 ms doubling to 500 ms) instead of spinning on `accept`, so the
+//!   connections it holds (and `/health` on a freed one) keep being served;
+//! - a stop: the connections already waiting in the backlog are taken (their requests are answered
+//!   503), the listener closes, each connection finishes as connection.rs says, and [`serve`]
+//!   returns when the last one is gone.
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::task::Poll;
+use std::time::Duration;
 
-use hyper::server::conn::Http;
-use hyper::service::service_fn;
 use hyper::{Body, Request, Response};
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-/// A connection's activity: requests being answered, and when it last made progress.
-struct Activity {
-    busy: AtomicUsize,
-    last: Mutex<Instant>,
+use crate::connection::{self, Handle, Timeouts};
+use crate::errors::{ApiError, ErrorKind};
+
+/// Descriptors kept free for everything but connections (the runtime, the tokenizer workers'
+/// pipes, files the model loads).
+const RESERVED_DESCRIPTORS: u64 = 32;
+
+/// The process's soft limit on open descriptors (/proc/self/limits), when it has one.
+pub fn descriptor_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..].split_whitespace().next()?.parse().ok()
 }
 
-impl Activity {
-    fn touch(&self) {
-        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+/// `--max-connections`, or what the descriptor limit leaves (2 descriptors per tokenizer worker).
+pub fn max_connections(configured: Option<usize>, tokenizer_workers: usize) -> usize {
+    configured.unwrap_or_else(|| {
+        let reserve = RESERVED_DESCRIPTORS + 2 * tokenizer_workers as u64;
+        descriptor_limit().map_or(usize::MAX, |n| n.saturating_sub(reserve).max(1).min(usize::MAX as u64) as usize)
+    })
+}
+
+/// Accept errors that mean "no descriptor or memory for another socket now".
+fn out_of_descriptors(e: &std::io::Error) -> bool {
+    // EMFILE 24, ENFILE 23, ENOBUFS 105, ENOMEM 12 (Linux).
+    matches!(e.raw_os_error(), Some(24 | 23 | 105 | 12))
+}
+
+/// The live connections.
+#[derive(Default)]
+struct Table {
+    next: u64,
+    live: HashMap<u64, Arc<Handle>>,
+}
+
+impl Table {
+    /// Connections not already being evicted.
+    fn open(&self) -> usize {
+        self.live.values().filter(|h| !h.evicted.load(Ordering::SeqCst)).count()
     }
-    fn idle_for(&self) -> Option<Duration> {
-        (self.busy.load(Ordering::SeqCst) == 0).then(|| self.last.lock().unwrap_or_else(|p| p.into_inner()).elapsed())
+
+    /// Asks the connection idle the longest to close; false when none is idle.
+    fn evict_oldest_idle(&self) -> bool {
+        let oldest = self
+            .live
+            .values()
+            .filter(|h| !h.evicted.load(Ordering::SeqCst))
+            .filter_map(|h| Some((h.activity.idle_for()?, h)))
+            .max_by_key(|(idle, _)| *idle);
+        match oldest {
+            Some((_, h)) => {
+                h.evicted.store(true, Ordering::SeqCst);
+                h.evict.notify_one();
+                true
+            }
+            None => false,
+        }
     }
 }
 
-/// Counts a request as in progress while it lives (also when the client goes away mid-request).
-struct Busy(Arc<Activity>);
-
-impl Busy {
-    fn new(a: &Arc<Activity>) -> Busy {
-        a.busy.fetch_add(1, Ordering::SeqCst);
-        a.touch();
-        Busy(Arc::clone(a))
-    }
+/// Answers a connection there is no room for: 503, closed.
+async fn refuse(mut stream: TcpStream, max: usize) {
+    let e =
+        ApiError::new(ErrorKind::Unhealthy, format!("too many connections: {max} open and busy (--max-connections)"));
+    let body = e.tei_body().to_string();
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(format!("{head}{body}").as_bytes()).await;
+    connection::linger_close(&stream, Duration::from_millis(100)).await;
 }
 
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.touch();
-        self.0.busy.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Serves `listener` with `handle` until `stop` completes, then stops gracefully.
-pub async fn serve<H, F>(listener: std::net::TcpListener, timeout: Duration, handle: H, stop: impl Future<Output = ()>)
-where
+/// Serves `listener` with `handle` until `stop` completes, then stops as the header says.
+pub async fn serve<H, F>(
+    listener: std::net::TcpListener,
+    timeouts: Timeouts,
+    max_connections: usize,
+    handle: H,
+    stop: impl Future<Output = ()>,
+) where
     H: Fn(Request<Body>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
 {
@@ -58,56 +107,54 @@ where
         Ok(l) => l,
         Err(e) => return eprintln!("tei-host: cannot use the listening socket: {e}"),
     };
+    let table = Arc::new(Mutex::new(Table::default()));
     let (stopping_tx, stopping) = watch::channel(false);
     let (alive, mut all_closed) = mpsc::channel::<()>(1);
-    tokio::pin!(stop);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => continue, // out of descriptors and the like: the next accept may work
-            },
-            _ = &mut stop => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let (handle, mut stopping, alive) = (handle.clone(), stopping.clone(), alive.clone());
+    let admit = |stream: TcpStream| {
+        let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
+        if t.open() >= max_connections && !t.evict_oldest_idle() {
+            tokio::spawn(refuse(stream, max_connections));
+            return;
+        }
+        let (id, conn) = (t.next, Arc::new(Handle::new()));
+        t.next += 1;
+        t.live.insert(id, Arc::clone(&conn));
+        let (handle, stopping, alive, table) = (handle.clone(), stopping.clone(), alive.clone(), Arc::clone(&table));
         tokio::spawn(async move {
-            let activity = Arc::new(Activity { busy: AtomicUsize::new(0), last: Mutex::new(Instant::now()) });
-            let watched = Arc::clone(&activity);
-            let service = service_fn(move |req| {
-                let busy = Busy::new(&watched);
-                let answer = handle(req);
-                async move {
-                    let r = answer.await;
-                    drop(busy);
-                    r
-                }
-            });
-            let conn = Http::new().http1_only(true).serve_connection(stream, service);
-            tokio::pin!(conn);
-            let mut tick = tokio::time::interval(timeout / 4);
-            let mut told = false;
-            loop {
-                tokio::select! {
-                    _ = &mut conn => break,
-                    changed = stopping.changed(), if !told => {
-                        told = true;
-                        if changed.is_ok() {
-                            conn.as_mut().graceful_shutdown();
-                        }
-                    }
-                    _ = tick.tick() => {
-                        if activity.idle_for().is_some_and(|idle| idle > timeout) {
-                            break; // no complete request in time: drop the connection
-                        }
-                    }
-                }
-            }
+            connection::run(stream, handle, conn, stopping, timeouts).await;
+            table.lock().unwrap_or_else(|p| p.into_inner()).live.remove(&id);
             drop(alive);
         });
+    };
+    tokio::pin!(stop);
+    let mut backoff = Duration::ZERO;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = &mut stop => break,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                backoff = Duration::ZERO;
+                admit(stream);
+            }
+            Err(e) if out_of_descriptors(&e) => {
+                table.lock().unwrap_or_else(|p| p.into_inner()).evict_oldest_idle();
+                backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_millis(500));
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = &mut stop => break,
+                }
+            }
+            Err(_) => continue, // the client gave up before the accept, and the like
+        }
+    }
+    let _ = stopping_tx.send(true);
+    // The connections the kernel already took: served (503) rather than reset with the listener.
+    while let Poll::Ready(Ok((stream, _))) = std::future::poll_fn(|cx| Poll::Ready(listener.poll_accept(cx))).await {
+        admit(stream);
     }
     drop(listener); // new connections are refused from here on
-    let _ = stopping_tx.send(true);
     drop(alive);
     let _ = all_closed.recv().await; // None once every connection task has ended
 }

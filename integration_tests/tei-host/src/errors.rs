@@ -3,7 +3,9 @@
 //! OpenAI route. The codes (docs/tei-host.md, "Errors"): 400 empty batch, 413 too many inputs or
 //! tokens (and bodies over the payload limit), 422 validation (malformed JSON, wrong types, token
 //! ids past the vocabulary, empty sequences) and tokenizer errors, 424 a backend failure, 429 the
-//! queue or the concurrency limit full, 503 while loading or after the backend stopped.
+//! queue or the concurrency limit full, 503 while loading, stopping or after the backend stopped;
+//! and HTTP's own: 400 a request whose framing is wrong, 404 an unknown OpenAI `model`, 414, 415,
+//! 417, 431, 501, 505.
 use hyper::StatusCode;
 use serde_json::json;
 
@@ -29,6 +31,19 @@ pub enum ErrorKind {
     /// 404 / 405: no such route.
     NotFound,
     MethodNotAllowed,
+    /// 404 on the OpenAI route: `model` names a model this server does not serve (OpenAI's code).
+    ModelNotFound,
+    /// 400: the HTTP request itself is wrong (its framing, a malformed chunk, the body cut off).
+    BadRequest,
+    /// 415: a body that is not `Content-Type: application/json`.
+    UnsupportedMediaType,
+    /// 417: an `Expect` other than `100-continue`.
+    ExpectationFailed,
+    /// 414, 431, 501, 505: a request line, head or framing this server does not take.
+    UriTooLong,
+    HeadTooLarge,
+    NotImplemented,
+    VersionNotSupported,
 }
 
 impl ErrorKind {
@@ -43,6 +58,14 @@ impl ErrorKind {
             ErrorKind::Timeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorKind::ModelNotFound => StatusCode::NOT_FOUND,
+            ErrorKind::BadRequest => StatusCode::BAD_REQUEST,
+            ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorKind::ExpectationFailed => StatusCode::EXPECTATION_FAILED,
+            ErrorKind::UriTooLong => StatusCode::URI_TOO_LONG,
+            ErrorKind::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorKind::NotImplemented => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::VersionNotSupported => StatusCode::HTTP_VERSION_NOT_SUPPORTED,
         }
     }
 
@@ -58,7 +81,32 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::NotFound => "not_found",
             ErrorKind::MethodNotAllowed => "method_not_allowed",
+            ErrorKind::ModelNotFound => "model_not_found",
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::UnsupportedMediaType => "unsupported_media_type",
+            ErrorKind::ExpectationFailed => "expectation_failed",
+            ErrorKind::UriTooLong => "uri_too_long",
+            ErrorKind::HeadTooLarge => "header_too_large",
+            ErrorKind::NotImplemented => "not_implemented",
+            ErrorKind::VersionNotSupported => "version_not_supported",
         }
+    }
+
+    /// Whether the connection cannot carry another request after this answer (the body was not
+    /// read, or the framing is not to be trusted).
+    pub fn closes(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::TooLarge
+                | ErrorKind::Timeout
+                | ErrorKind::BadRequest
+                | ErrorKind::UriTooLong
+                | ErrorKind::HeadTooLarge
+                | ErrorKind::NotImplemented
+                | ErrorKind::VersionNotSupported
+                | ErrorKind::ExpectationFailed
+                | ErrorKind::UnsupportedMediaType
+        )
     }
 
     /// The `err` label of `te_request_failure`.
@@ -70,7 +118,14 @@ impl ErrorKind {
             ErrorKind::Backend => "inference",
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::Unhealthy => "unhealthy",
-            ErrorKind::NotFound | ErrorKind::MethodNotAllowed => "route",
+            ErrorKind::NotFound | ErrorKind::MethodNotAllowed | ErrorKind::ModelNotFound => "route",
+            ErrorKind::BadRequest
+            | ErrorKind::UnsupportedMediaType
+            | ErrorKind::ExpectationFailed
+            | ErrorKind::UriTooLong
+            | ErrorKind::HeadTooLarge
+            | ErrorKind::NotImplemented
+            | ErrorKind::VersionNotSupported => "protocol",
         }
     }
 }

@@ -1,9 +1,9 @@
 //! One batch through the model on the backend thread's context: plan it (the library's planner, the
 //! `RADIX_MLP_*` plan switches), run the forward with the library's attention (and the context's
-//! prefix cache) or the host's (`rust_host::causal_gqa` through the library's callback), then pool
-//! each sequence and/or score it. With radix on the forward stays in compact space and reads the
-//! results through the plan's scatter; with radix off it is the plain forward over the batch rows,
-//! as `radixmlp run --attention auto` does.
+//! prefix cache) or the host's (`rust_host::causal_gqa` between the library's layer pieces,
+//! host_attention.rs), then pool each sequence and/or score it. With radix on the forward stays in
+//! compact space and reads the results through the plan's scatter; with radix off it is the plain
+//! forward over the batch rows, as `radixmlp run --attention auto` does.
 use std::sync::Arc;
 
 use radix_mlp::{
@@ -11,6 +11,7 @@ use radix_mlp::{
 };
 
 use crate::config::{AttentionMode, Config};
+use crate::host_attention::HostLayers;
 
 /// What a batch gave.
 #[derive(Debug, Default)]
@@ -36,11 +37,8 @@ pub struct Runner {
     attention: AttentionMode,
     pooling: Pooling,
     hidden: Vec<f32>,
-}
-
-fn host_attention(args: &mut radix_mlp::AttentionArgs<'_>) -> Result<(), Error> {
-    rust_host::causal_gqa(args);
-    Ok(())
+    /// The layer pieces' buffers (`--attention host`).
+    host_layers: HostLayers,
 }
 
 impl Runner {
@@ -54,6 +52,7 @@ impl Runner {
             attention: cfg.attention,
             pooling: cfg.pooling,
             hidden: Vec::new(),
+            host_layers: HostLayers::default(),
         })
     }
 
@@ -85,11 +84,11 @@ impl Runner {
             use_radix: plan.use_radix(),
             ..BatchOutput::default()
         };
-        if plan.use_radix() {
-            self.hidden.resize(plan.n_compact_padded() * h, 0.0);
+        if host || plan.use_radix() {
             if host {
-                self.ctx.forward_compact_with_attention(&plan, &mut self.hidden, &mut host_attention)?;
+                self.host_layers.run(&mut self.ctx, &plan, &mut self.hidden)?;
             } else {
+                self.hidden.resize(plan.n_compact_padded() * h, 0.0);
                 self.ctx.forward_compact(&plan, &mut self.hidden)?;
             }
             if pool {
@@ -100,11 +99,7 @@ impl Runner {
             }
         } else {
             self.hidden.resize(plan.n_tokens() * h, 0.0);
-            if host {
-                self.ctx.forward_with_attention(&plan, &mut self.hidden, &mut host_attention)?;
-            } else {
-                self.ctx.forward(&plan, &mut self.hidden)?;
-            }
+            self.ctx.forward(&plan, &mut self.hidden)?;
             if pool {
                 out.pooled = self.ctx.model().pool(&self.hidden, cu_seqlens, self.pooling, false)?;
             }

@@ -1,7 +1,7 @@
 //! `GET /metrics`: Prometheus text with TEI's metric names (te_request_*, te_embed_*, te_queue_size,
 //! te_batch_next_*, te_batch_inference_*, and `te_radix_mlp_compression_ratio`, the histogram of
 //! compact rows over tokens per batch with TEI's buckets), plus the prefix cache's counters
-//! (`te_radix_mlp_cache_*`), on a registry of the host's own (one per server, so tests can run several).
+//! (`te_radix_mlp_cache_*`) and the batcher's gauges (`te_radix_mlp_batcher_*`), on a registry of the host's own (one per server, so tests can run several).
 use prometheus::{
     exponential_buckets, Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
     TextEncoder,
@@ -21,8 +21,11 @@ pub struct Metrics {
     pub embed_success: IntCounter,
     pub predict_count: IntCounter,
     pub predict_success: IntCounter,
-    /// Sequences in the batcher.
+    /// Sequences of live requests waiting (queue.rs: from the send to their batch).
     pub queue_size: IntGauge,
+    /// What the library's batcher holds now (one batch's budget at most: fairness.rs).
+    pub batcher_sequences: IntGauge,
+    pub batcher_tokens: IntGauge,
     pub batch_next_size: Histogram,
     pub batch_next_tokens: Histogram,
     pub batch_inference_duration: Histogram,
@@ -47,6 +50,12 @@ fn counter_vec(r: &Registry, name: &str, help: &str, label: &str) -> IntCounterV
     let c = IntCounterVec::new(Opts::new(name, help), &[label]).expect("metric name");
     r.register(Box::new(c.clone())).expect("registered once");
     c
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("metric name");
+    r.register(Box::new(g.clone())).expect("registered once");
+    g
 }
 
 fn histogram(r: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
@@ -74,9 +83,10 @@ impl Metrics {
     pub fn new(max_input_length: usize) -> Metrics {
         let r = Registry::new();
         let lengths: Vec<f64> = powers_of_two(20).into_iter().filter(|&x| x as usize <= max_input_length).collect();
-        let queue_size = IntGauge::new("te_queue_size", "Sequences waiting in the batcher").expect("metric name");
-        r.register(Box::new(queue_size.clone())).expect("registered once");
         Metrics {
+            queue_size: gauge(&r, "te_queue_size", "Sequences of live requests waiting for a batch"),
+            batcher_sequences: gauge(&r, "te_radix_mlp_batcher_sequences", "Sequences in the batcher"),
+            batcher_tokens: gauge(&r, "te_radix_mlp_batcher_tokens", "Token ids in the batcher"),
             request_count: counter_vec(&r, "te_request_count", "Requests received", "method"),
             request_success: counter_vec(&r, "te_request_success", "Requests answered", "method"),
             request_failure: counter_vec(&r, "te_request_failure", "Requests failed, by reason", "err"),
@@ -104,7 +114,6 @@ impl Metrics {
             embed_success: counter(&r, "te_embed_success", "Embedding requests answered"),
             predict_count: counter(&r, "te_predict_count", "Rerank requests"),
             predict_success: counter(&r, "te_predict_success", "Rerank requests answered"),
-            queue_size,
             batch_next_size: histogram(&r, "te_batch_next_size", "Sequences per batch", powers_of_two(13)),
             batch_next_tokens: histogram(&r, "te_batch_next_tokens", "Tokens per batch", powers_of_two(21)),
             batch_inference_duration: histogram(

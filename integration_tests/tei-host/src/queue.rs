@@ -2,11 +2,15 @@
 //! permit of `--max-concurrent-requests`, else 429), sends its validated sequences as one [`Job`]
 //! over a channel, and awaits the answer; the backend thread pushes each sequence into the library's
 //! batcher and answers the job when its last sequence has run. A client that goes away drops the
-//! answer's receiver, and the backend takes its sequences out of the batcher unrun.
+//! answer's receiver, and the backend takes its sequences out of the batcher unrun. `te_queue_size`
+//! counts the sequences of live requests that wait: from the send until they enter a batch, are
+//! dropped, or their client goes away, whichever comes first ([`Waiting`]).
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus::IntGauge;
 use radix_mlp::PairScore;
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
@@ -43,12 +47,53 @@ pub struct JobOutput {
 
 pub type Reply = Result<JobOutput, ApiError>;
 
+/// A request's sequences that wait, counted in the queue's gauge until they leave it.
+pub struct Waiting {
+    left: AtomicUsize,
+    gauge: IntGauge,
+}
+
+impl Waiting {
+    fn new(n: usize, gauge: IntGauge) -> Waiting {
+        gauge.add(n as i64);
+        Waiting { left: AtomicUsize::new(n), gauge }
+    }
+
+    /// `n` of them no longer wait (at most those left).
+    pub fn leave(&self, n: usize) {
+        let mut cur = self.left.load(Ordering::SeqCst);
+        while cur > 0 {
+            let k = n.min(cur);
+            match self.left.compare_exchange(cur, cur - k, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(_) => return self.gauge.sub(k as i64),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// None of them waits any more.
+    pub fn leave_all(&self) {
+        let k = self.left.swap(0, Ordering::SeqCst);
+        self.gauge.sub(k as i64);
+    }
+}
+
+/// Ends the waiting when the route's future ends (answered, or dropped with its client).
+struct LeaveOnDrop(Arc<Waiting>);
+
+impl Drop for LeaveOnDrop {
+    fn drop(&mut self) {
+        self.0.leave_all();
+    }
+}
+
 /// A request's validated sequences on their way to the backend.
 pub struct Job {
     pub sequences: Vec<Vec<u32>>,
     pub task: Task,
     pub reply: oneshot::Sender<Reply>,
     pub sent_at: Instant,
+    pub waiting: Arc<Waiting>,
 }
 
 /// The routes' side of the queue: the concurrency limit and the channel to the backend thread
@@ -57,14 +102,15 @@ pub struct Queue {
     permits: Arc<Semaphore>,
     max_concurrent: usize,
     sender: Mutex<Option<mpsc::Sender<Job>>>,
+    /// `te_queue_size`.
+    gauge: IntGauge,
 }
 
 impl Queue {
-    pub fn new(max_concurrent: usize) -> (Queue, mpsc::Receiver<Job>) {
+    pub fn new(max_concurrent: usize, gauge: IntGauge) -> (Queue, mpsc::Receiver<Job>) {
         let (tx, rx) = mpsc::channel();
-        let queue =
-            Queue { permits: Arc::new(Semaphore::new(max_concurrent)), max_concurrent, sender: Mutex::new(Some(tx)) };
-        (queue, rx)
+        let permits = Arc::new(Semaphore::new(max_concurrent));
+        (Queue { permits, max_concurrent, sender: Mutex::new(Some(tx)), gauge }, rx)
     }
 
     /// A permit for one request, held until it is answered; 429 when all are taken (TEI's
@@ -86,7 +132,9 @@ impl Queue {
     /// Runs `sequences` and waits for their outputs, in order.
     pub async fn run(&self, sequences: Vec<Vec<u32>>, task: Task) -> Reply {
         let (reply, answer) = oneshot::channel();
-        let job = Job { sequences, task, reply, sent_at: Instant::now() };
+        let waiting = Arc::new(Waiting::new(sequences.len(), self.gauge.clone()));
+        let _leave = LeaveOnDrop(Arc::clone(&waiting));
+        let job = Job { sequences, task, reply, sent_at: Instant::now(), waiting };
         let sent = match &*self.sender.lock().unwrap_or_else(|p| p.into_inner()) {
             Some(tx) => tx.send(job).is_ok(),
             None => false,

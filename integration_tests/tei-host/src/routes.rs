@@ -1,5 +1,6 @@
 //! The HTTP routes, TEI's: `POST /embed` (also `/` and `/invocations`), `POST /rerank`,
-//! `POST /v1/embeddings` (OpenAI's shape), `GET /health`, `GET /info`, `GET /metrics`. A body is
+//! `POST /v1/embeddings` (OpenAI's shape), `GET /health`, `GET /info`, `GET /metrics` (and HEAD),
+//! behind HTTP's rules (protocol.rs) and with CORS (cors.rs) on every answer. A body is
 //! read within `--read-timeout-ms` (else 408) and up to `--payload-limit` bytes (else 413, before
 //! reading when Content-Length says so), parsed (422), validated (validate.rs), admitted (429 past
 //! `--max-concurrent-requests`), queued and awaited. Answers carry TEI's timing headers.
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hyper::body::HttpBody;
-use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Body, Method, Request, Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
@@ -20,7 +21,8 @@ use crate::types::{
     base64_f32, EmbedRequest, Embedding, OpenAiEmbedding, OpenAiRequest, OpenAiResponse, OpenAiUsage, Rank,
     RerankRequest,
 };
-use crate::validate::{self, Prepared};
+use crate::validate::{self, Prepared, Truncation};
+use crate::{cors, protocol};
 
 /// Which error body a route answers with.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -43,30 +45,68 @@ fn error_response(state: &State, shape: Shape, e: &ApiError) -> Response<Body> {
         Shape::OpenAi => e.openai_body(),
     };
     let mut r = json_response(e.status(), body.to_string().into_bytes());
-    if matches!(e.kind, ErrorKind::TooLarge | ErrorKind::Timeout) {
-        // The rest of the body is not read: the connection cannot carry another request.
+    if e.kind.closes() {
+        // The rest of the body is not read, or the framing is not to be trusted.
         r.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    if e.kind == ErrorKind::MethodNotAllowed {
+        r.headers_mut().insert(ALLOW, HeaderValue::from_static(allowed_methods(path_of(&e.message))));
     }
     r
 }
 
-/// Every request: the route, or 404/405.
+const GET_ROUTES: [&str; 3] = ["/health", "/info", "/metrics"];
+const POST_ROUTES: [&str; 5] = ["/embed", "/", "/invocations", "/rerank", "/v1/embeddings"];
+
+/// The path a 405's message names (its last word).
+fn path_of(message: &str) -> &str {
+    message.rsplit(' ').next().unwrap_or("")
+}
+
+/// The `Allow` header of a 405.
+fn allowed_methods(path: &str) -> &'static str {
+    if GET_ROUTES.contains(&path) {
+        "GET, HEAD, OPTIONS"
+    } else {
+        "POST, OPTIONS"
+    }
+}
+
+/// Every request: HTTP's rules (protocol.rs), then the route, or 404/405; CORS on every answer,
+/// and `Connection: close` on every answer once the server is stopping.
 pub async fn handle(state: Arc<State>, req: Request<Body>) -> Result<Response<Body>, std::convert::Infallible> {
+    let origin = cors::allowed_origin(state.config.cors_allow_origin.as_deref(), req.headers());
+    let mut r = match protocol::before_routes(&state, &req) {
+        Err(e) => error_response(&state, Shape::Tei, &e),
+        Ok(Some(answer)) => answer,
+        Ok(None) => route(&state, req).await,
+    };
+    cors::apply(origin, &mut r);
+    if state.stopping.load(Ordering::SeqCst) {
+        r.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(r)
+}
+
+/// The route (HEAD as GET: hyper sends no body), or 404/405.
+async fn route(state: &Arc<State>, req: Request<Body>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
-    let (shape, result) = match (&method, path.as_str()) {
-        (&Method::GET, "/health") => (Shape::Tei, health(&state)),
-        (&Method::GET, "/info") => (Shape::Tei, info(&state)),
-        (&Method::GET, "/metrics") => (Shape::Tei, Ok(metrics(&state))),
-        (&Method::POST, "/embed" | "/" | "/invocations") => (Shape::Tei, embed(&state, req).await),
-        (&Method::POST, "/rerank") => (Shape::Tei, rerank(&state, req).await),
-        (&Method::POST, "/v1/embeddings") => (Shape::OpenAi, openai(&state, req).await),
-        (_, "/health" | "/info" | "/metrics" | "/embed" | "/" | "/invocations" | "/rerank" | "/v1/embeddings") => {
+    let get = method == Method::GET || method == Method::HEAD;
+    let post = method == Method::POST;
+    let (shape, result) = match path.as_str() {
+        "/health" if get => (Shape::Tei, health(state)),
+        "/info" if get => (Shape::Tei, info(state)),
+        "/metrics" if get => (Shape::Tei, Ok(metrics(state))),
+        "/embed" | "/" | "/invocations" if post => (Shape::Tei, embed(state, req).await),
+        "/rerank" if post => (Shape::Tei, rerank(state, req).await),
+        "/v1/embeddings" if post => (Shape::OpenAi, openai(state, req).await),
+        p if GET_ROUTES.contains(&p) || POST_ROUTES.contains(&p) => {
             (Shape::Tei, Err(ApiError::new(ErrorKind::MethodNotAllowed, format!("{method} is not allowed on {path}"))))
         }
         _ => (Shape::Tei, Err(ApiError::new(ErrorKind::NotFound, format!("no route {path}")))),
     };
-    Ok(result.unwrap_or_else(|e| error_response(&state, shape, &e)))
+    result.unwrap_or_else(|e| error_response(state, shape, &e))
 }
 
 fn ready(state: &State) -> Result<(), ApiError> {
@@ -81,9 +121,6 @@ fn ready(state: &State) -> Result<(), ApiError> {
 
 fn health(state: &State) -> Result<Response<Body>, ApiError> {
     ready(state)?;
-    if state.stopping.load(Ordering::SeqCst) {
-        return Err(ApiError::new(ErrorKind::Unhealthy, "shutting down"));
-    }
     Ok(Response::new(Body::empty()))
 }
 
@@ -99,8 +136,10 @@ fn metrics(state: &State) -> Response<Body> {
     r
 }
 
-/// The body as JSON, within the time and size limits.
+/// The body as JSON (declared so: else 415), within the time and size limits; a body whose framing
+/// breaks (a malformed chunk, cut off) is 400.
 async fn read_json(state: &State, req: Request<Body>) -> Result<Value, ApiError> {
+    protocol::json_content_type(&req)?;
     let limit = state.config.payload_limit;
     let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if let Some(n) = declared.filter(|&n| n > limit as u64) {
@@ -110,7 +149,8 @@ async fn read_json(state: &State, req: Request<Body>) -> Result<Value, ApiError>
     let read = async {
         let mut buf = Vec::new();
         while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| ApiError::validation(format!("cannot read the body: {e}")))?;
+            let chunk =
+                chunk.map_err(|e| ApiError::new(ErrorKind::BadRequest, format!("cannot read the body: {e}")))?;
             if buf.len() + chunk.len() > limit {
                 return Err(ApiError::too_large(format!("the body is larger than the payload limit of {limit} bytes")));
             }
@@ -174,6 +214,29 @@ fn answered(state: &State, method: &str, start: Instant, body: Vec<u8>, s: &Serv
     r
 }
 
+/// 422 for `dimensions` past the model's hidden size (TEI's check, before the request runs).
+fn check_dimensions(state: &State, dimensions: Option<usize>) -> Result<(), ApiError> {
+    let hidden = state.loaded.get().map_or(usize::MAX, |l| l.hidden_size);
+    match dimensions {
+        Some(d) if d > hidden => {
+            Err(ApiError::validation(format!("`dimensions` {d} is more than the model's {hidden} dimensions")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The first `dimensions` of `v` (all when None), L2-normalised when `normalize` (TEI's order).
+fn shaped(mut v: Vec<f32>, dimensions: Option<usize>, normalize: bool) -> Vec<f32> {
+    if let Some(d) = dimensions {
+        v.truncate(d);
+    }
+    if normalize {
+        normalized(v)
+    } else {
+        v
+    }
+}
+
 /// L2-normalised (in f64, as TEI does it); a zero vector stays zero.
 fn normalized(mut v: Vec<f32>) -> Vec<f32> {
     let norm = v.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>().sqrt();
@@ -205,13 +268,12 @@ async fn embed_vectors(
     state: &Arc<State>,
     key: &str,
     inputs: Vec<crate::types::Input>,
-    truncate: Option<bool>,
-    dir: crate::types::Direction,
+    t: Truncation,
 ) -> Result<(&'static str, Vec<Vec<f32>>, Served), ApiError> {
     let method = count(state, inputs.len());
     state.metrics.embed_count.inc();
     let permit = state.queue.admit()?;
-    let prepared = validate::embed_inputs(state, key, inputs, truncate, dir).await?;
+    let prepared = validate::embed_inputs(state, key, inputs, t).await?;
     let mut served = serve(state, permit, prepared, Task::Embed).await?;
     let vectors = embeddings(&mut served.out);
     Ok((method, vectors, served))
@@ -221,8 +283,10 @@ async fn embed(state: &Arc<State>, req: Request<Body>) -> Result<Response<Body>,
     let start = Instant::now();
     ready(state)?;
     let r = EmbedRequest::parse(&read_json(state, req).await?)?;
-    let (method, vectors, served) = embed_vectors(state, "inputs", r.inputs, r.truncate, r.direction).await?;
-    let vectors: Vec<Vec<f32>> = vectors.into_iter().map(|v| if r.normalize { normalized(v) } else { v }).collect();
+    check_dimensions(state, r.dimensions)?;
+    let t = Truncation { truncate: r.truncate, direction: r.direction, suggest: true };
+    let (method, vectors, served) = embed_vectors(state, "inputs", r.inputs, t).await?;
+    let vectors: Vec<Vec<f32>> = vectors.into_iter().map(|v| shaped(v, r.dimensions, r.normalize)).collect();
     let body = serde_json::to_vec(&vectors).expect("floats serialize");
     state.metrics.embed_success.inc();
     Ok(answered(state, method, start, body, &served))
@@ -241,7 +305,8 @@ async fn rerank(state: &Arc<State>, req: Request<Body>) -> Result<Response<Body>
         )
     })?;
     let permit = state.queue.admit()?;
-    let prepared = validate::rerank_inputs(state, r.query, &r.texts, r.truncate, r.direction).await?;
+    let t = Truncation { truncate: r.truncate, direction: r.direction, suggest: true };
+    let prepared = validate::rerank_inputs(state, r.query, &r.texts, t).await?;
     let served = serve(state, permit, prepared, Task::Score(a, b)).await?;
     let mut ranks = Vec::with_capacity(served.out.outputs.len());
     for (index, o) in served.out.outputs.iter().enumerate() {
@@ -266,13 +331,22 @@ async fn openai(state: &Arc<State>, req: Request<Body>) -> Result<Response<Body>
     let start = Instant::now();
     ready(state)?;
     let r = OpenAiRequest::parse(&read_json(state, req).await?)?;
-    let (method, vectors, served) = embed_vectors(state, "input", r.inputs, None, Default::default()).await?;
+    let served_model = &state.config.model_id;
+    if let Some(m) = r.model.as_ref().filter(|m| *m != served_model) {
+        return Err(ApiError::new(
+            ErrorKind::ModelNotFound,
+            format!("The model `{m}` does not exist: this server serves `{served_model}`"),
+        ));
+    }
+    check_dimensions(state, r.dimensions)?;
+    let t = Truncation { truncate: None, direction: Default::default(), suggest: false };
+    let (method, vectors, served) = embed_vectors(state, "input", r.inputs, t).await?;
     let tokens = served.tokens;
     let data = vectors
         .into_iter()
         .enumerate()
         .map(|(index, v)| {
-            let v = normalized(v);
+            let v = shaped(v, r.dimensions, true);
             let embedding = if r.base64 { Embedding::Base64(base64_f32(&v)) } else { Embedding::Float(v) };
             OpenAiEmbedding { object: "embedding", embedding, index }
         })
@@ -280,7 +354,7 @@ async fn openai(state: &Arc<State>, req: Request<Body>) -> Result<Response<Body>
     let response = OpenAiResponse {
         object: "list",
         data,
-        model: r.model.unwrap_or_else(|| state.config.model_id.clone()),
+        model: served_model.clone(),
         usage: OpenAiUsage { prompt_tokens: tokens, total_tokens: tokens },
     };
     let body = serde_json::to_vec(&response).expect("response serializes");

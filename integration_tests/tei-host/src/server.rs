@@ -1,7 +1,8 @@
 //! The server's life: bind, start the backend thread (which loads the model: the routes answer 503
 //! until it has), serve HTTP/1 (connections.rs) on a two-thread tokio runtime, and stop gracefully on
 //! SIGTERM/SIGINT or [`Server::shutdown`]: no new connections, every request in flight answered
-//! (the backend drains the queue), then the backend thread ends. A model that fails to load stops
+//! (the backend drains the queue), a request that arrives on an open connection answered 503 with
+//! `Connection: close`, then the backend thread ends. A model that fails to load stops
 //! the server with that message.
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::backend::{self, Loaded};
 use crate::config::Config;
+use crate::connection::Timeouts;
 use crate::connections;
 use crate::metrics::Metrics;
 use crate::queue::Queue;
@@ -67,10 +69,11 @@ impl Server {
             .map_err(|e| format!("cannot listen on {}:{}: {e}", config.hostname, config.port))?;
         listener.set_nonblocking(true).map_err(|e| format!("cannot make the socket non-blocking: {e}"))?;
         let addr = listener.local_addr().map_err(|e| format!("the bound address: {e}"))?;
-        let (queue, jobs) = Queue::new(config.max_concurrent_requests);
         let max_input = config.max_input_length.unwrap_or(config.max_batch_tokens);
+        let metrics = Metrics::new(max_input);
+        let (queue, jobs) = Queue::new(config.max_concurrent_requests, metrics.queue_size.clone());
         let state = Arc::new(State {
-            metrics: Metrics::new(max_input),
+            metrics,
             config,
             queue,
             loaded: OnceLock::new(),
@@ -110,7 +113,10 @@ impl Server {
                         stopping.stopping.store(true, Ordering::SeqCst);
                         let _ = reason_tx.send(reason);
                     };
-                    connections::serve(listener, st.config.read_timeout, handle, signal).await;
+                    let c = &st.config;
+                    let timeouts = Timeouts { read: c.read_timeout, shutdown_grace: c.shutdown_grace };
+                    let max = connections::max_connections(c.max_connections, c.tokenizer.as_ref().map_or(0, |_| c.tokenization_workers));
+                    connections::serve(listener, timeouts, max, handle, signal).await;
                     reason_rx.await.unwrap_or(Stop::Requested)
                 });
                 // Every connection is closed: no request can reach the queue any more.

@@ -2,11 +2,12 @@
 //! package on the model's tokenizer.json (integration_tests/real_model), in a pool of Python worker
 //! processes (src/tokenizer_worker.py) that speak JSON lines over pipes, as TEI runs a pool of
 //! tokenization workers. Calls block: the routes run them on tokio's blocking threads. A worker that
-//! exits is started again on the next call; every process is killed when the pool is dropped.
+//! exits is started again on the next call; every process is killed when the pool is dropped. A
+//! call whose client went away while it waited for a worker is not run.
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
@@ -51,6 +52,11 @@ impl Worker {
         }
     }
 
+    /// Whether its process has not exited.
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     fn ask(&mut self, request: &Value) -> Result<Value, String> {
         writeln!(self.stdin, "{request}").and_then(|_| self.stdin.flush()).map_err(|e| format!("worker gone: {e}"))?;
         self.read()
@@ -64,11 +70,13 @@ impl Drop for Worker {
     }
 }
 
-/// Why a call failed: the text (422) or the worker (424).
+/// Why a call failed: the text (422), the worker (424), or the caller gave up before a worker
+/// was free (its client went away).
 #[derive(Debug, PartialEq, Eq)]
 pub enum TokenizeError {
     Text(String),
     Worker(String),
+    Cancelled,
 }
 
 pub struct TokenizerPool {
@@ -97,34 +105,59 @@ impl TokenizerPool {
         self.vocab_size
     }
 
-    /// One request to a free worker (or the next one in turn), started again if it had exited.
-    fn ask(&self, request: &Value) -> Result<Value, TokenizeError> {
+    /// One request to a free worker (or the next one in turn), started again if it had exited;
+    /// none once `cancelled` is set by the time a worker is free. Where the worker dies on the
+    /// request (or does not start), the request goes once more to a free worker that is running,
+    /// or to a new one in the same place.
+    fn ask(&self, request: &Value, cancelled: &AtomicBool) -> Result<Value, TokenizeError> {
         let n = self.workers.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut slot = (0..n)
             .find_map(|i| self.workers[(start + i) % n].try_lock().ok())
             .unwrap_or_else(|| self.workers[start % n].lock().unwrap_or_else(|p| p.into_inner()));
+        let mut failure = String::new();
         for attempt in 0..2 {
-            if slot.is_none() {
-                *slot = Some(Worker::start(&self.python, &self.path).map_err(TokenizeError::Worker)?.0);
+            if cancelled.load(Ordering::SeqCst) {
+                return Err(TokenizeError::Cancelled);
             }
-            match slot.as_mut().unwrap().ask(request) {
-                Ok(answer) => {
-                    return match answer.get("error").and_then(Value::as_str) {
-                        Some(e) => Err(TokenizeError::Text(e.to_string())),
-                        None => Ok(answer),
+            if slot.is_none() {
+                match Worker::start(&self.python, &self.path) {
+                    Ok((w, _)) => *slot = Some(w),
+                    Err(e) => failure = e,
+                }
+            }
+            if let Some(worker) = slot.as_mut() {
+                match worker.ask(request) {
+                    Ok(answer) => {
+                        return match answer.get("error").and_then(Value::as_str) {
+                            Some(e) => Err(TokenizeError::Text(e.to_string())),
+                            None => Ok(answer),
+                        }
+                    }
+                    Err(e) => {
+                        *slot = None; // exited: the next call here starts another
+                        failure = e;
                     }
                 }
-                Err(e) if attempt == 1 => return Err(TokenizeError::Worker(e)),
-                Err(_) => *slot = None, // exited: start another and ask it once
+            }
+            if attempt == 0 {
+                drop(slot);
+                let running = |i: usize| {
+                    let mut w = self.workers[(start + i) % n].try_lock().ok()?;
+                    w.as_mut()?.running().then_some(w)
+                };
+                slot = (1..n)
+                    .find_map(running)
+                    .unwrap_or_else(|| self.workers[start % n].lock().unwrap_or_else(|p| p.into_inner()));
             }
         }
-        unreachable!()
+        Err(TokenizeError::Worker(failure))
     }
 
-    /// The ids of each text (with the tokenizer's special tokens, as TEI adds them).
-    pub fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, TokenizeError> {
-        let answer = self.ask(&json!({ "encode": texts }))?;
+    /// The ids of each text (with the tokenizer's special tokens, as TEI adds them), unless
+    /// `cancelled` is set before a worker takes them.
+    pub fn encode(&self, texts: &[&str], cancelled: &AtomicBool) -> Result<Vec<Vec<u32>>, TokenizeError> {
+        let answer = self.ask(&json!({ "encode": texts }), cancelled)?;
         let bad = || TokenizeError::Worker("the worker's answer holds no ids".into());
         let lists = answer.get("ids").and_then(Value::as_array).ok_or_else(bad)?;
         let ids: Option<Vec<Vec<u32>>> = lists
@@ -136,7 +169,7 @@ impl TokenizerPool {
 
     /// The id of a token of the vocabulary, `None` where it has none.
     pub fn token_to_id(&self, token: &str) -> Result<Option<u32>, TokenizeError> {
-        let answer = self.ask(&json!({ "token_to_id": [token] }))?;
+        let answer = self.ask(&json!({ "token_to_id": [token] }), &AtomicBool::new(false))?;
         Ok(answer["ids"][0].as_u64().and_then(|x| u32::try_from(x).ok()))
     }
 }

@@ -28,6 +28,8 @@ pub struct EmbedRequest {
     pub truncate: Option<bool>,
     pub direction: Direction,
     pub normalize: bool,
+    /// Keep the first this many dimensions (then normalize, when asked), as TEI's `dimensions`.
+    pub dimensions: Option<usize>,
 }
 
 /// `POST /rerank`: `query` and `texts` are texts (or, an extension for models without a tokenizer,
@@ -48,6 +50,8 @@ pub struct OpenAiRequest {
     pub inputs: Vec<Input>,
     pub base64: bool,
     pub model: Option<String>,
+    /// OpenAI's `dimensions`: the first this many, renormalised.
+    pub dimensions: Option<usize>,
 }
 
 fn object(body: &Value) -> Result<&Map<String, Value>, ApiError> {
@@ -68,6 +72,17 @@ fn direction(o: &Map<String, Value>) -> Result<Direction, ApiError> {
         Some(Value::String(s)) if s.eq_ignore_ascii_case("right") => Ok(Direction::Right),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("left") => Ok(Direction::Left),
         Some(v) => Err(ApiError::validation(format!("`truncation_direction` must be \"Left\" or \"Right\", got {v}"))),
+    }
+}
+
+/// `dimensions`: absent, null, or an integer of at least 1.
+fn dimensions(o: &Map<String, Value>) -> Result<Option<usize>, ApiError> {
+    match o.get("dimensions") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            _ => Err(ApiError::validation(format!("`dimensions` must be an integer of at least 1, got {v}"))),
+        },
     }
 }
 
@@ -112,6 +127,7 @@ impl EmbedRequest {
             truncate: flag(o, "truncate")?,
             direction: direction(o)?,
             normalize: flag(o, "normalize")?.unwrap_or(true),
+            dimensions: dimensions(o)?,
         })
     }
 }
@@ -150,8 +166,12 @@ impl OpenAiRequest {
             Some(Value::String(s)) if s == "base64" => true,
             Some(v) => return Err(ApiError::validation(format!("`encoding_format` must be float or base64, got {v}"))),
         };
-        let model = o.get("model").and_then(Value::as_str).map(str::to_string);
-        Ok(OpenAiRequest { inputs: inputs(o.get("input"), "input")?, base64, model })
+        let model = match o.get("model") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(m)) => Some(m.clone()),
+            Some(v) => return Err(ApiError::validation(format!("`model` must be a text, got {v}"))),
+        };
+        Ok(OpenAiRequest { inputs: inputs(o.get("input"), "input")?, base64, model, dimensions: dimensions(o)? })
     }
 }
 

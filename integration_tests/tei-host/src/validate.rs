@@ -2,8 +2,10 @@
 //! more inputs than `--max-client-batch-size` is 413; texts go through the tokenizer workers (a
 //! text the tokenizer refuses is 422, a worker that fails 424); an empty sequence or a token id past
 //! the vocabulary is 422; a sequence longer than `--max-input-length` is truncated when the request
-//! (or `--auto-truncate`) says so, else 413. Reranking pairs become one prompt each: the
-//! `--rerank-template` around the query and the text, or the query's ids then the text's.
+//! (or `--auto-truncate`) says so, else 413; a request of more than `--max-client-batch-tokens`
+//! tokens in all is 413. Reranking pairs become one prompt each: the `--rerank-template` around the
+//! query and the text (filled in one pass), or the query's ids then the text's.
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,29 +43,50 @@ pub fn check_batch_size(state: &State, n: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Tokenizes `texts` on a blocking thread.
+/// Sets its flag when dropped: the request's future ended (answered, or its client went away).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Tokenizes `texts` on a blocking thread; not at all if the request is dropped before a worker
+/// is free (the tokenizers do no work for clients that have gone).
 async fn tokenize(state: &Arc<State>, texts: Vec<String>) -> Result<Vec<Vec<u32>>, ApiError> {
     if texts.is_empty() {
         return Ok(Vec::new());
     }
     let state = Arc::clone(state);
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let _cancel = CancelOnDrop(Arc::clone(&cancelled));
     let job = tokio::task::spawn_blocking(move || {
         let pool = loaded(&state)?.tokenizer.as_ref().expect("checked by the caller");
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        pool.encode(&refs).map_err(|e| match e {
+        pool.encode(&refs, &cancelled).map_err(|e| match e {
             TokenizeError::Text(m) => ApiError::new(ErrorKind::Tokenizer, format!("tokenizer: {m}")),
             TokenizeError::Worker(m) => ApiError::new(ErrorKind::Backend, format!("tokenizer worker: {m}")),
+            TokenizeError::Cancelled => ApiError::new(ErrorKind::Unhealthy, "the client went away"),
         })
     });
     job.await.unwrap_or_else(|e| Err(ApiError::new(ErrorKind::Backend, format!("tokenizer task: {e}"))))
 }
 
 /// The checks every sequence passes: not empty, ids within the vocabulary, the length limit.
+/// How a route truncates: the request's `truncate` (None: `--auto-truncate`), the direction, and
+/// whether the route has a `truncate` field to suggest (the OpenAI route has none).
+#[derive(Clone, Copy, Debug)]
+pub struct Truncation {
+    pub truncate: Option<bool>,
+    pub direction: Direction,
+    pub suggest: bool,
+}
+
 fn finish(
     loaded: &Loaded,
     auto_truncate: bool,
-    truncate: Option<bool>,
-    dir: Direction,
+    t: Truncation,
     at: &str,
     mut seq: Vec<u32>,
 ) -> Result<Vec<u32>, ApiError> {
@@ -78,13 +101,14 @@ fn finish(
     }
     let max = loaded.max_input_length;
     if seq.len() > max {
-        if !truncate.unwrap_or(auto_truncate) {
+        if !t.truncate.unwrap_or(auto_truncate) {
+            let hint = if t.suggest { " (or set `truncate`)" } else { "" };
             return Err(ApiError::too_large(format!(
-                "{at}: `inputs` must have less than {max} tokens. Given: {} (or set `truncate`)",
+                "{at}: an input must have less than {max} tokens. Given: {}{hint}",
                 seq.len()
             )));
         }
-        match dir {
+        match t.direction {
             Direction::Right => seq.truncate(max),
             Direction::Left => {
                 seq.drain(..seq.len() - max);
@@ -103,8 +127,7 @@ pub async fn embed_inputs(
     state: &Arc<State>,
     key: &str,
     inputs: Vec<Input>,
-    truncate: Option<bool>,
-    dir: Direction,
+    t: Truncation,
 ) -> Result<Prepared, ApiError> {
     check_batch_size(state, inputs.len())?;
     let l = loaded(state)?;
@@ -129,8 +152,9 @@ pub async fn embed_inputs(
             Input::Text(_) => encoded.next().expect("one per text"),
             Input::Ids(ids) => ids,
         };
-        sequences.push(finish(l, state.config.auto_truncate, truncate, dir, &format!("{key}[{i}]"), seq)?);
+        sequences.push(finish(l, state.config.auto_truncate, t, &format!("{key}[{i}]"), seq)?);
     }
+    check_tokens(state, &sequences)?;
     Ok(Prepared { sequences, tokenization, chars })
 }
 
@@ -141,8 +165,7 @@ pub async fn rerank_inputs(
     state: &Arc<State>,
     query: Input,
     texts: &[Input],
-    truncate: Option<bool>,
-    dir: Direction,
+    trunc: Truncation,
 ) -> Result<Prepared, ApiError> {
     check_batch_size(state, texts.len())?;
     let l = loaded(state)?;
@@ -163,9 +186,7 @@ pub async fn rerank_inputs(
     for (i, t) in texts.iter().enumerate() {
         chars += length(&query) + length(t);
         match (text_of(t, &format!("texts[{i}]"))?, &query) {
-            (Some(t), Input::Text(q)) if !concat => {
-                strings.push(state.config.rerank_template.replace("{query}", q).replace("{text}", &t))
-            }
+            (Some(t), Input::Text(q)) if !concat => strings.push(fill_template(&state.config.rerank_template, q, &t)),
             (Some(t), _) => strings.push(t),
             (None, _) => {}
         }
@@ -184,7 +205,56 @@ pub async fn rerank_inputs(
             Input::Ids(ids) => ids.clone(),
         };
         let seq = if concat { [query_ids.as_slice(), &own].concat() } else { own };
-        sequences.push(finish(l, state.config.auto_truncate, truncate, dir, &format!("texts[{i}]"), seq)?);
+        sequences.push(finish(l, state.config.auto_truncate, trunc, &format!("texts[{i}]"), seq)?);
     }
+    check_tokens(state, &sequences)?;
     Ok(Prepared { sequences, tokenization, chars })
+}
+
+/// 413 past `--max-client-batch-tokens`: one request cannot hold the backend for longer than
+/// that many tokens take.
+fn check_tokens(state: &State, sequences: &[Vec<u32>]) -> Result<(), ApiError> {
+    let (n, max) = (sequences.iter().map(Vec::len).sum::<usize>(), state.config.client_batch_tokens());
+    if n > max {
+        return Err(ApiError::too_large(format!(
+            "the request has {n} tokens, more than --max-client-batch-tokens {max}"
+        )));
+    }
+    Ok(())
+}
+
+/// The rerank prompt: `template` with each `{query}` and `{text}` replaced in one pass, so that
+/// braces in the query or the text stay text.
+pub fn fill_template(template: &str, query: &str, text: &str) -> String {
+    let mut out = String::with_capacity(template.len() + query.len() + text.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        if let Some(after) = rest.strip_prefix("{query}") {
+            out.push_str(query);
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("{text}") {
+            out.push_str(text);
+            rest = after;
+        } else {
+            out.push('{');
+            rest = &rest[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fill_template;
+
+    #[test]
+    fn the_template_is_filled_in_one_pass() {
+        assert_eq!(fill_template("{query}\n{text}", "{text}", "p"), "{text}\np");
+        assert_eq!(fill_template("{query}\n{text}", "q", "{query}"), "q\n{query}");
+        assert_eq!(fill_template("Q: {query} {x} {{text}} {text}", "a", "b"), "Q: a {x} {b} b");
+        assert_eq!(fill_template("{text}{query}{", "", "é"), "é{");
+    }
 }

@@ -30,14 +30,17 @@ fn disconnects_mid_body_and_while_queued() {
     let s = start(|c| c.attention = tei_host::AttentionMode::Host); // slow batches: requests wait
     let a = s.addr;
     // Half a body, then gone.
-    let half = send(a, b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"inputs\": [1,");
+    let half = send(a, b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"inputs\": [1,");
     drop(half);
     // Whole requests whose clients leave before the answer (queued behind a long one).
     let long = thread::spawn(move || post(a, "/embed", &json!({ "inputs": vec![vec![9u32; 400]; 8] })));
     thread::sleep(Duration::from_millis(50));
     for i in 0..20 {
         let body = json!({ "inputs": vec![vec![i as u32 + 1; 300]; 4] }).to_string();
-        let raw = format!("POST /embed HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+        let raw = format!(
+            "POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
         drop(send(a, raw.as_bytes()));
     }
     assert_eq!(long.join().unwrap().status, 200);
@@ -77,13 +80,19 @@ fn slow_headers_and_bodies_time_out() {
     );
     // A slow body: headers at once, the body never completes: 408 within the timeout.
     let start = Instant::now();
-    let s2 = send(a, b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Length: 50\r\n\r\n{\"inp");
+    let s2 = send(
+        a,
+        b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"inp",
+    );
     let r = read_reply(s2);
     assert_eq!((r.status, r.error_type().as_str()), (408, "timeout"));
     assert!(start.elapsed() < Duration::from_secs(3), "408 after {:?}", start.elapsed());
     // Many at once do not block other clients.
-    let held: Vec<_> =
-        (0..50).map(|_| send(a, b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Length: 50\r\n\r\n{")).collect();
+    let held: Vec<_> = (0..50)
+        .map(|_| {
+            send(a, b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{")
+        })
+        .collect();
     still_serving(a);
     drop(held);
     s.shutdown().unwrap();
@@ -94,11 +103,16 @@ fn oversized_bodies_are_413() {
     let s = start(|c| c.payload_limit = 1000);
     let a = s.addr;
     // Declared too large: refused before reading.
-    let r = read_reply(send(a, b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Length: 100000000\r\n\r\n"));
+    let r = read_reply(send(
+        a,
+        b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n",
+    ));
     assert_eq!((r.status, r.error_type().as_str()), (413, "validation"));
     assert_eq!(r.header("connection"), Some("close"));
     // Chunked, past the limit while reading.
-    let mut raw = b"POST /embed HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut raw =
+        b"POST /embed HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
     for _ in 0..3 {
         raw.extend_from_slice(format!("190\r\n{}\r\n", "1".repeat(400)).as_bytes());
     }
@@ -109,8 +123,13 @@ fn oversized_bodies_are_413() {
     s.shutdown().unwrap();
 }
 
+/// The overload test reads this process's RSS: the 10,000-passage test, which allocates hundreds
+/// of MB, does not run beside it.
+static MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn ten_thousand_passage_rerank() {
+    let _alone = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
     let query: Vec<u32> = (10..40).collect();
     let texts: Vec<Vec<u32>> = (0..10_000u32).map(|i| vec![100 + i % 800, 1 + i % 13, 2 + i % 17]).collect();
     let body = json!({ "query": query, "texts": texts });
@@ -125,6 +144,7 @@ fn ten_thousand_passage_rerank() {
     // Allowed: every passage ranked once, shared query computed once per batch.
     let s = start(|c| {
         c.max_client_batch_size = 10_000;
+        c.max_client_batch_tokens = Some(400_000);
         c.payload_limit = 10_000_000;
         c.max_batch_tokens = 16384;
     });
@@ -151,6 +171,7 @@ fn rss_mb() -> f64 {
 
 #[test]
 fn ten_times_overload_gives_429_and_bounded_memory() {
+    let _alone = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
     const LIMIT: usize = 4;
     let s = start(|c| {
         c.max_concurrent_requests = LIMIT;

@@ -142,16 +142,17 @@ extern "C" {
     pub fn rmlp_plan_default_params() -> rmlp_plan_params;
 
     /// Plan parameters as a deployment sets them, from the environment, starting from
-    /// `rmlp_plan_default_params()`:
+    /// `rmlp_plan_default_params()` with `RMLP_GATE_TEI`: the variables are TEI's, so they decide
+    /// as TEI's code does unless `RADIX_MLP_GATE` says otherwise.
     /// * `RADIX_MLP_THRESHOLD`: the gate, TEI's `--radix-mlp-threshold` (default 0.85; 0 turns
     ///   radix off, 1 or more always uses it); a number >= 0.
     /// * `RADIX_MLP_PAD`: pad the compact rows to this multiple (1..`RMLP_MAX_PAD_MULTIPLE`);
     ///   unset or empty means no padding.
-    /// * `RADIX_MLP_GATE`: `distinct` (default, `RMLP_GATE_DISTINCT`) or `tei`
-    ///   (`RMLP_GATE_TEI`, the rule of TEI's in-tree code).
+    /// * `RADIX_MLP_GATE`: `tei` (default, `RMLP_GATE_TEI`, the rule of TEI's in-tree code) or
+    ///   `distinct` (`RMLP_GATE_DISTINCT`, this library's rule on the unpadded count).
     ///
     /// An unset variable keeps the default; a set but invalid one is an error naming the variable
-    /// and its value (`*out` then holds the defaults), never a silent default.
+    /// and its value (`*out` then holds what an empty environment gives), never a silent default.
     pub fn rmlp_plan_params_from_env(out: *mut rmlp_plan_params) -> rmlp_status;
 
     /// Creates a planner in `*out` (set to NULL on failure).

@@ -1,12 +1,14 @@
 //! A host's attention: [`AttentionArgs`] (one layer's attention as f32 slices, in full or compact
-//! space), and the C callback (`trampoline`) through which the library calls the host's function
-//! from `rmlp_forward`, its error or panic turned into a status.
+//! space; device_attention.rs has a CUDA model's), and the C callback (`trampoline`) through which
+//! the library calls the host's function from `rmlp_forward`, its error or panic turned into a
+//! status.
 use core::ffi::c_void;
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use radix_mlp_sys as sys;
 
+use crate::device_attention::{device_args_view, DeviceAttentionArgs};
 use crate::error::{Error, Status};
 use crate::types::AttentionSpace;
 #[cfg(doc)] // the documentation links to it
@@ -55,34 +57,73 @@ pub struct CompactLayout<'a> {
     pub kv_indices: &'a [u32],
 }
 
-impl AttentionArgs<'_> {
-    /// Rows of the batch: `cu_seqlens[n_seqs]` (0 when `cu_seqlens` is empty).
-    pub fn n_tokens(&self) -> usize {
-        self.cu_seqlens.last().map_or(0, |&n| n as usize)
+/// The counting methods of an args type with `cu_seqlens` and an optional compact layout with
+/// `qo_indptr` (AttentionArgs here, DeviceAttentionArgs in device_attention.rs).
+macro_rules! attention_counts {
+    ($args:ident) => {
+        impl $args<'_> {
+            fn counts(&self) -> $crate::attention::Counts {
+                $crate::attention::Counts::of(self.cu_seqlens, self.compact.map(|c| c.qo_indptr))
+            }
+            /// Rows of the batch: `cu_seqlens[n_seqs]` (0 when `cu_seqlens` is empty).
+            pub fn n_tokens(&self) -> usize {
+                self.counts().n_tokens
+            }
+            /// Sequences of the batch: `cu_seqlens.len() - 1`.
+            pub fn n_seqs(&self) -> usize {
+                self.counts().n_seqs
+            }
+            /// [`AttentionSpace::Full`](crate::AttentionSpace::Full) or
+            /// [`AttentionSpace::Compact`](crate::AttentionSpace::Compact): the layout of `q`, `k`,
+            /// `v`, `out`.
+            pub fn layout(&self) -> $crate::AttentionSpace {
+                self.counts().layout()
+            }
+            /// N': the compact rows (`qo_indptr[n_seqs]`) in compact space, 0 in full space.
+            pub fn n_compact(&self) -> usize {
+                self.counts().n_compact.unwrap_or(0)
+            }
+            /// Rows of `q`, `k`, `v` and `out`: [`n_compact`](Self::n_compact) in compact space,
+            /// [`n_tokens`](Self::n_tokens) in full space.
+            pub fn n_rows(&self) -> usize {
+                self.counts().rows()
+            }
+        }
+    };
+}
+pub(crate) use attention_counts;
+
+attention_counts!(AttentionArgs);
+
+/// An attention call's counts, from its offsets and, in compact space, its `qo_indptr`.
+pub(crate) struct Counts {
+    /// `cu_seqlens[n_seqs]` (0 when empty).
+    pub(crate) n_tokens: usize,
+    pub(crate) n_seqs: usize,
+    /// `qo_indptr[n_seqs]` in compact space (0 when empty), `None` in full space.
+    pub(crate) n_compact: Option<usize>,
+}
+
+impl Counts {
+    pub(crate) fn of(cu_seqlens: &[u32], qo_indptr: Option<&[u32]>) -> Counts {
+        let last = |a: &[u32]| a.last().map_or(0, |&n| n as usize);
+        Counts {
+            n_tokens: last(cu_seqlens),
+            n_seqs: cu_seqlens.len().saturating_sub(1),
+            n_compact: qo_indptr.map(last),
+        }
     }
-    /// Sequences of the batch: `cu_seqlens.len() - 1`.
-    pub fn n_seqs(&self) -> usize {
-        self.cu_seqlens.len().saturating_sub(1)
+
+    /// Rows of q, k, v and out: n_compact in compact space, n_tokens in full space.
+    pub(crate) fn rows(&self) -> usize {
+        self.n_compact.unwrap_or(self.n_tokens)
     }
-    /// [`AttentionSpace::Full`] or [`AttentionSpace::Compact`]: the layout of `q`, `k`, `v`, `out`.
-    pub fn layout(&self) -> AttentionSpace {
-        if self.compact.is_some() {
+
+    pub(crate) fn layout(&self) -> AttentionSpace {
+        if self.n_compact.is_some() {
             AttentionSpace::Compact
         } else {
             AttentionSpace::Full
-        }
-    }
-    /// N': the compact rows (`qo_indptr[n_seqs]`) in compact space, 0 in full space.
-    pub fn n_compact(&self) -> usize {
-        self.compact.and_then(|c| c.qo_indptr.last()).map_or(0, |&n| n as usize)
-    }
-    /// Rows of `q`, `k`, `v` and `out`: [`n_compact`](Self::n_compact) in compact space,
-    /// [`n_tokens`](Self::n_tokens) in full space.
-    pub fn n_rows(&self) -> usize {
-        if self.compact.is_some() {
-            self.n_compact()
-        } else {
-            self.n_tokens()
         }
     }
 }
@@ -91,7 +132,7 @@ impl AttentionArgs<'_> {
 ///
 /// # Safety
 /// When non-NULL and `len > 0`, `ptr` must point at `len` values valid and unaliased for `'a`.
-unsafe fn raw_slice<'a, T>(ptr: *mut T, len: usize) -> Option<&'a mut [T]> {
+pub(crate) unsafe fn raw_slice<'a, T>(ptr: *mut T, len: usize) -> Option<&'a mut [T]> {
     match (len, ptr.is_null()) {
         (0, _) => Some(&mut []),
         (_, true) => None,
@@ -99,8 +140,12 @@ unsafe fn raw_slice<'a, T>(ptr: *mut T, len: usize) -> Option<&'a mut [T]> {
     }
 }
 
-/// A host's attention, as the `*_with_attention` methods take it.
-pub(crate) type HostAttention<'f> = &'f mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>;
+/// A host's attention, as the `*_with_attention` methods take it: on host slices (a CPU model) or
+/// on device slices (a CUDA model).
+pub(crate) enum HostAttention<'f> {
+    Host(&'f mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>),
+    Device(&'f mut dyn FnMut(&mut DeviceAttentionArgs<'_>) -> Result<(), Error>),
+}
 
 /// The callback's state: the host's function and the error it returned, kept in full because
 /// `rmlp_forward` replaces the thread's message with its own.
@@ -167,13 +212,19 @@ pub(crate) unsafe extern "C" fn trampoline(
         // SAFETY: the library passes valid args whose buffers are its context's distinct
         // workspace arrays of these shapes, alive and untouched during the call.
         let a = unsafe { &*args };
-        match unsafe { args_view(a) } {
-            Some(mut view) => (state.attention)(&mut view),
-            None => Err(Error::new(
+        let ran = match &mut state.attention {
+            HostAttention::Host(f) => unsafe { args_view(a) }.map(|mut view| f(&mut view)),
+            HostAttention::Device(f) => unsafe { device_args_view(a) }.map(|mut view| f(&mut view)),
+        };
+        ran.unwrap_or_else(|| {
+            Err(Error::new(
                 Status::Internal,
-                format!("attention args of layer {}: NULL, not F32 or an unknown layout {}", a.layer, a.layout),
-            )),
-        }
+                format!(
+                    "attention args of layer {}: NULL, dtype {} or layout {} unknown (or not F32 for host slices)",
+                    a.layer, a.dtype, a.layout
+                ),
+            ))
+        })
     }));
     let error = match result {
         Ok(Ok(())) => return sys::RMLP_OK,

@@ -1,8 +1,8 @@
 //! Contexts: one thread's workspace on a [`Model`] ([`Context`], holding its model by borrow or
 //! by `Arc`), running a batch whole ([`Context::forward`], with the built-in attention or the
-//! host's), its read-outs (pooling, reranker scores), and their `unsafe` `*_device` forms for CUDA
-//! models. The per-layer calls, for hosts that keep attention, are in context/layers.rs.
-use core::ffi::c_void;
+//! host's, on host slices or on a CUDA model's device slices). The per-layer calls, for hosts that
+//! keep attention, are in context/layers.rs, the read-outs (pooling, reranker scores) in
+//! context/readout.rs.
 use core::marker::PhantomData;
 use core::ptr::NonNull;
 use std::fmt;
@@ -12,12 +12,18 @@ use std::sync::Arc;
 use radix_mlp_sys as sys;
 
 use crate::attention::{trampoline, AttentionArgs, Callback, HostAttention};
+use crate::buffer::BufferMut;
+use crate::device::Stream;
+use crate::device_attention::DeviceAttentionArgs;
 use crate::error::{Error, Status};
-use crate::model::{check_len, pair_scores, Model};
+use crate::model::Model;
 use crate::planner::AsPlan;
-use crate::types::{AttentionSpace, CacheStats, ContextParams, Device, ModelConfig, PairScore, Pooling};
+use crate::types::{AttentionSpace, CacheStats, ContextParams, Device, ModelConfig};
+#[cfg(doc)] // the documentation links to it
+use crate::DeviceSliceMut;
 
 mod layers;
+mod readout;
 
 /// A workspace for running batches of up to `max_tokens` tokens through a [`Model`]
 /// (`rmlp_context`); calls through it never allocate. `Send` but not `Sync`: one per thread.
@@ -169,17 +175,6 @@ impl<M: ModelHolder> Context<'_, M> {
         self.raw.as_ptr()
     }
 
-    /// Err unless the model computes in host memory (the CPU): slices are host memory.
-    fn host_memory(&self, fn_name: &str) -> Result<(), Error> {
-        match self.model.params.device {
-            Device::Cpu => Ok(()),
-            Device::Cuda(_) => Err(Error::new(
-                Status::Unsupported,
-                format!("{fn_name}: the model is on a CUDA device, whose activations are device memory: use the *_device methods"),
-            )),
-        }
-    }
-
     /// Per-batch setup (`rmlp_context_set_plan`): on CUDA, copies the plan's maps to the device
     /// on the context's stream; every later call with this plan checks it is the one set. A
     /// no-op on the CPU.
@@ -189,166 +184,12 @@ impl<M: ModelHolder> Context<'_, M> {
         Error::check(unsafe { sys::rmlp_context_set_plan(self.raw.as_ptr(), &raw) })
     }
 
-    /// The `cudaStream_t` every later call enqueues on (`rmlp_context_set_stream`; NULL: the
-    /// legacy default stream). Ignored on the CPU.
-    ///
-    /// # Safety
-    /// `stream` must be NULL or a live stream of the model's device that outlives its use here
-    /// (until another stream is set or the context is dropped).
-    pub unsafe fn set_stream(&mut self, stream: *mut c_void) -> Result<(), Error> {
-        // SAFETY: the caller vouches for the stream.
-        Error::check(unsafe { sys::rmlp_context_set_stream(self.raw.as_ptr(), stream) })
-    }
-
-    /// The whole model on the device (`rmlp_forward`, built-in attention), after
-    /// [`set_plan`](Self::set_plan) with the same plan: enqueues on the context's stream and
-    /// returns without synchronising.
-    ///
-    /// # Safety
-    /// `out` must be device memory of the model's device with room for n_tokens x hidden_size
-    /// values of the model's dtype, not used by anything else until the stream has run the forward.
-    pub unsafe fn forward_device<P: AsPlan + ?Sized>(&mut self, plan: &P, out: *mut c_void) -> Result<(), Error> {
-        let raw = self.plan("radix_mlp::Context::forward_device", plan)?;
-        // SAFETY: `raw` points into `plan`; the caller vouches for `out`.
-        Error::check(unsafe { sys::rmlp_forward(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out) })
-    }
-
-    /// [`forward_compact`](Self::forward_compact) on the device (`rmlp_forward_compact`), after
-    /// [`set_plan`](Self::set_plan) with the same plan: enqueues and returns, like
-    /// [`forward_device`](Self::forward_device).
-    ///
-    /// # Safety
-    /// `out` must be device memory of the model's device with room for n_compact_padded x
-    /// hidden_size values of the model's dtype, not used by anything else until the stream has
-    /// run the forward.
-    pub unsafe fn forward_compact_device<P: AsPlan + ?Sized>(
-        &mut self,
-        plan: &P,
-        out: *mut c_void,
-    ) -> Result<(), Error> {
-        let raw = self.plan("radix_mlp::Context::forward_compact_device", plan)?;
-        // SAFETY: `raw` points into `plan`; the caller vouches for `out`.
-        Error::check(unsafe { sys::rmlp_forward_compact(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out) })
-    }
-
-    /// Pools `hidden` (the model's memory: device memory in its dtype on CUDA) per sequence
-    /// (`rmlp_context_pool`), into host f32; on CUDA it synchronises the context's stream.
-    ///
-    /// # Safety
-    /// `hidden` must hold `cu_seqlens[last]` rows of hidden_size values in the model's memory
-    /// and dtype (host f32 on the CPU).
-    pub unsafe fn pool_device(
-        &mut self,
-        hidden: *const c_void,
-        cu_seqlens: &[u32],
-        pooling: Pooling,
-        normalize: bool,
-    ) -> Result<Vec<f32>, Error> {
-        let h = self.model.config.hidden_size;
-        let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
-        let n_seqs = cu_seqlens.len().saturating_sub(1);
-        let mut out = vec![0.0f32; n_seqs * h];
-        // SAFETY: `out` has n_seqs rows of hidden_size floats; the caller vouches for `hidden`.
-        Error::check(unsafe {
-            sys::rmlp_context_pool(
-                self.raw.as_ptr(),
-                hidden,
-                n_tokens,
-                cu_seqlens.as_ptr(),
-                n_seqs,
-                pooling.raw(),
-                normalize,
-                out.as_mut_ptr(),
-            )
-        })?;
-        Ok(out)
-    }
-
-    /// [`score_pair`](Self::score_pair) on `hidden` in the model's memory (device memory in its
-    /// dtype on CUDA); on CUDA it synchronises the context's stream.
-    ///
-    /// # Safety
-    /// As [`pool_device`](Self::pool_device).
-    pub unsafe fn score_pair_device(
-        &mut self,
-        hidden: *const c_void,
-        cu_seqlens: &[u32],
-        token_a: u32,
-        token_b: u32,
-    ) -> Result<Vec<PairScore>, Error> {
-        let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
-        let n_seqs = cu_seqlens.len().saturating_sub(1);
-        let (mut logits, mut prob_a) = (vec![0.0f32; 2 * n_seqs], vec![0.0f32; n_seqs]);
-        // SAFETY: the output vectors have 2 * n_seqs and n_seqs floats; the caller vouches for `hidden`.
-        Error::check(unsafe {
-            sys::rmlp_score_pair(
-                self.raw.as_ptr(),
-                hidden,
-                n_tokens,
-                cu_seqlens.as_ptr(),
-                n_seqs,
-                token_a,
-                token_b,
-                logits.as_mut_ptr(),
-                prob_a.as_mut_ptr(),
-            )
-        })?;
-        Ok(pair_scores(&logits, &prob_a))
-    }
-
-    /// [`pool_compact`](Self::pool_compact) of `hidden` in the model's memory (device memory in
-    /// its dtype on CUDA, after [`set_plan`](Self::set_plan) with the same plan), into host f32;
-    /// on CUDA it synchronises the context's stream.
-    ///
-    /// # Safety
-    /// `hidden` must hold the plan's n_compact_padded rows of hidden_size values in the model's
-    /// memory and dtype (host f32 on the CPU).
-    pub unsafe fn pool_compact_device<P: AsPlan + ?Sized>(
-        &mut self,
-        plan: &P,
-        hidden: *const c_void,
-        pooling: Pooling,
-        normalize: bool,
-    ) -> Result<Vec<f32>, Error> {
-        let raw = plan.as_raw()?;
-        let mut out = vec![0.0f32; raw.n_seqs as usize * self.model.config.hidden_size];
-        // SAFETY: `raw` points into `plan`; `out` has n_seqs rows of hidden_size floats; the
-        // caller vouches for `hidden`.
-        Error::check(unsafe {
-            sys::rmlp_context_pool_compact(self.raw.as_ptr(), &raw, hidden, pooling.raw(), normalize, out.as_mut_ptr())
-        })?;
-        Ok(out)
-    }
-
-    /// [`score_pair_compact`](Self::score_pair_compact) on `hidden` in the model's memory (device
-    /// memory in its dtype on CUDA); on CUDA it synchronises the context's stream.
-    ///
-    /// # Safety
-    /// As [`pool_compact_device`](Self::pool_compact_device).
-    pub unsafe fn score_pair_compact_device<P: AsPlan + ?Sized>(
-        &mut self,
-        plan: &P,
-        hidden: *const c_void,
-        token_a: u32,
-        token_b: u32,
-    ) -> Result<Vec<PairScore>, Error> {
-        let raw = plan.as_raw()?;
-        let n_seqs = raw.n_seqs as usize;
-        let (mut logits, mut prob_a) = (vec![0.0f32; 2 * n_seqs], vec![0.0f32; n_seqs]);
-        // SAFETY: `raw` points into `plan`; the output vectors have 2 * n_seqs and n_seqs floats;
-        // the caller vouches for `hidden`.
-        Error::check(unsafe {
-            sys::rmlp_score_pair_compact(
-                self.raw.as_ptr(),
-                &raw,
-                hidden,
-                token_a,
-                token_b,
-                logits.as_mut_ptr(),
-                prob_a.as_mut_ptr(),
-            )
-        })?;
-        Ok(pair_scores(&logits, &prob_a))
+    /// The stream every later call enqueues on (`rmlp_context_set_stream`; [`Stream::LEGACY`]:
+    /// the legacy default stream, where a context starts). Work already enqueued on the previous
+    /// stream is ordered before anything on the new one. Ignored on the CPU.
+    pub fn set_stream(&mut self, stream: Stream) -> Result<(), Error> {
+        // SAFETY: whoever made `stream` vouched that it lives while contexts use it.
+        Error::check(unsafe { sys::rmlp_context_set_stream(self.raw.as_ptr(), stream.as_raw()) })
     }
 
     /// The context's handle and its model's configuration, for the crate's other modules
@@ -381,23 +222,40 @@ impl<M: ModelHolder> Context<'_, M> {
 
     /// The whole model on one batch with the built-in attention (`rmlp_forward`, in the
     /// context's [`attention_space`](Self::attention_space)): `out` (at least n_tokens x
-    /// hidden_size) receives the last hidden states of every batch row.
-    pub fn forward<P: AsPlan + ?Sized>(&mut self, plan: &P, out: &mut [f32]) -> Result<(), Error> {
-        self.run_forward("radix_mlp::Context::forward", plan, out, None, false)
+    /// hidden_size) receives the last hidden states of every batch row. On CUDA, after
+    /// [`set_plan`](Self::set_plan) with the same plan, `out` is a [`DeviceSliceMut`] in the
+    /// model's dtype, and the forward is enqueued on the context's stream (no synchronisation).
+    pub fn forward<'b, P: AsPlan + ?Sized>(&mut self, plan: &P, out: impl Into<BufferMut<'b>>) -> Result<(), Error> {
+        self.run_forward("radix_mlp::Context::forward", plan, out.into(), None, false)
     }
 
     /// [`forward`](Self::forward) with the host's attention, called once per layer in the layout
-    /// of the context's [`attention_space`](Self::attention_space) (see [`AttentionArgs`]). An
-    /// error it returns, or a panic (caught: status `Internal`), stops the forward; the result
-    /// carries the library's message (which layer) followed by the host's. A context with a
-    /// prefix cache ([`ContextParams::cache_bytes`]) refuses it (`Status::Unsupported`).
-    pub fn forward_with_attention<P: AsPlan + ?Sized>(
+    /// of the context's [`attention_space`](Self::attention_space) (see [`AttentionArgs`]), on a
+    /// CPU model ([`forward_with_device_attention`](Self::forward_with_device_attention) is a CUDA
+    /// model's). An error it returns, or a panic (caught: status `Internal`), stops the forward;
+    /// the result carries the library's message (which layer) followed by the host's. A context
+    /// with a prefix cache ([`ContextParams::cache_bytes`]) refuses it (`Status::Unsupported`).
+    pub fn forward_with_attention<'b, P: AsPlan + ?Sized>(
         &mut self,
         plan: &P,
-        out: &mut [f32],
+        out: impl Into<BufferMut<'b>>,
         attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        self.run_forward("radix_mlp::Context::forward_with_attention", plan, out, Some(attention), false)
+        let fn_name = "radix_mlp::Context::forward_with_attention";
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Host(attention)), false)
+    }
+
+    /// [`forward_with_attention`](Self::forward_with_attention) on a CUDA model: `out` a
+    /// [`DeviceSliceMut`], and the host's attention gets [`DeviceAttentionArgs`] (device slices
+    /// in the model's dtype, the context's stream), enqueues its work on that stream and returns.
+    pub fn forward_with_device_attention<'b, P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        out: impl Into<BufferMut<'b>>,
+        attention: &mut dyn FnMut(&mut DeviceAttentionArgs<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let fn_name = "radix_mlp::Context::forward_with_device_attention";
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Device(attention)), false)
     }
 
     /// The whole model on one batch in compact space, embedding to final norm on the compact
@@ -405,20 +263,38 @@ impl<M: ModelHolder> Context<'_, M> {
     /// setting): `out` (at least n_compact_padded x hidden_size) receives the final-normed compact
     /// rows; batch row `i`'s state is row `scatter[i]`. Read them out with
     /// [`pool_compact`](Self::pool_compact) or [`score_pair_compact`](Self::score_pair_compact).
-    pub fn forward_compact<P: AsPlan + ?Sized>(&mut self, plan: &P, out: &mut [f32]) -> Result<(), Error> {
-        self.run_forward("radix_mlp::Context::forward_compact", plan, out, None, true)
+    /// On CUDA as [`forward`](Self::forward).
+    pub fn forward_compact<'b, P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        out: impl Into<BufferMut<'b>>,
+    ) -> Result<(), Error> {
+        self.run_forward("radix_mlp::Context::forward_compact", plan, out.into(), None, true)
     }
 
     /// [`forward_compact`](Self::forward_compact) with the host's attention, which gets the
     /// compact layout ([`AttentionArgs::compact`]); errors and panics as in
     /// [`forward_with_attention`](Self::forward_with_attention).
-    pub fn forward_compact_with_attention<P: AsPlan + ?Sized>(
+    pub fn forward_compact_with_attention<'b, P: AsPlan + ?Sized>(
         &mut self,
         plan: &P,
-        out: &mut [f32],
+        out: impl Into<BufferMut<'b>>,
         attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
-        self.run_forward("radix_mlp::Context::forward_compact_with_attention", plan, out, Some(attention), true)
+        let fn_name = "radix_mlp::Context::forward_compact_with_attention";
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Host(attention)), true)
+    }
+
+    /// [`forward_compact_with_attention`](Self::forward_compact_with_attention) on a CUDA model,
+    /// as [`forward_with_device_attention`](Self::forward_with_device_attention).
+    pub fn forward_compact_with_device_attention<'b, P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        out: impl Into<BufferMut<'b>>,
+        attention: &mut dyn FnMut(&mut DeviceAttentionArgs<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let fn_name = "radix_mlp::Context::forward_compact_with_device_attention";
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Device(attention)), true)
     }
 
     /// `rmlp_forward` (`out` batch rows) or `rmlp_forward_compact` (compact rows), with the host's
@@ -427,94 +303,39 @@ impl<M: ModelHolder> Context<'_, M> {
         &mut self,
         fn_name: &str,
         plan: &P,
-        out: &mut [f32],
+        mut out: BufferMut<'_>,
         attention: Option<HostAttention<'_>>,
         compact: bool,
     ) -> Result<(), Error> {
-        self.host_memory(fn_name)?;
         let raw = self.plan(fn_name, plan)?;
-        let rows = if compact { raw.n_compact_padded } else { raw.n_tokens };
-        check_len(fn_name, "out", out.len(), rows as usize, self.model.config.hidden_size)?;
+        let rows = if compact { raw.n_compact_padded } else { raw.n_tokens } as usize;
+        let out = out.checked(fn_name, "out", &self.model, rows, self.model.config.hidden_size)?;
         let call = if compact { sys::rmlp_forward_compact } else { sys::rmlp_forward };
         let Some(attention) = attention else {
-            // SAFETY: `raw` points into `plan`, borrowed for the call; `out` is long enough.
-            return Error::check(unsafe {
-                call(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out.as_mut_ptr().cast())
-            });
+            // SAFETY: `raw` points into `plan`, borrowed for the call; `out` is the model's memory
+            // and long enough.
+            return Error::check(unsafe { call(self.raw.as_ptr(), &raw, None, core::ptr::null_mut(), out) });
         };
+        let on_device = matches!(self.model.device(), Device::Cuda(_));
+        if on_device != matches!(attention, HostAttention::Device(_)) {
+            let (model, takes) = if on_device {
+                ("a CUDA model", "device buffers: use the *_with_device_attention forwards")
+            } else {
+                ("a CPU model", "host slices: use forward_with_attention / forward_compact_with_attention")
+            };
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("{fn_name}: the attention of {model} takes {takes}"),
+            ));
+        }
         let mut state = Callback { attention, error: None };
         // SAFETY: as above; `state` outlives the call and only the trampoline uses it.
-        let code = unsafe {
-            call(
-                self.raw.as_ptr(),
-                &raw,
-                Some(trampoline),
-                (&mut state as *mut Callback<'_>).cast(),
-                out.as_mut_ptr().cast(),
-            )
-        };
+        let code =
+            unsafe { call(self.raw.as_ptr(), &raw, Some(trampoline), (&mut state as *mut Callback<'_>).cast(), out) };
         Error::check(code).map_err(|lib| match state.error.take() {
             Some(host) => Error::new(host.status, format!("{}: {}", lib.message, host.message)),
             None => lib,
         })
-    }
-
-    /// Reranker scores (`rmlp_score_pair`, Qwen3-Reranker's yes/no): the LM-head logits of
-    /// `token_a` and `token_b` at each sequence's last row of `hidden` (at least n_tokens x
-    /// hidden_size, the output of [`forward`](Self::forward) or [`final_norm`](Self::final_norm)).
-    pub fn score_pair(
-        &mut self,
-        hidden: &[f32],
-        cu_seqlens: &[u32],
-        token_a: u32,
-        token_b: u32,
-    ) -> Result<Vec<PairScore>, Error> {
-        const FN: &str = "radix_mlp::Context::score_pair";
-        self.host_memory(FN)?;
-        let n_tokens = cu_seqlens.last().map_or(0, |&n| n as usize);
-        check_len(FN, "hidden", hidden.len(), n_tokens, self.model.config.hidden_size)?;
-        // SAFETY: host memory (checked above) holding n_tokens rows of hidden_size f32.
-        unsafe { self.score_pair_device(hidden.as_ptr().cast(), cu_seqlens, token_a, token_b) }
-    }
-
-    /// Pools compact rows per sequence (`rmlp_context_pool_compact`): `hidden` (at least
-    /// n_compact_padded x hidden_size, the output of [`forward_compact`](Self::forward_compact) or
-    /// [`final_norm_compact`](Self::final_norm_compact)) is read per batch row through the plan's
-    /// `scatter`, so the result equals [`Model::pool`] of the full output: n_seqs x hidden_size.
-    pub fn pool_compact<P: AsPlan + ?Sized>(
-        &mut self,
-        plan: &P,
-        hidden: &[f32],
-        pooling: Pooling,
-        normalize: bool,
-    ) -> Result<Vec<f32>, Error> {
-        const FN: &str = "radix_mlp::Context::pool_compact";
-        self.compact_rows(FN, plan, hidden)?;
-        // SAFETY: host memory (checked above) holding the plan's n_compact_padded rows.
-        unsafe { self.pool_compact_device(plan, hidden.as_ptr().cast(), pooling, normalize) }
-    }
-
-    /// Reranker scores at each sequence's last row of compact rows (`rmlp_score_pair_compact`):
-    /// [`score_pair`](Self::score_pair) of `hidden` (at least n_compact_padded x hidden_size) read
-    /// through the plan's `scatter`.
-    pub fn score_pair_compact<P: AsPlan + ?Sized>(
-        &mut self,
-        plan: &P,
-        hidden: &[f32],
-        token_a: u32,
-        token_b: u32,
-    ) -> Result<Vec<PairScore>, Error> {
-        const FN: &str = "radix_mlp::Context::score_pair_compact";
-        self.compact_rows(FN, plan, hidden)?;
-        // SAFETY: host memory (checked above) holding the plan's n_compact_padded rows.
-        unsafe { self.score_pair_compact_device(plan, hidden.as_ptr().cast(), token_a, token_b) }
-    }
-
-    /// Err unless the model is in host memory and `hidden` holds the plan's compact rows.
-    fn compact_rows<P: AsPlan + ?Sized>(&self, fn_name: &str, plan: &P, hidden: &[f32]) -> Result<(), Error> {
-        self.host_memory(fn_name)?;
-        let rows = plan.as_raw()?.n_compact_padded as usize;
-        check_len(fn_name, "hidden", hidden.len(), rows, self.model.config.hidden_size)
     }
 }
 

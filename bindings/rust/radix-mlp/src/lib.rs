@@ -15,6 +15,15 @@
 //! [`Model::pool`] or [`Context::score_pair`]. Model calls take a [`PlanView`] or an owned
 //! [`Plan`] ([`AsPlan`]).
 //!
+//! On a CUDA model (loaded with [`Device::Cuda`], or bound over the host's own device tensors
+//! with [`Model::bind_cuda`], as a candle backend holds them) the same calls take device buffers:
+//! a [`DeviceSlice`] / [`DeviceSliceMut`] (a device pointer, a length and a dtype, made `unsafe`
+//! by a caller who vouches for them) where a CPU model takes `&[f32]` / `&mut [f32]`; both are a
+//! [`Buffer`] / [`BufferMut`], checked alike against the model (memory, dtype, rows) on one path.
+//! [`Context::set_plan`] copies a plan's maps to the device and [`Context::set_stream`] picks the
+//! [`Stream`]; a host keeping attention gets [`DeviceAttentionArgs`] in
+//! [`Context::forward_with_device_attention`]'s callback.
+//!
 //! Attention runs in full space (every sequence over its batch rows) or in compact space (only
 //! the compact rows a sequence owns are queries, its keys its path through `scatter`: exact,
 //! with fewer score pairs on shared prefixes): a context setting ([`ContextParams`],
@@ -37,14 +46,17 @@
 //!
 //! # Linking
 //!
-//! `radix-mlp-sys` links `libradix_mlp` from `RADIX_MLP_LIB_DIR` (a CMake build folder or the
-//! `lib` folder of an install), else from the `libdir` of `pkg-config radix_mlp`, else from where
-//! the linker looks by itself; found nowhere, the build stops with a message saying what to set.
-//! `RADIX_MLP_STATIC=1` links `libradix_mlp.a` and what it needs (from `pkg-config --static`);
-//! `RADIX_MLP_PLAN_ONLY=1` links the planner alone (`libradix_mlp_plan`: nothing but libc to
-//! load; then only the planner functions may be called). With the shared library from a named
-//! folder, this crate's tests run without `LD_LIBRARY_PATH` (an rpath); a host's binary gets the
-//! same from three lines in its build script (docs/building.md, "From Rust").
+//! Cargo features pick what `radix-mlp-sys` links. By default the planner alone
+//! (`libradix_mlp_plan`, libc only), statically: [`compute_fold_and_scatter`], [`Planner`] and
+//! the batcher work, nothing new is loaded at run time, and nothing needs setting. `full` links
+//! the whole library (models, contexts; calling them without it fails to link), `shared` the
+//! shared library instead of the static one. The library comes from `RADIX_MLP_LIB_DIR` (a CMake
+//! build folder or the `lib` folder of an install), else from the `libdir` of `pkg-config`, else
+//! from where the linker looks by itself; found nowhere, `radix-mlp-sys` builds it from the C
+//! sources it carries (the planner with the C compiler alone, the whole library with CMake). With
+//! the shared library from a known folder, this crate's tests run without `LD_LIBRARY_PATH` (an
+//! rpath); a host's binary gets the same from three lines in its build script (docs/building.md,
+//! "From Rust").
 //!
 //! # Serving
 //!
@@ -67,7 +79,9 @@
 //! radix_mlp = { package = "radix-mlp", path = "/path/to/radix-mlp/bindings/rust/radix-mlp" }
 //! ```
 //!
-//! and `use radix_mlp::compute_fold_and_scatter;` keeps working unchanged.
+//! and `radix_mlp::compute_fold_and_scatter(&input_ids, &position_ids, &cu_seq_lengths,
+//! radix_mlp_pad)` keeps working unchanged, with the same results for every padding multiple
+//! (docs/deploying.md, "Wiring it into a TEI build", has the patch to TEI's files).
 //!
 //! # Example
 //!
@@ -111,7 +125,10 @@ use radix_mlp_sys as sys;
 
 mod attention;
 mod batcher;
+mod buffer;
 mod context;
+mod device;
+mod device_attention;
 mod error;
 mod generate;
 mod gpu;
@@ -121,7 +138,10 @@ mod types;
 
 pub use attention::{AttentionArgs, CompactLayout};
 pub use batcher::{route_key, route_key_header, Batch, BatchMode, Batcher, BatcherParams, RouteParams};
+pub use buffer::{Buffer, BufferMut};
 pub use context::{Context, ModelHolder, SharedContext};
+pub use device::{DeviceIndices, DeviceSlice, DeviceSliceMut, Stream};
+pub use device_attention::{DeviceAttentionArgs, DeviceCompactLayout};
 pub use error::{Error, Status};
 pub use generate::{argmax, GenerateParams, GenerateStats, Generation};
 pub use gpu::{GpuAttention, GpuStats};
@@ -221,7 +241,8 @@ pub fn release_planner_scratch() {
 /// * `compact_input_ids`, `compact_position_ids`, `fold_gather`: one row per distinct path in
 ///   order of first occurrence (`fold_gather[j]` is that first batch row), then, with
 ///   `pad_multiple_of = Some(n)` and at least one row, padding rows (token 0, position 0,
-///   gather 0) up to a multiple of `n`;
+///   gather 0) up to a multiple of `n`, any `n` from 1 up (the padding is added here, so the
+///   library's `RMLP_MAX_PAD_MULTIPLE` does not bound it: `Some(8192)` pads to 8192 rows);
 /// * `scatter_indices`: one entry per batch row, `full[i] = compact[scatter_indices[i]]`,
 ///   never a padding row.
 ///
@@ -231,8 +252,8 @@ pub fn release_planner_scratch() {
 ///
 /// # Panics
 ///
-/// On invalid input (lengths differ, malformed `cu_seq_lengths`, `Some(0)` padding), with the
-/// library's message, as the reference panics too. [`Planner::build`] is the non-panicking path.
+/// On invalid input (lengths differ, malformed `cu_seq_lengths`: the library's message; `Some(0)`
+/// padding), as the reference panics too. [`Planner::build`] is the non-panicking path.
 /// Unlike the reference, a single sequence's `cu_seq_lengths` is checked too (the reference's
 /// one-sequence fast path ignores it).
 pub fn compute_fold_and_scatter(
@@ -244,11 +265,12 @@ pub fn compute_fold_and_scatter(
     if input_ids.is_empty() {
         return (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     }
-    let pad_multiple_of = pad_multiple_of.map(|n| {
-        u32::try_from(n)
-            .unwrap_or_else(|_| panic!("radix_mlp::compute_fold_and_scatter: pad_multiple_of={n} exceeds 2^32-1"))
-    });
-    let params = PlanParams { threshold: 1.0, pad_multiple_of, gate: Gate::Distinct };
+    const FN: &str = "radix_mlp::compute_fold_and_scatter";
+    if pad_multiple_of == Some(0) {
+        panic!("{FN}: pad_multiple_of is 0 (pad to a multiple of at least 1, or pass None)");
+    }
+    // Folded unpadded, then padded below: one path for every multiple, however large.
+    let params = PlanParams { threshold: 1.0, pad_multiple_of: None, gate: Gate::Distinct };
     let result = PLANNER.with(|cell| {
         let mut slot = cell.borrow_mut();
         let held = match &mut *slot {
@@ -257,11 +279,12 @@ pub fn compute_fold_and_scatter(
         };
         held.peak = held.peak.max(input_ids.len()).max(cu_seq_lengths.len());
         let built = held.planner.build(input_ids, position_ids, cu_seq_lengths, &params).map(|plan| {
+            let rows = padded_rows(plan.n_compact(), pad_multiple_of.unwrap_or(1));
             (
-                plan.compact_input_ids().to_vec(),
-                plan.compact_position_ids().to_vec(),
+                padded(plan.compact_input_ids(), rows),
+                padded(plan.compact_position_ids(), rows),
                 plan.scatter().to_vec(),
-                plan.fold_gather().to_vec(),
+                padded(plan.fold_gather(), rows),
             )
         });
         if held.peak > SCRATCH_LIMIT.load(Ordering::Relaxed) {
@@ -269,5 +292,23 @@ pub fn compute_fold_and_scatter(
         }
         built
     });
-    result.unwrap_or_else(|e| panic!("radix_mlp::compute_fold_and_scatter: {e}"))
+    result.unwrap_or_else(|e| panic!("{FN}: {e}"))
+}
+
+/// `n` rounded up to a multiple of `multiple` (at least 1).
+///
+/// # Panics
+/// When that exceeds `usize::MAX`.
+fn padded_rows(n: usize, multiple: usize) -> usize {
+    n.checked_next_multiple_of(multiple).unwrap_or_else(|| {
+        panic!("radix_mlp::compute_fold_and_scatter: {n} rows padded to a multiple of {multiple} exceed usize::MAX")
+    })
+}
+
+/// `rows` copied out, then zeros up to `len` entries (the padding rows).
+fn padded(rows: &[u32], len: usize) -> Vec<u32> {
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(rows);
+    out.resize(len, 0);
+    out
 }

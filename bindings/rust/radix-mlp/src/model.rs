@@ -4,9 +4,10 @@
 //! its message comes back in the [`Error`].
 //!
 //! On a CUDA device ([`Model::load_with`] with [`Device::Cuda`], or [`Model::bind_cuda`] over
-//! the host's own device tensors) activations are device memory, which safe slices cannot
-//! describe: the slice methods refuse such a model (`Status::Unsupported`), and the `unsafe`
-//! `*_device` methods take raw device pointers instead, after [`Context::set_plan`].
+//! the host's own device tensors) activations are device memory in the model's dtype: the same
+//! [`Context`] calls take [`DeviceSlice`] / [`DeviceSliceMut`] (made `unsafe` from a device pointer
+//! and a length) where a CPU model takes host slices, after [`Context::set_plan`], and refuse a
+//! host slice by name (buffer.rs).
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use std::ffi::{CStr, CString};
@@ -19,8 +20,8 @@ use crate::error::{Error, Status};
 use crate::types::{
     CpuBf16Gemm, CpuBf16GemmInfo, DType, Device, ModelConfig, ModelParams, PairScore, Pooling, WeightBinding,
 };
-#[cfg(doc)] // the documentation links to it
-use crate::Context;
+#[cfg(doc)] // the documentation links to them
+use crate::{Context, DeviceSlice, DeviceSliceMut};
 
 /// A loaded model (`rmlp_model`), on the CPU in f32 or on a CUDA device. Read-only after load,
 /// so it is `Send` and `Sync`: threads share one and each runs batches through its own [`Context`].

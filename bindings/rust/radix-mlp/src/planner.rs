@@ -75,10 +75,11 @@ impl PlanParams {
         }
     }
 
-    /// The switches a deployment sets in the environment, starting from the defaults
-    /// (`rmlp_plan_params_from_env`): `RADIX_MLP_THRESHOLD` (the gate, TEI's
-    /// `--radix-mlp-threshold`), `RADIX_MLP_PAD` (pad the compact rows to this multiple) and
-    /// `RADIX_MLP_GATE` (`distinct` or `tei`, the [`Gate`]); see docs/deploying.md, "Switches and
+    /// The switches a deployment sets in the environment, starting from the defaults with
+    /// [`Gate::Tei`] (`rmlp_plan_params_from_env`): `RADIX_MLP_THRESHOLD` (the gate, TEI's
+    /// `--radix-mlp-threshold`), `RADIX_MLP_PAD` (pad the compact rows to this multiple, 1 to
+    /// 4096) and `RADIX_MLP_GATE` (`tei`, the default, since the variables are TEI's and so decide
+    /// as TEI's code does; or `distinct`, the [`Gate`]); see docs/deploying.md, "Switches and
     /// metrics". An unset or empty variable keeps the default; a set but invalid one is an error
     /// naming the variable and its value, never a silent default.
     pub fn from_env() -> Result<PlanParams, Error> {

@@ -33,7 +33,7 @@ pub struct ModelConfig {
     /// Given in config.json or `hidden_size / num_attention_heads`.
     pub head_dim: usize,
     pub max_position_embeddings: usize,
-    /// Mistral's `sliding_window` (0: none); longer sequences are refused.
+    /// The window of the model's sliding layers (0: none slides).
     pub sliding_window: usize,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
@@ -116,6 +116,15 @@ impl DType {
             DType::F32 => sys::RMLP_DTYPE_F32,
             DType::F16 => sys::RMLP_DTYPE_F16,
             DType::BF16 => sys::RMLP_DTYPE_BF16,
+        }
+    }
+
+    pub(crate) fn from_raw(raw: sys::rmlp_dtype) -> Option<DType> {
+        match raw {
+            sys::RMLP_DTYPE_F32 => Some(DType::F32),
+            sys::RMLP_DTYPE_F16 => Some(DType::F16),
+            sys::RMLP_DTYPE_BF16 => Some(DType::BF16),
+            _ => None,
         }
     }
 }

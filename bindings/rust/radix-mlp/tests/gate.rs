@@ -31,6 +31,11 @@ fn gate_from_env_and_busy_status() {
     for var in ["RADIX_MLP_THRESHOLD", "RADIX_MLP_PAD"] {
         env::remove_var(var);
     }
+    env::remove_var("RADIX_MLP_GATE");
+    // The variables are TEI's: unset, they decide as TEI's code does; `distinct` opts out.
+    assert_eq!(PlanParams::from_env().unwrap(), PlanParams { gate: Gate::Tei, ..PlanParams::default() });
+    env::set_var("RADIX_MLP_GATE", "distinct");
+    assert_eq!(PlanParams::from_env().unwrap(), PlanParams::default());
     env::set_var("RADIX_MLP_GATE", "tei");
     assert_eq!(PlanParams::from_env().unwrap(), PlanParams { gate: Gate::Tei, ..PlanParams::default() });
     env::set_var("RADIX_MLP_GATE", "padded");

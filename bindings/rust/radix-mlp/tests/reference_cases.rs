@@ -150,6 +150,25 @@ fn padding_when_already_a_multiple() {
 }
 
 #[test]
+fn padding_past_the_library_maximum() {
+    // The reference pads to any multiple; RMLP_MAX_PAD_MULTIPLE (4096) bounds the library's plans,
+    // not this function (TEI passes RADIX_MLP_PAD through unchecked).
+    let (ids, pos, cu) = ([1, 2, 3, 1, 2, 4], [0, 1, 2, 0, 1, 2], [0, 3, 6]);
+    let unpadded = fold(&ids, &pos, &cu, None);
+    for multiple in [4096, 4097, 8192, 100_000] {
+        let (cids, cpos, scatter, gather) = fold(&ids, &pos, &cu, Some(multiple));
+        assert_eq!((cids.len(), cpos.len(), gather.len()), (multiple, multiple, multiple), "Some({multiple})");
+        assert_eq!((&cids[..4], &cpos[..4], &gather[..4]), (&unpadded.0[..], &unpadded.1[..], &unpadded.3[..]));
+        assert!(cids[4..].iter().chain(&cpos[4..]).chain(&gather[4..]).all(|&x| x == 0), "Some({multiple}): padding");
+        assert_eq!(scatter, unpadded.2);
+    }
+    // 8193 compact rows (one sequence, all distinct) pad to 16384 at Some(8192).
+    let long: Vec<u32> = (0..8193).collect();
+    let (cids, ..) = fold(&long, &long, &[0, 8193], Some(8192));
+    assert_eq!(cids.len(), 16384);
+}
+
+#[test]
 #[should_panic(expected = "cu_seqlens[0]=1")]
 fn invalid_seqlens_panic_with_library_message() {
     compute_fold_and_scatter(&[1, 2], &[0, 1], &[1, 2], None);

@@ -130,7 +130,7 @@ pub fn json_u32(json: &str, key: &str) -> u32 {
 
 /// The F32 tensors of a safetensors file: an 8-byte little-endian header length, a JSON header
 /// `{"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...}`, the data.
-fn read_safetensors(path: &Path) -> HashMap<String, Tensor> {
+pub fn read_safetensors(path: &Path) -> HashMap<String, Tensor> {
     let bytes = fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&bytes[8..8 + header_len]).expect("UTF-8 header");
