@@ -19,7 +19,10 @@
  *    only where it applies to every layer (Mistral) and refused where no layer has one (Llama);
  *    rope_parameters' type when it has no rope_type, and no object in it (per-layer-type
  *    parameters); is_causal not false; attention_chunk_size, kv_sharing_modes,
- *    per_layer_config and the sub-configs text_config, decoder, generator not given;
+ *    per_layer_config and the sub-configs text_config, decoder, generator not given; the
+ *    activation by the row's key (hidden_act, or hidden_activation), one of silu, gelu and
+ *    gelu_pytorch_tanh; the Gemma family's use_bidirectional_attention not true, its
+ *    final_logit_softcapping, norm forms and embedding scale;
  *  - a failure returns FORMAT (not JSON, not an object, a wrong type or range) or MODEL (a
  *    missing or unsupported key; only for a JSON object), never IO or OUT_OF_MEMORY (the file
  *    was just written, inputs are small), with a message "rmlp_model_load: <the file>: ..." and
@@ -86,6 +89,42 @@ static int string_is(json_t *object, const char *key, const char *only) {
     return value == NULL || (json_is_string(value) && strcmp(json_string_value(value), only) == 0);
 }
 
+/* The MLP's activation, named by the row's key (hidden_act; Gemma 2 and 3: hidden_activation):
+ * absent, the row's default; null refused; silu, gelu_pytorch_tanh, gelu; and the Gemma family's
+ * own keys: use_bidirectional_attention true refused, final_logit_softcapping (Gemma 2 and 3: null
+ * none, absent the row's default), the row's norm forms and sqrt(hidden_size) embedding scale. */
+static int gemma_ok(json_t *root, const arch_info *arch, rmlp_model_config *want) {
+    static const char *const names[] = {"silu", "gelu_pytorch_tanh", "gelu"};
+    static const rmlp_activation ids[] = {RMLP_ACTIVATION_SILU, RMLP_ACTIVATION_GELU_TANH, RMLP_ACTIVATION_GELU};
+    json_t *act = json_object_get(root, arch->activation_key);
+    if (json_is_null(act)) return 0; /* null is not absent here */
+    want->activation = arch->activation_default;
+    if (act != NULL) {
+        size_t i = 0;
+        while (i < 3 && !(json_is_string(act) && strcmp(json_string_value(act), names[i]) == 0)) i++;
+        if (i == 3) return 0;
+        want->activation = ids[i];
+    }
+    want->norm_weight_plus_one = arch->norm_plus_one;
+    want->sandwich_norms = arch->sandwich_norms;
+    want->embedding_scale = arch->embed_scaled ? sqrt((double)want->hidden_size) : 0.0;
+    const char *type = arch->model_type;
+    bool gemma = strcmp(type, "gemma") == 0, later = strcmp(type, "gemma2") == 0 || strcmp(type, "gemma3_text") == 0;
+    bool bidirectional;
+    if ((gemma || later) && (!bool_ok(root, "use_bidirectional_attention", false, &bidirectional) || bidirectional))
+        return 0;
+    if (!later) return 1;
+    json_t *cap = json_object_get(root, "final_logit_softcapping");
+    if (!positive_ok(root, "final_logit_softcapping", 0, cap == NULL ? arch->final_softcap_default : 0.0,
+                     &want->final_logit_softcapping))
+        return 0;
+    /* PENDING (issue 52, the attention side): the query scale and attention soft-capping */
+    double scalar;
+    if (!positive_ok(root, "query_pre_attn_scalar", 0, 256.0, &scalar) || scalar != (double)want->head_dim) return 0;
+    json_t *attn_cap = json_object_get(root, "attn_logit_softcapping");
+    return strcmp(type, "gemma2") != 0 || (attn_cap != NULL && json_is_null(attn_cap));
+}
+
 /* 1 and the config the oracle expects in *want when root is a config the reader must accept. */
 static int oracle(json_t *root, rmlp_model_config *want) {
     memset(want, 0, sizeof *want);
@@ -150,8 +189,7 @@ static int oracle(json_t *root, rmlp_model_config *want) {
     bool causal;
     if (!bool_ok(root, "is_causal", true, &causal) || !causal) return 0;
     if (arch->windows == ARCH_WINDOWS_NONE && given(root, "sliding_window") != NULL) return 0;
-    if (given(root, "rope_scaling") != NULL || !string_is(root, "hidden_act", "silu")) return 0;
-    if (json_is_null(json_object_get(root, "hidden_act"))) return 0; /* null is not absent here */
+    if (given(root, "rope_scaling") != NULL || !gemma_ok(root, arch, want)) return 0;
     if (arch->windows == ARCH_WINDOWS_ALL && !size_ok(root, "sliding_window", 0, 0, &want->sliding_window))
         return 0;
     return 1;
@@ -160,11 +198,14 @@ static int oracle(json_t *root, rmlp_model_config *want) {
 static void describe(char *buf, size_t len, const rmlp_model_config *c) {
     snprintf(buf, len,
              "arch %d vocab %u hidden %u inter %u layers %u heads %u kv %u head_dim %u max_pos %u window %u "
-             "eps %.17g theta %.17g tie %d bias %d qk_norm %d lm_head %d o_bias %d mlp_bias %d",
+             "eps %.17g theta %.17g tie %d bias %d qk_norm %d lm_head %d o_bias %d mlp_bias %d norm+1 %d sandwich %d "
+             "act %d embed_scale %.17g final_softcap %.17g",
              (int)c->architecture, c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
              c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings,
              c->sliding_window, c->rms_norm_eps, c->rope_theta, (int)c->tie_word_embeddings, (int)c->attention_bias,
-             (int)c->qk_norm, (int)c->has_lm_head, (int)c->o_proj_bias, (int)c->mlp_bias);
+             (int)c->qk_norm, (int)c->has_lm_head, (int)c->o_proj_bias, (int)c->mlp_bias,
+             (int)c->norm_weight_plus_one, (int)c->sandwich_norms, (int)c->activation, c->embedding_scale,
+             c->final_logit_softcapping);
 }
 
 static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
@@ -175,12 +216,15 @@ static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
            a->sliding_window == b->sliding_window && a->rms_norm_eps == b->rms_norm_eps &&
            a->rope_theta == b->rope_theta && a->tie_word_embeddings == b->tie_word_embeddings &&
            a->attention_bias == b->attention_bias && a->qk_norm == b->qk_norm && a->has_lm_head == b->has_lm_head &&
-           a->o_proj_bias == b->o_proj_bias && a->mlp_bias == b->mlp_bias;
+           a->o_proj_bias == b->o_proj_bias && a->mlp_bias == b->mlp_bias &&
+           a->norm_weight_plus_one == b->norm_weight_plus_one && a->sandwich_norms == b->sandwich_norms &&
+           a->activation == b->activation && a->embedding_scale == b->embedding_scale &&
+           a->final_logit_softcapping == b->final_logit_softcapping;
 }
 
 /* What config.c guarantees of every config it returns, whatever the JSON said. */
 static void check_guarantees(const rmlp_model_config *c) {
-    char detail[600];
+    char detail[800];
     describe(detail, sizeof detail, c);
     const arch_info *arch = arch_by_id(c->architecture);
     if (arch == NULL) {
@@ -205,6 +249,11 @@ static void check_guarantees(const rmlp_model_config *c) {
     if (arch->windows != ARCH_WINDOWS_ALL && c->sliding_window != 0)
         violation("sliding_window where windows are not for every layer (only Mistral)", detail);
     if (c->has_lm_head) violation("has_lm_head set from config.json alone", detail);
+    if (c->norm_weight_plus_one != arch->norm_plus_one || c->sandwich_norms != arch->sandwich_norms)
+        violation("norm forms not exactly the architecture's (Gemma)", detail);
+    if (c->activation != RMLP_ACTIVATION_SILU && c->activation != RMLP_ACTIVATION_GELU_TANH &&
+        c->activation != RMLP_ACTIVATION_GELU)
+        violation("an activation that is not an rmlp_activation", detail);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -223,7 +272,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int accept = parsed_object && oracle(root, &want);
     json_decref(root);
 
-    char detail[1400], got_text[600], want_text[600];
+    char detail[1800], got_text[800], want_text[800];
     if (status == RMLP_OK) {
         check_guarantees(&got);
         describe(got_text, sizeof got_text, &got);

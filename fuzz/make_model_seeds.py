@@ -141,7 +141,13 @@ def config_seeds():
     variant("bad_head_dim_derived", head_dim=..., hidden_size=66)
     variant("bad_rope_scaling", rope_scaling={"type": "linear", "factor": 2.0})
     variant("bad_rope_type", rope_parameters={"rope_type": "yarn", "rope_theta": 1e6})
-    variant("bad_act", hidden_act="gelu")
+    variant("bad_act", hidden_act="relu")
+    variant("llama_gelu", model_type="llama", hidden_act="gelu")
+    variant("gemma_plain", model_type="gemma", hidden_act="gelu_pytorch_tanh", layer_types=...)
+    variant("bad_gemma_bidirectional", model_type="gemma", use_bidirectional_attention=True, layer_types=...)
+    variant("bad_gemma3_multimodal", model_type="gemma3", layer_types=...)
+    variant("gemma2_softcaps", model_type="gemma2", hidden_activation="gelu", final_logit_softcapping=None,
+            attn_logit_softcapping=None, query_pre_attn_scalar=32, hidden_act=..., layer_types=...)
     variant("bad_act_null", hidden_act=None)
     variant("bad_sliding", use_sliding_window=True, layer_types=..., sliding_window=..., max_window_layers=1)
     variant("qwen2_sliding_all_full", model_type="qwen2", use_sliding_window=True, sliding_window=8,

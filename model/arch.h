@@ -2,7 +2,8 @@
  * arch.h: the one table of the decoder architectures the library runs, keyed by config.json's
  * model_type, and what each decides that the code would otherwise switch on: which of the
  * attention_bias / mlp_bias flags it reads, the biases it always has, q/k norm, how it declares
- * sliding windows, and its tie_word_embeddings default. config.c reads it to take a config.json
+ * sliding windows, its tie_word_embeddings default, and Gemma's layer forms (norm weights as
+ * 1 + w, the embedding scaled by sqrt(hidden_size), norms after each sublayer). config.c reads it to take a config.json
  * apart, audit.c to name the architecture in its report, gpu/bind.cu to check a host's config,
  * tools/tiny_model.c to write a checkpoint; every message that lists the accepted model_types
  * builds the list from it. Which tensors a layer has then follows from the rmlp_model_config
@@ -17,6 +18,7 @@
 #ifndef RMLP_MODEL_ARCH_H
 #define RMLP_MODEL_ARCH_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -47,17 +49,36 @@ typedef struct arch_info {
     bool qk_norm;              /* per-head RMSNorm of q and k (self_attn.q_norm, k_norm) */
     bool tied_default;         /* tie_word_embeddings when config.json does not say */
     arch_windows windows;
+    bool norm_plus_one;        /* every RMSNorm weight acts as 1 + w (GemmaRMSNorm) */
+    bool embed_scaled;         /* the embedding rows are multiplied by sqrt(hidden_size) */
+    bool sandwich_norms;       /* post_attention_layernorm on the attention output, pre_ and
+                                  post_feedforward_layernorm around the MLP (Gemma 2 and 3) */
+    const char *activation_key; /* the key naming the MLP's activation: hidden_act, or Gemma 2 and
+                                   3's hidden_activation */
+    rmlp_activation activation_default; /* when that key is absent */
+    double final_softcap_default; /* final_logit_softcapping when absent (Gemma 2: 30); 0 none */
 } arch_info;
 
 /* The table, one row per model_type, as transformers' modeling code builds each. A second
  * model_type for the same id is one more row with that id (the first row names the id). */
 static inline const arch_info *arch_table(size_t *count) {
     static const arch_info table[] = {
-        /* id             model_type  reads_attention_bias qkv_bias reads_mlp_bias qk_norm tied_default windows */
-        {RMLP_ARCH_QWEN3, "qwen3", true, false, false, true, false, ARCH_WINDOWS_PER_LAYER},
-        {RMLP_ARCH_QWEN2, "qwen2", false, true, false, false, false, ARCH_WINDOWS_PER_LAYER},
-        {RMLP_ARCH_LLAMA, "llama", true, false, true, false, false, ARCH_WINDOWS_NONE},
-        {RMLP_ARCH_MISTRAL, "mistral", false, false, false, false, false, ARCH_WINDOWS_ALL},
+        /* id  model_type  reads_attention_bias qkv_bias reads_mlp_bias qk_norm tied_default windows
+         *     norm_plus_one embed_scaled sandwich_norms activation_key activation_default final_softcap_default */
+        {RMLP_ARCH_QWEN3, "qwen3", true, false, false, true, false, ARCH_WINDOWS_PER_LAYER, false, false, false,
+         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
+        {RMLP_ARCH_QWEN2, "qwen2", false, true, false, false, false, ARCH_WINDOWS_PER_LAYER, false, false, false,
+         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
+        {RMLP_ARCH_LLAMA, "llama", true, false, true, false, false, ARCH_WINDOWS_NONE, false, false, false,
+         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
+        {RMLP_ARCH_MISTRAL, "mistral", false, false, false, false, false, ARCH_WINDOWS_ALL, false, false, false,
+         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
+        {RMLP_ARCH_GEMMA, "gemma", true, false, false, false, true, ARCH_WINDOWS_NONE, true, true, false,
+         "hidden_act", RMLP_ACTIVATION_GELU_TANH, 0.0},
+        {RMLP_ARCH_GEMMA2, "gemma2", true, false, false, false, true, ARCH_WINDOWS_NONE, true, true, true,
+         "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 30.0},
+        {RMLP_ARCH_GEMMA3_TEXT, "gemma3_text", true, false, false, true, true, ARCH_WINDOWS_NONE, true, true, true,
+         "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 0.0},
     };
     *count = sizeof table / sizeof table[0];
     return table;
@@ -93,7 +114,8 @@ static inline void arch_model_types(char *buf, size_t cap) {
 
 /* Sets config's architecture and the layer flags the architecture builds from config.json's
  * attention_bias and mlp_bias (a flag it does not read is ignored, as transformers ignores it):
- * attention_bias (q, k, v biases), o_proj_bias, mlp_bias, qk_norm. */
+ * attention_bias (q, k, v biases), o_proj_bias, mlp_bias, qk_norm, and the row's own forms:
+ * norm_weight_plus_one, sandwich_norms, embedding_scale (sqrt(hidden_size), hidden_size set). */
 static inline void arch_set_layer_flags(const arch_info *arch, bool attention_bias, bool mlp_bias,
                                         rmlp_model_config *config) {
     config->architecture = arch->id;
@@ -101,6 +123,9 @@ static inline void arch_set_layer_flags(const arch_info *arch, bool attention_bi
     config->o_proj_bias = arch->reads_attention_bias && attention_bias;
     config->mlp_bias = arch->reads_mlp_bias && mlp_bias;
     config->qk_norm = arch->qk_norm;
+    config->norm_weight_plus_one = arch->norm_plus_one;
+    config->sandwich_norms = arch->sandwich_norms;
+    config->embedding_scale = arch->embed_scaled ? sqrt((double)config->hidden_size) : 0.0;
 }
 
 #endif

@@ -268,11 +268,84 @@ static rmlp_status refused_settings(const cfg *c, const arch_info *arch) {
     return RMLP_OK;
 }
 
+/* model_types of checkpoints that hold a decoder of the table inside something it does not run. */
+static const struct {
+    const char *model_type, *why;
+} refused_types[] = {
+    {"gemma3", "the multimodal Gemma 3 (Gemma3ForConditionalGeneration: a vision tower and the text decoder in "
+               "text_config); its text decoder alone, model_type gemma3_text, is supported"},
+};
+
+/* The MLP's gate activation, named by the architecture's key (hidden_act, or Gemma 2 and 3's
+ * hidden_activation; arch.h), as transformers' ACT2FN maps the three names run here. */
+static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_config *m) {
+    static const struct {
+        const char *name;
+        rmlp_activation id;
+    } names[] = {{"silu", RMLP_ACTIVATION_SILU},
+                 {"gelu_pytorch_tanh", RMLP_ACTIVATION_GELU_TANH},
+                 {"gelu", RMLP_ACTIVATION_GELU}};
+    const char *key = arch->activation_key, *act;
+    /* null is not absent here: transformers takes the key as given and finds no activation None */
+    if (json_is_null(json_object_get(c->root, key)))
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s is null (transformers builds no activation from it; silu, gelu "
+                         "and gelu_pytorch_tanh are supported)", c->path, key);
+    rmlp_status s = get_string(c, key, 0, &act);
+    if (s != RMLP_OK) return s;
+    m->activation = arch->activation_default;
+    if (act == NULL) return RMLP_OK;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(act, names[i].name) == 0) {
+            m->activation = names[i].id;
+            return RMLP_OK;
+        }
+    return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s '%s' is not supported (silu, gelu and gelu_pytorch_tanh are)",
+                     c->path, key, act);
+}
+
+/* The keys of the Gemma family (read only where transformers reads them: config_keys.c):
+ * use_bidirectional_attention true (the embedders built on Gemma 3 attend both ways) is refused;
+ * final_logit_softcapping caps the LM head's logits (null: none; absent: the architecture's
+ * default, Gemma 2's 30). */
+static rmlp_status gemma_settings(const cfg *c, const arch_info *arch, rmlp_model_config *m) {
+    bool bidirectional = false;
+    rmlp_status s;
+    if (config_keys_read_by("use_bidirectional_attention", arch) &&
+        (s = get_bool(c, "use_bidirectional_attention", false, &bidirectional)) != RMLP_OK)
+        return s;
+    if (bidirectional)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_bidirectional_attention is true: transformers' %s then attends in "
+                         "both directions (an embedder such as EmbeddingGemma), and only causal decoders are supported "
+                         "(a token's state must not depend on later tokens)", c->path, arch->model_type);
+    if (config_keys_read_by("final_logit_softcapping", arch)) {
+        bool absent = json_object_get(c->root, "final_logit_softcapping") == NULL;
+        if ((s = get_positive(c, "final_logit_softcapping", 0, absent ? arch->final_softcap_default : 0.0,
+                              &m->final_logit_softcapping)) != RMLP_OK)
+            return s;
+    }
+    /* PENDING (issue 52, the attention side): the query scale and attention soft-capping */
+    if (arch->sandwich_norms) {
+        double scalar;
+        if ((s = get_positive(c, "query_pre_attn_scalar", 0, 256.0, &scalar)) != RMLP_OK) return s;
+        if (scalar != (double)m->head_dim)
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: query_pre_attn_scalar %g is not head_dim %u: not supported yet",
+                             c->path, scalar, m->head_dim);
+        bool absent = json_object_get(c->root, "attn_logit_softcapping") == NULL;
+        if (arch->id == RMLP_ARCH_GEMMA2 && (absent || get(c, "attn_logit_softcapping") != NULL))
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: attn_logit_softcapping is set: not supported yet", c->path);
+    }
+    return RMLP_OK;
+}
+
 static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
-    const char *model_type, *act;
+    const char *model_type;
     rmlp_status s = get_string(c, "model_type", 1, &model_type);
     if (s != RMLP_OK) return s;
     const arch_info *arch = arch_by_model_type(model_type);
+    for (size_t i = 0; arch == NULL && i < sizeof refused_types / sizeof refused_types[0]; i++)
+        if (strcmp(model_type, refused_types[i].model_type) == 0)
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: model_type '%s' is not supported: %s", c->path, model_type,
+                             refused_types[i].why);
     if (arch == NULL) {
         char accepted[256];
         arch_model_types(accepted, sizeof accepted);
@@ -319,13 +392,7 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
         return s;
     if (get(c, "rope_scaling") != NULL)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_scaling is not supported (only plain RoPE)", c->path);
-    /* null is not absent here: transformers takes the key as given and finds no activation None */
-    if (json_is_null(json_object_get(c->root, "hidden_act")))
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act is null (transformers builds no activation from it; only "
-                         "silu is supported)", c->path);
-    if ((s = get_string(c, "hidden_act", 0, &act)) != RMLP_OK) return s;
-    if (act != NULL && strcmp(act, "silu") != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act '%s' is not supported (only silu)", c->path, act);
+    if ((s = activation(c, arch, m)) != RMLP_OK || (s = gemma_settings(c, arch, m)) != RMLP_OK) return s;
     /* Mistral applies its window whenever it is set; sequences up to it see full attention. */
     if (arch->windows == ARCH_WINDOWS_ALL) return get_u32(c, "sliding_window", 0, 0, &m->sliding_window);
     return RMLP_OK;
