@@ -23,16 +23,19 @@
 struct checkpoint;   /* model/checkpoint.h */
 struct kv_cache;     /* cache/kv_cache.h: a context's prefix cache (its index; on the host its slots too) */
 struct decode_chain; /* generate/chains.h */
+struct model_ext;    /* model/model_ext.h: each layer's attention, the RoPE tables; the model's, outliving the backend's */
 
 /* A generation step's new rows, host arrays: token ids, position ids and cache slots (n_rows
  * each), and the chains their paths were cut into (generate/chains.h: chains (n_chains), whose
- * queries are rows members[first .. first + count)). */
+ * queries are rows members[first .. first + count)); path_len (n_rows): the rows of each one's
+ * path, itself included (its position in its sequence is path_len - 1: a sliding window's). */
 typedef struct rmlp_step_rows {
     const uint32_t *ids, *pos, *slots;
     uint32_t n_rows;
     const struct decode_chain *chains;
     size_t n_chains;
     const uint32_t *members;
+    const uint32_t *path_len;
 } rmlp_step_rows;
 
 typedef struct rmlp_backend {
@@ -52,10 +55,11 @@ typedef struct rmlp_backend {
     rmlp_status (*check_model_params)(const char *fn, const rmlp_model_params *params);
     /* The checkpoint's weights (config read and audited already; sets config->has_lm_head). */
     rmlp_status (*model_load)(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                              const rmlp_model_params *params, void **out);
+                              const struct model_ext *ext, const rmlp_model_params *params, void **out);
     /* A model over the host's device tensors (rmlp_model_bind_cuda); NULL where the backend has none. */
-    rmlp_status (*model_bind)(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
-                              size_t n_tensors, const rmlp_model_params *params, void **out);
+    rmlp_status (*model_bind)(const char *fn, rmlp_model_config *config, const struct model_ext *ext,
+                              const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params,
+                              void **out);
     void (*model_free)(void *model, const rmlp_model_config *config);
     /* rmlp_model_cpu_bf16_gemm's answer (detail owned by the model); NULL where the backend has no
      * bf16 CPU matrices (the answer is then RMLP_CPU_BF16_GEMM_NONE). */

@@ -4,7 +4,8 @@
  * tests check the forward's flash-style kernel (attention_flash.h) and the CUDA kernels against.
  * It was the forward's kernel until the flash-style one beat it (1.8x on long sequences).
  * Per sequence and query head, blocks of ATTN_TILE query rows: S = Q K^T * scale over the keys
- * up to the block's last row (sgemm), causal mask, max-subtracted softmax, O = P V (sgemm).
+ * up to the block's last row (sgemm), the layer's soft-cap, the causal mask (and the sliding window's,
+ * model/model_ext.h), max-subtracted softmax, O = P V (sgemm).
  * Scratch is one block of scores (and in compact space a path's K and V rows of one head), so
  * memory stays linear in the sequence length.
  *
@@ -33,26 +34,37 @@ size_t cpu_attention_scratch_floats(size_t max_seq_len, size_t head_dim) {
     return (size_t)(ATTN_TILE + 2 * head_dim) * (max_seq_len ? max_seq_len : 1);
 }
 
-/* Row r of scores (rows, cols) sees keys 0 .. first_row + r. */
-static void softmax_causal(float *scores, size_t rows, size_t cols, size_t first_row) {
+/* The first key a query at position pos sees under la's window (0 without one). */
+static size_t first_key(const layer_attention *la, size_t pos) {
+    return la->window != 0 && pos + 1 > la->window ? pos + 1 - la->window : 0;
+}
+
+/* Row r of scores (rows, cols), scaled already, sees keys first_key .. first_row + r: soft-capped
+ * (la->softcap), then softmax over those keys, the others 0. */
+static void softmax_causal(float *scores, size_t rows, size_t cols, size_t first_row, const layer_attention *la) {
     for (size_t r = 0; r < rows; r++) {
         float *s = scores + r * cols;
-        size_t visible = first_row + r + 1; /* keys 0..first_row+r */
-        float max = s[0];
-        for (size_t c = 1; c < visible; c++) max = s[c] > max ? s[c] : max;
+        size_t visible = first_row + r + 1, lo = first_key(la, first_row + r); /* keys lo..first_row+r */
+        if (la->softcap != 0.0f)
+            for (size_t c = lo; c < visible; c++) s[c] = tanhf(s[c] / la->softcap) * la->softcap;
+        float max = s[lo];
+        for (size_t c = lo + 1; c < visible; c++) max = s[c] > max ? s[c] : max;
         float sum = 0.0f;
-        for (size_t c = 0; c < visible; c++) {
+        for (size_t c = lo; c < visible; c++) {
             s[c] = expf(s[c] - max);
             sum += s[c];
         }
         float inv = 1.0f / sum;
-        for (size_t c = 0; c < visible; c++) s[c] *= inv;
+        for (size_t c = 0; c < lo; c++) s[c] = 0.0f;
+        for (size_t c = lo; c < visible; c++) s[c] *= inv;
         for (size_t c = visible; c < cols; c++) s[c] = 0.0f;
     }
 }
 
 void cpu_attention(const float *q, const float *k, const float *v, const uint32_t *cu_seqlens, size_t n_seqs,
-                   size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *scratch, float *out) {
+                   size_t n_heads, size_t n_kv_heads, size_t head_dim, const layer_attention *la, float *scratch,
+                   float *out) {
+    float scale = la->scale;
     size_t q_stride = n_heads * head_dim, kv_stride = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     for (size_t s = 0; s < n_seqs; s++) {
         size_t start = cu_seqlens[s], len = cu_seqlens[s + 1] - start;
@@ -66,7 +78,7 @@ void cpu_attention(const float *q, const float *k, const float *v, const uint32_
                 size_t keys = t0 + rows;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)keys, (int)head_dim, scale,
                             qh + t0 * q_stride, (int)q_stride, kh, (int)kv_stride, 0.0f, scratch, (int)keys);
-                softmax_causal(scratch, rows, keys, t0);
+                softmax_causal(scratch, rows, keys, t0, la);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)head_dim, (int)keys, 1.0f,
                             scratch, (int)keys, vh, (int)kv_stride, 0.0f, oh + t0 * q_stride, (int)q_stride);
             }
@@ -83,7 +95,8 @@ static int one_run(const uint32_t *path, size_t len) {
 
 void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_indptr, const uint32_t *kv_indptr,
                            const uint32_t *kv_indices, size_t n_seqs, size_t n_heads, size_t n_kv_heads,
-                           size_t head_dim, float scale, float *scratch) {
+                           size_t head_dim, const layer_attention *la, float *scratch) {
+    float scale = la->scale;
     size_t group = n_heads / n_kv_heads, longest = 0;
     for (size_t s = 0; s < n_seqs; s++)
         if (kv_indptr[s + 1] - kv_indptr[s] > longest) longest = kv_indptr[s + 1] - kv_indptr[s];
@@ -115,7 +128,7 @@ void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_in
                     size_t keys = before + t0 + n; /* the tile's last query sees keys 0 .. keys-1 */
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)keys, (int)head_dim, scale,
                                 qh + t0 * rows->q_stride, qs, kg, ks, 0.0f, scores, (int)keys);
-                    softmax_causal(scores, n, keys, before + t0);
+                    softmax_causal(scores, n, keys, before + t0, la);
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)head_dim, (int)keys, 1.0f,
                                 scores, (int)keys, vg, vs, 0.0f, oh + t0 * rows->out_stride, os);
                 }

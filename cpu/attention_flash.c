@@ -2,10 +2,13 @@
  * attention_flash.c: the flash-style prefill attention of attention_flash.h. A task is one
  * (sequence, KV head): its query rows in blocks of up to FLASH_ROWS rows (whole queries: each
  * query's group of heads), each block copied to scratch as (rows, head_dim) and run over the keys
- * 0 .. its last query's position in tiles of FLASH_TILE keys: scores by row_dots, the causal mask
- * (a key after a row's position: -inf, its weight then set to exactly 0), the online softmax (each
- * row's running max, sum and weighted V in fp32), P V by the values kernel; at the end each row is
- * its weighted V over its sum. Keys of a tile after every row of the block are never read.
+ * its first query's first key .. its last query's position in tiles of FLASH_TILE keys (tiles on
+ * one grid from key 0, whatever the block): scores by row_dots, the layer's soft-cap, the causal
+ * mask and the sliding window's (a key after a row's position or before its window: -inf, its
+ * weight then set to exactly 0), the online softmax (each row's running max, sum and weighted V in
+ * fp32; a row that has seen no key yet is left alone by a tile where it sees none), P V by the values
+ * kernel; at the end each row is its weighted V over its sum. Keys of a tile outside every row's
+ * window are never read, so a row's result depends on its position and keys only.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -21,7 +24,7 @@ typedef struct flash_job {
     const cpu_attention_rows *rows;
     const uint32_t *q_indptr, *kv_indptr, *kv_indices;
     size_t n_kv_heads, group, head_dim;
-    float scale;
+    layer_attention la;
     float *scratch;
     size_t scratch_per_worker;
     decode_kernels k;
@@ -33,6 +36,26 @@ size_t flash_scratch_floats(size_t n_heads, size_t n_kv_heads, size_t head_dim) 
     size_t group = n_heads / n_kv_heads, r = queries_per_block(group) * group;
     /* x and acc (r, head_dim), scores (r, tile), max and sum (r), the tile's key rows (uint32) */
     return 2 * r * head_dim + r * FLASH_TILE + 2 * r + FLASH_TILE;
+}
+
+/* The first key a query at position pos sees (0 without a window). */
+static size_t first_key(const layer_attention *la, size_t pos) {
+    return la->window != 0 && pos + 1 > la->window ? pos + 1 - la->window : 0;
+}
+
+/* Sets to `fill` the scores (rows t of the block, tile j0 .. j0 + nk) of keys a row does not see. */
+static void mask_tile(const flash_job *j, float *scores, size_t nt, size_t nk, size_t first_pos, size_t j0,
+                      float fill) {
+    for (size_t t = 0; t < nt; t++) {
+        size_t pos = first_pos + t, lo = first_key(&j->la, pos);
+        size_t before = lo > j0 ? lo - j0 : 0, from = pos + 1 > j0 ? pos + 1 - j0 : 0; /* [before, from) seen */
+        if (before > nk) before = nk;
+        for (size_t h = 0; h < j->group; h++) {
+            float *row = scores + (t * j->group + h) * nk;
+            for (size_t c = 0; c < before; c++) row[c] = fill;
+            for (size_t c = from; c < nk; c++) row[c] = fill;
+        }
+    }
 }
 
 /* Queries t0 .. t0 + nt of the task (sequence s from key row `first` with its key list `keys`,
@@ -52,25 +75,20 @@ static void run_block(const flash_job *j, float *sc, size_t s, size_t g, size_t 
     for (size_t i = 0; i < r; i++) cm[i] = -INFINITY, cl[i] = 0.0f;
     memset(acc, 0, r * hd * sizeof(float));
     const float *kh = rw->k + g * kvh, *vh = rw->v + g * kvh;
-    for (size_t j0 = 0; j0 <= last_pos; j0 += FLASH_TILE) {
+    size_t lo = first_key(&j->la, first_pos); /* the block's first key; its tile on the grid from 0 */
+    for (size_t j0 = lo / FLASH_TILE * FLASH_TILE; j0 <= last_pos; j0 += FLASH_TILE) {
         size_t nk = last_pos + 1 - j0 < FLASH_TILE ? last_pos + 1 - j0 : FLASH_TILE;
         for (size_t c = 0; c < nk; c++)
             slots[c] = j->kv_indices != NULL ? j->kv_indices[j->kv_indptr[s] + j0 + c]
                                              : (uint32_t)(j->kv_indptr[s] + j0 + c);
-        j->k.row_dots(x, r, hd, kh, rw->k_stride, slots, nk, j->scale, scores, nk);
-        bool masked = j0 + nk - 1 > first_pos; /* some row sees only part of the tile */
-        for (size_t t = 0; masked && t < nt; t++) {
-            size_t pos = first_pos + t;
-            for (size_t h = 0; h < group; h++)
-                for (size_t c = pos + 1 > j0 ? pos + 1 - j0 : 0; c < nk; c++)
-                    scores[(t * group + h) * nk + c] = -INFINITY;
-        }
+        j->k.row_dots(x, r, hd, kh, rw->k_stride, slots, nk, j->la.scale, scores, nk);
+        if (j->la.softcap != 0.0f)
+            for (size_t i = 0; i < r * nk; i++) scores[i] = tanhf(scores[i] / j->la.softcap) * j->la.softcap;
+        /* some row sees only part of the tile: past its position, or before its window */
+        bool masked = j0 + nk - 1 > first_pos || first_key(&j->la, last_pos) > j0;
+        if (masked) mask_tile(j, scores, nt, nk, first_pos, j0, -INFINITY);
         j->k.softmax(scores, r, nk, cm, cl, acc, hd);
-        for (size_t t = 0; masked && t < nt; t++) { /* e^(-inf) is clamped, not 0: make it 0 */
-            size_t pos = first_pos + t;
-            for (size_t h = 0; h < group; h++)
-                for (size_t c = pos + 1 > j0 ? pos + 1 - j0 : 0; c < nk; c++) scores[(t * group + h) * nk + c] = 0.0f;
-        }
+        if (masked) mask_tile(j, scores, nt, nk, first_pos, j0, 0.0f); /* e^(-inf) is clamped, not 0: make it 0 */
         j->k.values(scores, r, nk, vh, rw->v_stride, slots, hd, acc);
     }
     for (size_t t = 0; t < nt; t++)
@@ -91,8 +109,8 @@ static void task(void *arg, size_t t, size_t worker) {
 
 void cpu_flash_attention(const cpu_attention_rows *rows, const uint32_t *q_indptr, const uint32_t *kv_indptr,
                          const uint32_t *kv_indices, size_t n_seqs, size_t n_heads, size_t n_kv_heads,
-                         size_t head_dim, float scale, workers *pool, float *scratch) {
-    flash_job j = {rows,      q_indptr, kv_indptr, kv_indices, n_kv_heads, n_heads / n_kv_heads, head_dim, scale,
-                   scratch,   flash_scratch_floats(n_heads, n_kv_heads, head_dim), decode_kernels_pick()};
+                         size_t head_dim, const layer_attention *la, workers *pool, float *scratch) {
+    flash_job j = {rows,    q_indptr, kv_indptr, kv_indices, n_kv_heads, n_heads / n_kv_heads, head_dim, *la,
+                   scratch, flash_scratch_floats(n_heads, n_kv_heads, head_dim), decode_kernels_pick()};
     workers_run(pool, n_seqs * n_kv_heads, task, &j);
 }

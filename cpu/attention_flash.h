@@ -22,10 +22,11 @@ size_t flash_scratch_floats(size_t n_heads, size_t n_kv_heads, size_t head_dim);
 
 /* Queries of sequence s: rows q_indptr[s] .. q_indptr[s+1] of `rows`; its keys: key j (j < L =
  * kv_indptr[s+1] - kv_indptr[s]) is row kv_indices[kv_indptr[s] + j], or with kv_indices NULL row
- * kv_indptr[s] + j; query t of n sits at key position L - n + t and sees keys 0 .. L - n + t.
+ * kv_indptr[s] + j; query t of n sits at key position p = L - n + t and sees keys 0 .. p, or within
+ * la's window the last la->window of them; scores scaled and soft-capped as la says (model_ext.h).
  * Writes the queries' rows of out. scratch: flash_scratch_floats * workers_count(pool). */
 void cpu_flash_attention(const cpu_attention_rows *rows, const uint32_t *q_indptr, const uint32_t *kv_indptr,
                          const uint32_t *kv_indices, size_t n_seqs, size_t n_heads, size_t n_kv_heads,
-                         size_t head_dim, float scale, workers *pool, float *scratch);
+                         size_t head_dim, const layer_attention *la, workers *pool, float *scratch);
 
 #endif

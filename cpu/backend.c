@@ -19,7 +19,7 @@
 #include "runner.h"
 
 rmlp_status cpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                           bool bf16_matrices, model_weights **out) {
+                           const model_ext *ext, bool bf16_matrices, model_weights **out) {
     *out = rmlp_calloc(1, sizeof **out);
     if (*out == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the CPU model (%zu bytes) failed", sizeof **out);
@@ -27,8 +27,10 @@ rmlp_status cpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_m
     if (status != RMLP_OK) {
         free(*out);
         *out = NULL;
+        return status;
     }
-    return status;
+    (*out)->ext = ext;
+    return RMLP_OK;
 }
 
 void cpu_model_free(model_weights *weights, const rmlp_model_config *config) {
@@ -49,8 +51,8 @@ rmlp_status cpu_context_create(const char *fn, const model_weights *weights, con
     bool bf16 = config->num_hidden_layers > 0 && weights->layers[0].qkv_bf16 != NULL;
     uint64_t *fallbacks = /* the workspace counts into the model, which contexts share (written atomically) */
         bf16 && weights->bf16_gemm == RMLP_CPU_BF16_GEMM_ONEDNN ? (uint64_t *)&weights->bf16_gemm_fallbacks : NULL;
-    if (cpu_workspace_alloc(&(*out)->ws, config, max_tokens, max_compact, bf16, fallbacks, &failed_name, &failed_bytes,
-                            &thread_error) != 0) {
+    if (cpu_workspace_alloc(&(*out)->ws, config, weights->ext, max_tokens, max_compact, bf16, fallbacks, &failed_name,
+                            &failed_bytes, &thread_error) != 0) {
         free(*out);
         *out = NULL;
         if (failed_bytes == 0) { /* the threads */
@@ -85,9 +87,10 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
 }
 
 static rmlp_status model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                              const rmlp_model_params *params, void **out) {
+                              const model_ext *ext, const rmlp_model_params *params, void **out) {
     model_weights *weights = NULL; /* dtype fp32, matrices fp32 or bf16 (check_model_params) */
-    rmlp_status status = cpu_model_load(fn, ckpt, config, params->cpu_weight_dtype == RMLP_DTYPE_BF16, &weights);
+    rmlp_status status =
+        cpu_model_load(fn, ckpt, config, ext, params->cpu_weight_dtype == RMLP_DTYPE_BF16, &weights);
     if (status == RMLP_OK && (status = cpu_bf16_gemm_choose(fn, params, config, weights)) != RMLP_OK) {
         cpu_model_free(weights, config);
         weights = NULL;
@@ -157,10 +160,11 @@ static rmlp_status pre_attention(const char *fn, void *ctx, uint32_t layer, cons
     (void)fn;
     cpu_context *c = ctx;
     const layer_weights *lw = &c->weights->layers[layer];
+    const layer_attention *la = &c->weights->ext->layers[layer];
     if (compact)
-        cpu_pre_attention_compact(c->config, lw, &c->ws, plan, hidden, plan->n_compact_padded, q, k, v);
+        cpu_pre_attention_compact(c->config, lw, la, &c->ws, plan, hidden, plan->n_compact_padded, q, k, v);
     else
-        cpu_pre_attention(c->config, lw, &c->ws, plan, hidden, q, k, v);
+        cpu_pre_attention(c->config, lw, la, &c->ws, plan, hidden, q, k, v);
     return RMLP_OK;
 }
 
@@ -187,18 +191,21 @@ static rmlp_status final_norm(const char *fn, void *ctx, const rmlp_plan *plan, 
     return RMLP_OK;
 }
 
+/* args->scale as given, the window and soft-cap of layer args->layer (checked < the model's layers). */
 static rmlp_status attention(const char *fn, void *ctx, const rmlp_attention_args *args, bool compact) {
     (void)fn;
     cpu_context *c = ctx;
+    layer_attention la = c->weights->ext->layers[args->layer];
+    la.scale = args->scale;
     if (!compact) {
         cpu_attend_full(&c->ws, args->q, args->k, args->v, args->cu_seqlens, args->n_seqs, args->n_heads,
-                        args->n_kv_heads, args->head_dim, args->scale, args->out);
+                        args->n_kv_heads, args->head_dim, &la, args->out);
         return RMLP_OK;
     }
     size_t qd = (size_t)args->n_heads * args->head_dim, kvd = (size_t)args->n_kv_heads * args->head_dim;
     cpu_attention_rows rows = {args->q, args->k, args->v, args->out, qd, kvd, kvd, qd, 0};
     cpu_attend_compact(&c->ws, &rows, args->qo_indptr, args->kv_indptr, args->kv_indices, args->n_seqs, args->n_heads,
-                       args->n_kv_heads, args->head_dim, args->scale);
+                       args->n_kv_heads, args->head_dim, &la);
     return RMLP_OK;
 }
 

@@ -35,13 +35,14 @@ void cpu_cached_rows_run(cpu_context *ctx, kv_cache *c, const rmlp_plan *rows, c
     cpu_profile_mark(prof, CPU_PHASE_GATHER);
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
         const layer_weights *lw = &w->layers[layer];
+        const layer_attention *la = &w->ext->layers[layer];
         float *k = c->k + (size_t)layer * c->n_slots * kvd, *v = c->v + (size_t)layer * c->n_slots * kvd;
-        cpu_project_qkv(cfg, lw, ws, rows, ws->hidden);
+        cpu_project_qkv(cfg, lw, la, ws, rows, ws->hidden);
         put_heads(k, c->n_slots, slots, ws->qkv + qd, width, n, nkv, hd);
         put_heads(v, c->n_slots, slots, ws->qkv + qd + kvd, width, n, nkv, hd);
         cpu_profile_mark(prof, CPU_PHASE_GATHER);
         cpu_attention_rows attn = {ws->qkv, k, v, ws->attn_c, width, hd, hd, qd, c->n_slots * hd};
-        attention(arg, &attn);
+        attention(arg, &attn, la);
         cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
         cpu_post_attention_compact(cfg, lw, ws, rows, ws->attn_c, ws->hidden);
     }

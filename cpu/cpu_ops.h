@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/model_ext.h"
+
 /* y (rows, out_dim) = x (rows, in_dim) W^T + bias; W (out_dim, in_dim); bias (out_dim) or NULL. */
 void cpu_linear(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
                 float *y);
@@ -38,12 +40,14 @@ void cpu_add(float *y, const float *x, size_t rows, size_t dim);
 /* dst[i] (dim) = src[index[i]] (dim), i < rows, rows of src at stride src_stride, dst dense. */
 void cpu_gather_rows(const float *src, size_t src_stride, const uint32_t *index, size_t rows, size_t dim, float *dst);
 
-/* Causal attention of every sequence over its own rows, grouped KV heads.
+/* Causal attention of every sequence over its own rows, grouped KV heads, scored and windowed as la
+ * says (its scale, soft-cap and window; model/model_ext.h). The attention calls below take la too.
  * q, out (n_tokens, n_heads, head_dim); k, v (n_tokens, n_kv_heads, head_dim);
  * scratch: cpu_attention_scratch_floats(max_seq_len, head_dim) floats (either layout). */
 size_t cpu_attention_scratch_floats(size_t max_seq_len, size_t head_dim);
 void cpu_attention(const float *q, const float *k, const float *v, const uint32_t *cu_seqlens, size_t n_seqs,
-                   size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *scratch, float *out);
+                   size_t n_heads, size_t n_kv_heads, size_t head_dim, const layer_attention *la, float *scratch,
+                   float *out);
 
 /* Where attention reads and writes: rows of q, k, v and out, each at its own row stride in floats
  * (the heads of a row are contiguous: (n_heads or n_kv_heads, head_dim)), so the q/k/v columns
@@ -64,6 +68,6 @@ typedef struct cpu_attention_rows {
  * (kv_indptr[n_seqs]). scratch: cpu_attention_scratch_floats(longest path, head_dim) floats. */
 void cpu_compact_attention(const cpu_attention_rows *rows, const uint32_t *qo_indptr, const uint32_t *kv_indptr,
                            const uint32_t *kv_indices, size_t n_seqs, size_t n_heads, size_t n_kv_heads,
-                           size_t head_dim, float scale, float *scratch);
+                           size_t head_dim, const layer_attention *la, float *scratch);
 
 #endif

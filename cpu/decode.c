@@ -92,13 +92,13 @@ typedef struct step_attention {
     double ms;
 } step_attention;
 
-static void attend_chains(void *arg, const cpu_attention_rows *rows) {
+static void attend_chains(void *arg, const cpu_attention_rows *rows, const layer_attention *la) {
     step_attention *a = arg;
     const rmlp_model_config *cfg = a->cfg;
     double start = now_ms();
     cpu_decode_attention(rows, a->rows->chains, a->rows->n_chains, a->rows->members, a->rows->n_rows,
-                         cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim,
-                         1.0f / sqrtf((float)cfg->head_dim), a->dec->pool, a->dec->scratch);
+                         cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, la, a->rows->path_len,
+                         a->dec->pool, a->dec->scratch);
     a->ms += now_ms() - start;
 }
 

@@ -14,6 +14,7 @@
  * here: OpenBLAS's threaded calls from several threads at once queue on one lock.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "decode_attention.h"
@@ -47,8 +48,10 @@ size_t decode_scratch_floats(size_t n_queries, size_t n_heads, size_t n_kv_heads
            1;
 }
 
-/* Merges the partial state (m2, l2, acc2) into (m, l, acc) of head_dim floats. */
+/* Merges the partial state (m2, l2, acc2) into (m, l, acc) of head_dim floats; a state that saw
+ * no key (m2 -inf: every key of the chain outside the query's window) changes nothing. */
 static void merge_state(float *m, float *l, float *acc, float m2, float l2, const float *acc2, size_t head_dim) {
+    if (m2 == -INFINITY) return;
     float top = *m > m2 ? *m : m2, a = expf(*m - top), b = expf(m2 - top);
     *l = *l * a + l2 * b;
     for (size_t d = 0; d < head_dim; d++) acc[d] = acc[d] * a + acc2[d] * b;
@@ -62,7 +65,8 @@ typedef struct decode_job {
     const decode_chain *chains;
     const uint32_t *members;
     size_t n_chains, n_queries, n_heads, n_kv_heads, hd, group, kv_head_stride, span;
-    float scale;
+    layer_attention la;
+    const uint32_t *path_len; /* (n_queries), read with a window */
     decode_kernels kernels;
     float *sm, *sl, *sacc; /* (n_queries, n_heads) states: max, sum, acc (head_dim) */
     float *work;           /* per worker: worker_floats */
@@ -79,7 +83,28 @@ static size_t lower_bound(const uint32_t *mem, size_t n, size_t q) {
     return lo;
 }
 
-/* The chain's keys for n_queries of its members mem (their group of heads g), into their states. */
+/* The first key of chain ch (an index into its keys) query q sees: 0 without a window, else the
+ * first at path position path_len[q] - window or later (n_keys or more: none). */
+static size_t first_key(const decode_job *j, const decode_chain *ch, uint32_t q) {
+    size_t pos = j->path_len != NULL ? j->path_len[q] - 1 : 0, w = j->la.window;
+    size_t lo = w != 0 && pos + 1 > w ? pos + 1 - w : 0; /* the first path position it sees */
+    return lo > ch->depth ? lo - ch->depth : 0;
+}
+
+/* Sets to `fill` the scores (n_queries x group rows, tile t0 .. t0 + nk) of keys before each
+ * query's window. */
+static void mask_tile(const decode_job *j, const decode_chain *ch, const uint32_t *mem, size_t n_queries,
+                      float *scores, size_t t0, size_t nk, float fill) {
+    for (size_t i = 0; i < n_queries; i++) {
+        size_t lo = first_key(j, ch, mem[i]), before = lo > t0 ? lo - t0 : 0;
+        if (before > nk) before = nk;
+        for (size_t h = 0; h < j->group; h++)
+            for (size_t c = 0; c < before; c++) scores[(i * j->group + h) * nk + c] = fill;
+    }
+}
+
+/* The chain's keys for n_queries of its members mem (their group of heads g), into their states:
+ * the tiles from the one holding the block's first key in any window (on the grid from key 0). */
 static void attend_block(const decode_job *j, const decode_chain *ch, const uint32_t *mem, size_t n_queries, size_t g,
                          float *work) {
     const cpu_attention_rows *rows = j->rows;
@@ -87,17 +112,29 @@ static void attend_block(const decode_job *j, const decode_chain *ch, const uint
     size_t rows_max = queries_per_block(group) * group;
     float *qbuf = work, *obuf = qbuf + line_floats(rows_max * hd), *scores = obuf + line_floats(rows_max * hd);
     float *cm = scores + line_floats(rows_max * DECODE_TILE), *cl = cm + n_rows;
+    size_t lo = ch->n_keys, hi_lo = 0; /* the block's least and greatest first keys */
+    for (size_t i = 0; j->la.window != 0 && i < n_queries; i++) {
+        size_t f = first_key(j, ch, mem[i]);
+        lo = f < lo ? f : lo, hi_lo = f > hi_lo ? f : hi_lo;
+    }
+    if (j->la.window == 0) lo = 0;
+    if (lo >= ch->n_keys) return; /* no query of the block sees a key of the chain */
     for (size_t i = 0; i < n_queries; i++) /* the group's heads of a query row are contiguous */
         memcpy(qbuf + i * group * hd, rows->q + (size_t)mem[i] * rows->q_stride + g * group * hd,
                group * hd * sizeof(float));
     for (size_t r = 0; r < n_rows; r++) cm[r] = -INFINITY, cl[r] = 0.0f;
     memset(obuf, 0, n_rows * hd * sizeof(float));
     const float *kh = rows->k + g * j->kv_head_stride, *vh = rows->v + g * j->kv_head_stride;
-    for (size_t t0 = 0; t0 < ch->n_keys; t0 += DECODE_TILE) {
+    for (size_t t0 = lo / DECODE_TILE * DECODE_TILE; t0 < ch->n_keys; t0 += DECODE_TILE) {
         size_t nk = ch->n_keys - t0 < DECODE_TILE ? ch->n_keys - t0 : DECODE_TILE;
         const uint32_t *slots = ch->keys + t0;
-        j->kernels.row_dots(qbuf, n_rows, hd, kh, rows->k_stride, slots, nk, j->scale, scores, nk);
+        bool masked = hi_lo > t0; /* some query's window starts after the tile's first key */
+        j->kernels.row_dots(qbuf, n_rows, hd, kh, rows->k_stride, slots, nk, j->la.scale, scores, nk);
+        if (j->la.softcap != 0.0f)
+            for (size_t i = 0; i < n_rows * nk; i++) scores[i] = tanhf(scores[i] / j->la.softcap) * j->la.softcap;
+        if (masked) mask_tile(j, ch, mem, n_queries, scores, t0, nk, -INFINITY);
         j->kernels.softmax(scores, n_rows, nk, cm, cl, obuf, hd);
+        if (masked) mask_tile(j, ch, mem, n_queries, scores, t0, nk, 0.0f); /* e^(-inf) is clamped, not 0 */
         j->kernels.values(scores, n_rows, nk, vh, rows->v_stride, slots, hd, obuf);
     }
     for (size_t i = 0; i < n_queries; i++)
@@ -136,7 +173,8 @@ static void decode_task(void *arg, size_t task, size_t worker) {
 
 void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *chains, size_t n_chains,
                           const uint32_t *members, size_t n_queries, size_t n_heads, size_t n_kv_heads,
-                          size_t head_dim, float scale, workers *pool, float *scratch) {
+                          size_t head_dim, const layer_attention *la, const uint32_t *path_len, workers *pool,
+                          float *scratch) {
     size_t n_workers = workers_count(pool), states = n_queries * n_heads;
     /* about four tasks per thread, for balance: the spans of queries a KV head is cut into */
     size_t spans = n_workers == 1 ? 1 : (4 * n_workers + n_kv_heads - 1) / n_kv_heads;
@@ -144,8 +182,8 @@ void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *ch
     size_t span = (n_queries + spans - 1) / spans;
     if (span == 0) span = 1;
     decode_job job = {rows, chains, members, n_chains, n_queries, n_heads, n_kv_heads, head_dim,
-                      n_heads / n_kv_heads, rows->kv_head_stride ? rows->kv_head_stride : head_dim, span, scale,
-                      decode_kernels_pick(), scratch, scratch + states, scratch + line_floats(2 * states),
+                      n_heads / n_kv_heads, rows->kv_head_stride ? rows->kv_head_stride : head_dim, span, *la,
+                      la->window != 0 ? path_len : NULL, decode_kernels_pick(), scratch, scratch + states, scratch + line_floats(2 * states),
                       scratch + states_floats(states, head_dim)};
     workers_run(pool, n_kv_heads * ((n_queries + span - 1) / span), decode_task, &job);
 }

@@ -18,6 +18,7 @@
 
 #include "cpu_ops.h"
 #include "generate/chains.h"
+#include "model/model_ext.h"
 #include "workers.h"
 
 /* Floats of scratch cpu_decode_attention needs for n_queries queries on a pool of n_workers
@@ -26,13 +27,16 @@ size_t decode_scratch_floats(size_t n_queries, size_t n_heads, size_t n_kv_heads
                              size_t n_workers);
 
 /* out row r (n_heads, head_dim) = attention of query row r over the keys of the chains it is a
- * member of (every key of its path exactly once). rows: q and out by query (r < n_queries), k and
+ * member of (every key of its path exactly once), scored and windowed as la says (model_ext.h; with
+ * a window, query r sits at path position path_len[r] - 1 and sees the last la->window keys of its
+ * path; path_len may be NULL without one). rows: q and out by query (r < n_queries), k and
  * v by slot (a layer's (n_slots, kv_dim) at their strides). Runs on pool's threads (NULL: the
  * calling thread); the result is the same, bit for bit, on any pool. scratch:
  * decode_scratch_floats for workers_count(pool), best 64-byte aligned (any float alignment works;
  * K, V and scratch on cache lines make the kernels' loads faster). */
 void cpu_decode_attention(const cpu_attention_rows *rows, const decode_chain *chains, size_t n_chains,
                           const uint32_t *members, size_t n_queries, size_t n_heads, size_t n_kv_heads,
-                          size_t head_dim, float scale, workers *pool, float *scratch);
+                          size_t head_dim, const layer_attention *la, const uint32_t *path_len, workers *pool,
+                          float *scratch);
 
 #endif

@@ -18,7 +18,8 @@ typedef struct decode_kernels {
     void (*row_dots)(const float *x, size_t n_rows, size_t dim, const float *w, size_t w_stride,
                      const uint32_t *slots, size_t n_out, float scale, float *out, size_t out_stride);
     /* the online softmax of scores (n_rows, nk) into each row's running max cm, sum cl and output
-     * obuf (n_rows, hd): scores become e^(score - max), obuf is rescaled when the max grows */
+     * obuf (n_rows, hd): scores become e^(score - max), obuf is rescaled when the max grows; a row
+     * all -inf that has seen no key yet (cm -inf) is left as it was, its scores 0 */
     void (*softmax)(float *scores, size_t n_rows, size_t nk, float *cm, float *cl, float *obuf, size_t hd);
     /* out (n_rows, hd) += p (n_rows, nk) . V, value j the row at vh + slots[j] * v_stride */
     void (*values)(const float *p, size_t n_rows, size_t nk, const float *vh, size_t v_stride, const uint32_t *slots,

@@ -97,7 +97,8 @@ KERNEL_TARGET static void KERNEL(row_dots)(const float *x, size_t n_rows, size_t
 }
 
 /* The online softmax of a tile's scores (n_rows, nk) into each row's running max cm, sum cl and
- * output obuf (n_rows, hd): scores become e^(score - max), obuf is rescaled when the max grows.
+ * output obuf (n_rows, hd): scores become e^(score - max), obuf is rescaled when the max grows. A
+ * row whose scores and max are all -inf (masked, no key seen yet) keeps its state, its scores 0.
  * Eight scores at a time; the last, short block is padded and its extra lanes dropped. */
 KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, size_t nk, float *cm, float *cl,
                                                float *obuf, size_t hd) {
@@ -113,6 +114,10 @@ KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, siz
         }
         for (int i = 0; i < 8; i++) top = m[i] > top ? m[i] : top;
         for (size_t k = nk8; k < nk; k++) top = s[k] > top ? s[k] : top;
+        if (top == -INFINITY) { /* a row masked whole that has seen no key yet (a sliding window): left alone */
+            memset(s, 0, nk * sizeof(float));
+            continue;
+        }
         v8 sum = {0};
         for (size_t k = 0; k < nk; k += 8) {
             v8 x = (v8){0} - INFINITY;

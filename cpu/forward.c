@@ -84,28 +84,30 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
     cpu_profile_mark(prof, CPU_PHASE_GATHER);
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
         const layer_weights *lw = &w->layers[layer];
+        const layer_attention *la = &w->ext->layers[layer];
         args.layer = layer;
+        args.scale = la->scale;
         if (!compact) {
-            cpu_pre_attention(cfg, lw, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
+            cpu_pre_attention(cfg, lw, la, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
             if (attention != NULL) {
                 rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
                 if (status != RMLP_OK) return forward_end(ws, status);
             } else {
                 cpu_attend_full(ws, ws->q, ws->k, ws->v, plan->cu_seqlens, plan->n_seqs, args.n_heads,
-                                args.n_kv_heads, args.head_dim, args.scale, ws->attn);
+                                args.n_kv_heads, args.head_dim, la, ws->attn);
             }
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
         } else if (attention != NULL) {
-            cpu_pre_attention_compact(cfg, lw, ws, plan, ws->hidden, plan->n_compact, ws->q, ws->k, ws->v);
+            cpu_pre_attention_compact(cfg, lw, la, ws, plan, ws->hidden, plan->n_compact, ws->q, ws->k, ws->v);
             rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
             if (status != RMLP_OK) return forward_end(ws, status);
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         } else {
-            cpu_project_qkv(cfg, lw, ws, plan, ws->hidden);
+            cpu_project_qkv(cfg, lw, la, ws, plan, ws->hidden);
             cpu_attend_compact(ws, &fused, plan->qo_indptr, plan->cu_seqlens, plan->scatter, plan->n_seqs,
-                               args.n_heads, args.n_kv_heads, args.head_dim, args.scale);
+                               args.n_heads, args.n_kv_heads, args.head_dim, la);
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         }
@@ -127,12 +129,11 @@ typedef struct cached_batch_attention {
     cpu_workspace *ws;
 } cached_batch_attention;
 
-static void attend_paths(void *arg, const cpu_attention_rows *rows) {
+static void attend_paths(void *arg, const cpu_attention_rows *rows, const layer_attention *la) {
     const cached_batch_attention *a = arg;
     const rmlp_model_config *cfg = a->cfg;
     cpu_attend_compact(a->ws, rows, a->cache->batch.cqo_indptr, a->plan->cu_seqlens, a->cache->path, a->plan->n_seqs,
-                       cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim,
-                       1.0f / sqrtf((float)cfg->head_dim));
+                       cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, la);
 }
 
 int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, void *out, bool compact_out) {

@@ -36,8 +36,8 @@ static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t 
 static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attention_heads * c->head_dim; }
 static size_t kv_dim(const rmlp_model_config *c) { return (size_t)c->num_key_value_heads * c->head_dim; }
 
-int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
-                        bool bf16_weights, uint64_t *onednn_fallbacks, const char **failed_name, size_t *failed_bytes,
+int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, const model_ext *ext, size_t max_tokens,
+                        size_t max_compact, bool bf16_weights, uint64_t *onednn_fallbacks, const char **failed_name, size_t *failed_bytes,
                         int *thread_error) {
     size_t hidden = cfg->hidden_size, inter = cfg->intermediate_size, qd = q_dim(cfg), kvd = kv_dim(cfg);
     size_t wide = 0; /* a bf16 model's widest panel, over its four matrices (in, out) */
@@ -46,7 +46,7 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
         size_t floats = cpu_linear_bf16_scratch_floats(shapes[i][0], shapes[i][1]);
         wide = floats > wide ? floats : wide;
     }
-    *ws = (cpu_workspace){.cap_tokens = max_tokens, .cap_compact = max_compact};
+    *ws = (cpu_workspace){.cap_tokens = max_tokens, .cap_compact = max_compact, .ext = ext};
     struct {
         float **array;
         size_t floats;
@@ -57,7 +57,7 @@ int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t 
         {&ws->act, max_compact * inter, "act"},        {&ws->proj, max_compact * hidden, "proj"},
         {&ws->hidden, max_compact * hidden, "hidden"}, {&ws->q, max_tokens * qd, "q"},
         {&ws->attn, max_tokens * qd, "attn"},          {&ws->k, max_tokens * kvd, "k"},
-        {&ws->v, max_tokens * kvd, "v"},             {&ws->rope_cs, max_compact * cfg->head_dim, "rope"},
+        {&ws->v, max_tokens * kvd, "v"},             {&ws->rope_cs, ext->n_rope * max_compact * cfg->head_dim, "rope"},
         {&ws->wide, wide, "bf16 weight panel"}, /* last: an fp32 model has none */
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0] - (bf16_weights ? 0 : 1); i++) {
@@ -112,8 +112,9 @@ void cpu_workspace_free(cpu_workspace *ws) {
 }
 
 void cpu_rope_begin(const rmlp_model_config *cfg, cpu_workspace *ws, const rmlp_plan *plan) {
-    rows_rope_table(plan->compact_position_ids, plan->n_compact_padded, cfg->head_dim, cfg->rope_theta,
-                    ws->rope_cs);
+    for (uint32_t r = 0; r < ws->ext->n_rope; r++)
+        rows_rope_table(plan->compact_position_ids, plan->n_compact_padded, cfg->head_dim, &ws->ext->rope[r],
+                        ws->rope_cs + (size_t)r * ws->cap_compact * cfg->head_dim);
     ws->rope_ready = true;
 }
 
@@ -123,18 +124,19 @@ void cpu_rope_end(cpu_workspace *ws) { ws->rope_ready = false; }
  * attention.c (now the tests' reference) it took attention from 17.8 s to 9.7 s on 32 sequences of
  * 2,304 tokens and from 307 to 244 ms on SmolLM2's rerank batch (docs/bench/cpu-path.md). */
 void cpu_attend_full(cpu_workspace *ws, const float *q, const float *k, const float *v, const uint32_t *cu_seqlens,
-                     size_t n_seqs, size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *out) {
+                     size_t n_seqs, size_t n_heads, size_t n_kv_heads, size_t head_dim, const layer_attention *la,
+                     float *out) {
     size_t qd = n_heads * head_dim, kvd = n_kv_heads * head_dim;
     cpu_attention_rows rows = {q, k, v, out, qd, kvd, kvd, qd, 0};
-    cpu_flash_attention(&rows, cu_seqlens, cu_seqlens, NULL, n_seqs, n_heads, n_kv_heads, head_dim, scale, ws->pool,
+    cpu_flash_attention(&rows, cu_seqlens, cu_seqlens, NULL, n_seqs, n_heads, n_kv_heads, head_dim, la, ws->pool,
                         ws->flash);
 }
 
 void cpu_attend_compact(cpu_workspace *ws, const cpu_attention_rows *rows, const uint32_t *qo_indptr,
                         const uint32_t *kv_indptr, const uint32_t *kv_indices, size_t n_seqs, size_t n_heads,
-                        size_t n_kv_heads, size_t head_dim, float scale) {
-    cpu_flash_attention(rows, qo_indptr, kv_indptr, kv_indices, n_seqs, n_heads, n_kv_heads, head_dim, scale,
-                        ws->pool, ws->flash);
+                        size_t n_kv_heads, size_t head_dim, const layer_attention *la) {
+    cpu_flash_attention(rows, qo_indptr, kv_indptr, kv_indices, n_seqs, n_heads, n_kv_heads, head_dim, la, ws->pool,
+                        ws->flash);
 }
 
 void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan, float *hidden) {
@@ -147,19 +149,20 @@ void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_
     for (size_t i = 0; i < n; i++) hidden[i] *= scale;
 }
 
-void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws, const rmlp_plan *plan,
-                     const float *hidden) {
+void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, const layer_attention *la,
+                     cpu_workspace *ws, const rmlp_plan *plan, const float *hidden) {
     size_t rows = plan->n_compact_padded, hsz = cfg->hidden_size, hd = cfg->head_dim;
     size_t qd = q_dim(cfg), kvd = kv_dim(cfg), width = qd + 2 * kvd;
+    /* the layer's table: the forward's (one per RoPE), or this call's angles for a per-layer call */
+    float *cs = ws->rope_ready ? ws->rope_cs + (size_t)la->rope * ws->cap_compact * hd : ws->rope_cs;
     rows_rmsnorm(ws->pool, hidden, rows, hsz, lw->input_norm, cfg->rms_norm_eps, ws->normed);
-    if (!ws->rope_ready) /* a per-layer call: this call's angles */
-        rows_rope_table(plan->compact_position_ids, rows, hd, cfg->rope_theta, ws->rope_cs);
+    if (!ws->rope_ready) rows_rope_table(plan->compact_position_ids, rows, hd, &ws->ext->rope[la->rope], cs);
     cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
     linear(ws, ws->normed, rows, hsz, lw->qkv, lw->qkv_bf16, lw->qkv_bias, width, ws->qkv);
     cpu_profile_mark(&ws->profile, CPU_PHASE_GEMM);
     /* q and k heads: per-head RMSNorm (where the model has it), then RoPE */
     rows_qk_norm_rope(ws->pool, ws->qkv, rows, width, cfg->num_attention_heads, cfg->num_key_value_heads, hd,
-                      lw->q_norm, lw->k_norm, cfg->rms_norm_eps, ws->rope_cs);
+                      lw->q_norm, lw->k_norm, cfg->rms_norm_eps, cs);
     cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
 }
 
@@ -176,15 +179,16 @@ static void split_qkv(const rmlp_model_config *cfg, cpu_workspace *ws, const uin
     cpu_profile_mark(&ws->profile, CPU_PHASE_GATHER);
 }
 
-void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
-                       const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v) {
-    cpu_project_qkv(cfg, lw, ws, plan, hidden);
+void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, const layer_attention *la,
+                       cpu_workspace *ws, const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v) {
+    cpu_project_qkv(cfg, lw, la, ws, plan, hidden);
     split_qkv(cfg, ws, plan->scatter, plan->n_tokens, q, k, v); /* scatter to the batch rows */
 }
 
-void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
-                               const rmlp_plan *plan, const float *hidden, size_t rows, float *q, float *k, float *v) {
-    cpu_project_qkv(cfg, lw, ws, plan, hidden);
+void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, const layer_attention *la,
+                               cpu_workspace *ws, const rmlp_plan *plan, const float *hidden, size_t rows, float *q,
+                               float *k, float *v) {
+    cpu_project_qkv(cfg, lw, la, ws, plan, hidden);
     split_qkv(cfg, ws, NULL, rows, q, k, v);
 }
 

@@ -36,11 +36,13 @@ typedef struct cpu_workspace {
     /* the elementwise passes' threads (rows.h): rmlp_cpu_threads() at the context's creation, the
      * calling thread one of them (NULL: it alone) */
     workers *pool;
-    /* RoPE's cos and sin per compact row (cap_compact, head_dim; rows_rope_table); rope_ready
-     * while a whole forward holds them for its plan (cpu_rope_begin .. cpu_rope_end), else each
-     * cpu_project_qkv computes them for its own call */
+    /* RoPE's cos and sin per compact row, one table per RoPE of the model (ext->n_rope, model_ext.h;
+     * each (cap_compact, head_dim), rows_rope_table); rope_ready while a whole forward holds them for
+     * its plan (cpu_rope_begin .. cpu_rope_end), else each cpu_project_qkv computes its layer's for
+     * its own call */
     float *rope_cs;
     bool rope_ready;
+    const model_ext *ext; /* the model's layers' attention and RoPE tables */
     float *flash; /* cpu_flash_attention's scratch, flash_scratch_floats per pool thread */
     float *wide;  /* a bf16 model's widened weight panel (linear_bf16.h); NULL for an fp32 model */
     /* a model on oneDNN's bf16 GEMMs (linear_onednn.h): the GEMM's x rounded to bf16,
@@ -56,8 +58,8 @@ typedef struct cpu_workspace {
  * *thread_error is pthread_create's error, or ENOMEM). bf16_weights: the model's matrices are bf16
  * (the workspace then holds their widened panel); onednn_fallbacks: non-NULL for a model on oneDNN's
  * GEMMs (the workspace then holds x16 too), its fallback counter. */
-int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, size_t max_tokens, size_t max_compact,
-                        bool bf16_weights, uint64_t *onednn_fallbacks, const char **failed_name, size_t *failed_bytes,
+int cpu_workspace_alloc(cpu_workspace *ws, const rmlp_model_config *cfg, const model_ext *ext, size_t max_tokens,
+                        size_t max_compact, bool bf16_weights, uint64_t *onednn_fallbacks, const char **failed_name, size_t *failed_bytes,
                         int *thread_error);
 void cpu_workspace_free(cpu_workspace *ws);
 
@@ -66,31 +68,35 @@ void cpu_workspace_free(cpu_workspace *ws);
 void cpu_rope_begin(const rmlp_model_config *cfg, cpu_workspace *ws, const rmlp_plan *plan);
 void cpu_rope_end(cpu_workspace *ws);
 
-/* The built-in attention (the kernel each layout takes: layer.c): full space, q (rows of cu_seqlens,
- * q_dim), k, v (kv_dim) into out (q_dim); compact space, as cpu_compact_attention. */
+/* The built-in attention (the kernel each layout takes: layer.c), scored and windowed as la says
+ * (a layer's, model_ext.h): full space, q (rows of cu_seqlens, q_dim), k, v (kv_dim) into out
+ * (q_dim); compact space, as cpu_compact_attention. */
 void cpu_attend_full(cpu_workspace *ws, const float *q, const float *k, const float *v, const uint32_t *cu_seqlens,
-                     size_t n_seqs, size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale, float *out);
+                     size_t n_seqs, size_t n_heads, size_t n_kv_heads, size_t head_dim, const layer_attention *la,
+                     float *out);
 void cpu_attend_compact(cpu_workspace *ws, const cpu_attention_rows *rows, const uint32_t *qo_indptr,
                         const uint32_t *kv_indptr, const uint32_t *kv_indices, size_t n_seqs, size_t n_heads,
-                        size_t n_kv_heads, size_t head_dim, float scale);
+                        size_t n_kv_heads, size_t head_dim, const layer_attention *la);
 
 /* hidden (n_compact_padded, hidden) = embedding rows of the compact ids (times the fp32
  * embedding_scale where the config has one: Gemma). */
 void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan, float *hidden);
 
 /* ws->qkv (n_compact_padded, q_dim + 2 kv_dim) from hidden (n_compact_padded, hidden): RMSNorm,
- * Q/K/V projections (+ bias), q/k head norms, RoPE; q at column 0, k at q_dim, v after it. */
-void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws, const rmlp_plan *plan,
-                     const float *hidden);
+ * Q/K/V projections (+ bias), q/k head norms, RoPE (la->rope's table); q at column 0, k at q_dim, v
+ * after it. la: the layer's (ws->ext->layers[layer]). */
+void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, const layer_attention *la,
+                     cpu_workspace *ws, const rmlp_plan *plan, const float *hidden);
 
 /* q (n_tokens, q_dim), k, v (n_tokens, kv_dim) from hidden (n_compact_padded, hidden). */
-void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
-                       const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v);
+void cpu_pre_attention(const rmlp_model_config *cfg, const layer_weights *lw, const layer_attention *la,
+                       cpu_workspace *ws, const rmlp_plan *plan, const float *hidden, float *q, float *k, float *v);
 
 /* Compact space: q (rows, q_dim), k, v (rows, kv_dim), the first `rows` compact rows (at most
  * n_compact_padded), no scatter. */
-void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
-                               const rmlp_plan *plan, const float *hidden, size_t rows, float *q, float *k, float *v);
+void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights *lw, const layer_attention *la,
+                               cpu_workspace *ws, const rmlp_plan *plan, const float *hidden, size_t rows, float *q,
+                               float *k, float *v);
 
 /* hidden (n_compact_padded, hidden) += O(attn) then += MLP(norm(hidden)), the MLP's gate by the
  * config's activation; with sandwich_norms each output is RMS-normed before its add (Gemma 2);

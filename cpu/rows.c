@@ -201,15 +201,15 @@ static void run(workers *pool, job *j) {
 
 /* ---- rows.h ------------------------------------------------------------------------------------ */
 
-void rows_rope_table(const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs) {
+void rows_rope_table(const uint32_t *positions, size_t rows, size_t head_dim, const model_rope *rope, float *cs) {
     size_t half = head_dim / 2;
+    float factor = rope->attention_factor;
     for (size_t r = 0; r < rows; r++) {
         float pos = (float)positions[r];
-        for (size_t i = 0; i < half; i++) { /* cpu_rope's arithmetic, so the same angles */
-            float inv_freq = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
-            float angle = pos * inv_freq;
-            cs[r * head_dim + i] = cosf(angle);
-            cs[r * head_dim + half + i] = sinf(angle);
+        for (size_t i = 0; i < half; i++) { /* transformers': fp32 angle, cos and sin times the factor */
+            float angle = pos * rope->inv_freq[i];
+            cs[r * head_dim + i] = cosf(angle) * factor;
+            cs[r * head_dim + half + i] = sinf(angle) * factor;
         }
     }
 }

@@ -14,12 +14,15 @@
 #include <stdint.h>
 
 #include "radix_mlp.h"
+#include "model/model_ext.h"
 #include "workers.h"
 
 /* cs (rows, head_dim): per row, cos of the rotary angles at [0, head_dim/2) and their sin at
- * [head_dim/2, head_dim), for the row's position: the angles of cpu_rope, computed once per
- * forward instead of once per layer and head (on the calling thread: it is that small). */
-void rows_rope_table(const uint32_t *positions, size_t rows, size_t head_dim, double theta, float *cs);
+ * [head_dim/2, head_dim), for the row's position, by rope's inverse frequencies (model_ext.h: the
+ * fp32 angle position * inv_freq[i], cos and sin times its attention factor; plain RoPE's are
+ * cpu_rope's), computed once per forward instead of once per layer and head (on the calling
+ * thread: it is that small). */
+void rows_rope_table(const uint32_t *positions, size_t rows, size_t head_dim, const model_rope *rope, float *cs);
 
 /* out (rows, dim) = RMSNorm of x (rows, dim) with weight. */
 void rows_rmsnorm(workers *pool, const float *x, size_t rows, size_t dim, const float *weight, double eps,

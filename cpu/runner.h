@@ -16,6 +16,7 @@
 #include "common/backend.h"
 #include "cpu_ops.h"
 #include "layer.h"
+#include "model/model_ext.h"
 #include "radix_mlp.h"
 
 struct kv_cache;
@@ -34,9 +35,9 @@ typedef struct cpu_context {
 extern const rmlp_backend rmlp_backend_cpu;
 
 /* A CPU model is its weights: every tensor of the checkpoint in fp32, the layers' matrices in bf16
- * with bf16_matrices (config read and audited). */
+ * with bf16_matrices (config read and audited), and a pointer to ext (the model's, which outlives it). */
 rmlp_status cpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                           bool bf16_matrices, model_weights **out);
+                           const model_ext *ext, bool bf16_matrices, model_weights **out);
 void cpu_model_free(model_weights *weights, const rmlp_model_config *config);
 rmlp_status cpu_context_create(const char *fn, const model_weights *weights, const rmlp_model_config *config,
                                size_t max_tokens, size_t max_compact, cpu_context **out);
@@ -63,8 +64,8 @@ rmlp_status cpu_check_output(const char *fn, const cpu_context *ctx, const rmlp_
  * slots too. ------------------------------------------------------------------------------------ */
 
 /* The attention of the rows in one layer: rows->q / out are theirs (n rows), rows->k / v the
- * layer's slots (n_slots rows of kv_dim). */
-typedef void (*cached_rows_attention)(void *arg, const cpu_attention_rows *rows);
+ * layer's slots (n_slots rows of kv_dim); la the layer's (model_ext.h). */
+typedef void (*cached_rows_attention)(void *arg, const cpu_attention_rows *rows, const layer_attention *la);
 /* rows: the new rows (n_compact of them); slots (n_compact): each one's slot. */
 void cpu_cached_rows_run(cpu_context *ctx, struct kv_cache *cache, const rmlp_plan *rows, const uint32_t *slots,
                          cached_rows_attention attention, void *arg);

@@ -11,7 +11,7 @@ tensor, scalar, metadata only, misaligned data, 8 dimensions, header order unlik
 and one broken rule each (a gap, trailing bytes, overlaps, ...).
 fuzz_config: every fixture config.json as it is, and variants (transformers 4 style, Mistral's
 sliding window, nulls, bias flags per architecture, use_sliding_window with and without sliding
-layers, one broken rule each).
+layers, RoPE scaling of each kind, one broken rule each).
 """
 import json
 import os
@@ -139,8 +139,20 @@ def config_seeds():
     variant("qwen2_bias", model_type="qwen2", attention_bias=False, tie_word_embeddings=True)
     variant("bad_kv_heads", num_key_value_heads=3)
     variant("bad_head_dim_derived", head_dim=..., hidden_size=66)
-    variant("bad_rope_scaling", rope_scaling={"type": "linear", "factor": 2.0})
+    variant("rope_scaling_linear", rope_scaling={"type": "linear", "factor": 2.0})
     variant("bad_rope_type", rope_parameters={"rope_type": "yarn", "rope_theta": 1e6})
+    variant("rope_llama3", model_type="llama", rope_parameters=..., rope_theta=5e5,
+            rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                          "original_max_position_embeddings": 64})
+    variant("rope_yarn", model_type="qwen2", rope_parameters=..., rope_theta=1e6,
+            rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128})
+    variant("rope_yarn_mscale", rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0,
+                                                 "mscale": 0.7, "mscale_all_dim": 1.0, "beta_fast": 16,
+                                                 "truncate": False}, original_max_position_embeddings=256)
+    variant("bad_rope_dynamic", rope_scaling={"rope_type": "dynamic", "factor": 2.0})
+    variant("bad_rope_longrope", rope_parameters={"rope_type": "longrope", "factor": 2.0, "short_factor": [1.0],
+                                                  "long_factor": [2.0]})
+    variant("bad_rope_partial", rope_scaling={"rope_type": "linear", "factor": 2.0}, partial_rotary_factor=0.5)
     variant("bad_act", hidden_act="relu")
     variant("llama_gelu", model_type="llama", hidden_act="gelu")
     variant("gemma_plain", model_type="gemma", hidden_act="gelu_pytorch_tanh", layer_types=...)
@@ -149,7 +161,15 @@ def config_seeds():
     variant("gemma2_softcaps", model_type="gemma2", hidden_activation="gelu", final_logit_softcapping=None,
             attn_logit_softcapping=None, query_pre_attn_scalar=32, hidden_act=..., layer_types=...)
     variant("bad_act_null", hidden_act=None)
-    variant("bad_sliding", use_sliding_window=True, layer_types=..., sliding_window=..., max_window_layers=1)
+    variant("qwen3_sliding_past_max", use_sliding_window=True, layer_types=..., sliding_window=..., max_window_layers=1)
+    variant("qwen2_sliding_layer_types", model_type="qwen2", use_sliding_window=True, sliding_window=5,
+            layer_types=["full_attention", "sliding_attention", "sliding_attention"])
+    variant("mistral_window_default", model_type="mistral", sliding_window=..., head_dim=..., rope_parameters=...)
+    variant("bad_sliding_no_window", use_sliding_window=True, sliding_window=None,
+            layer_types=["full_attention", "sliding_attention", "full_attention"])
+    variant("bad_max_window_layers", use_sliding_window=True, layer_types=..., max_window_layers=-1)
+    variant("bad_mistral_sliding_layer", model_type="mistral", sliding_window=8,
+            layer_types=["full_attention", "sliding_attention", "full_attention"])
     variant("qwen2_sliding_all_full", model_type="qwen2", use_sliding_window=True, sliding_window=8,
             max_window_layers=3, layer_types=...)
     variant("qwen3_sliding_layer_types", use_sliding_window=True, sliding_window=8)
@@ -167,7 +187,7 @@ def config_seeds():
     variant("bad_text_config", text_config={"hidden_size": 8})
     variant("bad_llama_window", model_type="llama", sliding_window=8, layer_types=...)
     variant("rope_legacy_type", rope_parameters={"type": "default", "rope_theta": 1e4})
-    variant("bad_rope_legacy_type", rope_parameters={"type": "linear", "rope_theta": 1e4, "factor": 2.0})
+    variant("rope_legacy_type_linear", rope_parameters={"type": "linear", "rope_theta": 1e4, "factor": 2.0})
     variant("bad_rope_per_layer", rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e4}})
     variant("bad_eps", rms_norm_eps=0)
     variant("bad_size_float", hidden_size=64.0)

@@ -22,7 +22,7 @@ size_t decode_build_chains(const uint32_t *paths, size_t max_path, const uint32_
                            bool shared, uint32_t *below, uint32_t *chain_of, decode_chain *chains, uint32_t *members) {
     if (!shared) {
         for (size_t r = 0; r < n_queries; r++) {
-            chains[r] = (decode_chain){paths + r * max_path, path_len[r], (uint32_t)r, 1};
+            chains[r] = (decode_chain){paths + r * max_path, path_len[r], (uint32_t)r, 1, 0};
             members[r] = (uint32_t)r;
         }
         return n_queries;
@@ -36,7 +36,7 @@ size_t decode_build_chains(const uint32_t *paths, size_t max_path, const uint32_
             q = chain_end(path, path_len[r], p, below);
             if (chain_of[path[p]] == NO_CHAIN) {
                 chain_of[path[p]] = (uint32_t)n;
-                chains[n++] = (decode_chain){path + p, (uint32_t)(q - p), 0, 0};
+                chains[n++] = (decode_chain){path + p, (uint32_t)(q - p), 0, 0, (uint32_t)p};
             }
             chains[chain_of[path[p]]].count++;
         }

@@ -18,6 +18,7 @@ typedef struct decode_chain {
     const uint32_t *keys;  /* (n_keys) slots, the root side first */
     uint32_t n_keys;
     uint32_t first, count; /* its queries: members[first .. first + count), ascending */
+    uint32_t depth;        /* the position in its queries' paths of keys[0] (a sliding window's reference) */
 } decode_chain;
 
 /* Bounds for the arrays of decode_build_chains, for n_queries queries with paths of at most

@@ -173,10 +173,6 @@ static rmlp_status check_step(const char *fn, const generate_session *g, const u
         if (cfg->max_position_embeddings != 0 && (uint64_t)g->position[s] + 1 >= cfg->max_position_embeddings)
             return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "sequence %u would reach position %u, past the model's "
                              "max_position_embeddings=%u", s, g->position[s] + 1, cfg->max_position_embeddings);
-        if (cfg->sliding_window != 0 && g->depth[s] + 1 > cfg->sliding_window)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "sequence %u would have %u tokens, more than the model's "
-                             "sliding_window=%u (sliding-window attention is not implemented)", s, g->depth[s] + 1,
-                             cfg->sliding_window);
     }
     return RMLP_OK;
 }
@@ -238,7 +234,7 @@ static rmlp_status run_rows(const char *fn, generate_session *g, uint32_t n_rows
     build_paths(c->pool, g, n_rows);
     size_t n_chains = decode_build_chains(g->paths, g->max_path, g->path_len, n_rows, g->shared, g->below,
                                           g->chain_of, g->chains, g->members);
-    rmlp_step_rows rows = {g->ids, g->pos, g->slots, n_rows, g->chains, n_chains, g->members};
+    rmlp_step_rows rows = {g->ids, g->pos, g->slots, n_rows, g->chains, n_chains, g->members, g->path_len};
     rmlp_status status =
         t->backend->generate_rows(fn, t->ctx, t->cache_side, c, g->state, &rows, &g->stats.attention_ms);
     if (status == RMLP_OK)

@@ -5,6 +5,7 @@
  * runner. A whole forward ends with the check of its output (nonfinite.h: counted, not a status:
  * the forward is asynchronous). A generation step's chains are packed here for the device.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "common/status.h"
 #include "device.h"
 #include "generate/chains.h"
+#include "model/model_ext.h"
 #include "nonfinite.h"
 #include "options.h"
 #include "runner.h"
@@ -56,18 +58,40 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
     return RMLP_OK;
 }
 
+/* What the CUDA layers run of model_ext.h so far: plain RoPE of rope_theta, full attention, the
+ * default scale, no soft-cap; anything else refused by name rather than computed differently. */
+static rmlp_status check_ext(const char *fn, const rmlp_model_config *config, const struct model_ext *ext) {
+    float plain[128]; /* head_dim <= 256 on CUDA (gpu_model_load refuses wider heads) */
+    uint32_t half = config->head_dim / 2 < 128 ? config->head_dim / 2 : 128;
+    model_rope_default(config->rope_theta, 2 * half, plain);
+    bool rope = ext->n_rope == 1 && ext->rope[0].attention_factor == 1.0f &&
+                memcmp(plain, ext->rope[0].inv_freq, half * sizeof(float)) == 0;
+    for (uint32_t l = 0; l < ext->n_layers; l++) {
+        const layer_attention *la = &ext->layers[l];
+        if (la->window != 0 || la->softcap != 0.0f || la->scale != 1.0f / sqrtf((float)config->head_dim) || !rope)
+            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "layer %u: %s is not run on CUDA yet (the CPU runs it)", l,
+                             la->window ? "a sliding window" : la->softcap != 0.0f ? "a soft-cap" : !rope ? "RoPE scaling"
+                             : "a query scale other than 1/sqrt(head_dim)");
+    }
+    return RMLP_OK;
+}
+
 static rmlp_status model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
-                              const rmlp_model_params *params, void **out) {
+                              const struct model_ext *ext, const rmlp_model_params *params, void **out) {
     gpu_model *model = NULL;
-    rmlp_status status = gpu_model_load(fn, ckpt, config, params->device_index, params->dtype, &model);
+    rmlp_status status = check_ext(fn, config, ext);
+    if (status == RMLP_OK) status = gpu_model_load(fn, ckpt, config, ext, params->device_index, params->dtype, &model);
     *out = model;
     return status;
 }
 
-static rmlp_status model_bind(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
-                              size_t n_tensors, const rmlp_model_params *params, void **out) {
+static rmlp_status model_bind(const char *fn, rmlp_model_config *config, const struct model_ext *ext,
+                              const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params,
+                              void **out) {
     gpu_model *model = NULL;
-    rmlp_status status = gpu_model_bind(fn, config, tensors, n_tensors, params->device_index, params->dtype, &model);
+    rmlp_status status = check_ext(fn, config, ext);
+    if (status == RMLP_OK)
+        status = gpu_model_bind(fn, config, ext, tensors, n_tensors, params->device_index, params->dtype, &model);
     *out = model;
     return status;
 }

@@ -240,8 +240,9 @@ static rmlp_status check_config(const char *fn, const rmlp_model_config *c) {
     return RMLP_OK;
 }
 
-extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors,
-                                      size_t n, int device, rmlp_dtype dtype, gpu_model **out) {
+extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config, const model_ext *ext,
+                                      const rmlp_weight_binding *tensors, size_t n, int device, rmlp_dtype dtype,
+                                      gpu_model **out) {
     *out = NULL;
     rmlp_status status = check_config(fn, config);
     if (status != RMLP_OK) return status;
@@ -260,6 +261,7 @@ extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config,
     }
     m->device = device;
     m->dtype = dtype;
+    m->ext = ext;
     for (size_t i = 0; i < n && status == RMLP_OK; i++) status = file_binding(fn, config, &b, i, &tensors[i]);
 
     /* Every slot bound is checked; then what must be there, is. */

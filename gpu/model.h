@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "flashinfer.h"
+#include "model/model_ext.h"
 #include "options.h"
 #include "runner.h"
 
@@ -34,6 +35,7 @@ typedef struct gpu_layer {
 
 struct gpu_model {
     rmlp_model_config config;
+    const model_ext *ext;   /* each layer's attention, the RoPE tables (model/model_ext.h): the model's */
     int device;
     rmlp_dtype dtype;
     const void *embed;      /* (vocab, hidden) */

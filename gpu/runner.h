@@ -24,6 +24,7 @@ typedef struct gpu_model gpu_model;
 typedef struct gpu_context gpu_context;
 struct checkpoint;
 struct gpu_options;
+struct model_ext;
 struct rmlp_backend;
 
 /* CUDA's backend table (common/backend.h) over the functions below: backend.c, in CUDA builds only. */
@@ -31,14 +32,15 @@ extern const struct rmlp_backend rmlp_backend_cuda;
 
 /* ---- models (weights.cu, bind.cu) --------------------------------------------------------- */
 
-/* Uploads every tensor `config` calls for to `device` in `dtype` (Q/K/V and gate/up stacked, as
+/* ext (model/model_ext.h): the model's, which outlives the gpu_model (kept as gpu_model::ext).
+ * Uploads every tensor `config` calls for to `device` in `dtype` (Q/K/V and gate/up stacked, as
  * on the CPU); sets config->has_lm_head. Errors name the tensor; RMLP_ERR_NO_DEVICE when the
  * device is absent, RMLP_ERR_OUT_OF_MEMORY when the device memory does not suffice. */
-rmlp_status gpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config, int device,
-                           rmlp_dtype dtype, gpu_model **out);
+rmlp_status gpu_model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
+                           const struct model_ext *ext, int device, rmlp_dtype dtype, gpu_model **out);
 /* A model over the host's device tensors (see rmlp_model_bind_cuda); sets config->has_lm_head. */
-rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config, const rmlp_weight_binding *tensors, size_t n,
-                           int device, rmlp_dtype dtype, gpu_model **out);
+rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config, const struct model_ext *ext,
+                           const rmlp_weight_binding *tensors, size_t n, int device, rmlp_dtype dtype, gpu_model **out);
 void gpu_model_free(gpu_model *model);
 
 /* ---- contexts (context.cu) ------------------------------------------------------------------ */

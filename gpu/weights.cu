@@ -244,8 +244,8 @@ rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m) {
     return error == cudaSuccess ? RMLP_OK : gpu_fail(fn, what, error); /* the caller frees the model */
 }
 
-extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rmlp_model_config *config, int device,
-                                      rmlp_dtype dtype, gpu_model **out) {
+extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rmlp_model_config *config,
+                                      const model_ext *ext, int device, rmlp_dtype dtype, gpu_model **out) {
     *out = NULL;
     if (config->head_dim % 2 != 0 || config->head_dim > 256)
         return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "head_dim=%u: the CUDA kernels need an even head_dim <= 256",
@@ -265,6 +265,7 @@ extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rm
     }
     m->device = device;
     m->dtype = dtype;
+    m->ext = ext;
 
     const char *prefix = weights_prefix(ckpt);
     uint64_t vocab = config->vocab_size, hidden = config->hidden_size;

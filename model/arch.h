@@ -21,13 +21,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "radix_mlp.h"
 
-/* How an architecture declares sliding-window attention (the layer code runs full attention
- * only, so config.c refuses a config that would slide). */
+/* How an architecture declares sliding-window attention (config_attention.c, config_gemma.c). */
 typedef enum arch_windows {
     /* None (Llama): transformers does not read use_sliding_window; true is refused. */
     ARCH_WINDOWS_NONE,
@@ -38,6 +38,10 @@ typedef enum arch_windows {
      * rmlp_model_config.sliding_window (sequences up to it see full attention);
      * use_sliding_window true is refused as under NONE. */
     ARCH_WINDOWS_ALL,
+    /* By layer type (Gemma 2, Gemma 3): layer_types names each layer's kind; without it every
+     * window_pattern-th layer is full and the others slide (Gemma 3: sliding_window_pattern gives
+     * the pattern); sliding_window absent is 4096, null none (config_gemma.c). */
+    ARCH_WINDOWS_LAYER_TYPES,
 } arch_windows;
 
 typedef struct arch_info {
@@ -57,28 +61,44 @@ typedef struct arch_info {
                                    3's hidden_activation */
     rmlp_activation activation_default; /* when that key is absent */
     double final_softcap_default; /* final_logit_softcapping when absent (Gemma 2: 30); 0 none */
+    double attn_softcap_default; /* attn_logit_softcapping when absent (Gemma 2: 50); 0: the
+                                    architecture does not cap attention (Gemma 3 reads the key but
+                                    never applies it) */
+    uint32_t window_pattern;   /* ARCH_WINDOWS_LAYER_TYPES: layers i with (i + 1) % pattern != 0 slide */
+    bool local_rope;           /* sliding layers rotate by their own RoPE (Gemma 3's rope_local_base_freq,
+                                  rope_parameters per layer type) */
 } arch_info;
 
 /* The table, one row per model_type, as transformers' modeling code builds each. A second
  * model_type for the same id is one more row with that id (the first row names the id). */
 static inline const arch_info *arch_table(size_t *count) {
     static const arch_info table[] = {
-        /* id  model_type  reads_attention_bias qkv_bias reads_mlp_bias qk_norm tied_default windows
-         *     norm_plus_one embed_scaled sandwich_norms activation_key activation_default final_softcap_default */
-        {RMLP_ARCH_QWEN3, "qwen3", true, false, false, true, false, ARCH_WINDOWS_PER_LAYER, false, false, false,
-         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
-        {RMLP_ARCH_QWEN2, "qwen2", false, true, false, false, false, ARCH_WINDOWS_PER_LAYER, false, false, false,
-         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
-        {RMLP_ARCH_LLAMA, "llama", true, false, true, false, false, ARCH_WINDOWS_NONE, false, false, false,
-         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
-        {RMLP_ARCH_MISTRAL, "mistral", false, false, false, false, false, ARCH_WINDOWS_ALL, false, false, false,
-         "hidden_act", RMLP_ACTIVATION_SILU, 0.0},
-        {RMLP_ARCH_GEMMA, "gemma", true, false, false, false, true, ARCH_WINDOWS_NONE, true, true, false,
-         "hidden_act", RMLP_ACTIVATION_GELU_TANH, 0.0},
-        {RMLP_ARCH_GEMMA2, "gemma2", true, false, false, false, true, ARCH_WINDOWS_NONE, true, true, true,
-         "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 30.0},
-        {RMLP_ARCH_GEMMA3_TEXT, "gemma3_text", true, false, false, true, true, ARCH_WINDOWS_NONE, true, true, true,
-         "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 0.0},
+        /* id, model_type,
+         *   reads_attention_bias, qkv_bias, reads_mlp_bias, qk_norm, tied_default, windows,
+         *   norm_plus_one, embed_scaled, sandwich_norms, activation_key, activation_default,
+         *   final_softcap_default, attn_softcap_default, window_pattern, local_rope
+         * (positional: gpu/bind.cu reads this header as C++, which has no mixed designators) */
+        {RMLP_ARCH_QWEN3, "qwen3",
+         true, false, false, true, false, ARCH_WINDOWS_PER_LAYER,
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+        {RMLP_ARCH_QWEN2, "qwen2",
+         false, true, false, false, false, ARCH_WINDOWS_PER_LAYER,
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+        {RMLP_ARCH_LLAMA, "llama",
+         true, false, true, false, false, ARCH_WINDOWS_NONE,
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+        {RMLP_ARCH_MISTRAL, "mistral",
+         false, false, false, false, false, ARCH_WINDOWS_ALL,
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+        {RMLP_ARCH_GEMMA, "gemma",
+         true, false, false, false, true, ARCH_WINDOWS_NONE,
+         true, true, false, "hidden_act", RMLP_ACTIVATION_GELU_TANH, 0.0, 0.0, 0, false},
+        {RMLP_ARCH_GEMMA2, "gemma2",
+         true, false, false, false, true, ARCH_WINDOWS_LAYER_TYPES,
+         true, true, true, "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 30.0, 50.0, 2, false},
+        {RMLP_ARCH_GEMMA3_TEXT, "gemma3_text",
+         true, false, false, true, true, ARCH_WINDOWS_LAYER_TYPES,
+         true, true, true, "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 0.0, 0.0, 6, true},
     };
     *count = sizeof table / sizeof table[0];
     return table;

@@ -1,11 +1,12 @@
 /*
- * config.c: a Hugging Face config.json into rmlp_model_config. The layer code implements
- * one decoder (RMSNorm, RoPE without scaling, GQA attention, SwiGLU MLP, the biases each
- * architecture has in transformers, q/k norm), so a config asking for anything else is
- * refused here, by key, rather than producing wrong numbers later. A key that is null counts
- * as absent (Hugging Face writes "rope_scaling": null, "head_dim": null). Both forms on the
- * hub are read: the older one (top-level rope_theta, rope_scaling) and transformers 5's
- * (rope_parameters: {rope_theta, rope_type or its older name type}, layer_types). Other keys that
+ * config.c: a Hugging Face config.json into rmlp_model_config and model_ext. The layer code
+ * implements one decoder (RMSNorm, RoPE of the static kinds, GQA attention with sliding windows,
+ * SwiGLU MLP, the biases each architecture has in transformers, q/k norm), so a config asking for
+ * anything else is refused here, by key, rather than producing wrong numbers later. A key that is
+ * null counts as absent (Hugging Face writes "rope_scaling": null, "head_dim": null). Both forms
+ * on the hub are read: the older one (top-level rope_theta, rope_scaling) and transformers 5's
+ * (rope_parameters, layer_types); config_attention.c reads those, and windows; config_gemma.c the
+ * keys of the Gemma family. The MLP's activation is SiLU or GELU (exact or tanh). Other keys that
  * transformers reads and the layers cannot honour (is_causal false, attention_chunk_size,
  * kv_sharing_modes, per_layer_config, sub-configs) are refused when set; config_keys.h lists every
  * key and names the rest in the load report. Also the one JSON file reader of
@@ -27,6 +28,9 @@
 #include "common/status.h"
 #include "arch.h"
 #include "config_keys.h"
+#include "config_attention.h"
+#include "config_gemma.h"
+#include "config_json.h"
 
 static const char fn[] = "rmlp_model_load";
 
@@ -105,33 +109,27 @@ const char *config_json_kind(const json_t *value) {
     }
 }
 
-typedef struct cfg {
-    const char *path;
-    json_t *root;
-    const char *scope; /* "" or "rope_parameters.", for messages */
-} cfg;
-
 /* The value of key; NULL when absent or null. */
-static json_t *get(const cfg *c, const char *key) {
+json_t *cfg_get(const cfg *c, const char *key) {
     json_t *value = json_object_get(c->root, key);
     return json_is_null(value) ? NULL : value;
 }
 
-static rmlp_status missing(const cfg *c, const char *key) {
+rmlp_status cfg_missing(const cfg *c, const char *key) {
     return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: missing key '%s%s'", c->path, c->scope, key);
 }
 
-static rmlp_status wrong_type(const cfg *c, const char *key, const json_t *value, const char *want) {
+rmlp_status cfg_wrong_type(const cfg *c, const char *key, const json_t *value, const char *want) {
     return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' is %s, not %s", c->path, c->scope, key, config_json_kind(value),
                      want);
 }
 
 /* A positive integer that fits 32 bits; `fallback` when absent unless `required`. */
-static rmlp_status get_u32(const cfg *c, const char *key, int required, uint32_t fallback, uint32_t *out) {
-    const json_t *value = get(c, key);
+rmlp_status cfg_u32(const cfg *c, const char *key, int required, uint32_t fallback, uint32_t *out) {
+    const json_t *value = cfg_get(c, key);
     *out = fallback;
-    if (value == NULL) return required ? missing(c, key) : RMLP_OK;
-    if (!json_is_integer(value)) return wrong_type(c, key, value, "an integer");
+    if (value == NULL) return required ? cfg_missing(c, key) : RMLP_OK;
+    if (!json_is_integer(value)) return cfg_wrong_type(c, key, value, "an integer");
     json_int_t x = json_integer_value(value);
     if (x < 1 || x > (json_int_t)UINT32_MAX)
         return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' = %lld is not between 1 and 2^32-1", c->path, c->scope, key,
@@ -141,98 +139,33 @@ static rmlp_status get_u32(const cfg *c, const char *key, int required, uint32_t
 }
 
 /* A positive number; `fallback` when absent unless `required`. */
-static rmlp_status get_positive(const cfg *c, const char *key, int required, double fallback, double *out) {
-    const json_t *value = get(c, key);
+rmlp_status cfg_positive(const cfg *c, const char *key, int required, double fallback, double *out) {
+    const json_t *value = cfg_get(c, key);
     *out = fallback;
-    if (value == NULL) return required ? missing(c, key) : RMLP_OK;
-    if (!json_is_number(value)) return wrong_type(c, key, value, "a number");
+    if (value == NULL) return required ? cfg_missing(c, key) : RMLP_OK;
+    if (!json_is_number(value)) return cfg_wrong_type(c, key, value, "a number");
     *out = json_number_value(value);
     if (!(*out > 0))
         return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' = %g is not positive", c->path, c->scope, key, *out);
     return RMLP_OK;
 }
 
-static rmlp_status get_bool(const cfg *c, const char *key, bool fallback, bool *out) {
-    const json_t *value = get(c, key);
+rmlp_status cfg_bool(const cfg *c, const char *key, bool fallback, bool *out) {
+    const json_t *value = cfg_get(c, key);
     *out = fallback;
     if (value == NULL) return RMLP_OK;
-    if (!json_is_boolean(value)) return wrong_type(c, key, value, "a boolean");
+    if (!json_is_boolean(value)) return cfg_wrong_type(c, key, value, "a boolean");
     *out = json_is_true(value);
     return RMLP_OK;
 }
 
 /* A string; NULL when absent, which is an error when `required`. */
-static rmlp_status get_string(const cfg *c, const char *key, int required, const char **out) {
-    const json_t *value = get(c, key);
+rmlp_status cfg_string(const cfg *c, const char *key, int required, const char **out) {
+    const json_t *value = cfg_get(c, key);
     *out = NULL;
-    if (value == NULL) return required ? missing(c, key) : RMLP_OK;
-    if (!json_is_string(value)) return wrong_type(c, key, value, "a string");
+    if (value == NULL) return required ? cfg_missing(c, key) : RMLP_OK;
+    if (!json_is_string(value)) return cfg_wrong_type(c, key, value, "a string");
     *out = json_string_value(value);
-    return RMLP_OK;
-}
-
-/* transformers 5: "rope_parameters": {"rope_theta": ..., "rope_type": "default"}. */
-static rmlp_status rope_parameters(const cfg *c, rmlp_model_config *m) {
-    json_t *rope = get(c, "rope_parameters");
-    if (rope == NULL) return RMLP_OK;
-    if (!json_is_object(rope)) return wrong_type(c, "rope_parameters", rope, "an object");
-    const cfg sub = {c->path, rope, "rope_parameters."};
-    /* rope_type, else its older name type (transformers takes rope_type first) */
-    const char *type, *key = get(&sub, "rope_type") != NULL ? "rope_type" : "type";
-    rmlp_status s = get_string(&sub, key, 0, &type);
-    if (s != RMLP_OK) return s;
-    if (type != NULL && strcmp(type, "default") != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_parameters.%s '%s' is not supported (only default)", c->path,
-                         key, type);
-    /* {"full_attention": {...}}: parameters per layer type, which plain RoPE does not take */
-    const char *name;
-    json_t *value;
-    json_object_foreach(rope, name, value)
-        if (json_is_object(value))
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_parameters.%s is an object: RoPE parameters per layer type "
-                             "are not supported", c->path, name);
-    return get_positive(&sub, "rope_theta", 0, m->rope_theta, &m->rope_theta);
-}
-
-/* Every layer runs full attention, as transformers decides it: "layer_types" (transformers 5)
- * names each layer's kind and must have one entry per layer (transformers refuses another
- * length); without it, the architectures whose windows are per layer (arch.h: Qwen2, Qwen3)
- * derive the kinds as transformers does: layer i slides when use_sliding_window is true,
- * sliding_window is not null (absent means 4096) and i >= max_window_layers (default 28). The
- * others (Llama, Mistral) do not read use_sliding_window; true is refused there, as a config
- * whose intent the layer code cannot tell. A sliding layer is refused. */
-static rmlp_status full_attention(const cfg *c, const rmlp_model_config *m, const arch_info *arch) {
-    const json_t *types = get(c, "layer_types");
-    bool use_sliding;
-    rmlp_status s = get_bool(c, "use_sliding_window", false, &use_sliding);
-    if (s != RMLP_OK) return s;
-    if (types != NULL) {
-        if (!json_is_array(types)) return wrong_type(c, "layer_types", types, "an array");
-        if (json_array_size(types) != m->num_hidden_layers)
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: layer_types has %zu entries but num_hidden_layers is %u",
-                             c->path, json_array_size(types), m->num_hidden_layers);
-        for (size_t i = 0; i < json_array_size(types); i++) {
-            const char *type = json_string_value(json_array_get(types, i));
-            if (type == NULL || strcmp(type, "full_attention") != 0)
-                return rmlp_fail(RMLP_ERR_MODEL, fn,
-                                 "%s: layer_types[%zu] is not \"full_attention\" (only full attention is supported)",
-                                 c->path, i);
-        }
-        if (arch->windows == ARCH_WINDOWS_PER_LAYER) return RMLP_OK;
-    }
-    if (!use_sliding) return RMLP_OK;
-    if (arch->windows != ARCH_WINDOWS_PER_LAYER)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_sliding_window true is not supported", c->path);
-    uint32_t window, max_window_layers;
-    bool window_null = json_is_null(json_object_get(c->root, "sliding_window"));
-    if ((s = get_u32(c, "sliding_window", 0, 4096, &window)) != RMLP_OK ||
-        (s = get_u32(c, "max_window_layers", 0, 28, &max_window_layers)) != RMLP_OK)
-        return s;
-    if (!window_null && max_window_layers < m->num_hidden_layers)
-        return rmlp_fail(RMLP_ERR_MODEL, fn,
-                         "%s: use_sliding_window is true and max_window_layers %u < num_hidden_layers %u: layers "
-                         "%u.. would use a sliding window of %u (only full attention is supported)",
-                         c->path, max_window_layers, m->num_hidden_layers, max_window_layers, window);
     return RMLP_OK;
 }
 
@@ -251,17 +184,17 @@ static rmlp_status refused_settings(const cfg *c, const arch_info *arch) {
         {"quantization_config", "quantized weights"},
     };
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
-        if (get(c, set[i].key) != NULL)
+        if (cfg_get(c, set[i].key) != NULL)
             return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: '%s' is set (%s): not supported", c->path, set[i].key,
                              set[i].what);
     bool causal;
-    rmlp_status s = get_bool(c, "is_causal", true, &causal);
+    rmlp_status s = cfg_bool(c, "is_causal", true, &causal);
     if (s != RMLP_OK) return s;
     if (!causal)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: is_causal is false: transformers then attends in both directions, "
                          "and only causal decoders are supported (a token's state must not depend on later tokens)",
                          c->path);
-    if (arch->windows == ARCH_WINDOWS_NONE && get(c, "sliding_window") != NULL)
+    if (arch->windows == ARCH_WINDOWS_NONE && cfg_get(c, "sliding_window") != NULL)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: sliding_window is set: transformers' %s cache then keeps a sliding "
                          "window in every layer, which is not supported for this architecture", c->path,
                          arch->model_type);
@@ -290,7 +223,7 @@ static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_co
     if (json_is_null(json_object_get(c->root, key)))
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s is null (transformers builds no activation from it; silu, gelu "
                          "and gelu_pytorch_tanh are supported)", c->path, key);
-    rmlp_status s = get_string(c, key, 0, &act);
+    rmlp_status s = cfg_string(c, key, 0, &act);
     if (s != RMLP_OK) return s;
     m->activation = arch->activation_default;
     if (act == NULL) return RMLP_OK;
@@ -303,43 +236,9 @@ static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_co
                      c->path, key, act);
 }
 
-/* The keys of the Gemma family (read only where transformers reads them: config_keys.c):
- * use_bidirectional_attention true (the embedders built on Gemma 3 attend both ways) is refused;
- * final_logit_softcapping caps the LM head's logits (null: none; absent: the architecture's
- * default, Gemma 2's 30). */
-static rmlp_status gemma_settings(const cfg *c, const arch_info *arch, rmlp_model_config *m) {
-    bool bidirectional = false;
-    rmlp_status s;
-    if (config_keys_read_by("use_bidirectional_attention", arch) &&
-        (s = get_bool(c, "use_bidirectional_attention", false, &bidirectional)) != RMLP_OK)
-        return s;
-    if (bidirectional)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_bidirectional_attention is true: transformers' %s then attends in "
-                         "both directions (an embedder such as EmbeddingGemma), and only causal decoders are supported "
-                         "(a token's state must not depend on later tokens)", c->path, arch->model_type);
-    if (config_keys_read_by("final_logit_softcapping", arch)) {
-        bool absent = json_object_get(c->root, "final_logit_softcapping") == NULL;
-        if ((s = get_positive(c, "final_logit_softcapping", 0, absent ? arch->final_softcap_default : 0.0,
-                              &m->final_logit_softcapping)) != RMLP_OK)
-            return s;
-    }
-    /* PENDING (issue 52, the attention side): the query scale and attention soft-capping */
-    if (arch->sandwich_norms) {
-        double scalar;
-        if ((s = get_positive(c, "query_pre_attn_scalar", 0, 256.0, &scalar)) != RMLP_OK) return s;
-        if (scalar != (double)m->head_dim)
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: query_pre_attn_scalar %g is not head_dim %u: not supported yet",
-                             c->path, scalar, m->head_dim);
-        bool absent = json_object_get(c->root, "attn_logit_softcapping") == NULL;
-        if (arch->id == RMLP_ARCH_GEMMA2 && (absent || get(c, "attn_logit_softcapping") != NULL))
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: attn_logit_softcapping is set: not supported yet", c->path);
-    }
-    return RMLP_OK;
-}
-
-static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
+static rmlp_status parse(const cfg *c, rmlp_model_config *m, model_ext *ext) {
     const char *model_type;
-    rmlp_status s = get_string(c, "model_type", 1, &model_type);
+    rmlp_status s = cfg_string(c, "model_type", 1, &model_type);
     if (s != RMLP_OK) return s;
     const arch_info *arch = arch_by_model_type(model_type);
     for (size_t i = 0; arch == NULL && i < sizeof refused_types / sizeof refused_types[0]; i++)
@@ -363,23 +262,23 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
                  {"num_attention_heads", &m->num_attention_heads},
                  {"max_position_embeddings", &m->max_position_embeddings}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if ((s = get_u32(c, sizes[i].key, 1, 0, sizes[i].field)) != RMLP_OK) return s;
-    if ((s = get_u32(c, "num_key_value_heads", 0, m->num_attention_heads, &m->num_key_value_heads)) != RMLP_OK)
+        if ((s = cfg_u32(c, sizes[i].key, 1, 0, sizes[i].field)) != RMLP_OK) return s;
+    if ((s = cfg_u32(c, "num_key_value_heads", 0, m->num_attention_heads, &m->num_key_value_heads)) != RMLP_OK)
         return s;
     if (m->num_attention_heads % m->num_key_value_heads != 0)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: num_key_value_heads %u does not divide num_attention_heads %u",
                          c->path, m->num_key_value_heads, m->num_attention_heads);
-    if (get(c, "head_dim") == NULL && m->hidden_size % m->num_attention_heads != 0)
+    if (cfg_get(c, "head_dim") == NULL && m->hidden_size % m->num_attention_heads != 0)
         return rmlp_fail(RMLP_ERR_MODEL, fn,
                          "%s: no head_dim, and hidden_size %u is not a multiple of num_attention_heads %u", c->path,
                          m->hidden_size, m->num_attention_heads);
-    if ((s = get_u32(c, "head_dim", 0, m->hidden_size / m->num_attention_heads, &m->head_dim)) != RMLP_OK) return s;
+    if ((s = cfg_u32(c, "head_dim", 0, m->hidden_size / m->num_attention_heads, &m->head_dim)) != RMLP_OK) return s;
     bool attention_bias, mlp_bias;
-    if ((s = get_positive(c, "rms_norm_eps", 1, 0, &m->rms_norm_eps)) != RMLP_OK ||
-        (s = get_positive(c, "rope_theta", 0, 10000.0, &m->rope_theta)) != RMLP_OK ||
-        (s = get_bool(c, "tie_word_embeddings", arch->tied_default, &m->tie_word_embeddings)) != RMLP_OK ||
-        (s = get_bool(c, "attention_bias", false, &attention_bias)) != RMLP_OK ||
-        (s = get_bool(c, "mlp_bias", false, &mlp_bias)) != RMLP_OK)
+    if ((s = cfg_positive(c, "rms_norm_eps", 1, 0, &m->rms_norm_eps)) != RMLP_OK ||
+        (s = cfg_positive(c, "rope_theta", 0, 10000.0, &m->rope_theta)) != RMLP_OK ||
+        (s = cfg_bool(c, "tie_word_embeddings", arch->tied_default, &m->tie_word_embeddings)) != RMLP_OK ||
+        (s = cfg_bool(c, "attention_bias", false, &attention_bias)) != RMLP_OK ||
+        (s = cfg_bool(c, "mlp_bias", false, &mlp_bias)) != RMLP_OK)
         return s;
     /* The biases and q/k norm transformers' modeling code builds, by the architecture's row of
      * arch.h (Llama and Qwen3 read attention_bias, Llama mlp_bias, Qwen2 always has q, k, v
@@ -387,23 +286,26 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m) {
      * ignores it. */
     arch_set_layer_flags(arch, attention_bias, mlp_bias, m);
 
-    if ((s = rope_parameters(c, m)) != RMLP_OK || (s = full_attention(c, m, arch)) != RMLP_OK ||
+    if (m->num_hidden_layers > MODEL_MAX_LAYERS || m->head_dim > MODEL_MAX_HEAD_DIM)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: num_hidden_layers %u or head_dim %u is more than the library holds "
+                         "(%u layers, heads of %u)", c->path, m->num_hidden_layers, m->head_dim, MODEL_MAX_LAYERS,
+                         MODEL_MAX_HEAD_DIM);
+    /* each layer's window and RoPE (config_attention.h) */
+    if ((s = model_ext_init(fn, m, ext)) != RMLP_OK || (s = config_attention(c, m, arch, ext)) != RMLP_OK ||
         (s = refused_settings(c, arch)) != RMLP_OK)
         return s;
-    if (get(c, "rope_scaling") != NULL)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: rope_scaling is not supported (only plain RoPE)", c->path);
-    if ((s = activation(c, arch, m)) != RMLP_OK || (s = gemma_settings(c, arch, m)) != RMLP_OK) return s;
-    /* Mistral applies its window whenever it is set; sequences up to it see full attention. */
-    if (arch->windows == ARCH_WINDOWS_ALL) return get_u32(c, "sliding_window", 0, 0, &m->sliding_window);
+    if ((s = activation(c, arch, m)) != RMLP_OK || (s = config_gemma(c, m, arch, ext)) != RMLP_OK) return s;
     return RMLP_OK;
 }
 
-rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, char **report) {
+rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, model_ext *ext,
+                                 char **report) {
     memset(out, 0, sizeof *out);
     if (report != NULL) *report = NULL;
     cfg c = {config_json_path, NULL, ""};
+    model_ext read = {0};
     rmlp_status status = config_load_json(config_json_path, &c.root);
-    if (status == RMLP_OK) status = parse(&c, out);
+    if (status == RMLP_OK) status = parse(&c, out, &read);
     const arch_info *arch = status == RMLP_OK ? arch_by_id(out->architecture) : NULL;
     size_t unread = arch != NULL && report != NULL ? config_keys_unread_report(c.root, arch, NULL, 0) : 0;
     size_t custom = arch != NULL && report != NULL ? config_keys_custom_code_report(c.root, arch, NULL, 0) : 0;
@@ -416,9 +318,11 @@ rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config
     }
     json_decref(c.root);
     if (status != RMLP_OK) memset(out, 0, sizeof *out);
+    if (status != RMLP_OK || ext == NULL) model_ext_free(&read);
+    if (ext != NULL) *ext = read; /* zeroed on failure */
     return status;
 }
 
 rmlp_status config_read(const char *config_json_path, rmlp_model_config *out) {
-    return config_read_reported(config_json_path, out, NULL);
+    return config_read_reported(config_json_path, out, NULL, NULL);
 }

@@ -7,16 +7,20 @@
 #ifndef RMLP_MODEL_CONFIG_H
 #define RMLP_MODEL_CONFIG_H
 
+#include "model_ext.h"
 #include "radix_mlp.h"
 
 /* Errors: RMLP_ERR_IO, RMLP_ERR_FORMAT (bad JSON, wrong value type), RMLP_ERR_MODEL (missing
  * key, unsupported model_type or feature), RMLP_ERR_OUT_OF_MEMORY; messages name the file and
  * the key. */
 rmlp_status config_read(const char *config_json_path, rmlp_model_config *out);
-/* config_read, and in *report (when not NULL) NULL, or a malloc'ed line for the load report naming
- * the keys of config.json that transformers does not read for its architecture (config_keys.h),
- * which the caller frees. */
-rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, char **report);
+/* config_read, and in *ext (when not NULL) each layer's attention and the RoPE tables
+ * (config_attention.h), which the caller frees with model_ext_free (zeroed on failure), and in
+ * *report (when not NULL) NULL, or a malloc'ed line for the load report naming the keys of
+ * config.json that transformers does not read for its architecture (config_keys.h), which the
+ * caller frees. */
+rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, model_ext *ext,
+                                 char **report);
 
 /* The JSON object in the file at `path` (config.json, model.safetensors.index.json), for the
  * caller to json_decref. Errors: RMLP_ERR_IO when it cannot be read or is not a regular file (a

@@ -47,7 +47,10 @@ typedef struct layer_tensor {
  * their biases; gate, up; their biases), into out; returns how many (at most W_ROLES). */
 size_t weights_layer_tensors(const rmlp_model_config *config, layer_tensor out[W_ROLES]);
 
+struct model_ext;
+
 typedef struct model_weights {
+    const struct model_ext *ext; /* each layer's attention, the RoPE tables (model_ext.h): the model's */
     float *embed;          /* (vocab, hidden) */
     float *final_norm;     /* (hidden) */
     float *lm_head;        /* (vocab, hidden); == embed when tied; NULL when the checkpoint has none */

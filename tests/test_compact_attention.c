@@ -10,7 +10,10 @@
  * the layout's invariants: a sequence's owned rows are the last rows of its path, in order.
  * The flash-style kernel (cpu/attention_flash.h) in both layouts against the same reference (1e-5),
  * bit for bit the same on pools of 1 and 2 threads, and its compact rows within 1e-6 of its own
- * full-space rows.
+ * full-space rows. Each case runs plain causal attention and the layer variants of model_ext.h:
+ * sliding windows (of 1, 3 and 17 keys: shorter than the shared prefixes of the batches, so a
+ * shared prefix longer than the window is covered), a logit soft-cap and another query scale; the
+ * reference's window and soft-cap are checked themselves against a naive per-row softmax.
  */
 #include <math.h>
 
@@ -63,7 +66,7 @@ static size_t written_past(const float *out, size_t nc, size_t qd) {
  * on 1 and 2 threads (bit-identical). */
 static void check_flash(const rmlp_plan *plan, const uint32_t *qo, const cpu_attention_rows *compact,
                         const float *q, const float *k, const float *v, const float *full, size_t nh, size_t nkv,
-                        size_t hd, float scale, const char *what) {
+                        size_t hd, const layer_attention *la, const char *what) {
     size_t nc = plan->n_compact, nt = plan->n_tokens, qd = nh * hd, kvd = nkv * hd, bad;
     float *scratch = tu_xmalloc(2 * flash_scratch_floats(nh, nkv, hd) * 4);
     float *ff[2] = {tu_xmalloc(nt * qd * 4), tu_xmalloc(nt * qd * 4)};
@@ -72,9 +75,9 @@ static void check_flash(const rmlp_plan *plan, const uint32_t *qo, const cpu_att
     for (int p = 0; p < 2; p++) {
         rows.out = ff[p], crows.out = fc[p];
         for (size_t i = 0; i < (nc + 1) * qd; i++) fc[p][i] = NAN;
-        cpu_flash_attention(&rows, plan->cu_seqlens, plan->cu_seqlens, NULL, plan->n_seqs, nh, nkv, hd, scale,
+        cpu_flash_attention(&rows, plan->cu_seqlens, plan->cu_seqlens, NULL, plan->n_seqs, nh, nkv, hd, la,
                             p ? two_threads : NULL, scratch);
-        cpu_flash_attention(&crows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, scale,
+        cpu_flash_attention(&crows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, la,
                             p ? two_threads : NULL, scratch);
     }
     double ref, err = max_diff(ff[0], full, NULL, nt, qd, &ref, &bad);
@@ -89,8 +92,44 @@ static void check_flash(const rmlp_plan *plan, const uint32_t *qo, const cpu_att
     free(scratch), free(ff[0]), free(ff[1]), free(fc[0]), free(fc[1]);
 }
 
+/* Naive attention of batch row i (sequence from row `start`, position p), head h, scored and windowed
+ * as la says, into o (hd): the definition, for the reference's window and soft-cap. */
+static void naive_row(const float *q, const float *k, const float *v, size_t start, size_t p, size_t h, size_t nh,
+                      size_t nkv, size_t hd, const layer_attention *la, double *o) {
+    size_t qd = nh * hd, kvd = nkv * hd, g = h / (nh / nkv), lo = la->window && p + 1 > la->window ? p + 1 - la->window : 0;
+    double s[512], max = -INFINITY, sum = 0;
+    for (size_t j = lo; j <= p; j++) {
+        double dot = 0;
+        for (size_t d = 0; d < hd; d++) dot += (double)q[(start + p) * qd + h * hd + d] * k[(start + j) * kvd + g * hd + d];
+        dot *= la->scale;
+        if (la->softcap != 0.0f) dot = tanh(dot / la->softcap) * la->softcap;
+        s[j - lo] = dot, max = dot > max ? dot : max;
+    }
+    for (size_t j = lo; j <= p; j++) sum += s[j - lo] = exp(s[j - lo] - max);
+    for (size_t d = 0; d < hd; d++) {
+        o[d] = 0;
+        for (size_t j = lo; j <= p; j++) o[d] += s[j - lo] / sum * v[(start + j) * kvd + g * hd + d];
+    }
+}
+
+/* The reference (cpu_attention's `full`) against naive_row on every row of sequences up to 512 rows. */
+static void check_reference(const rmlp_plan *plan, const float *q, const float *k, const float *v, const float *full,
+                            size_t nh, size_t nkv, size_t hd, const layer_attention *la, const char *what) {
+    double worst = 0, o[64];
+    for (uint32_t s = 0; s < plan->n_seqs && hd <= 64; s++)
+        for (size_t p = 0; p < plan->cu_seqlens[s + 1] - plan->cu_seqlens[s] && p < 512; p++)
+            for (size_t h = 0; h < nh; h++) {
+                naive_row(q, k, v, plan->cu_seqlens[s], p, h, nh, nkv, hd, la, o);
+                for (size_t d = 0; d < hd; d++) {
+                    double e = fabs(o[d] - full[(plan->cu_seqlens[s] + p) * nh * hd + h * hd + d]);
+                    worst = e > worst ? e : worst;
+                }
+            }
+    CHECK(worst <= 1e-5, "%s: the reference against the naive definition: max diff %.3g", what, worst);
+}
+
 static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t nkv, size_t hd, int fused,
-                       const char *what) {
+                       const layer_attention *la, const char *what) {
     size_t nc = plan->n_compact, nt = plan->n_tokens, qd = nh * hd, kvd = nkv * hd, width = qd + 2 * kvd;
     uint32_t *qo = tu_xmalloc((plan->n_seqs + 1) * sizeof(uint32_t));
     owned_ranges(plan, qo);
@@ -116,20 +155,20 @@ static void check_case(uint64_t *rng, const rmlp_plan *plan, size_t nh, size_t n
         memcpy(k + i * kvd, kc + c * ks, kvd * 4);
         memcpy(v + i * kvd, vc + c * ks, kvd * 4);
     }
-    float scale = 1.0f / sqrtf((float)hd);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, hd) * 4);
     float *full = tu_xmalloc(nt * qd * 4), *out = tu_xmalloc((nc + 1) * qd * 4);
-    cpu_attention(q, k, v, plan->cu_seqlens, plan->n_seqs, nh, nkv, hd, scale, scratch, full);
+    cpu_attention(q, k, v, plan->cu_seqlens, plan->n_seqs, nh, nkv, hd, la, scratch, full);
+    check_reference(plan, q, k, v, full, nh, nkv, hd, la, what);
     for (size_t i = 0; i < (nc + 1) * qd; i++) out[i] = NAN; /* row nc: must stay untouched */
     cpu_attention_rows rows = {qc, kc, vc, out, qs, ks, ks, qd, 0};
-    cpu_compact_attention(&rows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, scale, scratch);
+    cpu_compact_attention(&rows, qo, plan->cu_seqlens, plan->scatter, plan->n_seqs, nh, nkv, hd, la, scratch);
     double max_ref;
     size_t nan;
     double max_err = max_diff(out, full, plan->fold_gather, nc, qd, &max_ref, &nan);
     CHECK(nan == 0 && max_err <= 1e-5 * (max_ref > 1 ? max_ref : 1),
           "%s: %zu unwritten/NaN outputs, max |compact - full| %.3g (max |full| %.3g)", what, nan, max_err, max_ref);
     CHECK(written_past(out, nc, qd) == 0, "%s: wrote past the compact rows", what);
-    check_flash(plan, qo, &rows, q, k, v, full, nh, nkv, hd, scale, what);
+    check_flash(plan, qo, &rows, q, k, v, full, nh, nkv, hd, la, what);
     if (!fused) free(qc), free(kc), free(vc);
     free(qkv), free(q), free(k), free(v), free(scratch), free(full), free(out), free(qo);
 }
@@ -140,6 +179,11 @@ int main(void) {
         {6, 150, 50, 90, 0}, {12, 30, 1, 0, 0}, {5, 64, 2, 64, 0},
     };
     static const size_t heads[][3] = {{4, 1, 16}, {2, 2, 12}, {8, 2, 7}};
+    /* scale 0 below: 1/sqrt(head_dim); window, soft-cap, rope (unused here) */
+    static const layer_attention variants[] = {{0, 0.0f, 0.0f, 0}, {3, 0.0f, 0.0f, 0}, {17, 5.0f, 0.0f, 0},
+                                               {1, 0.0f, 0.0f, 0}, {0, 2.0f, 0.3f, 0}};
+    static const char *const variant_names[] = {"causal", "window 3", "window 17, softcap 5", "window 1",
+                                                "softcap 2, scale 0.3"};
     uint64_t rng = 0xC0FFEE;
     int error = 0;
     if (!CHECK((two_threads = workers_create(2, &error)) != NULL, "pool: error %d", error)) return tu_summary();
@@ -153,10 +197,15 @@ int main(void) {
     rmlp_plan by_hand;
     if (CHECK(rmlp_plan_build(planner, ids, pos, 19, cu, 6, &params, &by_hand) == RMLP_OK, "plan: %s",
               rmlp_last_error()))
-        for (size_t hh = 0; hh < sizeof heads / sizeof heads[0]; hh++)
-            for (int fused = 0; fused < 2; fused++)
-                check_case(&rng, &by_hand, heads[hh][0], heads[hh][1], heads[hh][2], fused,
-                           "duplicate, prefix, branch");
+        for (size_t va = 0; va < sizeof variants / sizeof variants[0]; va++)
+            for (size_t hh = 0; hh < sizeof heads / sizeof heads[0]; hh++)
+                for (int fused = 0; fused < 2; fused++) {
+                    layer_attention la = variants[va];
+                    if (la.scale == 0.0f) la.scale = 1.0f / sqrtf((float)heads[hh][2]);
+                    char what[160];
+                    snprintf(what, sizeof what, "duplicate, prefix, branch, %s", variant_names[va]);
+                    check_case(&rng, &by_hand, heads[hh][0], heads[hh][1], heads[hh][2], fused, &la, what);
+                }
     for (int rep = 0; rep < 6; rep++)
         for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
             tu_batch b = tu_random_batch(&rng, &shapes[sh]);
@@ -169,11 +218,14 @@ int main(void) {
             }
             for (size_t hh = 0; hh < sizeof heads / sizeof heads[0]; hh++)
                 for (int fused = 0; fused < 2; fused++) {
-                    char what[160];
-                    snprintf(what, sizeof what, "shape %zu rep %d (N=%u N'=%u) heads %zu/%zu hd %zu %s", sh, rep,
+                    size_t va = (size_t)(rep + sh + hh + fused) % (sizeof variants / sizeof variants[0]);
+                    layer_attention la = variants[va];
+                    if (la.scale == 0.0f) la.scale = 1.0f / sqrtf((float)heads[hh][2]);
+                    char what[200];
+                    snprintf(what, sizeof what, "shape %zu rep %d (N=%u N'=%u) heads %zu/%zu hd %zu %s, %s", sh, rep,
                              plan.n_tokens, plan.n_compact, heads[hh][0], heads[hh][1], heads[hh][2],
-                             fused ? "fused" : "separate");
-                    check_case(&rng, &plan, heads[hh][0], heads[hh][1], heads[hh][2], fused, what);
+                             fused ? "fused" : "separate", variant_names[va]);
+                    check_case(&rng, &plan, heads[hh][0], heads[hh][1], heads[hh][2], fused, &la, what);
                 }
             tu_batch_free(&b);
         }

@@ -8,7 +8,9 @@
  *   shared prefixes; GQA 4:1, 1:1 and 6:1 (blocks of whole queries), head_dim 20, 64 and 128; K/V
  *   slot-major and head-major (kv_head_stride): against a double-precision reference of each
  *   query over its path (1e-5 of the largest |value|), and bit for bit the same on pools of 1, 2,
- *   3 and 7 threads.
+ *   3 and 7 threads. Also the layer variants of model/model_ext.h: sliding windows of 5, 45 and 600
+ *   keys (shorter than the shared prefix, ending inside the group's part, across a key tile),
+ *   a logit soft-cap and another scale; the reference then sees the last `window` keys of each path.
  * - The few-row linear layer of a generation step (cpu/linear_few.c, the same row-dot kernel as
  *   the scores): rows 1 to 33, in_dim and out_dim not multiples of the kernel's blocks, with and
  *   without bias, against a double-precision reference (1e-5 of the largest |value|), and bit for
@@ -86,24 +88,28 @@ static size_t kv_at(int head_major, size_t n_slots, size_t nkv, size_t hd, size_
     return head_major ? (head * n_slots + slot) * hd + d : (slot * nkv + head) * hd + d;
 }
 
-/* out (QUERIES, nh, hd): each query over its path, in double. */
+/* out (QUERIES, nh, hd): each query over its path (its last la->window keys with a window), scored
+ * as la says, in double. */
 static void reference(const float *q, const float *k, const float *v, const uint32_t *paths, const uint32_t *len,
-                      int head_major, size_t n_slots, size_t nh, size_t nkv, size_t hd, float scale, float *out) {
+                      int head_major, size_t n_slots, size_t nh, size_t nkv, size_t hd, const layer_attention *la,
+                      float *out) {
     double *w = tu_xmalloc(MAX_PATH * sizeof(double)), *acc = tu_xmalloc(hd * sizeof(double));
     for (size_t r = 0; r < QUERIES; r++)
         for (size_t h = 0; h < nh; h++) {
             const uint32_t *path = paths + r * MAX_PATH;
             size_t g = h / (nh / nkv);
             double top = -INFINITY, sum = 0.0;
-            for (size_t p = 0; p < len[r]; p++) {
+            size_t first = la->window != 0 && len[r] > la->window ? len[r] - la->window : 0;
+            for (size_t p = first; p < len[r]; p++) {
                 double s = 0.0;
                 for (size_t d = 0; d < hd; d++)
                     s += (double)q[(r * nh + h) * hd + d] * k[kv_at(head_major, n_slots, nkv, hd, path[p], g, d)];
-                w[p] = s * scale;
+                w[p] = s * la->scale;
+                if (la->softcap != 0.0f) w[p] = tanh(w[p] / la->softcap) * la->softcap;
                 top = w[p] > top ? w[p] : top;
             }
             for (size_t d = 0; d < hd; d++) acc[d] = 0.0;
-            for (size_t p = 0; p < len[r]; p++) {
+            for (size_t p = first; p < len[r]; p++) {
                 double e = exp(w[p] - top);
                 sum += e;
                 for (size_t d = 0; d < hd; d++) acc[d] += e * v[kv_at(head_major, n_slots, nkv, hd, path[p], g, d)];
@@ -149,15 +155,20 @@ static void test_attention(uint64_t *rng, uint32_t longest_common) {
                     float *v = random_floats(rng, n_slots * kvd, -1, 1), *want = tu_xmalloc(QUERIES * qd * 4);
                     float *got = tu_xmalloc(QUERIES * qd * 4), *again = tu_xmalloc(QUERIES * qd * 4);
                     float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd, 7) * 4);
-                    float scale = 1.0f / sqrtf((float)hd);
+                    /* a variant per case, in turn: plain, windows, a soft-cap with another scale */
+                    static const layer_attention variants[] = {{0, 0.0f, 0.0f, 0}, {5, 0.0f, 0.0f, 0},
+                                                               {45, 0.0f, 0.0f, 0}, {600, 0.0f, 0.0f, 0},
+                                                               {0, 3.0f, 0.2f, 0}, {45, 3.0f, 0.0f, 0}};
+                    layer_attention la = variants[(shared * 2 + head_major + a + h) % 6];
+                    if (la.scale == 0.0f) la.scale = 1.0f / sqrtf((float)hd);
                     cpu_attention_rows rows = {q, k, v, got, qd, head_major ? hd : kvd, head_major ? hd : kvd, qd,
                                                head_major ? n_slots * hd : 0};
                     char what[160];
-                    snprintf(what, sizeof what, "%s, %s K/V, common prefix %u, %zu chains, heads %zu/%zu, head_dim %zu",
-                             shared ? "shared" : "per path", head_major ? "head-major" : "slot-major", common, nc, nh,
-                             nkv, hd);
-                    reference(q, k, v, paths, len, head_major, n_slots, nh, nkv, hd, scale, want);
-                    cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, NULL, scratch);
+                    snprintf(what, sizeof what, "%s, %s K/V, common prefix %u, %zu chains, heads %zu/%zu, head_dim %zu, "
+                             "window %u, softcap %g", shared ? "shared" : "per path", head_major ? "head-major" :
+                             "slot-major", common, nc, nh, nkv, hd, la.window, la.softcap);
+                    reference(q, k, v, paths, len, head_major, n_slots, nh, nkv, hd, &la, want);
+                    cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, &la, len, NULL, scratch);
                     double max_ref = 0.0, err = tu_max_abs_diff(got, want, QUERIES * qd, &max_ref);
                     CHECK(err <= 1e-5 * max_ref, "%s: max |error| %.3g against the reference (largest %.3g)", what, err,
                           max_ref);
@@ -165,7 +176,7 @@ static void test_attention(uint64_t *rng, uint32_t longest_common) {
                     for (size_t i = 0; i < 3; i++) {
                         if (pools[i] == NULL) continue;
                         memset(again, 0xFF, QUERIES * qd * 4);
-                        cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, pools[i],
+                        cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, &la, len, pools[i],
                                              scratch);
                         CHECK(memcmp(again, got, QUERIES * qd * 4) == 0, "%s: %zu threads differ from one", what,
                               pool_threads[i]);

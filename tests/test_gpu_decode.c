@@ -92,7 +92,7 @@ static void kernel_case(uint64_t *rng, int di, size_t nh, size_t nkv, size_t hd,
     float *v = random_values(rng, st.n_slots * kvd, -1, 1, dt), *ref = tu_xmalloc(n * qd * 4);
     float *scratch = tu_xmalloc(decode_scratch_floats(n, nh, nkv, hd, 1) * 4);
     cpu_attention_rows cpu_rows = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-    cpu_decode_attention(&cpu_rows, st.chains, st.n_chains, st.members, n, nh, nkv, hd, scale, NULL, scratch);
+    cpu_decode_attention(&cpu_rows, st.chains, st.n_chains, st.members, n, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, NULL, NULL, scratch);
     void *d_q = upload(q, n * qd, dt), *d_k = upload(k, st.n_slots * kvd, dt), *d_v = upload(v, st.n_slots * kvd, dt);
     void *d_own = poisoned(n * qd, dt), *d_out = poisoned(n * qd, dt);
     /* the chain kernels */

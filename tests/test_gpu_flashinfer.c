@@ -172,7 +172,7 @@ static void full_case(uint64_t *rng, int di, gpu_flashinfer *fi, const uint32_t 
     float *q = random_values(rng, nq, -3, 3, dt), *k = random_values(rng, nk, -1, 1, dt);
     float *v = random_values(rng, nk, -1, 1, dt), *ref = tu_xmalloc(nq * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, hd) * 4);
-    cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, scale, scratch, ref);
+    cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch, ref);
     void *d_q = upload(q, nq, dt), *d_k = upload(k, nk, dt), *d_v = upload(v, nk, dt);
     void *d_out = poisoned(nq, dt), *d_ref = poisoned(nq, dt);
     uint32_t *d_cu = upload_u32(cu, n_seqs + 1);
@@ -231,7 +231,7 @@ static void compact_case(uint64_t *rng, int di, const rmlp_plan *plan, size_t nh
     const float *q = qkv, *k = fused ? qkv + qd : qkv + nc * qd, *v = fused ? qkv + qd + kvd : qkv + nc * (qd + kvd);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, hd) * 4);
     cpu_attention_rows cpu_rows = {q, k, v, ref, qs, ks, ks, qd, 0};
-    cpu_compact_attention(&cpu_rows, qo, cu, scatter, ns, nh, nkv, hd, scale, scratch);
+    cpu_compact_attention(&cpu_rows, qo, cu, scatter, ns, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch);
 
     void *d_qkv = upload(qkv, nc * width, dt), *d_out = poisoned((nc + extra) * qd, dt);
     void *d_ref = poisoned((nc + extra) * qd, dt);
@@ -348,11 +348,11 @@ static void test_graph(uint64_t *rng, bool sm90) {
             uint32_t qo[3], kv[3], idx[400];
             if (layout == GPU_FI_FULL) {
                 qo[0] = kv[0] = 0, qo[1] = kv[1] = full_lens[round][0], qo[2] = kv[2] = qo[1] + full_lens[round][1];
-                cpu_attention(q, k, v, qo, 2, nh, nkv, hd, scale, scratch, ref);
+                cpu_attention(q, k, v, qo, 2, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch, ref);
             } else {
                 two_paths(paths[round][0], paths[round][1], paths[round][2], qo, kv, idx);
                 cpu_attention_rows cr = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-                cpu_compact_attention(&cr, qo, kv, idx, 2, nh, nkv, hd, scale, scratch);
+                cpu_compact_attention(&cr, qo, kv, idx, 2, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch);
                 CUDA_MUST(cudaMemcpy(d_idx, idx, kv[2] * 4, cudaMemcpyHostToDevice));
             }
             CUDA_MUST(cudaMemcpy(d_qo, qo, sizeof qo, cudaMemcpyHostToDevice));

@@ -57,7 +57,7 @@ static void check_case(int di, size_t nh, size_t nkv, gpu_fi_layout layout, cons
     float *v = random_values(rng, c->n_kv * kvd, -1, 1, dt), *ref = tu_xmalloc(c->n_rows * qd * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, HD) * 4);
     cpu_attention_rows cr = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-    cpu_compact_attention(&cr, c->qo, c->kv, c->idx, c->n_seqs, nh, nkv, HD, scale, scratch);
+    cpu_compact_attention(&cr, c->qo, c->kv, c->idx, c->n_seqs, nh, nkv, HD, &(layer_attention){0, 0.0f, scale, 0}, scratch);
     void *d_q = upload(q, c->n_rows * qd, dt), *d_k = upload(k, c->n_kv * kvd, dt), *d_v = upload(v, c->n_kv * kvd, dt);
     void *d_out[3] = {poisoned(c->n_rows * qd, dt), poisoned(c->n_rows * qd, dt), poisoned(c->n_rows * qd, dt)};
     uint32_t *d_qo = upload_u32(c->qo, c->n_seqs + 1), *d_kv = upload_u32(c->kv, c->n_seqs + 1);

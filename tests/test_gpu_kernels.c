@@ -241,7 +241,7 @@ static void test_graph_capture(uint64_t *rng) {
     float *q = random_values(rng, an, -3, 3, dt), *k = random_values(rng, ak, -1, 1, dt);
     float *v = random_values(rng, ak, -1, 1, dt), *attn_ref = tu_xmalloc(an * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(130, ahd) * 4);
-    cpu_attention(q, k, v, cu, n_seqs, anh, ankv, ahd, scale, scratch, attn_ref);
+    cpu_attention(q, k, v, cu, n_seqs, anh, ankv, ahd, &(layer_attention){0, 0.0f, scale, 0}, scratch, attn_ref);
 
     void *d_qkv = upload(qkv, rows * stride, dt), *d_qn = upload(qn, hd, dt), *d_kn = upload(kn, hd, dt);
     uint32_t *d_pos = upload_u32(pos, rows), *d_cu = upload_u32(cu, n_seqs + 1);
@@ -270,7 +270,7 @@ static void test_graph_capture(uint64_t *rng) {
         uint32_t cu_b[3] = {0, 10, 10 + 187};
         CUDA_MUST(cudaMemcpy(d_cu, cu_b, sizeof cu_b, cudaMemcpyHostToDevice));
         float *scratch_b = tu_xmalloc(cpu_attention_scratch_floats(187, ahd) * 4);
-        cpu_attention(q, k, v, cu_b, n_seqs, anh, ankv, ahd, scale, scratch_b, attn_ref);
+        cpu_attention(q, k, v, cu_b, n_seqs, anh, ankv, ahd, &(layer_attention){0, 0.0f, scale, 0}, scratch_b, attn_ref);
         CUDA_MUST(cudaMemset(d_out, 0xFF, an * elem_size(dt)));
         CUDA_MUST(cudaGraphLaunch(exec, stream));
         CUDA_MUST(cudaStreamSynchronize(stream));

@@ -28,7 +28,7 @@ static void test_attention(uint64_t *rng, int di) {
                 float *q = random_values(rng, nq, -3, 3, dt), *k = random_values(rng, nk, -1, 1, dt);
                 float *v = random_values(rng, nk, -1, 1, dt), *ref = tu_xmalloc(nq * 4);
                 float *scratch = tu_xmalloc(cpu_attention_scratch_floats(max_len, hd) * 4);
-                cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, scale, scratch, ref);
+                cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch, ref);
 
                 void *d_q = upload(q, nq, dt), *d_k = upload(k, nk, dt), *d_v = upload(v, nk, dt);
                 void *d_out = poisoned(nq, dt);
@@ -99,7 +99,7 @@ static void test_compact_attention(uint64_t *rng, int di) {
                     const float *v = fused ? qkv + qd + kvd : qkv + nc * (qd + kvd);
                     cpu_attention_rows rows = {q, k, v, ref, qs, ks, ks, qd, 0};
                     float scale = 1.0f / sqrtf((float)hd);
-                    cpu_compact_attention(&rows, qo, b.cu, plan.scatter, ns, nh, nkv, hd, scale, scratch);
+                    cpu_compact_attention(&rows, qo, b.cu, plan.scatter, ns, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch);
                     void *d_qkv = upload(qkv, nc * width, dt), *d_out = poisoned((nc + extra) * qd, dt);
                     char *base = d_qkv;
                     gpu_compact_rows d_rows = {base, base + (size_t)(k - qkv) * es, base + (size_t)(v - qkv) * es,
@@ -173,7 +173,7 @@ static void test_chain_attention(uint64_t *rng, int di) {
                 float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd, 1) * 4);
                 float scale = 1.0f / sqrtf((float)hd);
                 cpu_attention_rows rows = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-                cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, scale, NULL, scratch);
+                cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, NULL, NULL, scratch);
                 void *d_q = upload(q, QUERIES * qd, dt), *d_k = upload(k, SLOTS * kvd, dt), *d_v = upload(v, SLOTS * kvd, dt);
                 void *d_out = poisoned(QUERIES * qd, dt);
                 float *d_state = dev_alloc(n_members * nh * (hd + 2) * 4);

@@ -267,7 +267,13 @@ static void test_no_lm_head(const char *dir) {
     rmlp_model_free(model);
 }
 
-/* A Mistral model with a sliding window of 4: a 5-token sequence is refused, not miscomputed. */
+static rmlp_status host_attention(void *user_data, const rmlp_attention_args *args) {
+    return rmlp_attention(user_data, args);
+}
+
+/* A Mistral model with a sliding window of 4, one layer: a 9-token sequence's rows 6.. see keys 3..,
+ * so they equal those of a sequence that differs in its first three tokens only (and the rows before
+ * do not); a host's attention, which is not told the window, is refused past it and runs up to it. */
 static void test_sliding_window(void) {
     rmlp_model_config cfg = {.architecture = RMLP_ARCH_MISTRAL, .vocab_size = 32, .hidden_size = 16,
                              .intermediate_size = 32, .num_hidden_layers = 1, .num_attention_heads = 2,
@@ -281,19 +287,30 @@ static void test_sliding_window(void) {
     CHECK(rmlp_model_load(dir, NULL, &model) == RMLP_OK, "load: %s", rmlp_last_error());
     rmlp_model_config got;
     CHECK(model && rmlp_model_get_config(model, &got) == RMLP_OK && got.sliding_window == 4, "sliding_window read");
-    CHECK(model && rmlp_context_create(model, 9, &ctx) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK,
+    CHECK(model && rmlp_context_create(model, 22, &ctx) == RMLP_OK && rmlp_planner_create(&planner) == RMLP_OK,
           "setup");
-    static const uint32_t ids9[9] = {1, 2, 3, 4, 1, 2, 3, 4, 5}, pos9[9] = {0, 1, 2, 3, 0, 1, 2, 3, 4};
-    static const uint32_t cu_ok[2] = {0, 4}, cu_long[3] = {0, 4, 9};
-    float out[9 * 16];
+    static const uint32_t w_ids[22] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4};
+    static const uint32_t w_pos[22] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3};
+    static const uint32_t w_cu[4] = {0, 9, 18, 22}, cu_short[2] = {0, 4};
+    float out[22 * 16], again[22 * 16];
     rmlp_plan plan;
     if (ctx && planner) {
-        CHECK(rmlp_plan_build(planner, ids9, pos9, 4, cu_ok, 1, NULL, &plan) == RMLP_OK &&
+        CHECK(rmlp_plan_build(planner, w_ids, w_pos, 22, w_cu, 3, NULL, &plan) == RMLP_OK &&
                   rmlp_forward(ctx, &plan, NULL, NULL, out) == RMLP_OK,
-              "4 tokens fit the window: %s", rmlp_last_error());
-        CHECK(rmlp_plan_build(planner, ids9, pos9, 9, cu_long, 2, NULL, &plan) == RMLP_OK, "plan");
-        expect(rmlp_forward(ctx, &plan, NULL, NULL, out), RMLP_ERR_UNSUPPORTED,
-               "sequence 1 has 5 tokens, more than the model's sliding_window=4", "longer than the window");
+              "9 tokens past the window: %s", rmlp_last_error());
+        size_t same = 0, differ = 0; /* the same up to the GEMMs' rounding, or apart by far more */
+        for (size_t p = 3; p < 9; p++) { /* row p sees rows p-3 .. p: the same in both from p = 6 */
+            double ref = 0, d = tu_max_abs_diff(out + p * 16, out + (9 + p) * 16, 16, &ref);
+            same += p >= 6 && d <= 1e-6 * ref, differ += p < 6 && d > 1e-3 * ref;
+        }
+        CHECK(same == 3 && differ == 3, "rows past the window: %zu of 3 the same, %zu of 3 different", same, differ);
+        expect(rmlp_forward(ctx, &plan, host_attention, ctx, again), RMLP_ERR_UNSUPPORTED,
+               "layer 0 attends within a sliding window of 4 keys and a sequence has 9", "host attention past it");
+        double ref = 0;
+        CHECK(rmlp_plan_build(planner, w_ids + 18, w_pos + 18, 4, cu_short, 1, NULL, &plan) == RMLP_OK &&
+                  rmlp_forward(ctx, &plan, host_attention, ctx, again) == RMLP_OK &&
+                  tu_max_abs_diff(again, out + 18 * 16, 4 * 16, &ref) <= 1e-6 * ref,
+              "host attention within the window: %s", rmlp_last_error());
     }
     rmlp_planner_free(planner);
     rmlp_context_free(ctx);

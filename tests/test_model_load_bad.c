@@ -186,8 +186,15 @@ static const config_case config_cases[] = {
     {"model_type a number", "model_type", "3", NULL, NULL, RMLP_ERR_FORMAT, "'model_type' is an integer, not a string"},
     {"unsupported model_type", "model_type", "\"gpt2\"", NULL, NULL, RMLP_ERR_MODEL,
      "model_type 'gpt2' is not supported"},
-    {"rope_scaling", "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0}", NULL, NULL, RMLP_ERR_MODEL,
-     "rope_scaling is not supported"},
+    {"rope_scaling dynamic", "rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 4.0}", NULL, NULL,
+     RMLP_ERR_MODEL, "rope_scaling.rope_type 'dynamic' is not supported: its frequencies depend on the sequence's "
+     "length"},
+    {"rope_scaling linear without factor", "rope_scaling", "{\"type\": \"linear\"}", NULL, NULL, RMLP_ERR_MODEL,
+     "missing key 'rope_scaling.factor'"},
+    {"rope_scaling an array", "rope_scaling", "[1]", NULL, NULL, RMLP_ERR_FORMAT,
+     "'rope_scaling' is an array, not an object"},
+    {"rope_scaling partial rotation", "rope_scaling", "{\"type\": \"linear\", \"factor\": 2, "
+     "\"partial_rotary_factor\": 0.5}", NULL, NULL, RMLP_ERR_MODEL, "RoPE on part of a head is not supported"},
     {"hidden_act relu", "hidden_act", "\"relu\"", NULL, NULL, RMLP_ERR_MODEL,
      "hidden_act 'relu' is not supported (silu, gelu and gelu_pytorch_tanh are)"},
     {"hidden_act a number", "hidden_act", "1", NULL, NULL, RMLP_ERR_FORMAT, "'hidden_act' is an integer, not a string"},
@@ -217,14 +224,24 @@ static const config_case config_cases[] = {
      "'rms_norm_eps' is a string, not a number"},
     {"rms_norm_eps negative", "rms_norm_eps", "-1", NULL, NULL, RMLP_ERR_FORMAT, "'rms_norm_eps' = -1 is not positive"},
     {"rope_theta 0", "rope_theta", "0.0", NULL, NULL, RMLP_ERR_FORMAT, "'rope_theta' = 0 is not positive"},
-    {"rope_parameters yarn", "rope_parameters", "{\"rope_theta\": 1e6, \"rope_type\": \"yarn\", \"factor\": 4}", NULL,
-     NULL, RMLP_ERR_MODEL, "rope_parameters.rope_type 'yarn' is not supported"},
+    {"rope_parameters longrope", "rope_parameters", "{\"rope_theta\": 1e6, \"rope_type\": \"longrope\", \"factor\": 4}",
+     NULL, NULL, RMLP_ERR_MODEL, "rope_parameters.rope_type 'longrope' is not supported: its frequencies depend on"},
+    {"rope_parameters of an unknown type", "rope_parameters", "{\"rope_type\": \"spiral\"}", NULL, NULL,
+     RMLP_ERR_MODEL, "rope_parameters.rope_type 'spiral' is not supported (default, linear, llama3 and yarn are)"},
+    {"rope_parameters llama3 without high_freq_factor", "rope_parameters", "{\"rope_type\": \"llama3\", \"factor\": 8, "
+     "\"low_freq_factor\": 1}", NULL, NULL, RMLP_ERR_MODEL, "missing key 'rope_parameters.high_freq_factor'"},
+    {"rope_parameters yarn, beta_fast a string", "rope_parameters", "{\"rope_type\": \"yarn\", \"factor\": 4, "
+     "\"beta_fast\": \"32\"}", NULL, NULL, RMLP_ERR_FORMAT, "'rope_parameters.beta_fast' is a string, not a number"},
     {"rope_parameters theta a string", "rope_parameters", "{\"rope_theta\": \"1e6\"}", NULL, NULL, RMLP_ERR_FORMAT,
      "'rope_parameters.rope_theta' is a string, not a number"},
     {"rope_parameters an array", "rope_parameters", "[]", NULL, NULL, RMLP_ERR_FORMAT,
      "'rope_parameters' is an array, not an object"},
-    {"sliding attention layer", "layer_types", "[\"full_attention\", \"sliding_attention\"]", NULL, NULL,
-     RMLP_ERR_MODEL, "layer_types[1] is not \"full_attention\""},
+    {"sliding attention layer without a window", "layer_types", "[\"full_attention\", \"sliding_attention\"]", NULL,
+     NULL, RMLP_ERR_MODEL, "layer_types[1] is \"sliding_attention\" but the config has no sliding_window"},
+    {"chunked attention layer", "layer_types", "[\"full_attention\", \"chunked_attention\"]", NULL, NULL,
+     RMLP_ERR_MODEL, "layer_types[1] is not \"full_attention\" or \"sliding_attention\""},
+    {"sliding layer (Llama)", "layer_types", "[\"full_attention\", \"sliding_attention\"]", "model_type", "\"llama\"",
+     RMLP_ERR_MODEL, "layer_types[1] is \"sliding_attention\", which transformers' llama ignores"},
     /* Sizes that disagree with the tensors are the weights' to report. */
     {"vocab_size disagrees with the embedding", "vocab_size", "31", NULL, NULL, RMLP_ERR_MODEL,
      "tensor 'model.embed_tokens.weight' has shape [32, 16], config.json calls for [31, 16]"},
@@ -252,14 +269,14 @@ static void test_bad_configs(void) {
                     strncmp(k->msg, "tensor", 6) == 0 ? NULL : "config/config.json: ");
         stw_json_free(&config);
     }
-    /* Qwen's sliding layers as transformers derives them without layer_types (three edits each). */
+    /* Qwen's sliding layers as transformers derives them without layer_types (three edits each):
+     * what the derivation reads, of the wrong type or range. */
     static const struct {
         const char *name, *max_window_layers, *msg;
         rmlp_status want;
     } sliding[] = {
-        {"use_sliding_window with a layer at or past max_window_layers", "1",
-         "use_sliding_window is true and max_window_layers 1 < num_hidden_layers 2: layers 1.. would use a sliding "
-         "window of 4096", RMLP_ERR_MODEL},
+        {"use_sliding_window, max_window_layers negative", "-1", "'max_window_layers' = -1 is not between 0 and 2^32-1",
+         RMLP_ERR_FORMAT},
         {"use_sliding_window, max_window_layers a string", "\"2\"", "'max_window_layers' is a string, not an integer",
          RMLP_ERR_FORMAT},
     };

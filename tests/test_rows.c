@@ -81,7 +81,9 @@ static void test_qk(size_t rows, size_t n_q, size_t n_kv, size_t hd, bool norms,
     float *qkv = random_floats(n, -2.0f, 2.0f), *want = tu_xmalloc(n * sizeof(float));
     float *got = tu_xmalloc(n * sizeof(float)), *first = tu_xmalloc(n * sizeof(float));
     float *qn = norms ? random_floats(hd, 0.5f, 1.5f) : NULL, *kn = norms ? random_floats(hd, 0.5f, 1.5f) : NULL;
-    float *cs = tu_xmalloc(rows * hd * sizeof(float));
+    float *cs = tu_xmalloc(rows * hd * sizeof(float)), *inv_freq = tu_xmalloc(hd / 2 * sizeof(float));
+    model_rope rope = {inv_freq, 1.0f, 1e6};
+    model_rope_default(1e6, (uint32_t)hd, inv_freq);
     uint32_t *pos = tu_xmalloc(rows * sizeof(uint32_t));
     for (size_t r = 0; r < rows; r++) pos[r] = tu_rand_range(&rng, 0, 4000);
     memcpy(want, qkv, n * sizeof(float));
@@ -93,14 +95,14 @@ static void test_qk(size_t rows, size_t n_q, size_t n_kv, size_t hd, bool norms,
     cpu_rope(want + n_q * hd, rows, width, n_kv, hd, pos, 1e6);
     for (size_t p = 0; p < 3; p++) {
         memcpy(got, qkv, n * sizeof(float));
-        rows_rope_table(pos, rows, hd, 1e6, cs);
+        rows_rope_table(pos, rows, hd, &rope, cs);
         rows_qk_norm_rope(pools[p], got, rows, width, n_q, n_kv, hd, qn, kn, 1e-6, cs);
         /* RoPE mixes two values: relative to the row's scale, not each element's */
         check_close(norms ? "qk norm + rope" : "rope", hd, p + 1, got, want, n, 1e-6, 1.0);
         if (p == 0) memcpy(first, got, n * sizeof(float));
         else check_same("qk norm + rope", hd, p + 1, got, first, n);
     }
-    free(qkv), free(want), free(got), free(first), free(qn), free(kn), free(cs), free(pos);
+    free(qkv), free(want), free(got), free(first), free(qn), free(kn), free(cs), free(pos), free(inv_freq);
 }
 
 int main(void) {

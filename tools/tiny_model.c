@@ -77,8 +77,8 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
 
 /* config.json with the keys transformers' config class of the architecture has (so the load reports
  * none as unread): the bias flags where the architecture reads them, the activation by the
- * architecture's key, sliding_window null unless set; Gemma 2 and 3's query scale as head_dim,
- * their logit soft-capping as c's (null: none). */
+ * architecture's key, sliding_window null unless set (Gemma 2 and 3: 4096, transformers' default);
+ * Gemma 2 and 3's query scale as head_dim, their logit soft-capping as c's (null: none). */
 static int write_config(const char *dir, const rmlp_model_config *c) {
     char path[4096], flags[256] = "", window[32] = "null";
     const arch_info *arch = arch_by_id(c->architecture);
@@ -96,6 +96,8 @@ static int write_config(const char *dir, const rmlp_model_config *c) {
                  c->head_dim, cap);
     }
     if (c->sliding_window != 0) snprintf(window, sizeof window, "%u", c->sliding_window);
+    /* Gemma 2 and 3 slide some layers whatever the config says: their default window */
+    else if (arch->windows == ARCH_WINDOWS_LAYER_TYPES) snprintf(window, sizeof window, "4096");
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     if (f == NULL) return -1;

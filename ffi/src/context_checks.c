@@ -63,13 +63,22 @@ rmlp_status rmlp_check_inputs(const char *fn, const rmlp_model_config *cfg, cons
     return RMLP_OK;
 }
 
-rmlp_status rmlp_check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens, size_t n_seqs) {
-    for (size_t s = 0; cfg->sliding_window != 0 && s < n_seqs; s++)
-        if (cu_seqlens[s + 1] - cu_seqlens[s] > cfg->sliding_window)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn,
-                             "sequence %zu has %u tokens, more than the model's sliding_window=%u "
-                             "(sliding-window attention is not implemented)",
-                             s, cu_seqlens[s + 1] - cu_seqlens[s], cfg->sliding_window);
+rmlp_status rmlp_check_host_attention(const char *fn, const rmlp_model *model, bool host_attention,
+                                      const uint32_t *cu_seqlens, size_t n_seqs) {
+    uint32_t longest = 0;
+    for (size_t s = 0; host_attention && s < n_seqs; s++)
+        longest = cu_seqlens[s + 1] - cu_seqlens[s] > longest ? cu_seqlens[s + 1] - cu_seqlens[s] : longest;
+    for (uint32_t l = 0; host_attention && l < model->ext.n_layers; l++) {
+        const layer_attention *la = &model->ext.layers[l];
+        if (la->softcap != 0.0f)
+            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "layer %u soft-caps its attention scores (cap %g), which "
+                             "rmlp_attention_args does not tell a host's attention: pass attention=NULL for the "
+                             "built-in one", l, la->softcap);
+        if (la->window != 0 && longest > la->window)
+            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "layer %u attends within a sliding window of %u keys and a "
+                             "sequence has %u, which rmlp_attention_args does not tell a host's attention: pass "
+                             "attention=NULL for the built-in one", l, la->window, longest);
+    }
     return RMLP_OK;
 }
 
@@ -110,7 +119,10 @@ rmlp_status rmlp_check_attention_args(const char *fn, const rmlp_context *contex
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->q, k, v or out is NULL");
     const uint32_t *cu = compact ? a->kv_indptr : a->cu_seqlens;
     rmlp_status status = rmlp_check_cu_seqlens(fn, cu, a->n_seqs, a->n_tokens);
-    if (status == RMLP_OK) status = rmlp_check_window(fn, &context->model->config, cu, a->n_seqs);
+    if (status == RMLP_OK && a->layer >= context->model->ext.n_layers)
+        status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->layer=%u but the model has %u layers (the built-in "
+                           "attention takes the layer's sliding window and soft-cap)", a->layer,
+                           context->model->ext.n_layers);
     if (status != RMLP_OK || !compact) return status;
     if (a->layout != RMLP_ATTENTION_COMPACT)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->layout=%d, rmlp_attention_compact takes "

@@ -34,8 +34,11 @@ rmlp_status rmlp_check_buffers(const char *fn, const void *const *buffers, const
 /* Token ids below vocab_size and positions below max_position_embeddings, named by batch row
  * (padding rows too: they are embedded like the others). */
 rmlp_status rmlp_check_inputs(const char *fn, const rmlp_model_config *cfg, const rmlp_plan *plan);
-/* Attention is full-causal here: a sequence longer than the model's sliding window would differ. */
-rmlp_status rmlp_check_window(const char *fn, const rmlp_model_config *cfg, const uint32_t *cu_seqlens, size_t n_seqs);
+/* A host's attention (host_attention) is not told a layer's sliding window or soft-cap
+ * (model/model_ext.h): refused, naming the layer, on a model with a soft-cap, or with a window
+ * shorter than a sequence of the batch (up to it the window changes nothing). */
+rmlp_status rmlp_check_host_attention(const char *fn, const rmlp_model *model, bool host_attention,
+                                      const uint32_t *cu_seqlens, size_t n_seqs);
 /* The plan has the compact-attention layout (qo_indptr from rmlp_plan_build) and it is consistent. */
 rmlp_status rmlp_check_compact_plan(const char *fn, const rmlp_plan *plan);
 /* rmlp_attention's arguments (full layout; 0.1.0's fields only), or with `compact`

@@ -48,7 +48,6 @@ static rmlp_status generate_begin(const char *fn, rmlp_context *context, const r
     if (status == RMLP_OK) status = rmlp_check_compact_plan(fn, plan);
     if (status == RMLP_OK) status = rmlp_check_nonempty_seqs(fn, plan->cu_seqlens, plan->n_seqs);
     if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
-    if (status == RMLP_OK) status = rmlp_check_window(fn, &context->model->config, plan->cu_seqlens, plan->n_seqs);
     if (status == RMLP_OK && logits == NULL) status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "logits is NULL");
     rmlp_generate_params params = rmlp_generate_default_params();
     if (status == RMLP_OK && caller != NULL)

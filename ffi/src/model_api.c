@@ -117,14 +117,17 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
     checkpoint *ckpt = NULL;
     char *config_report = NULL, *report = NULL;
     status = checkpoint_open(path, &ckpt);
-    if (status == RMLP_OK) status = config_read_reported(checkpoint_config_path(ckpt), &model->config, &config_report);
+    if (status == RMLP_OK) status = config_read_reported(checkpoint_config_path(ckpt), &model->config, &model->ext,
+                                                        &config_report);
     if (status == RMLP_OK) status = audit_checkpoint(ckpt, &model->config, !params->skip_finite_check, &report);
     if (status == RMLP_OK) status = join_reports(fn, &config_report, &report);
-    if (status == RMLP_OK) status = backend->model_load(fn, ckpt, &model->config, params, &model->backend_model);
+    if (status == RMLP_OK)
+        status = backend->model_load(fn, ckpt, &model->config, &model->ext, params, &model->backend_model);
     checkpoint_close(ckpt);
     if (status != RMLP_OK) {
         free(config_report);
         free(report);
+        model_ext_free(&model->ext);
         free(model);
         return status;
     }
@@ -154,8 +157,11 @@ RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, co
     if (model == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
     model->config = *config;
-    status = backend->model_bind(fn, &model->config, tensors, n_tensors, params, &model->backend_model);
+    status = model_ext_init(fn, &model->config, &model->ext);
+    if (status == RMLP_OK)
+        status = backend->model_bind(fn, &model->config, &model->ext, tensors, n_tensors, params, &model->backend_model);
     if (status != RMLP_OK) {
+        model_ext_free(&model->ext);
         free(model);
         return status;
     }
@@ -175,6 +181,7 @@ RMLP_EXPORT void rmlp_model_free(rmlp_model *model) {
     }
     if (!rmlp_guard_retire(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model")) return;
     model->backend->model_free(model->backend_model, &model->config);
+    model_ext_free(&model->ext);
     free(model->load_report);
     free(model);
 }

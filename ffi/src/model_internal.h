@@ -10,6 +10,7 @@
 
 #include "common/backend.h"
 #include "common/guard.h"
+#include "model/model_ext.h"
 #include "radix_mlp.h"
 
 struct generate_session;
@@ -19,6 +20,7 @@ struct rmlp_model {
     rmlp_guard guard;       /* first: the handle checks of guard.h (magic only: models are shared) */
     _Atomic uint32_t n_contexts; /* live contexts; the model is not freed while any remain */
     rmlp_model_config config;
+    model_ext ext;          /* what config.json decides beyond config (model/model_ext.h): the backend reads it */
     const rmlp_backend *backend; /* the table of the model's device */
     void *backend_model;    /* the backend's model: model_weights (cpu/runner.h), gpu_model (gpu/runner.h) */
     rmlp_device device;

@@ -201,12 +201,7 @@ class TestEveryKeyKnown(unittest.TestCase):
                                 want = transformers_rows(folder, seqs, base=False)
                             except Exception:  # transformers cannot run it either
                                 continue
-                            try:
-                                got = forwards(model, seqs)
-                            except radix_mlp.RadixMLPError as error:  # Mistral: sequences longer than its window
-                                self.assertIn(name, str(error))
-                                refused += 1
-                                continue
+                            got = forwards(model, seqs)
                             assert_rows_match(self, got, want, "%s with %s" % (model_type, name))
                             compared += 1
                         finally:
@@ -325,27 +320,9 @@ class TestRandomConfigs(unittest.TestCase):
                     self.assertTrue(any(key in error for key in risky), "refused naming no key the draw set: " + error)
                     refused += 1
                     continue
-                try:
-                    if "radix_mlp_not_a_key" in changes:
-                        self.assertIn("radix_mlp_not_a_key", unread_keys(model.load_report, model_type))
-                    try:
-                        got = forwards(model, seqs)
-                    except radix_mlp.RadixMLPError as error:  # Mistral: a sequence longer than its window
-                        self.assertIn("sliding_window", str(error))
-                        refused += 1
-                        continue
-                    assert_rows_match(self, got, want, what)
-                    if not base:
-                        generated += check_generation(self, model, reference, seqs, what)
-                finally:
-                    model.close()
-                if dtype == torch.bfloat16:  # the same bf16 weights held as bf16 (widened for the GEMMs)
-                    held, error = load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="widen")
-                    self.assertIsNone(error, what)
-                    try:
-                        assert_rows_match(self, forwards(held, seqs), want, what + ", bf16 weights")
-                    finally:
-                        held.close()
+                if "radix_mlp_not_a_key" in changes:
+                    self.assertIn("radix_mlp_not_a_key", unread_keys(model.load_report, model_type))
+                generated += check_loaded(self, model, folder, seqs, want, reference, base, dtype, what)
                 matched += 1
         print("\nrandom configs: %d matched transformers (%d of them generating too), %d refused by name, %d "
               "skipped (transformers refused)" % (matched, generated, refused, skipped))
@@ -356,27 +333,47 @@ class TestRandomConfigs(unittest.TestCase):
 GENERATE_STEPS = 4
 
 
+def check_loaded(test, model, folder, seqs, want, reference, base, dtype, what, more_modes=None):
+    """A loaded checkpoint (closed here) against transformers: its rows in every mode (and those of
+    more_modes(model, seqs), a {mode: rows} dict), its greedy decode steps for a causal LM, and a bf16
+    checkpoint's rows again with its weights held in bf16 (widened for the GEMMs). Returns 1 when the
+    decode steps were compared, else 0."""
+    generated = 0
+    try:
+        got = forwards(model, seqs)
+        if more_modes is not None:
+            got.update(more_modes(model, seqs))
+        assert_rows_match(test, got, want, what)
+        if not base:
+            generated = check_generation(test, model, reference, seqs, what)
+    finally:
+        model.close()
+    if dtype == torch.bfloat16:
+        held, error = load(folder, cpu_weight_dtype="bf16", cpu_bf16_gemm="widen")
+        test.assertIsNone(error, what)
+        try:
+            assert_rows_match(test, forwards(held, seqs), want, what + ", bf16 weights")
+        finally:
+            held.close()
+    return generated
+
+
 def check_generation(test, model, reference, seqs, what):
     """Greedy decode steps of the library (its argmax fed back, shared prefixes read once and each
-    sequence alone) against transformers' logits for the same tokens; 1 when compared, 0 when the
-    library refused it by name (Mistral: past its window)."""
+    sequence alone) against transformers' logits for the same tokens; returns 1 (compared)."""
     total = sum(len(s) for s in seqs)
     slot = radix_mlp.generation._slot_bytes(model.config)  # a prefix-cache slot, as generate() sizes it
     plan = radix_mlp.planner.plan_sequences(seqs, 1.0, "test", "seqs")
     for shared in (True, False):
         with model.context(total, cache_bytes=(total + len(seqs) * GENERATE_STEPS + 64) * slot) as ctx:
-            try:
-                steps = [ctx.generate_begin(plan, max_new_tokens=GENERATE_STEPS, shared_prefix_attention=shared)]
-                tokens = [[] for _ in seqs]
-                for _ in range(GENERATE_STEPS - 1):
-                    chosen = [int(np.argmax(row)) for row in steps[-1]]
-                    for s, t in enumerate(chosen):
-                        tokens[s].append(t)
-                    steps.append(ctx.generate_step(chosen))
-                ctx.generate_end()
-            except radix_mlp.RadixMLPError as error:
-                test.assertIn("sliding_window", str(error))
-                return 0
+            steps = [ctx.generate_begin(plan, max_new_tokens=GENERATE_STEPS, shared_prefix_attention=shared)]
+            tokens = [[] for _ in seqs]
+            for _ in range(GENERATE_STEPS - 1):
+                chosen = [int(np.argmax(row)) for row in steps[-1]]
+                for s, t in enumerate(chosen):
+                    tokens[s].append(t)
+                steps.append(ctx.generate_step(chosen))
+            ctx.generate_end()
         for s, seq in enumerate(seqs):
             with torch.no_grad():
                 logits = reference(input_ids=torch.tensor([seq + tokens[s]])).logits[0].numpy()
