@@ -208,7 +208,8 @@ static int windows_ok(json_t *root, const arch_info *arch, rmlp_model_config *wa
 }
 
 /* The MLP's activation, named by the row's key (hidden_act; Gemma 2 and 3: hidden_activation):
- * absent, the row's default; null refused; silu, gelu_pytorch_tanh, gelu; and the Gemma family's
+ * absent, the row's default; null refused; silu, gelu_pytorch_tanh, gelu (Gemma's the tanh form,
+ * GemmaConfig's rewrite); and the Gemma family's
  * own keys: use_bidirectional_attention true refused, final_logit_softcapping (Gemma 2 and 3: null
  * none, absent the row's default), the row's norm forms and sqrt(hidden_size) embedding scale. */
 static float want_scale, want_softcap_f;
@@ -225,6 +226,7 @@ static int gemma_ok(json_t *root, const arch_info *arch, rmlp_model_config *want
         while (i < 3 && !(json_is_string(act) && strcmp(json_string_value(act), names[i]) == 0)) i++;
         if (i == 3) return 0;
         want->activation = ids[i];
+        if (strcmp(arch->model_type, "gemma") == 0 && i == 2) want->activation = RMLP_ACTIVATION_GELU_TANH;
     }
     want->norm_weight_plus_one = arch->norm_plus_one;
     want->sandwich_norms = arch->sandwich_norms;

@@ -60,6 +60,8 @@ typedef struct arch_info {
     const char *activation_key; /* the key naming the MLP's activation: hidden_act, or Gemma 2 and
                                    3's hidden_activation */
     rmlp_activation activation_default; /* when that key is absent */
+    bool gelu_means_tanh;      /* "gelu" names GELU's tanh form (GemmaConfig's conversion of the
+                                  official releases' legacy value) */
     double final_softcap_default; /* final_logit_softcapping when absent (Gemma 2: 30); 0 none */
     double attn_softcap_default; /* attn_logit_softcapping when absent (Gemma 2: 50); 0: the
                                     architecture does not cap attention (Gemma 3 reads the key but
@@ -75,30 +77,30 @@ static inline const arch_info *arch_table(size_t *count) {
     static const arch_info table[] = {
         /* id, model_type,
          *   reads_attention_bias, qkv_bias, reads_mlp_bias, qk_norm, tied_default, windows,
-         *   norm_plus_one, embed_scaled, sandwich_norms, activation_key, activation_default,
+         *   norm_plus_one, embed_scaled, sandwich_norms, activation_key, activation_default, gelu_means_tanh,
          *   final_softcap_default, attn_softcap_default, window_pattern, local_rope
          * (positional: gpu/bind.cu reads this header as C++, which has no mixed designators) */
         {RMLP_ARCH_QWEN3, "qwen3",
          true, false, false, true, false, ARCH_WINDOWS_PER_LAYER,
-         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, false, 0.0, 0.0, 0, false},
         {RMLP_ARCH_QWEN2, "qwen2",
          false, true, false, false, false, ARCH_WINDOWS_PER_LAYER,
-         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, false, 0.0, 0.0, 0, false},
         {RMLP_ARCH_LLAMA, "llama",
          true, false, true, false, false, ARCH_WINDOWS_NONE,
-         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, false, 0.0, 0.0, 0, false},
         {RMLP_ARCH_MISTRAL, "mistral",
          false, false, false, false, false, ARCH_WINDOWS_ALL,
-         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, 0.0, 0.0, 0, false},
+         false, false, false, "hidden_act", RMLP_ACTIVATION_SILU, false, 0.0, 0.0, 0, false},
         {RMLP_ARCH_GEMMA, "gemma",
          true, false, false, false, true, ARCH_WINDOWS_NONE,
-         true, true, false, "hidden_act", RMLP_ACTIVATION_GELU_TANH, 0.0, 0.0, 0, false},
+         true, true, false, "hidden_act", RMLP_ACTIVATION_GELU_TANH, true, 0.0, 0.0, 0, false},
         {RMLP_ARCH_GEMMA2, "gemma2",
          true, false, false, false, true, ARCH_WINDOWS_LAYER_TYPES,
-         true, true, true, "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 30.0, 50.0, 2, false},
+         true, true, true, "hidden_activation", RMLP_ACTIVATION_GELU_TANH, false, 30.0, 50.0, 2, false},
         {RMLP_ARCH_GEMMA3_TEXT, "gemma3_text",
          true, false, false, true, true, ARCH_WINDOWS_LAYER_TYPES,
-         true, true, true, "hidden_activation", RMLP_ACTIVATION_GELU_TANH, 0.0, 0.0, 6, true},
+         true, true, true, "hidden_activation", RMLP_ACTIVATION_GELU_TANH, false, 0.0, 0.0, 6, true},
     };
     *count = sizeof table / sizeof table[0];
     return table;

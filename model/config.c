@@ -210,7 +210,8 @@ static const struct {
 };
 
 /* The MLP's gate activation, named by the architecture's key (hidden_act, or Gemma 2 and 3's
- * hidden_activation; arch.h), as transformers' ACT2FN maps the three names run here. */
+ * hidden_activation; arch.h), as transformers' ACT2FN maps the three names run here (Gemma's
+ * "gelu" being the tanh form, as its config class rewrites it). */
 static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_config *m) {
     static const struct {
         const char *name;
@@ -229,7 +230,9 @@ static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_co
     if (act == NULL) return RMLP_OK;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(act, names[i].name) == 0) {
-            m->activation = names[i].id;
+            /* Gemma: GemmaConfig turns "gelu" into "gelu_pytorch_tanh" */
+            m->activation = names[i].id == RMLP_ACTIVATION_GELU && arch->gelu_means_tanh ? RMLP_ACTIVATION_GELU_TANH
+                                                                                         : names[i].id;
             return RMLP_OK;
         }
     return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s '%s' is not supported (silu, gelu and gelu_pytorch_tanh are)",
