@@ -51,8 +51,13 @@ static const config_key table[] = {
     {"rope_theta", ALL, CONFIG_KEY_READ, NULL},
     {"rope_parameters", ALL, CONFIG_KEY_READ, NULL},
     {"rope_scaling", ALL, CONFIG_KEY_READ, NULL},
-    {"partial_rotary_factor", ALL, CONFIG_KEY_INERT, "moved into rope_parameters, which plain RoPE of these "
-                                                     "architectures does not read it from"},
+    /* moved into rope_parameters by transformers: plain RoPE of these architectures ignores it, the
+     * scaled kinds rotate part of a head by it (refused) */
+    {"partial_rotary_factor", ALL, CONFIG_KEY_READ, NULL},
+    /* llama3's and yarn's original context, before rope_parameters' own (transformers' standardisation) */
+    {"original_max_position_embeddings", LLAMA_LIKE | GEMMA | GEMMA2, CONFIG_KEY_READ, NULL},
+    {"original_max_position_embeddings", GEMMA3, CONFIG_KEY_INERT, "Gemma 3's RoPE per layer type takes it from "
+                                                                   "each layer type's object only"},
     {"hidden_act", LLAMA_LIKE | GEMMA, CONFIG_KEY_READ, NULL},
     {"hidden_activation", GEMMA2 | GEMMA3, CONFIG_KEY_READ, NULL},
     {"tie_word_embeddings", ALL, CONFIG_KEY_READ, NULL},

@@ -411,7 +411,8 @@ int main(int argc, char **argv) {
     }
     static const char *const names[] = {"qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny",
                                         "qwen3_embedding_noprefix", "llama_bias", "qwen3_bias", "qwen2_bias",
-                                        "mistral_bias"};
+                                        "mistral_bias", "qwen2_window", "mistral_window", "llama3_rope",
+                                        "qwen2_yarn", "qwen3_linear"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_greedy(argv[1], names[i]);
     test_finish(argv[1]);
     test_threads(argv[1]);

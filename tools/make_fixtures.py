@@ -106,6 +106,45 @@ SPECS = {
         biases=[],
         about="Mistral with attention_bias and mlp_bias, which Mistral does not read (no biases at "
               "all); sliding_window 4096 (longer than the sequences); tied embeddings"),
+    # sliding windows and RoPE scaling (model/config_attention.c): windows shorter than the batch's
+    # 22-token shared prefix, scalings whose frequencies differ from plain RoPE's at every position
+    "qwen2_window": dict(
+        config=Qwen2Config, seed=10, causal_lm=True, dtype=torch.float32, shard=None, hub_config=True,
+        layer_types=False,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, rope_theta=1e6, tie_word_embeddings=True, use_sliding_window=True,
+                sliding_window=5, max_window_layers=1),
+        about="Qwen2 with sliding windows: use_sliding_window, sliding_window 5, max_window_layers 1 (layers 1 "
+              "and 2 slide over 5 keys, fewer than the shared prefix's 22); config.json in the older hub form "
+              "without layer_types; tied embeddings"),
+    "mistral_window": dict(
+        config=MistralConfig, seed=11, causal_lm=True, dtype=torch.float32, shard=None,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, rope_theta=1e4, tie_word_embeddings=False, sliding_window=6),
+        about="Mistral with sliding_window 6 in every layer; untied lm_head"),
+    "llama3_rope": dict(
+        config=LlamaConfig, seed=12, causal_lm=True, dtype=torch.float32, shard=None, hub_config=True,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, tie_word_embeddings=True,
+                rope_parameters={"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
+        about="Llama with Llama 3.1's RoPE scaling (llama3: factor 8, low/high_freq_factor 1/4, original 64 "
+              "positions: head_dim 16's frequencies fall in each of its three bands); config.json in the hub "
+              "form (rope_scaling, top-level rope_theta 5e5); tied embeddings"),
+    "qwen2_yarn": dict(
+        config=Qwen2Config, seed=13, causal_lm=True, dtype=torch.float32, shard=None, hub_config=True,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, tie_word_embeddings=True,
+                rope_parameters={"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
+                                 "original_max_position_embeddings": 128}),
+        about="Qwen2 with yarn RoPE scaling as Qwen2.5 declares it (rope_scaling type yarn, factor 4, original "
+              "128 positions; attention factor 0.1 ln 4 + 1 on cos and sin); hub form; tied embeddings"),
+    "qwen3_linear": dict(
+        config=Qwen3Config, seed=14, causal_lm=False, dtype=torch.float32, shard=None, hub_config=False,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, tie_word_embeddings=False,
+                rope_parameters={"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0}),
+        about="Qwen3 base model with linear RoPE scaling (factor 2) in transformers 5's rope_parameters"),
 }
 
 
@@ -160,8 +199,10 @@ def to_hub_config(path, layer_types=True):
     without layer_types unless asked to keep them."""
     cfg = json.loads(path.read_text())
     rope = cfg.pop("rope_parameters")
-    assert rope.get("rope_type", "default") == "default", rope
-    cfg["rope_theta"] = rope["rope_theta"]
+    cfg["rope_theta"] = rope.pop("rope_theta")
+    if rope.get("rope_type", "default") != "default":  # the hub's rope_scaling, with the older key name
+        rope["type"] = rope.pop("rope_type")
+        cfg["rope_scaling"] = rope
     cfg["torch_dtype"] = cfg.pop("dtype")
     if not layer_types:
         cfg.pop("layer_types")
@@ -300,24 +341,62 @@ def rms_norm(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, theta):
-    """Rotate-half RoPE on x (n, heads, d)."""
-    d = x.shape[-1]
+def rope_frequencies(cfg, d):
+    """(inverse frequencies (d/2), factor of cos and sin) of config.json's RoPE, in float64, from the
+    published definitions: plain, linear (over factor), llama3 (Llama 3.1's three bands), yarn (the
+    YaRN paper's ramp between the plain and interpolated frequencies, attention factor 0.1 ln s + 1)."""
+    r = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    theta = r.get("rope_theta", cfg.get("rope_theta", 1e4))
+    kind = r.get("rope_type", r.get("type", "default"))
     inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    if kind == "linear":
+        return inv / r["factor"], 1.0
+    orig = cfg.get("original_max_position_embeddings", r.get("original_max_position_embeddings"))
+    if kind == "llama3":
+        wavelen = 2 * np.pi / inv
+        low, high = orig / r["low_freq_factor"], orig / r["high_freq_factor"]
+        smooth = (orig / wavelen - r["low_freq_factor"]) / (r["high_freq_factor"] - r["low_freq_factor"])
+        mid = (1 - smooth) * inv / r["factor"] + smooth * inv
+        return np.where(wavelen > low, inv / r["factor"], np.where(wavelen < high, inv, mid)), 1.0
+    if kind == "yarn":
+        dim_of = lambda turns: d * np.log(orig / (turns * 2 * np.pi)) / (2 * np.log(theta))
+        lo, hi = max(np.floor(dim_of(r.get("beta_fast") or 32)), 0), min(np.ceil(dim_of(r.get("beta_slow") or 1)), d - 1)
+        ramp = np.clip((np.arange(d // 2) - lo) / ((hi - lo) or 0.001), 0, 1)
+        return inv / r["factor"] * ramp + inv * (1 - ramp), 0.1 * np.log(r["factor"]) + 1
+    assert kind == "default", kind
+    return inv, 1.0
+
+
+def rope(x, pos, inv, factor):
+    """Rotate-half RoPE on x (n, heads, d) by frequencies inv (d/2), cos and sin times factor."""
+    d = x.shape[-1]
     ang = np.concatenate([pos[:, None] * inv] * 2, axis=-1)[:, None, :]
     rot = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
-    return x * np.cos(ang) + rot * np.sin(ang)
+    return x * np.cos(ang) * factor + rot * np.sin(ang) * factor
+
+
+def layer_windows(cfg):
+    """Each layer's sliding window (0: full) as config.json declares it: Mistral's sliding_window in
+    every layer; Qwen's layer_types, else the layers from max_window_layers on, with use_sliding_window."""
+    n = cfg["num_hidden_layers"]
+    if cfg["model_type"] == "mistral":
+        return [cfg.get("sliding_window") or 0] * n
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window") else None
+    kinds = cfg.get("layer_types") or ["sliding_attention" if window and i >= cfg.get("max_window_layers", 28)
+                                       else "full_attention" for i in range(n)]
+    return [window if kind == "sliding_attention" else 0 for kind in kinds]
 
 
 def numpy_forward(w, cfg, seq):
     """Independent float64 forward of one sequence: returns (final hidden (n, H), logits or None)."""
     eps, nh, nkv = cfg["rms_norm_eps"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
-    theta = cfg["rope_parameters"]["rope_theta"] if "rope_parameters" in cfg else cfg["rope_theta"]
+    inv, factor = rope_frequencies(cfg, hd)
     n, pos = len(seq), np.arange(len(seq), dtype=np.float64)
     x = w["embed_tokens.weight"][seq]
-    causal = np.triu(np.full((n, n), -np.inf), 1)
-    for i in range(cfg["num_hidden_layers"]):
+    for i, window in enumerate(layer_windows(cfg)):
+        behind = np.arange(n)[:, None] - np.arange(n)[None, :]  # query - key
+        causal = np.where((behind >= 0) & ((window == 0) | (behind < window)), 0.0, -np.inf)
         p = lambda name: w[f"layers.{i}.{name}"]
         lin = lambda t, name: t @ p(name + ".weight").T + w.get(f"layers.{i}.{name}.bias", 0.0)
         h = rms_norm(x, p("input_layernorm.weight"), eps)
@@ -327,7 +406,7 @@ def numpy_forward(w, cfg, seq):
         if f"layers.{i}.self_attn.q_norm.weight" in w:   # Qwen3: per-head RMSNorm before RoPE
             q = rms_norm(q, p("self_attn.q_norm.weight"), eps)
             k = rms_norm(k, p("self_attn.k_norm.weight"), eps)
-        q, k = rope(q, pos, theta), rope(k, pos, theta)
+        q, k = rope(q, pos, inv, factor), rope(k, pos, inv, factor)
         att = np.empty((n, nh, hd))
         for head in range(nh):
             kv = head // (nh // nkv)
@@ -444,14 +523,17 @@ def write_readme(outroot, stats, kept_rows):
     lines += [
         "",
         "All: rms_norm_eps 1e-6, max_position_embeddings 512, SiLU, rope_theta 1e6 (Qwen) or 1e4",
-        "(Llama, Mistral), plain (default) RoPE. Weights: Linear ~ N(0, 1/in_features), embeddings ~ N(0, 0.3²),",
+        "(Llama, Mistral), plain (default) RoPE and full attention but where the table says otherwise",
+        "(`*_window`: sliding windows; `llama3_rope`, `qwen2_yarn`, `qwen3_linear`: RoPE scaling).",
+        "Weights: Linear ~ N(0, 1/in_features), embeddings ~ N(0, 0.3²),",
         "biases ~ N(0, 0.2), every RMSNorm weight (input, post-attention, final, q/k norm)",
         "~ 1 + 0.1 N(0, 1), so activations are O(1) and norm weights matter.",
         "",
         "config.json is as transformers writes it (`rope_parameters: {rope_theta, rope_type}`,",
-        "`dtype`, `layer_types`), except `qwen3_embedding_noprefix` and `qwen2_bias`, rewritten in the",
-        "older hub form that most published checkpoints have (top-level `rope_theta`, `torch_dtype`;",
-        "`qwen2_bias` also without `layer_types`, which transformers then derives from",
+        "`dtype`, `layer_types`), except `qwen3_embedding_noprefix`, `qwen2_bias`, `qwen2_window`,",
+        "`llama3_rope` and `qwen2_yarn`, rewritten in the older hub form that most published checkpoints",
+        "have (top-level `rope_theta`, `rope_scaling` with its `type`, `torch_dtype`; `qwen2_bias` and",
+        "`qwen2_window` also without `layer_types`, which transformers then derives from",
         "`use_sliding_window` and `max_window_layers`); a loader should read both.",
         "",
         "## Files in each directory",
@@ -483,7 +565,8 @@ def write_readme(outroot, stats, kept_rows):
         "  `output_hidden_states=True` is " + ("" if all(s["hs_last_normed"] for s in stats.values())
                                               else "NOT always ") + "the same tensor (after the norm).",
         "- An independent float64 NumPy forward (RMSNorm, Q/K/V with optional bias, per-head q/k",
-        "  norm, rotate-half RoPE, causal GQA softmax attention, SwiGLU, final norm, LM head) run",
+        "  norm, rotate-half RoPE with the published linear, llama3 and yarn frequencies, causal GQA",
+        "  softmax attention within each layer's sliding window, SwiGLU, final norm, LM head) run",
         "  from the saved safetensors and config.json reproduces `last_hidden` and `logits_last`.",
         "",
         "| dir | tokens N (lengths) | max abs of last_hidden | padded batch vs batch 1 | NumPy vs transformers |",

@@ -22,8 +22,9 @@ Attention uses the model's own attention function (``config._attn_implementation
 
 What it cannot honour it refuses by name (``UnsupportedModel``, a ValueError): another model type,
 bidirectional attention (``is_causal`` false), an attention implementation other than eager/sdpa, RoPE types whose frequencies depend on the batch
-(``dynamic``, ``longrope``, ...), a sliding window shorter than a sequence of the batch, attention
-dropout > 0 in training mode.
+(``dynamic``, ``longrope``, ...), attention dropout > 0 in training mode. Sliding windows (Mistral's,
+Qwen's sliding layers) are in each layer's mask: a query sees the last ``sliding_window`` keys of its
+path, as transformers' sliding-window mask.
 
 torch is imported here only; ``import radix_mlp`` never imports it.
 """
@@ -71,7 +72,8 @@ class _Layout:
     queries to its length. Index tensors (long, on the device): ``q_index`` (n_att*q_max,) and
     ``k_index`` (n_att*k_max,) compact rows (padding reads row 0), ``out_index`` (n_compact_padded,)
     the flat (piece, query) slot each compact row takes its output from (n_att*q_max: a zero row, for
-    padding rows); ``allowed`` (n_att, 1, q_max, k_max) bool."""
+    padding rows); ``allowed`` (n_att, 1, q_max, k_max) bool; ``behind`` (the same shape) how many
+    positions each key lies behind its query (0 for padding queries), for sliding windows."""
 
     def __init__(self, plan, space, device):
         cu = plan.cu_seqlens.astype(np.int64)
@@ -99,6 +101,7 @@ class _Layout:
         t = np.arange(q_max)[:, None]
         j = np.arange(k_max)[None, :]
         allowed = np.zeros((n_att, 1, q_max, k_max), dtype=bool)
+        behind = np.zeros((n_att, 1, q_max, k_max), dtype=np.int32)
         slot_of_batch_row = np.full(plan.n_tokens, -1, dtype=np.int64)
         for b, (s, t0, n_queries, n_keys) in enumerate(pieces):
             path = scatter[cu[s]:cu[s] + n_keys]
@@ -114,6 +117,7 @@ class _Layout:
             # Causal, bottom-right: query t sits at key position n_keys - n_queries + t. Padding
             # queries (t >= n_queries) see every key, so no softmax row is empty.
             allowed[b, 0] = (j <= n_keys - n_queries + t) & (j < n_keys)
+            behind[b, 0, :n_queries] = (n_keys - n_queries + t[:n_queries]) - j
         if space == "full":
             n = plan.n_compact
             out_index[:n] = slot_of_batch_row[plan.fold_gather[:n].astype(np.int64)]
@@ -123,16 +127,19 @@ class _Layout:
         self.k_index = _long(k_index.reshape(-1), device)
         self.out_index = _long(out_index, device)
         self.allowed = torch.as_tensor(allowed, device=device)
+        self.behind = torch.as_tensor(behind, device=device)
         self._masks = {}
 
-    def mask(self, dtype):
-        """The additive mask (n_att, 1, q_max, k_max) in ``dtype``: 0 where allowed, the dtype's
-        lowest value elsewhere (as transformers' own masks)."""
-        m = self._masks.get(dtype)
+    def mask(self, dtype, window=None):
+        """The additive mask (n_att, 1, q_max, k_max) in ``dtype``: 0 where allowed (and, with a
+        sliding ``window``, less than ``window`` positions behind the query), the dtype's lowest
+        value elsewhere (as transformers' own masks)."""
+        m = self._masks.get((dtype, window))
         if m is None:
+            allowed = self.allowed if window is None else self.allowed & (self.behind < int(window))
             m = torch.zeros(self.allowed.shape, dtype=dtype, device=self.allowed.device)
-            m.masked_fill_(~self.allowed, torch.finfo(dtype).min)
-            self._masks[dtype] = m
+            m.masked_fill_(~allowed, torch.finfo(dtype).min)
+            self._masks[(dtype, window)] = m
         return m
 
 
@@ -306,13 +313,6 @@ class RadixMLP(nn.Module):
             raise UnsupportedModel("radix_mlp.torch: config.attention_dropout=%g in training mode: rows shared by "
                                    "several sequences would share their dropout masks; set it to 0 or call eval()"
                                    % dropout)
-        longest = int(plan.lengths.max()) if plan.plan.n_seqs else 0
-        for i, window in enumerate(self._windows()):
-            if window is not None and longest > int(window):
-                s = int(np.argmax(plan.lengths))
-                raise UnsupportedModel("radix_mlp.torch: config.sliding_window=%d is active in layer %d: sequence %d "
-                                       "has %d tokens (> %d) and the sliding-window mask is not implemented"
-                                       % (window, i, s, longest, window))
         vocab = base.embed_tokens.num_embeddings
         if plan.max_token_id >= vocab:
             raise ValueError("radix_mlp.torch: token id %d is outside the vocabulary (%d tokens)"
@@ -348,27 +348,28 @@ class RadixMLP(nn.Module):
         layout = plan.layout(self.attention)
         hidden = base.embed_tokens(plan.input_ids)                          # (N'pad, H)
         cos, sin = base.rotary_emb(hidden, plan.position_ids[None])         # (1, N'pad, head_dim) each
-        for layer in base.layers[: base.config.num_hidden_layers]:
+        for layer, window in zip(base.layers[: base.config.num_hidden_layers], self._windows()):
             if layer.training and getattr(layer, "gradient_checkpointing", False):
                 # model.activation_checkpointing_enable() (gradient_checkpointing_enable) marks the layers and
                 # gives them its checkpoint function.
                 checkpoint = getattr(layer, "_gradient_checkpointing_func", None)
                 if checkpoint is None:
                     checkpoint = functools.partial(torch.utils.checkpoint.checkpoint, use_reentrant=False)
-                hidden = checkpoint(self._layer, layer, hidden, cos, sin, layout, impl)
+                hidden = checkpoint(self._layer, layer, hidden, cos, sin, layout, impl, window)
             else:
-                hidden = self._layer(layer, hidden, cos, sin, layout, impl)
+                hidden = self._layer(layer, hidden, cos, sin, layout, impl, window)
         return base.norm(hidden)
 
-    def _layer(self, layer, hidden, cos, sin, layout, impl):
-        """One decoder layer on compact rows, as the model's DecoderLayer.forward computes it."""
+    def _layer(self, layer, hidden, cos, sin, layout, impl, window):
+        """One decoder layer on compact rows, as the model's DecoderLayer.forward computes it
+        (window: the layer's sliding window, or None)."""
         residual = hidden
         hidden = residual + self._self_attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, layout,
-                                                 impl)
+                                                 impl, window)
         residual = hidden
         return residual + layer.mlp(layer.post_attention_layernorm(hidden))
 
-    def _self_attention(self, attn, x, cos, sin, layout, impl):
+    def _self_attention(self, attn, x, cos, sin, layout, impl, window):
         """The model's Attention.forward with its position-wise parts on compact rows.
         x: (N'pad, H) -> (N'pad, H)."""
         n, d = x.shape[0], attn.head_dim
@@ -379,11 +380,11 @@ class RadixMLP(nn.Module):
             q, k = attn.q_norm(q), attn.k_norm(k)
         modeling = sys.modules[type(attn).__module__]
         q, k = modeling.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
-        out = self._attend(attn, q[0], k[0], v, layout, impl, modeling)   # (N'pad, heads*d)
+        out = self._attend(attn, q[0], k[0], v, layout, impl, modeling, window)  # (N'pad, heads*d)
         return attn.o_proj(out)
 
     @staticmethod
-    def _attend(attn, q, k, v, layout, impl, modeling):
+    def _attend(attn, q, k, v, layout, impl, modeling, window):
         """Attention through the model's own attention function on the layout's padded batch.
         q: (N'pad, heads, d), k, v: (N'pad, kv_heads, d) -> (N'pad, heads*d)."""
         n_att, q_max, k_max = layout.n_att, layout.q_max, layout.k_max
@@ -399,7 +400,7 @@ class RadixMLP(nn.Module):
             fn = interfaces.get_interface(impl, eager)
         else:
             fn = eager if impl == "eager" else interfaces[impl]
-        out, _ = fn(attn, qp, kp, vp, layout.mask(qp.dtype), dropout=0.0, scaling=attn.scaling)
+        out, _ = fn(attn, qp, kp, vp, layout.mask(qp.dtype, window), dropout=0.0, scaling=attn.scaling)
         out = out.reshape(n_att * q_max, heads * d)                         # (n_att*q_max, heads*d)
         out = torch.cat([out, out.new_zeros(1, heads * d)])
         return out.index_select(0, layout.out_index)

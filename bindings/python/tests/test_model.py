@@ -45,7 +45,7 @@ def test_config(fixture):
     assert c.head_dim == config.get("head_dim", config["hidden_size"] // config["num_attention_heads"])
     assert c.architecture == config["model_type"]
     assert c.rms_norm_eps == pytest.approx(config["rms_norm_eps"])
-    assert c.has_lm_head == (name != "qwen3_embedding_noprefix")
+    assert c.has_lm_head == config["architectures"][0].endswith("ForCausalLM")
     assert c.qk_norm == c.architecture.startswith("qwen3")
     # The biases transformers builds: Qwen2 q/k/v always; Llama and Qwen3 q/k/v/o from
     # attention_bias; Llama gate/up/down from mlp_bias; Mistral none.

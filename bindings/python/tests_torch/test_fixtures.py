@@ -3,7 +3,9 @@ forward (radix on, attention in full and in compact space) reproduces the commit
 (expected.safetensors, within the fixtures' 1e-4), and outputs and every gradient of a listwise loss
 equal the plain model's within 1e-5 relative (fp32, CPU). Covers the fixtures' cases: untied and
 tied heads, bf16 weights upcast, sharded checkpoints, biases, a base model with no "model."
-prefix, Qwen2's sliding window switched off per layer and Mistral's window longer than the batch."""
+prefix, Qwen2's sliding window switched off per layer and Mistral's window longer than the batch,
+sliding windows shorter than the shared prefix (Qwen2's per layer, Mistral's), RoPE scaling (llama3,
+yarn, linear)."""
 
 import json
 import os
@@ -38,7 +40,7 @@ def load_fixture(name):
 
 class TestFixtures(EquivalenceAsserts, unittest.TestCase):
     def test_fixture_names(self):
-        self.assertGreaterEqual(len(fixture_names()), 9)
+        self.assertGreaterEqual(len(fixture_names()), 14)
 
     def test_reference_outputs(self):
         """The wrapped forward against what transformers computed for the fixtures (committed)."""
