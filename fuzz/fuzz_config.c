@@ -248,8 +248,12 @@ static int gemma_ok(json_t *root, const arch_info *arch, rmlp_model_config *want
     want_softcap = 0.0;
     if (!positive_ok(root, "query_pre_attn_scalar", 0, 256.0, &scalar)) return 0;
     want_scale = (float)pow(scalar, -0.5);
-    return strcmp(type, "gemma2") != 0 ||
-           positive_ok(root, "attn_logit_softcapping", 0, attn_cap == NULL ? 50.0 : 0.0, &want_softcap);
+    want->query_pre_attn_scalar = scalar;
+    if (strcmp(type, "gemma2") == 0 &&
+        !positive_ok(root, "attn_logit_softcapping", 0, attn_cap == NULL ? 50.0 : 0.0, &want_softcap))
+        return 0;
+    want->attn_logit_softcapping = want_softcap;
+    return 1;
 }
 
 /* Gemma 2 and 3's windows (want_windows, want_local): sliding_window (absent 4096, null none);
@@ -337,13 +341,13 @@ static void describe(char *buf, size_t len, const rmlp_model_config *c) {
     snprintf(buf, len,
              "arch %d vocab %u hidden %u inter %u layers %u heads %u kv %u head_dim %u max_pos %u window %u "
              "eps %.17g theta %.17g tie %d bias %d qk_norm %d lm_head %d o_bias %d mlp_bias %d norm+1 %d sandwich %d "
-             "act %d embed_scale %.17g final_softcap %.17g",
+             "act %d embed_scale %.17g final_softcap %.17g qpas %.17g attn_softcap %.17g",
              (int)c->architecture, c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
              c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings,
              c->sliding_window, c->rms_norm_eps, c->rope_theta, (int)c->tie_word_embeddings, (int)c->attention_bias,
              (int)c->qk_norm, (int)c->has_lm_head, (int)c->o_proj_bias, (int)c->mlp_bias,
              (int)c->norm_weight_plus_one, (int)c->sandwich_norms, (int)c->activation, c->embedding_scale,
-             c->final_logit_softcapping);
+             c->final_logit_softcapping, c->query_pre_attn_scalar, c->attn_logit_softcapping);
 }
 
 static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
@@ -357,7 +361,8 @@ static int same_config(const rmlp_model_config *a, const rmlp_model_config *b) {
            a->o_proj_bias == b->o_proj_bias && a->mlp_bias == b->mlp_bias &&
            a->norm_weight_plus_one == b->norm_weight_plus_one && a->sandwich_norms == b->sandwich_norms &&
            a->activation == b->activation && a->embedding_scale == b->embedding_scale &&
-           a->final_logit_softcapping == b->final_logit_softcapping;
+           a->final_logit_softcapping == b->final_logit_softcapping &&
+           a->query_pre_attn_scalar == b->query_pre_attn_scalar && a->attn_logit_softcapping == b->attn_logit_softcapping;
 }
 
 /* What config.c guarantees of every config it returns, whatever the JSON said. */

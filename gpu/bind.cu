@@ -233,10 +233,18 @@ static rmlp_status check_config(const char *fn, const rmlp_model_config *c) {
     if (c->activation != RMLP_ACTIVATION_SILU && c->activation != RMLP_ACTIVATION_GELU_TANH &&
         c->activation != RMLP_ACTIVATION_GELU)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "config->activation=%d is not an rmlp_activation", c->activation);
-    if (!(c->embedding_scale >= 0.0 && c->embedding_scale < 1e30) ||
-        !(c->final_logit_softcapping >= 0.0 && c->final_logit_softcapping < 1e30))
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->embedding_scale=%g or final_logit_softcapping=%g is out of range "
-                         "(0 for none)", c->embedding_scale, c->final_logit_softcapping);
+    const double extras[] = {c->embedding_scale, c->final_logit_softcapping, c->query_pre_attn_scalar,
+                             c->attn_logit_softcapping};
+    for (double x : extras)
+        if (!(x >= 0.0 && x < 1e30))
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "config->embedding_scale=%g, final_logit_softcapping=%g, "
+                             "query_pre_attn_scalar=%g or attn_logit_softcapping=%g is out of range (0 for none)",
+                             c->embedding_scale, c->final_logit_softcapping, c->query_pre_attn_scalar,
+                             c->attn_logit_softcapping);
+    if (arch->windows == ARCH_WINDOWS_LAYER_TYPES && c->sliding_window != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->sliding_window=%u for %s, whose layers slide by layer type: "
+                         "rmlp_model_config does not say which layers slide (load the checkpoint with "
+                         "rmlp_model_load, which reads config.json's layer_types)", c->sliding_window, arch->model_type);
     return RMLP_OK;
 }
 

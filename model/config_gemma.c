@@ -4,7 +4,6 @@
  */
 #include "config_gemma.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "common/status.h"
@@ -106,8 +105,9 @@ static rmlp_status attention(const cfg *c, rmlp_model_config *m, const arch_info
     if (s == RMLP_OK) s = windows(c, m, arch, ext);
     if (s == RMLP_OK && arch->local_rope) s = gemma3_rope(c, m, ext);
     if (s != RMLP_OK) return s;
+    m->query_pre_attn_scalar = scalar, m->attn_logit_softcapping = softcap;
     for (uint32_t i = 0; i < m->num_hidden_layers; i++) {
-        ext->layers[i].scale = (float)pow(scalar, -0.5); /* a Python float, taken to fp32 by the product */
+        ext->layers[i].scale = model_ext_scale(m);
         ext->layers[i].softcap = (float)softcap;
     }
     model_ext_summarize(ext);

@@ -174,6 +174,8 @@ class rmlp_model_config(ctypes.Structure):
         ("activation", c_int32),
         ("embedding_scale", c_double),
         ("final_logit_softcapping", c_double),
+        ("query_pre_attn_scalar", c_double),
+        ("attn_logit_softcapping", c_double),
     ]
 
 

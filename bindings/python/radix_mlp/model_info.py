@@ -40,6 +40,8 @@ class ModelConfig:
     activation: str
     embedding_scale: float
     final_logit_softcapping: float
+    query_pre_attn_scalar: float
+    attn_logit_softcapping: float
 
     @classmethod
     def _from_c(cls, c):
@@ -69,6 +71,8 @@ class ModelConfig:
             activation=_abi.ACTIVATION_NAMES.get(int(c.activation), "unknown(%d)" % c.activation),
             embedding_scale=c.embedding_scale,
             final_logit_softcapping=c.final_logit_softcapping,
+            query_pre_attn_scalar=c.query_pre_attn_scalar,
+            attn_logit_softcapping=c.attn_logit_softcapping,
         )
 
 

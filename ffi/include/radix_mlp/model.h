@@ -119,6 +119,14 @@ typedef struct rmlp_model_config {
   // The LM head's logits are soft-capped, `cap * tanh(logits / cap)` (Gemma 2 and 3's
   // `final_logit_softcapping`), in `rmlp_score_pair` and generation; 0: not capped.
   double final_logit_softcapping;
+  // Gemma 2 and 3's `query_pre_attn_scalar`: every layer scales its attention scores by
+  // `query_pre_attn_scalar^-0.5` (as `rmlp_attention_args::scale`, which a host calling the
+  // built-in attention itself sets from it); 0: by `1 / sqrt(head_dim)`.
+  double query_pre_attn_scalar;
+  // Gemma 2's `attn_logit_softcapping`: every layer caps its scaled attention scores,
+  // `cap * tanh(s / cap)`, before the softmax; the built-in attention applies it, a host's
+  // attention callback is refused (`rmlp_attention_args` does not carry it); 0: not capped.
+  double attn_logit_softcapping;
 } rmlp_model_config;
 
 // One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the

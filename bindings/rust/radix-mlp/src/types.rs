@@ -75,6 +75,10 @@ pub struct ModelConfig {
     pub embedding_scale: f64,
     /// `cap` of the logits' soft-capping `cap * tanh(logits / cap)` (Gemma 2 and 3); 0: none.
     pub final_logit_softcapping: f64,
+    /// Attention scores scaled by `query_pre_attn_scalar^-0.5` (Gemma 2 and 3); 0: `1 / sqrt(head_dim)`.
+    pub query_pre_attn_scalar: f64,
+    /// `cap` of the attention scores' soft-capping (Gemma 2); 0: none.
+    pub attn_logit_softcapping: f64,
 }
 
 impl ModelConfig {
@@ -130,6 +134,8 @@ impl From<&sys::rmlp_model_config> for ModelConfig {
             activation,
             embedding_scale: c.embedding_scale,
             final_logit_softcapping: c.final_logit_softcapping,
+            query_pre_attn_scalar: c.query_pre_attn_scalar,
+            attn_logit_softcapping: c.attn_logit_softcapping,
         }
     }
 }
@@ -312,6 +318,8 @@ impl From<&ModelConfig> for sys::rmlp_model_config {
             activation,
             embedding_scale: c.embedding_scale,
             final_logit_softcapping: c.final_logit_softcapping,
+            query_pre_attn_scalar: c.query_pre_attn_scalar,
+            attn_logit_softcapping: c.attn_logit_softcapping,
         }
     }
 }
