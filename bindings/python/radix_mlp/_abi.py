@@ -339,7 +339,7 @@ class rmlp_weight_binding(ctypes.Structure):
 STRUCT_SIZES = {
     "rmlp_plan_params": 32,
     "rmlp_model_params": 28,
-    "rmlp_model_config": 64,
+    "rmlp_model_config": 104,
     "rmlp_plan": 136,
     "rmlp_attention_args": 152,
     "rmlp_context_params": 24,
