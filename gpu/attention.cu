@@ -9,10 +9,14 @@
  * and walks the keys the tile can see in tiles of 32, staged in shared memory in fp32 (compact
  * space: each key row loaded through the path's index list): lane j scores key j against the
  * warp's rows, the warp updates each row's running max and sum, then every lane accumulates its
- * slice of head_dim (dims lane, lane + 32, ...) of P V. Keys beyond a row are masked with -inf;
- * the first key tile always holds key 0, so every row's max is finite after it. Tiles are loaded
- * element by element (coalesced, no 16-byte vectors): a reference, not a fast path.
+ * slice of head_dim (dims lane, lane + 32, ...) of P V. Keys beyond a row, or before its sliding
+ * window (model/model_ext.h: a row at position p sees the last `window` keys up to p), are masked
+ * with -inf (a row that has seen no key yet keeps a max of -inf, weights 0, no NaN); scores are
+ * soft-capped (softcap * tanh(s / softcap)) before the mask where the layer asks. The key tiles
+ * start at the one holding the block's first visible key. Tiles are loaded element by element
+ * (coalesced, no 16-byte vectors): a reference, not a fast path.
  */
+#include <limits.h>
 #include <math.h>
 
 #include "attention_tiles.h"
@@ -48,7 +52,18 @@ struct AttentionLayout {
     const uint32_t *q_index;
     bool all_visible;
     float *state;
+    /* The layer's scores and window (model/model_ext.h): softcap 0 none, window 0 none. A chain
+     * with a window needs each chain's first key position in its queries' paths (chain_depth,
+     * by group) and each query row's position (row_pos, by q row); NULL otherwise. */
+    float scale, softcap;
+    int window;
+    const uint32_t *chain_depth, *row_pos;
 };
+
+/* The layout's scoring and window from a layer's attention. */
+static void set_scoring(AttentionLayout &lay, const layer_attention &la) {
+    lay.scale = la.scale, lay.softcap = la.softcap, lay.window = (int)la.window;
+}
 
 /* Grid (att_grid_tiles(qo_indptr[n_seqs] as a count, n_seqs), n_heads); T = ceil(head_dim / 32)
  * output dims per lane. */
@@ -56,7 +71,7 @@ template <class D, int T>
 static __global__ void __launch_bounds__(ATT_WARPS * 32)
     attention_kernel(const typename D::S *__restrict__ q, const typename D::S *__restrict__ k,
                      const typename D::S *__restrict__ v, typename D::S *__restrict__ out,
-                     const AttentionLayout lay, int n_heads, int n_kv_heads, int head_dim, float scale) {
+                     const AttentionLayout lay, int n_heads, int n_kv_heads, int head_dim) {
     extern __shared__ float smem[];
     const int kstride = head_dim | 1;
     float *qs = smem;                   /* (ATT_BQ, head_dim) */
@@ -85,6 +100,18 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
     const int row0 = before + t0 + warp * ATT_ROWS; /* this warp's first query, as a key position */
     /* keys [0, kend) are visible to some row of the tile */
     const int kend = lay.all_visible ? n_kv : before + min(t0 + ATT_BQ, n_q);
+    /* With a window: each of the warp's rows sees keys from lo[r] on (key indices of this group);
+     * a chain's rows by their own path positions, from the chain's first key position. */
+    int lo[ATT_ROWS];
+#pragma unroll
+    for (int r = 0; r < ATT_ROWS; r++) {
+        int query = t0 + warp * ATT_ROWS + r, pos = row0 + r;
+        if (lay.window != 0 && lay.all_visible && lay.row_pos != nullptr && query < n_q)
+            pos = (int)lay.row_pos[lay.q_index[q_start + query]] - (int)lay.chain_depth[seq];
+        lo[r] = lay.window != 0 ? pos - lay.window + 1 : INT_MIN;
+    }
+    /* the tile of the block's first visible key (its first row's window start; a chain: key 0) */
+    const int kfirst = lay.window != 0 && !lay.all_visible ? max(0, before + t0 - lay.window + 1) : 0;
 
     float m[ATT_ROWS], l[ATT_ROWS], o[ATT_ROWS][T];
 #pragma unroll
@@ -95,7 +122,7 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
         for (int t = 0; t < T; t++) o[r][t] = 0.0f;
     }
 
-    for (int k0 = 0; k0 < kend; k0 += ATT_BK) {
+    for (int k0 = kfirst / ATT_BK * ATT_BK; k0 < kend; k0 += ATT_BK) {
         __syncthreads(); /* the q tile is written; the previous k/v tile is no longer read */
         for (int i = threadIdx.x; i < ATT_BK * head_dim; i += blockDim.x) {
             int j = i / head_dim, d = i % head_dim;
@@ -122,7 +149,9 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
 #pragma unroll
         for (int r = 0; r < ATT_ROWS; r++) {
             const int row = row0 + r;
-            float s = key <= row && key < kend ? p[r] * scale : -INFINITY;
+            float s = p[r] * lay.scale;
+            if (lay.softcap != 0.0f) s = lay.softcap * tanhf(s / lay.softcap);
+            if (!((lay.all_visible || key <= row) && key < kend && key >= lo[r])) s = -INFINITY;
             float m_new = fmaxf(m[r], warp_max(s));
             p[r] = s == -INFINITY ? 0.0f : expf(s - m_new);
             float corr = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
@@ -173,8 +202,7 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
 
 template <class D, int T>
 static cudaError_t launch_attention(const void *q, const void *k, const void *v, void *out, const AttentionLayout &lay,
-                                    size_t n_q_rows, int n_heads, int n_kv_heads, int head_dim, float scale,
-                                    cudaStream_t stream) {
+                                    size_t n_q_rows, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
     typedef typename D::S S;
     size_t smem = attention_smem_bytes(head_dim);
     if (smem > 48 * 1024) { /* above the default limit a kernel must opt in */
@@ -184,68 +212,72 @@ static cudaError_t launch_attention(const void *q, const void *k, const void *v,
     }
     dim3 grid((unsigned)att_grid_tiles(n_q_rows, lay.n_seqs), (unsigned)n_heads);
     attention_kernel<D, T><<<grid, ATT_WARPS * 32, smem, stream>>>((const S *)q, (const S *)k, (const S *)v, (S *)out,
-                                                                   lay, n_heads, n_kv_heads, head_dim, scale);
+                                                                   lay, n_heads, n_kv_heads, head_dim);
     return cudaGetLastError();
 }
 
 template <class D>
 static cudaError_t dispatch_head_dim(const void *q, const void *k, const void *v, void *out, const AttentionLayout &lay,
-                                     size_t n_q_rows, int n_heads, int n_kv_heads, int head_dim, float scale,
-                                     cudaStream_t stream) {
-    if (head_dim <= 64)
-        return launch_attention<D, 2>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, scale, stream);
+                                     size_t n_q_rows, int n_heads, int n_kv_heads, int head_dim, cudaStream_t stream) {
+    if (head_dim <= 64) return launch_attention<D, 2>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, stream);
     if (head_dim <= 128)
-        return launch_attention<D, 4>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, scale, stream);
-    return launch_attention<D, 8>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, scale, stream);
+        return launch_attention<D, 4>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, stream);
+    return launch_attention<D, 8>(q, k, v, out, lay, n_q_rows, n_heads, n_kv_heads, head_dim, stream);
 }
 
 /* Checks what both layouts share, then launches over n_q_rows query rows (a count). */
 static cudaError_t run_attention(const void *q, const void *k, const void *v, void *out, const AttentionLayout &lay,
-                                 size_t n_q_rows, size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale,
-                                 rmlp_dtype dtype, cudaStream_t stream) {
+                                 size_t n_q_rows, size_t n_heads, size_t n_kv_heads, size_t head_dim, rmlp_dtype dtype,
+                                 cudaStream_t stream) {
     if (dtype_size(dtype) == 0 || head_dim == 0 || head_dim > ATT_MAX_HEAD_DIM || n_kv_heads == 0 ||
         n_heads % n_kv_heads != 0 || n_heads > 65535 || n_q_rows > INT32_MAX || lay.n_seqs > INT32_MAX ||
         att_grid_tiles(n_q_rows, lay.n_seqs) > INT32_MAX || lay.q_stride < n_heads * head_dim ||
-        lay.out_stride < n_heads * head_dim || lay.kv_stride < n_kv_heads * head_dim)
+        lay.out_stride < n_heads * head_dim || lay.kv_stride < n_kv_heads * head_dim || lay.window < 0 ||
+        (lay.all_visible && lay.window != 0 && (lay.chain_depth == nullptr || lay.row_pos == nullptr)))
         return cudaErrorInvalidValue;
     if (lay.n_seqs == 0 || n_q_rows == 0 || n_heads == 0) return cudaSuccess;
     int nh = (int)n_heads, nkv = (int)n_kv_heads, hd = (int)head_dim;
     switch (dtype) {
-    case RMLP_DTYPE_F32: return dispatch_head_dim<F32>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, scale, stream);
-    case RMLP_DTYPE_F16: return dispatch_head_dim<F16>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, scale, stream);
-    default: return dispatch_head_dim<BF16>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, scale, stream);
+    case RMLP_DTYPE_F32: return dispatch_head_dim<F32>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, stream);
+    case RMLP_DTYPE_F16: return dispatch_head_dim<F16>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, stream);
+    default: return dispatch_head_dim<BF16>(q, k, v, out, lay, n_q_rows, nh, nkv, hd, stream);
     }
 }
 
 extern "C" cudaError_t gpu_attention(const void *q, const void *k, const void *v, void *out, const uint32_t *cu_seqlens,
                                      size_t n_seqs, size_t n_tokens, size_t n_heads, size_t n_kv_heads,
-                                     size_t head_dim, float scale, rmlp_dtype dtype, cudaStream_t stream) {
-    AttentionLayout lay = {cu_seqlens, cu_seqlens, nullptr, (uint32_t)n_seqs, n_heads * head_dim,
-                           n_kv_heads * head_dim, n_heads * head_dim, nullptr, false, nullptr};
-    if (n_seqs > INT32_MAX) return cudaErrorInvalidValue;
-    return run_attention(q, k, v, out, lay, n_tokens, n_heads, n_kv_heads, head_dim, scale, dtype, stream);
+                                     size_t head_dim, layer_attention la, rmlp_dtype dtype, cudaStream_t stream) {
+    AttentionLayout lay = {cu_seqlens, cu_seqlens, nullptr, (uint32_t)n_seqs, n_heads * head_dim, n_kv_heads * head_dim,
+                           n_heads * head_dim, nullptr, false, nullptr, 0.0f, 0.0f, 0, nullptr, nullptr};
+    set_scoring(lay, la);
+    if (n_seqs > INT32_MAX || la.window > INT32_MAX) return cudaErrorInvalidValue;
+    return run_attention(q, k, v, out, lay, n_tokens, n_heads, n_kv_heads, head_dim, dtype, stream);
 }
 
 extern "C" cudaError_t gpu_compact_attention(const gpu_compact_rows *rows, const uint32_t *qo_indptr,
                                              const uint32_t *kv_indptr, const uint32_t *kv_indices, size_t n_seqs,
                                              size_t n_compact, size_t n_heads, size_t n_kv_heads, size_t head_dim,
-                                             float scale, rmlp_dtype dtype, cudaStream_t stream) {
-    if (n_seqs > INT32_MAX || rows->k_stride != rows->v_stride) return cudaErrorInvalidValue;
+                                             layer_attention la, rmlp_dtype dtype, cudaStream_t stream) {
+    if (n_seqs > INT32_MAX || rows->k_stride != rows->v_stride || la.window > INT32_MAX) return cudaErrorInvalidValue;
     AttentionLayout lay = {qo_indptr, kv_indptr, kv_indices, (uint32_t)n_seqs, rows->q_stride, rows->k_stride,
-                           rows->out_stride, nullptr, false, nullptr};
-    return run_attention(rows->q, rows->k, rows->v, rows->out, lay, n_compact, n_heads, n_kv_heads, head_dim, scale,
-                         dtype, stream);
+                           rows->out_stride, nullptr, false, nullptr, 0.0f, 0.0f, 0, nullptr, nullptr};
+    set_scoring(lay, la);
+    return run_attention(rows->q, rows->k, rows->v, rows->out, lay, n_compact, n_heads, n_kv_heads, head_dim, dtype,
+                         stream);
 }
 
 extern "C" cudaError_t gpu_chain_attention(const gpu_compact_rows *rows, const gpu_chain_layout *chains,
-                                           size_t n_heads, size_t n_kv_heads, size_t head_dim, float scale,
+                                           size_t n_heads, size_t n_kv_heads, size_t head_dim, layer_attention la,
                                            float *state, rmlp_dtype dtype, cudaStream_t stream) {
-    if (chains->n_chains > INT32_MAX || rows->k_stride != rows->v_stride || state == nullptr)
+    if (chains->n_chains > INT32_MAX || rows->k_stride != rows->v_stride || state == nullptr ||
+        la.window > INT32_MAX)
         return cudaErrorInvalidValue;
     AttentionLayout lay = {chains->member_indptr, chains->key_indptr, chains->keys, (uint32_t)chains->n_chains,
-                           rows->q_stride, rows->k_stride, rows->out_stride, chains->members, true, state};
+                           rows->q_stride, rows->k_stride, rows->out_stride, chains->members, true, state, 0.0f, 0.0f, 0,
+                           chains->chain_depth, chains->row_pos};
+    set_scoring(lay, la);
     return run_attention(rows->q, rows->k, rows->v, nullptr, lay, chains->n_members, n_heads, n_kv_heads, head_dim,
-                         scale, dtype, stream);
+                         dtype, stream);
 }
 
 /* out row r, head h = the merge of the partial states of r's memberships: with M the largest max,

@@ -5,7 +5,6 @@
  * runner. A whole forward ends with the check of its output (nonfinite.h: counted, not a status:
  * the forward is asynchronous). A generation step's chains are packed here for the device.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +14,6 @@
 #include "common/status.h"
 #include "device.h"
 #include "generate/chains.h"
-#include "model/model_ext.h"
 #include "nonfinite.h"
 #include "options.h"
 #include "runner.h"
@@ -58,29 +56,10 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
     return RMLP_OK;
 }
 
-/* What the CUDA layers run of model_ext.h so far: plain RoPE of rope_theta, full attention, the
- * default scale, no soft-cap; anything else refused by name rather than computed differently. */
-static rmlp_status check_ext(const char *fn, const rmlp_model_config *config, const struct model_ext *ext) {
-    float plain[128]; /* head_dim <= 256 on CUDA (gpu_model_load refuses wider heads) */
-    uint32_t half = config->head_dim / 2 < 128 ? config->head_dim / 2 : 128;
-    model_rope_default(config->rope_theta, 2 * half, plain);
-    bool rope = ext->n_rope == 1 && ext->rope[0].attention_factor == 1.0f &&
-                memcmp(plain, ext->rope[0].inv_freq, half * sizeof(float)) == 0;
-    for (uint32_t l = 0; l < ext->n_layers; l++) {
-        const layer_attention *la = &ext->layers[l];
-        if (la->window != 0 || la->softcap != 0.0f || la->scale != 1.0f / sqrtf((float)config->head_dim) || !rope)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "layer %u: %s is not run on CUDA yet (the CPU runs it)", l,
-                             la->window ? "a sliding window" : la->softcap != 0.0f ? "a soft-cap" : !rope ? "RoPE scaling"
-                             : "a query scale other than 1/sqrt(head_dim)");
-    }
-    return RMLP_OK;
-}
-
 static rmlp_status model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
                               const struct model_ext *ext, const rmlp_model_params *params, void **out) {
     gpu_model *model = NULL;
-    rmlp_status status = check_ext(fn, config, ext);
-    if (status == RMLP_OK) status = gpu_model_load(fn, ckpt, config, ext, params->device_index, params->dtype, &model);
+    rmlp_status status = gpu_model_load(fn, ckpt, config, ext, params->device_index, params->dtype, &model);
     *out = model;
     return status;
 }
@@ -89,9 +68,8 @@ static rmlp_status model_bind(const char *fn, rmlp_model_config *config, const s
                               const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params,
                               void **out) {
     gpu_model *model = NULL;
-    rmlp_status status = check_ext(fn, config, ext);
-    if (status == RMLP_OK)
-        status = gpu_model_bind(fn, config, ext, tensors, n_tensors, params->device_index, params->dtype, &model);
+    rmlp_status status =
+        gpu_model_bind(fn, config, ext, tensors, n_tensors, params->device_index, params->dtype, &model);
     *out = model;
     return status;
 }
@@ -251,13 +229,14 @@ static rmlp_status forward_cached(const char *fn, void *ctx, void *cache_side, k
  * (n_seqs + 1), row_members (decode_max_members). */
 typedef struct cuda_generation {
     uint32_t *key_indptr, *member_indptr, *keys, *row_indptr, *row_members;
+    uint32_t *chain_depth; /* (chains) each chain's first key's position in its queries' paths */
     gpu_decode *dev;
 } cuda_generation;
 
 static void generate_close(void *state) {
     cuda_generation *s = state;
     if (s == NULL) return;
-    void *arrays[] = {s->key_indptr, s->member_indptr, s->keys, s->row_indptr, s->row_members};
+    void *arrays[] = {s->key_indptr, s->member_indptr, s->keys, s->row_indptr, s->row_members, s->chain_depth};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
     gpu_decode_free(s->dev);
     free(s);
@@ -282,6 +261,7 @@ static rmlp_status generate_open(const char *fn, void *ctx, const rmlp_model_con
         {&s->keys, n_seqs * max_path * u, "keys"},
         {&s->row_indptr, (n_seqs + 1) * u, "row_indptr"},
         {&s->row_members, decode_max_members(n_seqs, max_path) * u, "row_members"},
+        {&s->chain_depth, decode_max_chains(n_seqs) * u, "chain_depth"},
     };
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if ((*parts[i].at = rmlp_malloc_aligned(parts[i].bytes)) == NULL) {
@@ -315,6 +295,7 @@ static gpu_decode_chains pack_chains(cuda_generation *s, const rmlp_step_rows *r
         const decode_chain *ch = &rows->chains[c];
         memcpy(s->keys + s->key_indptr[c], ch->keys, ch->n_keys * sizeof(uint32_t));
         s->key_indptr[c + 1] = s->key_indptr[c] + ch->n_keys;
+        s->chain_depth[c] = ch->depth;
         s->member_indptr[c + 1] = ch->first + ch->count; /* a chain's members follow the previous chain's */
     }
     uint32_t n_members = s->member_indptr[n_chains];
@@ -324,8 +305,8 @@ static gpu_decode_chains pack_chains(cuda_generation *s, const rmlp_step_rows *r
     for (uint32_t i = 0; i < n_members; i++) s->row_members[s->row_indptr[rows->members[i]]++] = i;
     for (uint32_t r = n_rows; r > 0; r--) s->row_indptr[r] = s->row_indptr[r - 1]; /* back to starts */
     s->row_indptr[0] = 0;
-    return (gpu_decode_chains){s->key_indptr, s->keys,         s->member_indptr, rows->members,
-                               s->row_indptr, s->row_members, n_chains};
+    return (gpu_decode_chains){s->key_indptr,  s->keys,        s->member_indptr, rows->members, s->row_indptr,
+                               s->row_members, n_chains,      s->chain_depth,   rows->path_len};
 }
 
 static rmlp_status generate_rows(const char *fn, void *ctx, void *cache_side, kv_cache *cache, void *state,

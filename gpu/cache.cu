@@ -84,8 +84,8 @@ extern "C" rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_
     cudaStream_t stream = ctx->stream;
     gpu_rows_swap swap(ctx, r->ids, r->pos, (uint32_t)rows);
     rmlp_status status = gpu_embed(fn, ctx, ctx->hidden);
-    float scale = 1.0f / sqrtf((float)c->head_dim);
     for (uint32_t layer = 0; status == RMLP_OK && layer < c->num_hidden_layers; layer++) {
+        const layer_attention la = m->ext->layers[layer]; /* its scale, soft-cap, window (model/model_ext.h) */
         char *k = (char *)cache->k + (size_t)layer * cache->n_slots * kvd * es;
         char *v = (char *)cache->v + (size_t)layer * cache->n_slots * kvd * es;
         status = gpu_pre_attention_compact(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
@@ -95,20 +95,21 @@ extern "C" rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_
         LAUNCHED("gpu_put_rows (V into slots)", layer,
                  gpu_put_rows(v, kvd, r->slots, ctx->v, kvd, rows, kvd, m->dtype, stream));
         gpu_compact_rows attn = {ctx->q, k, v, ctx->attn_c, qd, kvd, kvd, qd};
-        if (r->fi_step != NULL) { /* a decode step: each row over its path, in chunks, merged per row */
+        if (r->fi_step != NULL) { /* a decode step: each row over its path, in chunks, merged per row (a model
+                                   * without windows or soft-caps: decode.cu) */
             LAUNCHED("gpu_fi_decode_run (FlashInfer's batch decode)", layer,
-                     gpu_fi_decode_run(r->fi_step, &attn, scale, stream));
+                     gpu_fi_decode_run(r->fi_step, &attn, la.scale, stream));
         } else if (r->chains != NULL) { /* a decode step: partial states per chain, merged per row */
             LAUNCHED("gpu_chain_attention", layer,
                      gpu_chain_attention(&attn, r->chains, c->num_attention_heads, c->num_key_value_heads,
-                                         c->head_dim, scale, r->state, m->dtype, stream));
+                                         c->head_dim, la, r->state, m->dtype, stream));
             LAUNCHED("gpu_merge_states", layer,
                      gpu_merge_states(r->state, r->row_indptr, r->row_members, rows, c->num_attention_heads,
                                       c->head_dim, ctx->attn_c, qd, m->dtype, stream));
         } else {
             LAUNCHED("gpu_compact_attention", layer,
                      gpu_compact_attention(&attn, r->qo_indptr, r->kv_indptr, r->kv_indices, r->n_groups, rows,
-                                           c->num_attention_heads, c->num_key_value_heads, c->head_dim, scale,
+                                           c->num_attention_heads, c->num_key_value_heads, c->head_dim, la,
                                            m->dtype, stream));
         }
         status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);

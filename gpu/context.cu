@@ -311,7 +311,7 @@ extern "C" void gpu_context_stats(const gpu_context *ctx, rmlp_gpu_stats *out) {
     out->fallback_too_large = c->fallbacks[GPU_FI_TOO_LARGE];
     out->fallback_unplanned = c->fallbacks[GPU_FI_UNPLANNED];
     out->fallback_buffers = c->fallbacks[GPU_FI_BUFFERS];
-    out->fallback_launcher = c->fallbacks[GPU_FI_LAUNCHER];
+    out->fallback_launcher = c->fallbacks[GPU_FI_LAUNCHER]; /* GPU_FI_VARIANT's: in reference_* only */
     snprintf(out->first_plan_error, sizeof out->first_plan_error, "%s", c->first_plan_error);
     out->sm90 = gpu_flashinfer_has_sm90(ctx->fi);
     out->flashinfer_sm90_full_paged = c->sm90[GPU_ATT_FULL_PAGED];

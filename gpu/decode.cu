@@ -15,7 +15,9 @@
  *
  * Device arrays of a session (one allocation, `rows`) and their pinned staging, laid out per step as
  *   ids, pos, slots (n_rows each) | key_indptr, member_indptr (n_chains + 1 each) | row_indptr
- *   (n_rows + 1) | keys | members, row_members (n_members each)
+ *   (n_rows + 1) | keys | members, row_members (n_members each) | chain_depth (n_chains), row_pos
+ *   (n_rows): a model with sliding windows only (model/model_ext.h), whose steps never take
+ *   FlashInfer's decode (its kernels here have no window nor soft-cap)
  * with room for n_seqs rows, 2 n_seqs + 1 chains, key_words keys and max_members memberships; the
  * chains' states (memberships * n_heads, head_dim + 2) and logits (n_seqs, vocab), fp32. The states
  * start with room for 2 n_seqs + 1 memberships (a shared prefix and each row's own part) and grow,
@@ -91,7 +93,9 @@ extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx,
     if (dec == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the generation session failed");
     dec->device = m->device, dec->n_seqs = n_seqs, dec->key_words = key_words, dec->max_members = max_members;
     rmlp_status status = RMLP_OK;
-    if (ctx->options.decode_flashinfer) /* NULL where FlashInfer's decode does not fit the model or device */
+    const model_ext *ext = m->ext; /* FlashInfer's decode here has no sliding window nor soft-cap */
+    if (ctx->options.decode_flashinfer && !ext->any_window && !ext->any_softcap)
+        /* NULL where FlashInfer's decode does not fit the model or device */
         status = gpu_fi_decode_create(fn, m->dtype, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
                                       n_seqs, &dec->fi);
     if (status != RMLP_OK) {
@@ -99,6 +103,7 @@ extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx,
         return status;
     }
     size_t words = 3 * n_seqs + 2 * (2 * n_seqs + 2) + n_seqs + 1 + key_words + 2 * max_members;
+    words += 2 * n_seqs + 1 + n_seqs; /* chain_depth, row_pos */
     size_t fi_words = 3 * n_seqs + decode_split_words(n_seqs, key_words, gpu_fi_decode_target_chunks(dec->fi));
     if (dec->fi != NULL && fi_words > words) words = fi_words;
     dec->state_members = 2 * n_seqs + 1 < max_members ? 2 * n_seqs + 1 : max_members;
@@ -174,7 +179,9 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
     if (status != RMLP_OK) return status;
     size_t at_pos = n_rows, at_slots = 2 * n_rows, at_kptr = 3 * n_rows, at_mptr = at_kptr + nc + 1;
     size_t at_rptr = at_mptr + nc + 1, at_keys = at_rptr + n_rows + 1, at_members = at_keys + n_keys;
-    size_t at_rows = at_members + n_members, words = at_rows + n_members;
+    size_t at_rows = at_members + n_members, at_depth = at_rows + n_members, at_rpos = at_depth + nc;
+    bool window = ctx->model->ext->any_window;
+    size_t words = window ? at_rpos + n_rows : at_depth;
     uint32_t *s = dec->rows.host;
     memcpy(s, ids, n_rows * sizeof *s);
     memcpy(s + at_pos, pos, n_rows * sizeof *s);
@@ -185,10 +192,16 @@ extern "C" rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cac
     memcpy(s + at_keys, ch->keys, n_keys * sizeof *s);
     memcpy(s + at_members, ch->members, n_members * sizeof *s);
     memcpy(s + at_rows, ch->row_members, n_members * sizeof *s);
+    if (window) {
+        memcpy(s + at_depth, ch->chain_depth, nc * sizeof *s);
+        for (size_t r = 0; r < n_rows; r++) s[at_rpos + r] = ch->path_len[r] - 1; /* each row's own position */
+    }
     status = gpu_staging_send(fn, &dec->rows, words, ctx->stream);
     if (status != RMLP_OK) return status;
     const uint32_t *d = dec->rows.device;
-    gpu_chain_layout chains = {d + at_kptr, d + at_keys, d + at_mptr, d + at_members, nc, n_members};
+    gpu_chain_layout chains = {d + at_kptr,   d + at_keys,   d + at_mptr,
+                               d + at_members, nc,           n_members,
+                               window ? d + at_depth : NULL, window ? d + at_rpos : NULL};
     gpu_cache_rows run = {d, d + at_pos, d + at_slots, NULL, NULL, NULL, n_rows, 0, &chains, d + at_rptr, d + at_rows,
                           dec->state, NULL};
     status = gpu_cache_run_rows(fn, ctx, cache, &run);

@@ -53,6 +53,8 @@ typedef enum gpu_fi_reason {
     GPU_FI_UNPLANNED,   /* not the batch planned (other counts, offsets or arrays), or none planned */
     GPU_FI_BUFFERS,     /* strides, alignment or shape it cannot read */
     GPU_FI_LAUNCHER,    /* its launcher refused the configuration on this device */
+    GPU_FI_VARIANT,     /* a layer's sliding window or logit soft-cap: the variants instantiated here have neither
+                           (no field of rmlp_gpu_stats, whose size is fixed: counted in its reference_* only) */
     GPU_FI_REASONS
 } gpu_fi_reason;
 

@@ -22,6 +22,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "model/model_ext.h"
 #include "radix_mlp.h"
 
 #ifdef __cplusplus
@@ -74,28 +75,48 @@ cudaError_t gpu_head_rmsnorm(void *x, size_t stride, size_t rows, size_t heads, 
  * embedding times sqrt(hidden_size), as transformers multiplies two tensors of the dtype). */
 cudaError_t gpu_scale(void *x, size_t n, double scale, rmlp_dtype dtype, cudaStream_t stream);
 
+/* A RoPE's inverse frequencies (host memory, head_dim / 2: model/model_ext.h's, as transformers
+ * computes them, scaling included) and the factor its cos and sin are multiplied by (yarn's; 1
+ * otherwise); theta its base. */
+typedef struct gpu_rope_freqs {
+    const float *inv_freq;
+    float attention_factor;
+    double theta;
+} gpu_rope_freqs;
+
 /* RoPE's cos and sin by position (rope.cu), fp32 device memory, 16-byte aligned: cos_sin
  * (n_positions, head_dim / 2, 2) holds (cos, sin) of the angles gpu_qk_norm_rope forms for
- * theta and head_dim, computed by the same expression and sincosf (gpu_rope_table_fill), so a
- * table changes no bit of the result. n_positions 0: no table. */
+ * its RoPE and head_dim, computed by the same expression and sincosf (gpu_rope_table_fill), so a
+ * table changes no bit of the result. n_positions 0: no table. inv_freq: the host frequencies
+ * of the gpu_rope_freqs it was filled from (a launch must pass the same), or NULL for plain RoPE
+ * of theta. */
 typedef struct gpu_rope_table {
     const float *cos_sin;
     uint32_t n_positions, head_dim;
     double theta;
+    const float *inv_freq;
 } gpu_rope_table;
 
-/* Fills cos_sin (n_positions, head_dim / 2, 2) for theta and head_dim (even, at most 256). */
+/* Fills cos_sin (n_positions, head_dim / 2, 2) for freqs (or plain RoPE of theta) and head_dim
+ * (even, at most 256). */
+cudaError_t gpu_rope_table_fill_freqs(float *cos_sin, size_t n_positions, size_t head_dim,
+                                      const gpu_rope_freqs *freqs, cudaStream_t stream);
 cudaError_t gpu_rope_table_fill(float *cos_sin, size_t n_positions, size_t head_dim, double theta,
                                 cudaStream_t stream);
 
 /* In place on q and k heads: per-head RMSNorm (when q_norm / k_norm is non-NULL, Qwen3), then
- * rotate-half RoPE at positions[row] with inverse frequencies 1 / theta^(2i / head_dim) computed
- * in fp32 on the host, as the CPU path does. q (rows, q_stride >= n_q_heads * head_dim) and
+ * rotate-half RoPE at positions[row] with the inverse frequencies of freqs (cos and sin times its
+ * factor), or of plain RoPE, 1 / theta^(2i / head_dim) computed in fp32 on the host, as the CPU path
+ * does. q (rows, q_stride >= n_q_heads * head_dim) and
  * k (rows, k_stride >= n_kv_heads * head_dim): the q and k parts of fused qkv rows (k = q +
  * n_q_heads * head_dim, both strides the fused width; v untouched) or separate buffers.
  * q_norm, k_norm (head_dim) or NULL; positions (rows). head_dim even, at most 256. table: cos and
  * sin of the positions below its n_positions (the same bits as without), or NULL (sincosf per
- * element); one of another theta or head_dim is refused. */
+ * element); one of another RoPE or head_dim is refused. */
+cudaError_t gpu_qk_norm_rope_freqs(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows, size_t n_q_heads,
+                                   size_t n_kv_heads, size_t head_dim, const void *q_norm, const void *k_norm,
+                                   const uint32_t *positions, const gpu_rope_table *table,
+                                   const gpu_rope_freqs *freqs, double eps, rmlp_dtype dtype, cudaStream_t stream);
 cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows, size_t n_q_heads,
                              size_t n_kv_heads, size_t head_dim, const void *q_norm, const void *k_norm,
                              const uint32_t *positions, const gpu_rope_table *table, double theta, double eps,
@@ -111,7 +132,9 @@ cudaError_t gpu_gated_mul(const void *gu, size_t rows, size_t inter, void *out, 
                           rmlp_dtype dtype, cudaStream_t stream);
 
 /* Causal attention of each sequence over its own rows, grouped KV heads (query head h reads KV
- * head h / (n_heads / n_kv_heads)), softmax(scale * q k^T) v with fp32 accumulation.
+ * head h / (n_heads / n_kv_heads)), softmax(scale * q k^T) v with fp32 accumulation, scored and
+ * windowed as the layer's la says (model/model_ext.h: scale, soft-cap, sliding window; la.rope
+ * unused); the attention launchers below take la too.
  * q, out (n_tokens, n_heads, head_dim); k, v (n_tokens, n_kv_heads, head_dim);
  * cu_seqlens (n_seqs + 1) device memory, non-decreasing, cu_seqlens[n_seqs] == n_tokens. The
  * launch depends on the counts only (attention_tiles.h), never on the lengths, so a captured
@@ -119,7 +142,7 @@ cudaError_t gpu_gated_mul(const void *gu, size_t rows, size_t inter, void *out, 
  * head_dim at most 256; n_heads a multiple of n_kv_heads, at most 65535. */
 cudaError_t gpu_attention(const void *q, const void *k, const void *v, void *out, const uint32_t *cu_seqlens,
                           size_t n_seqs, size_t n_tokens, size_t n_heads, size_t n_kv_heads, size_t head_dim,
-                          float scale, rmlp_dtype dtype, cudaStream_t stream);
+                          layer_attention la, rmlp_dtype dtype, cudaStream_t stream);
 
 /* Where compact attention reads and writes (device memory, rows at strides in elements): q and
  * out rows (n_heads, head_dim), k and v rows (n_kv_heads, head_dim), k_stride == v_stride, so
@@ -137,16 +160,20 @@ typedef struct gpu_compact_rows {
  * qo_indptr[n_seqs] == n_compact. The launch depends on (n_compact, n_seqs) only. */
 cudaError_t gpu_compact_attention(const gpu_compact_rows *rows, const uint32_t *qo_indptr, const uint32_t *kv_indptr,
                                   const uint32_t *kv_indices, size_t n_seqs, size_t n_compact, size_t n_heads,
-                                  size_t n_kv_heads, size_t head_dim, float scale, rmlp_dtype dtype,
+                                  size_t n_kv_heads, size_t head_dim, layer_attention la, rmlp_dtype dtype,
                                   cudaStream_t stream);
 
 /* A decode step's chains (cpu/decode_attention.h cuts a step's paths into them), device arrays:
  * chain c's keys are the slots keys[key_indptr[c] .. key_indptr[c+1]), its queries the rows
  * members[member_indptr[c] .. member_indptr[c+1]) (n_members in all); every key of a chain is
- * visible to each of its queries. */
+ * visible to each of its queries, but for a sliding window: then chain_depth (n_chains) holds each
+ * chain's first key's position in its queries' paths and row_pos (query rows) each query's own
+ * position (its path's length - 1), and a query sees the keys at positions past row_pos - window
+ * (both NULL without a window). */
 typedef struct gpu_chain_layout {
     const uint32_t *key_indptr, *keys, *member_indptr, *members;
     size_t n_chains, n_members;
+    const uint32_t *chain_depth, *row_pos;
 } gpu_chain_layout;
 
 /* Each membership's partial attention over its chain's keys (the K/V rows read by one block for
@@ -154,7 +181,7 @@ typedef struct gpu_chain_layout {
  * (max, sum, unnormalised o (head_dim)) in fp32: state (n_members * n_heads, head_dim + 2).
  * rows: q by query row, k and v by slot; out unused. As gpu_compact_attention otherwise. */
 cudaError_t gpu_chain_attention(const gpu_compact_rows *rows, const gpu_chain_layout *chains, size_t n_heads,
-                                size_t n_kv_heads, size_t head_dim, float scale, float *state, rmlp_dtype dtype,
+                                size_t n_kv_heads, size_t head_dim, layer_attention la, float *state, rmlp_dtype dtype,
                                 cudaStream_t stream);
 
 /* out row r (n_heads, head_dim) at out_stride = the log-sum-exp merge, in fp32, of the states of

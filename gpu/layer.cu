@@ -143,7 +143,9 @@ static rmlp_status project_qkv(const char *fn, gpu_context *ctx, uint32_t layer,
         q = ctx->qkv, k = (char *)ctx->qkv + qd * es;
     }
     if (status != RMLP_OK) return status;
-    const gpu_rope_table *rope = ctx->options.rope_table ? &m->rope : NULL; /* RADIX_MLP_GPU_ROPE */
+    uint32_t table = m->ext->layers[layer].rope; /* the layer's RoPE (model/model_ext.h) */
+    const gpu_rope_table *rope = ctx->options.rope_table ? &m->rope[table] : NULL; /* RADIX_MLP_GPU_ROPE */
+    gpu_rope_freqs freqs = gpu_model_rope_freqs(m, table);
     const void *q_norm = lw->q_norm, *k_norm = lw->k_norm;
     if (q_norm != NULL && c->norm_weight_plus_one) { /* Gemma 3: 1 + w, in a pass of its own before RoPE */
         LAUNCH("gpu_head_rmsnorm (q)", layer,
@@ -155,8 +157,8 @@ static rmlp_status project_qkv(const char *fn, gpu_context *ctx, uint32_t layer,
         q_norm = k_norm = NULL;
     }
     LAUNCH("gpu_qk_norm_rope", layer,
-           gpu_qk_norm_rope(q, q_stride, k, k_stride, rows, c->num_attention_heads, c->num_key_value_heads,
-                            c->head_dim, q_norm, k_norm, p->pos, rope, c->rope_theta, c->rms_norm_eps, m->dtype, s));
+           gpu_qk_norm_rope_freqs(q, q_stride, k, k_stride, rows, c->num_attention_heads, c->num_key_value_heads,
+                                  c->head_dim, q_norm, k_norm, p->pos, rope, &freqs, c->rms_norm_eps, m->dtype, s));
     return RMLP_OK;
 }
 
@@ -297,10 +299,17 @@ static gpu_fi_reason flashinfer_reason(const gpu_context *ctx, const rmlp_attent
                                 a->head_dim);
 }
 
+/* Whether layer a->layer slides or soft-caps (model/model_ext.h): FlashInfer's kernels here do neither. */
+static bool needs_variant(const gpu_context *ctx, const rmlp_attention_args *a) {
+    const layer_attention *la = &ctx->model->ext->layers[a->layer];
+    return la->window != 0 || la->softcap != 0.0f;
+}
+
 extern "C" bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp_attention_args *a, bool compact) {
     size_t qd = (size_t)a->n_heads * a->head_dim, kvd = (size_t)a->n_kv_heads * a->head_dim;
     gpu_compact_rows rows = {a->q, a->k, a->v, a->out, qd, kvd, kvd, qd};
-    return flashinfer_reason(ctx, a, &rows, compact ? GPU_ATT_COMPACT : GPU_ATT_FULL) == GPU_FI_OK;
+    return flashinfer_reason(ctx, a, &rows, compact ? GPU_ATT_COMPACT : GPU_ATT_FULL) == GPU_FI_OK &&
+           !needs_variant(ctx, a);
 }
 
 /* Counts a launch of the built-in attention in `layout`: FlashInfer's (reason GPU_FI_OK; on its
@@ -323,13 +332,18 @@ static void count_launch(gpu_context *ctx, gpu_att_layout layout, gpu_fi_reason 
  * through kv_indices = the scatter, or compact: FlashInfer's kernel where the context planned it
  * for this batch and it takes these buffers (gpu/flashinfer.h), else the reference kernel of
  * gpu/attention.cu (f32, other head dims, other batches, odd strides, a plan FlashInfer failed to
- * make, or a configuration its launcher refuses on this device before launching anything). */
+ * make, or a configuration its launcher refuses on this device before launching anything, or a
+ * layer with a sliding window or soft-cap, which the FlashInfer variants instantiated here do not
+ * take). The scale is a->scale; the window and soft-cap are layer a->layer's (model/model_ext.h). */
 static rmlp_status builtin_attention(const char *fn, gpu_context *ctx, const rmlp_attention_args *a,
                                      const gpu_compact_rows *rows, const uint32_t *qo, const uint32_t *kv_indptr,
                                      const uint32_t *kv_indices, gpu_att_layout layout) {
     rmlp_status status = check_builtin(fn, a);
     if (status != RMLP_OK) return status;
+    layer_attention la = ctx->model->ext->layers[a->layer];
+    la.scale = a->scale;
     gpu_fi_reason reason = flashinfer_reason(ctx, a, rows, layout);
+    if (reason == GPU_FI_OK && needs_variant(ctx, a)) reason = GPU_FI_VARIANT;
     if (reason == GPU_FI_OK) {
         bool sm90 = false;
         cudaError_t error = gpu_flashinfer_run(ctx->fi, layout == GPU_ATT_COMPACT ? GPU_FI_COMPACT : GPU_FI_FULL, rows,
@@ -348,11 +362,11 @@ static rmlp_status builtin_attention(const char *fn, gpu_context *ctx, const rml
         LAUNCH("gpu_compact_attention", (long)a->layer,
                gpu_compact_attention(rows, qo, kv_indptr, kv_indices, a->n_seqs,
                                      layout == GPU_ATT_COMPACT ? a->n_compact : a->n_tokens, a->n_heads,
-                                     a->n_kv_heads, a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
+                                     a->n_kv_heads, a->head_dim, la, ctx->model->dtype, ctx->stream));
     else
         LAUNCH("gpu_attention", (long)a->layer,
                gpu_attention(rows->q, rows->k, rows->v, rows->out, kv_indptr, a->n_seqs, a->n_tokens, a->n_heads,
-                             a->n_kv_heads, a->head_dim, a->scale, ctx->model->dtype, ctx->stream));
+                             a->n_kv_heads, a->head_dim, la, ctx->model->dtype, ctx->stream));
     count_launch(ctx, layout, reason, false);
     return RMLP_OK;
 }
@@ -436,6 +450,7 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
     bool full_paged = !compact && attention == NULL && ctx->options.full_kv_paged && !p->identity;
     for (uint32_t layer = 0; layer < c->num_hidden_layers; layer++) {
         args.layer = layer;
+        args.scale = m->ext->layers[layer].scale; /* the layer's (model/model_ext.h) */
         if (full_paged) { /* only Q is scattered to the batch rows */
             status = project_qkv(fn, ctx, layer, ctx->hidden, false, NULL, NULL, NULL);
             if (status == RMLP_OK) status = scatter_qkv(fn, ctx, layer, ctx->q, NULL, NULL);

@@ -43,12 +43,20 @@ struct gpu_model {
     const void *lm_head;    /* (vocab, hidden), the embedding when tied, NULL when none */
     gpu_layer *layers;      /* (num_hidden_layers), host memory */
     void *owned;            /* the one device allocation of a loaded model; NULL when bound */
-    gpu_rope_table rope;    /* RoPE's cos/sin of the first positions (weights.cu), its own allocation */
+    /* RoPE's cos/sin of the first positions (weights.cu), one per table of ext (rope[i] for
+     * i < ext->n_rope), each its own allocation */
+    gpu_rope_table rope[MODEL_ROPE_MAX];
 };
 
-/* m->rope for m->config (weights.cu): RoPE's cos/sin table of the first positions, up to
+/* The RoPE of table `i` of m->ext (its host frequencies, for gpu_qk_norm_rope_freqs). */
+static inline gpu_rope_freqs gpu_model_rope_freqs(const gpu_model *m, uint32_t i) {
+    const model_rope *r = &m->ext->rope[i];
+    return gpu_rope_freqs{r->inv_freq, r->attention_factor, r->theta};
+}
+
+/* m->rope for m->ext (weights.cu): each RoPE's cos/sin table of the first positions, up to
  * max_position_embeddings and at most GPU_ROPE_TABLE_POSITIONS (later ones take sincosf; 32 MiB
- * at head_dim 128), filled on the model's device (current). gpu_model_free frees it. */
+ * at head_dim 128), filled on the model's device (current). gpu_model_free frees them. */
 #define GPU_ROPE_TABLE_POSITIONS 65536u
 rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m);
 

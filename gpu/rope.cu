@@ -12,7 +12,10 @@
  * cos and sin of an angle come from sincosf per element, or from a table (gpu_rope_table: a
  * model's, filled once by gpu_rope_table_fill with the same angle and the same sincosf, so both
  * give the same bits; positions past the table take sincosf). The angle is formed with __fmul_rn
- * in both kernels, so no compiler contraction can round it differently in one of them.
+ * in both kernels, so no compiler contraction can round it differently in one of them. A scaled
+ * RoPE (model/model_ext.h: linear, llama3, yarn) brings its own inverse frequencies, computed on
+ * the host as transformers computes them, and yarn an attention factor cos and sin are multiplied
+ * by (in fp32, as transformers multiplies its cos and sin; a factor of 1 changes no bit).
  */
 #include <math.h>
 
@@ -24,13 +27,19 @@
 
 struct RopeTable {
     float inv_freq[ROPE_MAX_HALF]; /* (head_dim / 2) */
+    float factor;                  /* cos and sin times this (yarn's attention factor; 1 otherwise) */
 };
 
-/* The inverse frequencies of head_dim, the CPU path's expression term for term. */
-static RopeTable inverse_frequencies(double theta, size_t head_dim) {
-    RopeTable table = {};
+/* The inverse frequencies of head_dim, the CPU path's expression term for term (model_ext.c). */
+static void default_frequencies(double theta, size_t head_dim, float *inv_freq) {
     for (size_t i = 0; i < head_dim / 2; i++)
-        table.inv_freq[i] = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
+        inv_freq[i] = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
+}
+
+static RopeTable table_of(const float *inv_freq, size_t head_dim, float factor) {
+    RopeTable table = {};
+    for (size_t i = 0; i < head_dim / 2; i++) table.inv_freq[i] = inv_freq[i];
+    table.factor = factor;
     return table;
 }
 
@@ -112,7 +121,10 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
                 lo = wa[e] * (lo * inv);
                 hi = wb[e] * (hi * inv);
             }
-            if (!tabled) sincosf(rope_angle(pos, inv_freq[c + e]), &s[e], &co[e]);
+            if (!tabled) {
+                sincosf(rope_angle(pos, inv_freq[c + e]), &s[e], &co[e]);
+                s[e] *= table.factor, co[e] *= table.factor;
+            }
             a[j][e] = lo * co[e] - hi * s[e];
             b[j][e] = hi * co[e] + lo * s[e];
         }
@@ -151,21 +163,21 @@ static cudaError_t launch_qk_norm_rope(void *q, size_t q_stride, void *k, size_t
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows,
-                                        size_t n_q_heads, size_t n_kv_heads, size_t head_dim, const void *q_norm,
-                                        const void *k_norm, const uint32_t *positions,
-                                        const gpu_rope_table *cached, double theta, double eps, rmlp_dtype dtype,
-                                        cudaStream_t stream) {
+extern "C" cudaError_t gpu_qk_norm_rope_freqs(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows,
+                                              size_t n_q_heads, size_t n_kv_heads, size_t head_dim, const void *q_norm,
+                                              const void *k_norm, const uint32_t *positions,
+                                              const gpu_rope_table *cached, const gpu_rope_freqs *freqs, double eps,
+                                              rmlp_dtype dtype, cudaStream_t stream) {
     if (dtype_size(dtype) == 0 || head_dim == 0 || head_dim % 2 != 0 || head_dim > 2 * ROPE_MAX_HALF ||
         n_q_heads + n_kv_heads > 65536 || q_stride < n_q_heads * head_dim || k_stride < n_kv_heads * head_dim ||
         rows > INT32_MAX)
         return cudaErrorInvalidValue;
     if (cached != nullptr && cached->n_positions != 0 &&
-        (cached->cos_sin == nullptr || cached->head_dim != head_dim || cached->theta != theta ||
-         !aligned16(cached->cos_sin)))
-        return cudaErrorInvalidValue; /* a table of another head_dim or theta */
+        (cached->cos_sin == nullptr || cached->head_dim != head_dim || cached->theta != freqs->theta ||
+         (cached->inv_freq != nullptr && cached->inv_freq != freqs->inv_freq) || !aligned16(cached->cos_sin)))
+        return cudaErrorInvalidValue; /* a table of another head_dim or RoPE */
     if (rows == 0 || n_q_heads + n_kv_heads == 0) return cudaSuccess;
-    RopeTable table = inverse_frequencies(theta, head_dim);
+    RopeTable table = table_of(freqs->inv_freq, head_dim, freqs->attention_factor);
     int nq = (int)n_q_heads, nkv = (int)n_kv_heads, hd = (int)head_dim;
     float e = (float)eps;
     switch (dtype) {
@@ -181,7 +193,19 @@ extern "C" cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_
     }
 }
 
-/* cos_sin[p, i] = (cos, sin) of angle(p, inv_freq[i]) for p < n_positions, i < half. */
+extern "C" cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride, size_t rows,
+                                        size_t n_q_heads, size_t n_kv_heads, size_t head_dim, const void *q_norm,
+                                        const void *k_norm, const uint32_t *positions,
+                                        const gpu_rope_table *cached, double theta, double eps, rmlp_dtype dtype,
+                                        cudaStream_t stream) {
+    float inv_freq[ROPE_MAX_HALF] = {0};
+    if (head_dim <= 2 * ROPE_MAX_HALF) default_frequencies(theta, head_dim, inv_freq); /* else refused below */
+    gpu_rope_freqs freqs = {inv_freq, 1.0f, theta};
+    return gpu_qk_norm_rope_freqs(q, q_stride, k, k_stride, rows, n_q_heads, n_kv_heads, head_dim, q_norm, k_norm,
+                                  positions, cached, &freqs, eps, dtype, stream);
+}
+
+/* cos_sin[p, i] = (cos, sin) of angle(p, inv_freq[i]), times the factor, for p < n_positions, i < half. */
 static __global__ void __launch_bounds__(ROPE_THREADS)
     rope_table_kernel(float2 *__restrict__ cos_sin, size_t n_positions, int half,
                       const __grid_constant__ RopeTable table) {
@@ -191,19 +215,26 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
     int i = (int)(id % (size_t)half);
     float s, co;
     sincosf(rope_angle((float)(uint32_t)p, table.inv_freq[i]), &s, &co);
-    cos_sin[id] = make_float2(co, s);
+    cos_sin[id] = make_float2(co * table.factor, s * table.factor);
 }
 
-extern "C" cudaError_t gpu_rope_table_fill(float *cos_sin, size_t n_positions, size_t head_dim, double theta,
-                                           cudaStream_t stream) {
+extern "C" cudaError_t gpu_rope_table_fill_freqs(float *cos_sin, size_t n_positions, size_t head_dim,
+                                                 const gpu_rope_freqs *freqs, cudaStream_t stream) {
     if (cos_sin == nullptr || head_dim == 0 || head_dim % 2 != 0 || head_dim > 2 * ROPE_MAX_HALF ||
         n_positions > UINT32_MAX || !aligned16(cos_sin))
         return cudaErrorInvalidValue;
     size_t n = n_positions * (head_dim / 2), blocks = (n + ROPE_THREADS - 1) / ROPE_THREADS;
     if (n == 0) return cudaSuccess;
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-    rope_table_kernel<<<(unsigned)blocks, ROPE_THREADS, 0, stream>>>((float2 *)cos_sin, n_positions,
-                                                                     (int)(head_dim / 2),
-                                                                     inverse_frequencies(theta, head_dim));
+    rope_table_kernel<<<(unsigned)blocks, ROPE_THREADS, 0, stream>>>(
+        (float2 *)cos_sin, n_positions, (int)(head_dim / 2), table_of(freqs->inv_freq, head_dim, freqs->attention_factor));
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t gpu_rope_table_fill(float *cos_sin, size_t n_positions, size_t head_dim, double theta,
+                                           cudaStream_t stream) {
+    float inv_freq[ROPE_MAX_HALF] = {0};
+    if (head_dim <= 2 * ROPE_MAX_HALF) default_frequencies(theta, head_dim, inv_freq); /* else refused below */
+    gpu_rope_freqs freqs = {inv_freq, 1.0f, theta};
+    return gpu_rope_table_fill_freqs(cos_sin, n_positions, head_dim, &freqs, stream);
 }

@@ -152,6 +152,7 @@ void gpu_decode_free(gpu_decode *dec);
 typedef struct gpu_decode_chains {
     const uint32_t *key_indptr, *keys, *member_indptr, *members, *row_indptr, *row_members;
     size_t n_chains;
+    const uint32_t *chain_depth, *path_len; /* (n_chains), (n_rows): for a model with sliding windows */
 } gpu_decode_chains;
 /* A step's new rows (host arrays): ids, pos, slots (n_rows), attending over their chains. */
 rmlp_status gpu_decode_rows(const char *fn, gpu_context *ctx, gpu_cache *cache, gpu_decode *dec, const uint32_t *ids,

@@ -206,16 +206,19 @@ struct uploader {
 
 extern "C" void gpu_model_free(gpu_model *model) {
     if (model == NULL) return;
-    if (model->owned != NULL || model->rope.cos_sin != NULL) {
+    bool tables = model->rope[0].cos_sin != NULL || model->rope[1].cos_sin != NULL;
+    if (model->owned != NULL || tables) {
         gpu_device_guard guard(model->device);
         if (model->owned != NULL) (void)cudaFree(model->owned);
-        if (model->rope.cos_sin != NULL) (void)cudaFree((void *)model->rope.cos_sin);
+        for (int i = 0; i < MODEL_ROPE_MAX; i++)
+            if (model->rope[i].cos_sin != NULL) (void)cudaFree((void *)model->rope[i].cos_sin);
     }
     free(model->layers);
     free(model);
 }
 
-rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m) {
+/* The cos/sin table of m->ext's RoPE i. */
+static rmlp_status rope_table(const char *fn, gpu_model *m, uint32_t i) {
     const rmlp_model_config *c = &m->config;
     size_t max_pos = c->max_position_embeddings, half = c->head_dim / 2;
     size_t n = max_pos != 0 && max_pos < GPU_ROPE_TABLE_POSITIONS ? max_pos : GPU_ROPE_TABLE_POSITIONS;
@@ -229,12 +232,13 @@ rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m) {
         return rmlp_fail(gpu_status_of(error), fn, "cudaMalloc of RoPE's cos/sin table (%zu positions, %zu bytes) on "
                          "device %d failed: %s", n, bytes, m->device, cudaGetErrorString(error));
     }
-    m->rope = gpu_rope_table{(const float *)table, (uint32_t)n, c->head_dim, c->rope_theta};
+    gpu_rope_freqs freqs = gpu_model_rope_freqs(m, i);
+    m->rope[i] = gpu_rope_table{(const float *)table, (uint32_t)n, c->head_dim, freqs.theta, freqs.inv_freq};
     const char *what = "cudaStreamCreateWithFlags (RoPE's table)";
     error = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     if (error == cudaSuccess) {
-        what = "gpu_rope_table_fill";
-        error = gpu_rope_table_fill((float *)table, n, c->head_dim, c->rope_theta, stream);
+        what = "gpu_rope_table_fill_freqs";
+        error = gpu_rope_table_fill_freqs((float *)table, n, c->head_dim, &freqs, stream);
     }
     if (error == cudaSuccess) {
         what = "cudaStreamSynchronize (RoPE's table)";
@@ -242,6 +246,12 @@ rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m) {
     }
     if (stream != NULL) (void)cudaStreamDestroy(stream);
     return error == cudaSuccess ? RMLP_OK : gpu_fail(fn, what, error); /* the caller frees the model */
+}
+
+rmlp_status gpu_model_rope_table(const char *fn, gpu_model *m) {
+    rmlp_status status = RMLP_OK;
+    for (uint32_t i = 0; i < m->ext->n_rope && status == RMLP_OK; i++) status = rope_table(fn, m, i);
+    return status;
 }
 
 extern "C" rmlp_status gpu_model_load(const char *fn, const checkpoint *ckpt, rmlp_model_config *config,

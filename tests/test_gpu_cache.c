@@ -301,7 +301,8 @@ int main(int argc, char **argv) {
         test_dtype(path, cpu_model, RMLP_DTYPE_F32, "f32");
         test_dtype(path, cpu_model, RMLP_DTYPE_BF16, "bf16");
     }
-    static const char *const generating[] = {"qwen3_tiny", "qwen2_bias", "llama_bias", "mistral_bias"};
+    static const char *const generating[] = {"qwen3_tiny", "qwen2_bias", "llama_bias", "mistral_bias",
+                                             "qwen2_window", "mistral_window", "qwen2_yarn"};
     for (size_t i = 0; i < sizeof generating / sizeof generating[0]; i++) {
         test_generate(argv[1], generating[i], RMLP_DTYPE_F32, "f32", true);
         test_generate(argv[1], generating[i], RMLP_DTYPE_F32, "f32", false);

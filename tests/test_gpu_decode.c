@@ -88,11 +88,12 @@ static void kernel_case(uint64_t *rng, int di, size_t nh, size_t nkv, size_t hd,
     size_t n = st.n_rows, total = 0;
     for (size_t r = 0; r < n; r++) total += st.path_len[r];
     float scale = 1.0f / sqrtf((float)hd);
+    const layer_attention plain = {0, 0.0f, scale, 0}; /* full causal attention, no soft-cap */
     float *q = random_values(rng, n * qd, -3, 3, dt), *k = random_values(rng, st.n_slots * kvd, -1, 1, dt);
     float *v = random_values(rng, st.n_slots * kvd, -1, 1, dt), *ref = tu_xmalloc(n * qd * 4);
     float *scratch = tu_xmalloc(decode_scratch_floats(n, nh, nkv, hd, 1) * 4);
     cpu_attention_rows cpu_rows = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-    cpu_decode_attention(&cpu_rows, st.chains, st.n_chains, st.members, n, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, NULL, NULL, scratch);
+    cpu_decode_attention(&cpu_rows, st.chains, st.n_chains, st.members, n, nh, nkv, hd, &plain, NULL, NULL, scratch);
     void *d_q = upload(q, n * qd, dt), *d_k = upload(k, st.n_slots * kvd, dt), *d_v = upload(v, st.n_slots * kvd, dt);
     void *d_own = poisoned(n * qd, dt), *d_out = poisoned(n * qd, dt);
     /* the chain kernels */
@@ -102,12 +103,12 @@ static void kernel_case(uint64_t *rng, int di, size_t nh, size_t nkv, size_t hd,
     uint32_t *d_mptr = upload_u32(st.member_indptr, st.n_chains + 1), *d_members = upload_u32(st.members, st.n_members);
     uint32_t *d_rptr = upload_u32(st.row_indptr, n + 1), *d_rows = upload_u32(st.row_members, st.n_members);
     gpu_compact_rows own_rows = {d_q, d_k, d_v, NULL, qd, kvd, kvd, qd};
-    gpu_chain_layout lay = {d_kptr, d_keys, d_mptr, d_members, st.n_chains, st.n_members};
+    gpu_chain_layout lay = {d_kptr, d_keys, d_mptr, d_members, st.n_chains, st.n_members, NULL, NULL};
     char what[200];
     snprintf(what, sizeof what, "%s heads=%zu/%zu head_dim=%zu rows=%zu keys=%zu %s", DTYPE_NAMES[di], nh, nkv, hd, n,
              total, shared ? "shared" : "per path");
     float *own = NULL;
-    if (launched_on(gpu_chain_attention(&own_rows, &lay, nh, nkv, hd, scale, d_state, dt, stream), what, stream) &&
+    if (launched_on(gpu_chain_attention(&own_rows, &lay, nh, nkv, hd, plain, d_state, dt, stream), what, stream) &&
         launched_on(gpu_merge_states(d_state, d_rptr, d_rows, n, nh, hd, d_own, qd, dt, stream), what, stream))
         own = download_as(d_own, n * qd, dt);
     /* FlashInfer, split at the device's target, then at 1 and 1,000 chunks */

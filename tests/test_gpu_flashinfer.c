@@ -123,6 +123,7 @@ static void paged_full(int di, gpu_flashinfer *fi, const uint32_t *cu, size_t n_
     rmlp_dtype dt = DTYPES[di];
     size_t nt = cu[n_seqs], qd = nh * hd, kvd = nkv * hd;
     float scale = 1.0f / sqrtf((float)hd), *kp = tu_xmalloc(nt * kvd * 4 + 4), *vp = tu_xmalloc(nt * kvd * 4 + 4);
+    const layer_attention plain = {0, 0.0f, scale, 0}; /* full causal attention, no soft-cap */
     uint32_t *perm = tu_xmalloc(nt * 4 + 4);
     for (size_t i = 0; i < nt; i++) {
         perm[i] = (uint32_t)(nt - 1 - i);
@@ -133,8 +134,8 @@ static void paged_full(int di, gpu_flashinfer *fi, const uint32_t *cu, size_t n_
     uint32_t *d_idx = upload_u32(perm, nt);
     gpu_compact_rows paged = {d_q, d_kp, d_vp, d_b, qd, kvd, kvd, qd};
     char line[260];
-    if (nt > 0 && launched(gpu_attention(d_q, d_k, d_v, d_a, d_cu, n_seqs, nt, nh, nkv, hd, scale, dt, stream), what) &&
-        launched(gpu_compact_attention(&paged, d_cu, d_cu, d_idx, n_seqs, nt, nh, nkv, hd, scale, dt, stream), what)) {
+    if (nt > 0 && launched(gpu_attention(d_q, d_k, d_v, d_a, d_cu, n_seqs, nt, nh, nkv, hd, plain, dt, stream), what) &&
+        launched(gpu_compact_attention(&paged, d_cu, d_cu, d_idx, n_seqs, nt, nh, nkv, hd, plain, dt, stream), what)) {
         float *a = download_as(d_a, nt * qd, dt), *b = download_as(d_b, nt * qd, dt);
         size_t d = differing(a, b, nt * qd);
         CHECK(d == 0, "%s: the reference kernel through kv_indices differs from its ragged run in %zu of %zu", what, d,
@@ -169,10 +170,11 @@ static void full_case(uint64_t *rng, int di, gpu_flashinfer *fi, const uint32_t 
     }
     size_t nt = cu[n_seqs], nq = nt * nh * hd, nk = nt * nkv * hd;
     float scale = 1.0f / sqrtf((float)hd);
+    const layer_attention plain = {0, 0.0f, scale, 0}; /* full causal attention, no soft-cap */
     float *q = random_values(rng, nq, -3, 3, dt), *k = random_values(rng, nk, -1, 1, dt);
     float *v = random_values(rng, nk, -1, 1, dt), *ref = tu_xmalloc(nq * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, hd) * 4);
-    cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch, ref);
+    cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, &plain, scratch, ref);
     void *d_q = upload(q, nq, dt), *d_k = upload(k, nk, dt), *d_v = upload(v, nk, dt);
     void *d_out = poisoned(nq, dt), *d_ref = poisoned(nq, dt);
     uint32_t *d_cu = upload_u32(cu, n_seqs + 1);
@@ -182,7 +184,7 @@ static void full_case(uint64_t *rng, int di, gpu_flashinfer *fi, const uint32_t 
     int want = flashinfer_tiles_128(nt, n_seqs, nh / nkv);
     CHECK(ready == want, "%s: ready %d, want %d (FlashInfer's tile choice)", what, ready, want);
     if (ready && launched(gpu_flashinfer_run(fi, GPU_FI_FULL, &rows, d_cu, d_cu, NULL, scale, stream, NULL), what) &&
-        launched(gpu_attention(d_q, d_k, d_v, d_ref, d_cu, n_seqs, nt, nh, nkv, hd, scale, dt, stream), what)) {
+        launched(gpu_attention(d_q, d_k, d_v, d_ref, d_cu, n_seqs, nt, nh, nkv, hd, plain, dt, stream), what)) {
         float *got = download_as(d_out, nq, dt), *kernel = download_as(d_ref, nq, dt);
         char line[240];
         snprintf(line, sizeof line, "flashinfer %s vs CPU", what);
@@ -225,13 +227,14 @@ static void compact_case(uint64_t *rng, int di, const rmlp_plan *plan, size_t nh
         if (cu[s + 1] - cu[s] > longest) longest = cu[s + 1] - cu[s];
     size_t qd = nh * hd, kvd = nkv * hd, width = qd + 2 * kvd;
     float scale = 1.0f / sqrtf((float)hd);
+    const layer_attention plain = {0, 0.0f, scale, 0}; /* full causal attention, no soft-cap */
     float *qkv = random_values(rng, nc * width, -3, 3, dt), *ref = tu_xmalloc(nc * qd * 4);
     size_t qs = fused ? width : qd, ks = fused ? width : kvd;
     /* separate: q, k, v one after the other, each dense */
     const float *q = qkv, *k = fused ? qkv + qd : qkv + nc * qd, *v = fused ? qkv + qd + kvd : qkv + nc * (qd + kvd);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, hd) * 4);
     cpu_attention_rows cpu_rows = {q, k, v, ref, qs, ks, ks, qd, 0};
-    cpu_compact_attention(&cpu_rows, qo, cu, scatter, ns, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch);
+    cpu_compact_attention(&cpu_rows, qo, cu, scatter, ns, nh, nkv, hd, &plain, scratch);
 
     void *d_qkv = upload(qkv, nc * width, dt), *d_out = poisoned((nc + extra) * qd, dt);
     void *d_ref = poisoned((nc + extra) * qd, dt);
@@ -250,7 +253,7 @@ static void compact_case(uint64_t *rng, int di, const rmlp_plan *plan, size_t nh
         CHECK(ready == want, "%s: ready %d, want %d (FlashInfer's tile choice)", what, ready, want);
         if (ready &&
             launched(gpu_flashinfer_run(fi, GPU_FI_COMPACT, &rows, d_qo, d_cu, d_idx, scale, stream, NULL), what) &&
-            launched(gpu_compact_attention(&ref_rows, d_qo, d_cu, d_idx, ns, nc, nh, nkv, hd, scale, dt, stream),
+            launched(gpu_compact_attention(&ref_rows, d_qo, d_cu, d_idx, ns, nc, nh, nkv, hd, plain, dt, stream),
                      what)) {
             float *got = download_as(d_out, (nc + extra) * qd, dt), *kernel = download_as(d_ref, nc * qd, dt);
             snprintf(line, sizeof line, "flashinfer %s vs CPU", what);
@@ -327,6 +330,7 @@ static void test_graph(uint64_t *rng, bool sm90) {
     const rmlp_dtype dt = DTYPES[di];
     const size_t nh = 8, nkv = 2, hd = 128, qd = nh * hd, kvd = nkv * hd, rows_n = 197, max_keys = 400;
     float scale = 1.0f / sqrtf((float)hd);
+    const layer_attention plain = {0, 0.0f, scale, 0}; /* full causal attention, no soft-cap */
     float *q = random_values(rng, rows_n * qd, -3, 3, dt), *k = random_values(rng, max_keys * kvd, -1, 1, dt);
     float *v = random_values(rng, max_keys * kvd, -1, 1, dt), *ref = tu_xmalloc(rows_n * qd * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(max_keys, hd) * 4);
@@ -348,11 +352,11 @@ static void test_graph(uint64_t *rng, bool sm90) {
             uint32_t qo[3], kv[3], idx[400];
             if (layout == GPU_FI_FULL) {
                 qo[0] = kv[0] = 0, qo[1] = kv[1] = full_lens[round][0], qo[2] = kv[2] = qo[1] + full_lens[round][1];
-                cpu_attention(q, k, v, qo, 2, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch, ref);
+                cpu_attention(q, k, v, qo, 2, nh, nkv, hd, &plain, scratch, ref);
             } else {
                 two_paths(paths[round][0], paths[round][1], paths[round][2], qo, kv, idx);
                 cpu_attention_rows cr = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-                cpu_compact_attention(&cr, qo, kv, idx, 2, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch);
+                cpu_compact_attention(&cr, qo, kv, idx, 2, nh, nkv, hd, &plain, scratch);
                 CUDA_MUST(cudaMemcpy(d_idx, idx, kv[2] * 4, cudaMemcpyHostToDevice));
             }
             CUDA_MUST(cudaMemcpy(d_qo, qo, sizeof qo, cudaMemcpyHostToDevice));

@@ -53,11 +53,12 @@ static void check_case(int di, size_t nh, size_t nkv, gpu_fi_layout layout, cons
     for (size_t s = 0; s < c->n_seqs; s++)
         if (c->kv[s + 1] - c->kv[s] > longest) longest = c->kv[s + 1] - c->kv[s];
     float scale = 1.0f / sqrtf((float)HD);
+    const layer_attention plain = {0, 0.0f, scale, 0}; /* full causal attention, no soft-cap */
     float *q = random_values(rng, c->n_rows * qd, -3, 3, dt), *k = random_values(rng, c->n_kv * kvd, -1, 1, dt);
     float *v = random_values(rng, c->n_kv * kvd, -1, 1, dt), *ref = tu_xmalloc(c->n_rows * qd * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(longest, HD) * 4);
     cpu_attention_rows cr = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-    cpu_compact_attention(&cr, c->qo, c->kv, c->idx, c->n_seqs, nh, nkv, HD, &(layer_attention){0, 0.0f, scale, 0}, scratch);
+    cpu_compact_attention(&cr, c->qo, c->kv, c->idx, c->n_seqs, nh, nkv, HD, &plain, scratch);
     void *d_q = upload(q, c->n_rows * qd, dt), *d_k = upload(k, c->n_kv * kvd, dt), *d_v = upload(v, c->n_kv * kvd, dt);
     void *d_out[3] = {poisoned(c->n_rows * qd, dt), poisoned(c->n_rows * qd, dt), poisoned(c->n_rows * qd, dt)};
     uint32_t *d_qo = upload_u32(c->qo, c->n_seqs + 1), *d_kv = upload_u32(c->kv, c->n_seqs + 1);
@@ -84,7 +85,7 @@ static void check_case(int di, size_t nh, size_t nkv, gpu_fi_layout layout, cons
             CHECK(sm90 == (f == 0), "%s: ran the Hopper kernels: %d, want %d", what, sm90, f == 0);
     }
     gpu_compact_rows rows = {d_q, d_k, d_v, d_out[2], qd, kvd, kvd, qd};
-    if (launched(gpu_compact_attention(&rows, d_qo, d_kv, d_idx, c->n_seqs, c->n_rows, nh, nkv, HD, scale, dt, stream),
+    if (launched(gpu_compact_attention(&rows, d_qo, d_kv, d_idx, c->n_seqs, c->n_rows, nh, nkv, HD, plain, dt, stream),
                  what)) {
         float *got = download_as(d_out[0], c->n_rows * qd, dt), *fa2 = download_as(d_out[1], c->n_rows * qd, dt);
         float *kernel = download_as(d_out[2], c->n_rows * qd, dt);

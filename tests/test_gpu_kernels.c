@@ -231,6 +231,7 @@ static void test_graph_capture(uint64_t *rng) {
     uint32_t cu[3] = {0, 67, 67 + 130};
     size_t nt = cu[2], an = nt * anh * ahd, ak = nt * ankv * ahd;
     float scale = 1.0f / sqrtf((float)ahd);
+    const layer_attention plain = {0, 0.0f, scale, 0}; /* full causal attention, no soft-cap */
 
     float *qkv = random_values(rng, rows * stride, -2, 2, dt), *qkv_ref = tu_xmalloc(rows * stride * 4);
     float *qn = random_values(rng, hd, 0.5f, 1.5f, dt), *kn = random_values(rng, hd, 0.5f, 1.5f, dt);
@@ -241,7 +242,7 @@ static void test_graph_capture(uint64_t *rng) {
     float *q = random_values(rng, an, -3, 3, dt), *k = random_values(rng, ak, -1, 1, dt);
     float *v = random_values(rng, ak, -1, 1, dt), *attn_ref = tu_xmalloc(an * 4);
     float *scratch = tu_xmalloc(cpu_attention_scratch_floats(130, ahd) * 4);
-    cpu_attention(q, k, v, cu, n_seqs, anh, ankv, ahd, &(layer_attention){0, 0.0f, scale, 0}, scratch, attn_ref);
+    cpu_attention(q, k, v, cu, n_seqs, anh, ankv, ahd, &plain, scratch, attn_ref);
 
     void *d_qkv = upload(qkv, rows * stride, dt), *d_qn = upload(qn, hd, dt), *d_kn = upload(kn, hd, dt);
     uint32_t *d_pos = upload_u32(pos, rows), *d_cu = upload_u32(cu, n_seqs + 1);
@@ -253,7 +254,7 @@ static void test_graph_capture(uint64_t *rng) {
     CUDA_MUST(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     cudaError_t e1 = gpu_qk_norm_rope(d_qkv, stride, (char *)d_qkv + nq * hd * elem_size(dt), stride, rows, nq, nkv, hd,
                                       d_qn, d_kn, d_pos, NULL, 1e6, 1e-6, dt, stream);
-    cudaError_t e2 = gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, nt, anh, ankv, ahd, scale, dt, stream);
+    cudaError_t e2 = gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, nt, anh, ankv, ahd, plain, dt, stream);
     cudaError_t e3 = cudaStreamEndCapture(stream, &graph);
     CHECK(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess, "graph capture: rope %s, attention %s, end %s",
           cudaGetErrorString(e1), cudaGetErrorString(e2), cudaGetErrorString(e3));
@@ -270,7 +271,7 @@ static void test_graph_capture(uint64_t *rng) {
         uint32_t cu_b[3] = {0, 10, 10 + 187};
         CUDA_MUST(cudaMemcpy(d_cu, cu_b, sizeof cu_b, cudaMemcpyHostToDevice));
         float *scratch_b = tu_xmalloc(cpu_attention_scratch_floats(187, ahd) * 4);
-        cpu_attention(q, k, v, cu_b, n_seqs, anh, ankv, ahd, &(layer_attention){0, 0.0f, scale, 0}, scratch_b, attn_ref);
+        cpu_attention(q, k, v, cu_b, n_seqs, anh, ankv, ahd, &plain, scratch_b, attn_ref);
         CUDA_MUST(cudaMemset(d_out, 0xFF, an * elem_size(dt)));
         CUDA_MUST(cudaGraphLaunch(exec, stream));
         CUDA_MUST(cudaStreamSynchronize(stream));
@@ -287,6 +288,7 @@ static void test_graph_capture(uint64_t *rng) {
 
 /* Refused arguments launch nothing; empty work is a no-op. */
 static void test_arguments(void) {
+    const layer_attention unit = {0, 0.0f, 1.0f, 0}; /* scale 1, no window or soft-cap */
     const rmlp_dtype bad = 7;
     CHECK(gpu_gather_rows(NULL, NULL, 8, NULL, 1, 8, bad, stream) == cudaErrorInvalidValue, "gather_rows bad dtype");
     CHECK(gpu_gather_rows(NULL, NULL, 4, NULL, 1, 8, RMLP_DTYPE_F32, stream) == cudaErrorInvalidValue,
@@ -302,10 +304,10 @@ static void test_arguments(void) {
                            stream) == cudaErrorInvalidValue,
           "rope head_dim > 256");
     CHECK(gpu_silu_mul(NULL, 1, 8, NULL, bad, stream) == cudaErrorInvalidValue, "silu_mul bad dtype");
-    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 1, 1, 6, 4, 64, 1, RMLP_DTYPE_F32, stream) ==
+    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 1, 1, 6, 4, 64, unit, RMLP_DTYPE_F32, stream) ==
               cudaErrorInvalidValue,
           "attention heads not a multiple of kv heads");
-    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 1, 1, 4, 4, 257, 1, RMLP_DTYPE_F32, stream) ==
+    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 1, 1, 4, 4, 257, unit, RMLP_DTYPE_F32, stream) ==
               cudaErrorInvalidValue,
           "attention head_dim > 256");
     CHECK(gpu_gather_rows(NULL, NULL, 8, NULL, 0, 8, RMLP_DTYPE_F16, stream) == cudaSuccess, "gather_rows 0 rows");
@@ -315,7 +317,7 @@ static void test_arguments(void) {
                            stream) == cudaSuccess,
           "rope 0 rows");
     CHECK(gpu_silu_mul(NULL, 0, 8, NULL, RMLP_DTYPE_F32, stream) == cudaSuccess, "silu_mul 0 rows");
-    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 0, 0, 4, 4, 64, 1, RMLP_DTYPE_F32, stream) == cudaSuccess,
+    CHECK(gpu_attention(NULL, NULL, NULL, NULL, NULL, 0, 0, 4, 4, 64, unit, RMLP_DTYPE_F32, stream) == cudaSuccess,
           "attention 0 sequences");
     CHECK(cudaGetLastError() == cudaSuccess, "no error left behind");
 }

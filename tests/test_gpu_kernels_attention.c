@@ -2,11 +2,24 @@
  * test_gpu_kernels_attention.c: the CUDA attention kernels of gpu/kernels.h against the CPU path
  * (cpu/cpu_ops.h): attention in the full layout and in compact space on planner-built plans, and a
  * decode step's attention by chains against cpu/decode_attention.h, in fp32, fp16 and bf16, on odd
- * sizes, outputs poisoned before each launch (gpu_kernels_util.h: tolerances, stream). Without a
- * CUDA device it prints SKIP and exits 77. RMLP_GPU_KERNELS_QUICK=1 skips f16.
+ * sizes, outputs poisoned before each launch (gpu_kernels_util.h: tolerances, stream). Each case
+ * takes a layer variant of model/model_ext.h in turn: plain causal attention, sliding windows of 5
+ * and 40 keys (shorter than most sequences and shared prefixes: a shared prefix longer than the
+ * window), a logit soft-cap, another scale; the chains with a window get each chain's depth and
+ * each query's position. Without a CUDA device it prints SKIP and exits 77.
+ * RMLP_GPU_KERNELS_QUICK=1 skips f16.
  */
 #include "gpu_kernels_util.h"
 #include "cpu/decode_attention.h"
+
+/* Variant i of a layer's attention for head_dim hd: plain, window 5, window 40 with soft-cap 4,
+ * soft-cap 2 with scale 0.3. */
+static layer_attention variant(size_t i, size_t hd) {
+    static const layer_attention v[] = {{0, 0.0f, 0.0f, 0}, {5, 0.0f, 0.0f, 0}, {40, 4.0f, 0.0f, 0}, {0, 2.0f, 0.3f, 0}};
+    layer_attention la = v[i % COUNT(v)];
+    if (la.scale == 0.0f) la.scale = 1.0f / sqrtf((float)hd);
+    return la;
+}
 
 /* Causal varlen attention over batches of uneven sequences (one empty), GQA 4:1 and 1:1. */
 static void test_attention(uint64_t *rng, int di) {
@@ -24,21 +37,21 @@ static void test_attention(uint64_t *rng, int di) {
                     if (batches[bi][s] > max_len) max_len = batches[bi][s];
                 }
                 size_t nt = cu[n_seqs], nq = nt * nh * hd, nk = nt * nkv * hd;
-                float scale = 1.0f / sqrtf((float)hd);
+                layer_attention la = variant(bi + a + h, hd);
                 float *q = random_values(rng, nq, -3, 3, dt), *k = random_values(rng, nk, -1, 1, dt);
                 float *v = random_values(rng, nk, -1, 1, dt), *ref = tu_xmalloc(nq * 4);
                 float *scratch = tu_xmalloc(cpu_attention_scratch_floats(max_len, hd) * 4);
-                cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch, ref);
+                cpu_attention(q, k, v, cu, n_seqs, nh, nkv, hd, &la, scratch, ref);
 
                 void *d_q = upload(q, nq, dt), *d_k = upload(k, nk, dt), *d_v = upload(v, nk, dt);
                 void *d_out = poisoned(nq, dt);
                 uint32_t *d_cu = upload_u32(cu, n_seqs + 1);
                 char what[160];
-                snprintf(what, sizeof what, "attention %s lengths=%u,%u,%u,%u heads=%zu/%zu head_dim=%zu",
-                         DTYPE_NAMES[di], batches[bi][0], batches[bi][1], batches[bi][2], batches[bi][3], nh, nkv, hd);
-                if (launched(
-                        gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, nt, nh, nkv, hd, scale, dt, stream),
-                        what)) {
+                snprintf(what, sizeof what, "attention %s lengths=%u,%u,%u,%u heads=%zu/%zu head_dim=%zu window=%u "
+                         "softcap=%g", DTYPE_NAMES[di], batches[bi][0], batches[bi][1], batches[bi][2], batches[bi][3],
+                         nh, nkv, hd, la.window, la.softcap);
+                if (launched(gpu_attention(d_q, d_k, d_v, d_out, d_cu, n_seqs, nt, nh, nkv, hd, la, dt, stream),
+                             what)) {
                     float *got = download_as(d_out, nq, dt);
                     compare(what, got, ref, nq, TOLS[di]);
                     free(got);
@@ -98,17 +111,17 @@ static void test_compact_attention(uint64_t *rng, int di) {
                     const float *q = qkv, *k = fused ? qkv + qd : qkv + nc * qd;
                     const float *v = fused ? qkv + qd + kvd : qkv + nc * (qd + kvd);
                     cpu_attention_rows rows = {q, k, v, ref, qs, ks, ks, qd, 0};
-                    float scale = 1.0f / sqrtf((float)hd);
-                    cpu_compact_attention(&rows, qo, b.cu, plan.scatter, ns, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, scratch);
+                    layer_attention la = variant(sh + a + h + (size_t)fused, hd);
+                    cpu_compact_attention(&rows, qo, b.cu, plan.scatter, ns, nh, nkv, hd, &la, scratch);
                     void *d_qkv = upload(qkv, nc * width, dt), *d_out = poisoned((nc + extra) * qd, dt);
                     char *base = d_qkv;
                     gpu_compact_rows d_rows = {base, base + (size_t)(k - qkv) * es, base + (size_t)(v - qkv) * es,
                                                d_out, qs, ks, ks, qd};
                     char what[200];
                     snprintf(what, sizeof what, "compact attention %s N=%zu N'=%zu seqs=%zu heads=%zu/%zu "
-                             "head_dim=%zu %s", DTYPE_NAMES[di], b.n_tokens, nc, ns, nh, nkv, hd,
-                             fused ? "fused" : "separate");
-                    if (launched(gpu_compact_attention(&d_rows, d_qo, d_cu, d_idx, ns, nc, nh, nkv, hd, scale, dt,
+                             "head_dim=%zu %s window=%u softcap=%g", DTYPE_NAMES[di], b.n_tokens, nc, ns, nh, nkv, hd,
+                             fused ? "fused" : "separate", la.window, la.softcap);
+                    if (launched(gpu_compact_attention(&d_rows, d_qo, d_cu, d_idx, ns, nc, nh, nkv, hd, la, dt,
                                                        stream),
                                  what)) {
                         float *got = download_as(d_out, (nc + extra) * qd, dt);
@@ -171,9 +184,12 @@ static void test_chain_attention(uint64_t *rng, int di) {
                 float *q = random_values(rng, QUERIES * qd, -3, 3, dt), *k = random_values(rng, SLOTS * kvd, -1, 1, dt);
                 float *v = random_values(rng, SLOTS * kvd, -1, 1, dt), *ref = tu_xmalloc(QUERIES * qd * 4);
                 float *scratch = tu_xmalloc(decode_scratch_floats(QUERIES, nh, nkv, hd, 1) * 4);
-                float scale = 1.0f / sqrtf((float)hd);
+                layer_attention la = variant((size_t)shared + a + h, hd);
                 cpu_attention_rows rows = {q, k, v, ref, qd, kvd, kvd, qd, 0};
-                cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, &(layer_attention){0, 0.0f, scale, 0}, NULL, NULL, scratch);
+                cpu_decode_attention(&rows, chains, nc, members, QUERIES, nh, nkv, hd, &la, len, NULL, scratch);
+                uint32_t depth[2 * QUERIES + 1], row_pos[QUERIES]; /* a window's positions */
+                for (size_t c = 0; c < nc; c++) depth[c] = chains[c].depth;
+                for (uint32_t r = 0; r < QUERIES; r++) row_pos[r] = len[r] - 1;
                 void *d_q = upload(q, QUERIES * qd, dt), *d_k = upload(k, SLOTS * kvd, dt), *d_v = upload(v, SLOTS * kvd, dt);
                 void *d_out = poisoned(QUERIES * qd, dt);
                 float *d_state = dev_alloc(n_members * nh * (hd + 2) * 4);
@@ -181,11 +197,13 @@ static void test_chain_attention(uint64_t *rng, int di) {
                 uint32_t *d_mptr = upload_u32(mptr, nc + 1), *d_members = upload_u32(members, n_members);
                 uint32_t *d_rptr = upload_u32(rptr, QUERIES + 1), *d_rows = upload_u32(rows_of, n_members);
                 gpu_compact_rows d_rows_at = {d_q, d_k, d_v, NULL, qd, kvd, kvd, qd};
-                gpu_chain_layout lay = {d_kptr, d_keys, d_mptr, d_members, nc, n_members};
+                uint32_t *d_depth = upload_u32(depth, nc), *d_row_pos = upload_u32(row_pos, QUERIES);
+                gpu_chain_layout lay = {d_kptr, d_keys, d_mptr, d_members, nc, n_members, d_depth, d_row_pos};
                 char what[200];
-                snprintf(what, sizeof what, "chain attention %s %s chains=%zu memberships=%u heads=%zu/%zu head_dim=%zu",
-                         DTYPE_NAMES[di], shared ? "shared" : "per path", nc, n_members, nh, nkv, hd);
-                if (launched(gpu_chain_attention(&d_rows_at, &lay, nh, nkv, hd, scale, d_state, dt, stream), what) &&
+                snprintf(what, sizeof what, "chain attention %s %s chains=%zu memberships=%u heads=%zu/%zu head_dim=%zu "
+                         "window=%u softcap=%g", DTYPE_NAMES[di], shared ? "shared" : "per path", nc, n_members, nh, nkv,
+                         hd, la.window, la.softcap);
+                if (launched(gpu_chain_attention(&d_rows_at, &lay, nh, nkv, hd, la, d_state, dt, stream), what) &&
                     launched(gpu_merge_states(d_state, d_rptr, d_rows, QUERIES, nh, hd, d_out, qd, dt, stream), what)) {
                     float *got = download_as(d_out, QUERIES * qd, dt);
                     compare(what, got, ref, QUERIES * qd, TOLS[di]);
@@ -193,6 +211,7 @@ static void test_chain_attention(uint64_t *rng, int di) {
                 }
                 cudaFree(d_q), cudaFree(d_k), cudaFree(d_v), cudaFree(d_out), cudaFree(d_state);
                 cudaFree(d_kptr), cudaFree(d_keys), cudaFree(d_mptr), cudaFree(d_members), cudaFree(d_rptr), cudaFree(d_rows);
+                cudaFree(d_depth), cudaFree(d_row_pos);
                 free(q), free(k), free(v), free(ref), free(scratch);
             }
     free(below), free(chain_of), free(chains), free(members);

@@ -8,7 +8,8 @@
  *     transformers' last_hidden; radix on against radix off on the device;
  *   - rmlp_context_pool (last, mean, normalised) and rmlp_score_pair on the device output;
  *   - the per-layer entry points with rmlp_attention between them, and rmlp_forward with a host
- *     attention callback (which also checks what the callback is handed);
+ *     attention callback (which also checks what the callback is handed; refused, naming the window,
+ *     on a model whose sliding window is shorter than the batch's sequences);
  * and attention in compact space (rmlp_forward_compact, the compact per-layer calls and callback,
  * read-outs through scatter). Models bound from device pointers are test_gpu_bind.c's, errors on
  * the device and CUDA graphs test_gpu_graph.c's (helpers shared: gpu_model_util.h).
@@ -30,6 +31,12 @@
 #include "gpu_model_util.h"
 
 static const char *const FIXTURES[] = FIXTURE_NAMES;
+
+/* Whether a model's sliding window is shorter than a batch's longest sequence: a host's attention
+ * callback, which is not told the window, is then refused (model/model_ext.h). */
+static bool windowed(const rmlp_model_config *c, uint32_t longest) {
+    return c->sliding_window != 0 && longest > c->sliding_window;
+}
 
 /* What the host callback saw. */
 typedef struct callback_state {
@@ -164,7 +171,13 @@ static void test_compact_dtype(rmlp_context *ctx, const reference *r, int radix,
         callback_state st = {.ctx = ctx, .dtype = dt};
         poison(d_out, nc * hsz * es);
         status = rmlp_forward_compact(ctx, plan, host_compact_attention, &st, d_out);
-        if (CHECK(status == RMLP_OK && st.bad == 0, "%s: compact callback: %s %s", name, rmlp_last_error(), st.why)) {
+        uint32_t longest = 0;
+        for (uint32_t s = 0; s < plan->n_seqs; s++)
+            if (plan->cu_seqlens[s + 1] - plan->cu_seqlens[s] > longest) longest = plan->cu_seqlens[s + 1] - plan->cu_seqlens[s];
+        if (windowed(c, longest))
+            CHECK(status == RMLP_ERR_UNSUPPORTED, "%s: a compact callback past the window: status %d", name, status);
+        else if (CHECK(status == RMLP_OK && st.bad == 0, "%s: compact callback: %s %s", name, rmlp_last_error(),
+                       st.why)) {
             float *cb = download(d_out, plan->n_compact * hsz, dt);
             expect_identical("rmlp_forward_compact with a compact callback", cb, compact, plan->n_compact * hsz, di, 0);
             free(cb);
@@ -304,12 +317,18 @@ static void test_model_dtype(const char *path, const char *name, const reference
         callback_state st = {.ctx = ctx, .dtype = dt};
         for (uint32_t s = 0; s < r->b.n_seqs; s++)
             if (r->b.cu[s + 1] - r->b.cu[s] > st.max_seqlen) st.max_seqlen = r->b.cu[s + 1] - r->b.cu[s];
-        float *cb = device_forward(ctx, r, &r->plans[1], dt, d_out, host_attention, &st, "callback");
-        CHECK(st.bad == 0, "%s: the attention callback was handed: %s", name, st.why);
-        CHECK(st.calls == r->cfg.num_hidden_layers, "%s: callback called %u times for %u layers", name, st.calls,
-              r->cfg.num_hidden_layers);
-        if (cb) expect_identical("forward with the host attention callback", cb, got[1], n, di, 1);
-        free(cb);
+        if (windowed(&r->cfg, st.max_seqlen)) { /* the callback is not told the window: refused */
+            rmlp_status refused = rmlp_forward(ctx, &r->plans[1], host_attention, &st, d_out);
+            CHECK(refused == RMLP_ERR_UNSUPPORTED && strstr(rmlp_last_error(), "sliding window") != NULL,
+                  "%s: a callback past the window: status %d, %s", name, refused, rmlp_last_error());
+        } else {
+            float *cb = device_forward(ctx, r, &r->plans[1], dt, d_out, host_attention, &st, "callback");
+            CHECK(st.bad == 0, "%s: the attention callback was handed: %s", name, st.why);
+            CHECK(st.calls == r->cfg.num_hidden_layers, "%s: callback called %u times for %u layers", name, st.calls,
+                  r->cfg.num_hidden_layers);
+            if (cb) expect_identical("forward with the host attention callback", cb, got[1], n, di, 1);
+            free(cb);
+        }
         float *pl = per_layer(ctx, r, &r->plans[1], dt);
         if (pl) expect_identical("per-layer entry points + rmlp_attention", pl, got[1], n, di, 0);
         free(pl);

@@ -7,6 +7,9 @@
  *     both within test_gpu_kernels' bounds of the CPU path (cpu_rope);
  *   - the table itself: gpu_rope_table_fill's (cos, sin) pairs against cos and sin in double of
  *     the fp32 angle (1e-6: sincosf's error), and a table of another theta or head_dim refused;
+ *   - scaled RoPE (gpu_qk_norm_rope_freqs, model/rope_scaling.h's yarn frequencies and attention
+ *     factor, and llama3's): with a table and without, bit for bit the same, and both within
+ *     test_gpu_kernels' bounds of the CPU path's rows_rope_table + rows_qk_norm_rope;
  *   - a whole model (tools/tiny_model.c's, loaded on the device in f32 and bf16): the forward's
  *     hidden states of a context made with RADIX_MLP_GPU_ROPE=table and of one made with =sincos,
  *     bit for bit the same, and the setting reported by rmlp_context_gpu_stats.
@@ -23,7 +26,9 @@
 #include <cuda_runtime_api.h>
 
 #include "cpu/cpu_ops.h"
+#include "cpu/rows.h"
 #include "gpu/kernels.h"
+#include "model/rope_scaling.h"
 #include "test_util.h"
 #include "gpu_test_util.h"
 #include "rope_reference.h"
@@ -48,7 +53,7 @@ static void test_arguments(void) {
     CHECK(gpu_rope_table_fill(fake, 4, 258, 1e4, NULL) == cudaErrorInvalidValue, "fill head_dim > 256");
     CHECK(gpu_rope_table_fill(fake + 1, 4, 64, 1e4, NULL) == cudaErrorInvalidValue, "fill unaligned");
     CHECK(gpu_rope_table_fill(fake, 0, 64, 1e4, NULL) == cudaSuccess, "fill no positions: nothing to do");
-    gpu_rope_table other_dim = {fake, 16, 128, 1e4}, other_theta = {fake, 16, 64, 1e6};
+    gpu_rope_table other_dim = {fake, 16, 128, 1e4, NULL}, other_theta = {fake, 16, 64, 1e6, NULL};
     CHECK(gpu_qk_norm_rope(NULL, 64, NULL, 64, 1, 1, 1, 64, NULL, NULL, NULL, &other_dim, 1e4, 1e-6, RMLP_DTYPE_F32,
                            NULL) == cudaErrorInvalidValue,
           "a table of another head_dim is refused");
@@ -92,7 +97,7 @@ static void test_kernel(uint64_t *rng, int di) {
             size_t hd = head_dims[a];
             double theta = norm ? 1e6 : 1e4;
             float *d_table = make_table(hd, theta);
-            gpu_rope_table table = {d_table, TABLE_POSITIONS, (uint32_t)hd, theta};
+            gpu_rope_table table = {d_table, TABLE_POSITIONS, (uint32_t)hd, theta, NULL};
             for (size_t h = 0; h < COUNT(heads); h++)
                 for (size_t b = 0; b < COUNT(rows_list); b++) {
                     size_t nq = heads[h][0], nkv = heads[h][1], rows = rows_list[b], stride = (nq + 2 * nkv) * hd;
@@ -139,6 +144,55 @@ static void test_kernel(uint64_t *rng, int di) {
             cudaFree(d_table);
         }
     printf("rope %s: table vs sincosf, %zu elements compared, %zu differ\n", DTYPE_NAMES[di], compared, differing);
+}
+
+/* Scaled RoPE (yarn with its attention factor, llama3) on the device, table and sincosf, against the
+ * CPU path's table and rotation (q/k norm on). */
+static void test_scaled(uint64_t *rng, int di) {
+    static const rope_spec specs[] = {
+        {ROPE_YARN, 1e4, 4.0, 0, 0, 64, false, 0, 0, 0, 32, 1, true},
+        {ROPE_LLAMA3, 5e5, 8.0, 1.0, 4.0, 96, false, 0, 0, 0, 0, 0, false},
+    };
+    rmlp_dtype dt = DTYPES[di];
+    size_t hd = 64, nq = 4, nkv = 2, rows = 300, stride = (nq + 2 * nkv) * hd, n = rows * stride, es = elem_size(dt);
+    for (size_t k = 0; k < COUNT(specs); k++) {
+        float inv_freq[32], factor, *cs = tu_xmalloc(rows * hd * 4);
+        rope_scaling_frequencies(&specs[k], (uint32_t)hd, inv_freq, &factor);
+        model_rope rope = {inv_freq, factor, specs[k].theta};
+        gpu_rope_freqs freqs = {inv_freq, factor, specs[k].theta};
+        float *d_table = dev_alloc((size_t)TABLE_POSITIONS * hd * sizeof(float));
+        CUDA_MUST(gpu_rope_table_fill_freqs(d_table, TABLE_POSITIONS, hd, &freqs, stream));
+        gpu_rope_table table = {d_table, TABLE_POSITIONS, (uint32_t)hd, specs[k].theta, inv_freq};
+        float *qkv = random_values(rng, n, -2, 2, dt), *ref = tu_xmalloc(n * 4);
+        float *qn = random_values(rng, hd, 0.5f, 1.5f, dt), *kn = random_values(rng, hd, 0.5f, 1.5f, dt);
+        uint32_t *pos = tu_xmalloc(rows * sizeof(uint32_t));
+        for (size_t r = 0; r < rows; r++) pos[r] = tu_rand_range(rng, 0, r % 2 ? TABLE_POSITIONS - 1 : 20000);
+        memcpy(ref, qkv, n * 4);
+        rows_rope_table(pos, rows, hd, &rope, cs);
+        rows_qk_norm_rope(NULL, ref, rows, stride, nq, nkv, hd, qn, kn, 1e-6, cs);
+        void *d_qn = upload(qn, hd, dt), *d_kn = upload(kn, hd, dt);
+        char *t = upload(qkv, n, dt), *sc = upload(qkv, n, dt);
+        uint32_t *d_pos = upload_u32(pos, rows);
+        char what[120];
+        snprintf(what, sizeof what, "scaled rope (%s, factor %.3g) %s", k ? "llama3" : "yarn", factor, DTYPE_NAMES[di]);
+        if (launched_on(gpu_qk_norm_rope_freqs(t, stride, t + nq * hd * es, stride, rows, nq, nkv, hd, d_qn, d_kn,
+                                               d_pos, &table, &freqs, 1e-6, dt, stream),
+                        what, stream) &&
+            launched_on(gpu_qk_norm_rope_freqs(sc, stride, sc + nq * hd * es, stride, rows, nq, nkv, hd, d_qn, d_kn,
+                                               d_pos, NULL, &freqs, 1e-6, dt, stream),
+                        what, stream)) {
+            unsigned char *ht = tu_xmalloc(n * es), *hs = tu_xmalloc(n * es);
+            CUDA_MUST(cudaMemcpy(ht, t, n * es, cudaMemcpyDeviceToHost));
+            CUDA_MUST(cudaMemcpy(hs, sc, n * es, cudaMemcpyDeviceToHost));
+            CHECK(memcmp(ht, hs, n * es) == 0, "%s: the table and sincosf differ", what);
+            float *got = tu_xmalloc(n * 4);
+            dtype_to_f32(ht, dt, n, got);
+            compare(what, got, ref, n, TOLS[di]);
+            free(got), free(ht), free(hs);
+        }
+        cudaFree(d_table), cudaFree(d_qn), cudaFree(d_kn), cudaFree(t), cudaFree(sc), cudaFree(d_pos);
+        free(cs), free(qkv), free(ref), free(qn), free(kn), free(pos);
+    }
 }
 
 /* n_seqs sequences of a shared prefix and a suffix of their own, positions from 0. */
@@ -240,7 +294,7 @@ int main(void) {
     }
     CUDA_MUST(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     uint64_t rng = 29;
-    for (int di = 0; di < 3; di++) test_kernel(&rng, di);
+    for (int di = 0; di < 3; di++) test_kernel(&rng, di), test_scaled(&rng, di);
     test_model(&rng);
     CUDA_MUST(cudaStreamDestroy(stream));
     return tu_summary();

@@ -6,9 +6,10 @@
  *     the slot of the row's parent), every computed row is the end of the rows its sequence owns, a
  *     batch that does not fit changes nothing, and after every batch no slot is locked and the slot
  *     accounting balances (kv_pool_check).
- *   - The model (qwen3_tiny): contexts with caches of a few rows to many batches against a context
- *     without one, over random traces: every batch's output (rmlp_forward, batch rows) within 1e-5
- *     of the largest value; rmlp_forward_compact through the cache too; the counters add up; a
+ *   - The model (qwen3_tiny, and qwen2_window: sliding windows of 5 keys, shorter than the traces'
+ *     shared documents of up to 24 tokens): contexts with caches of a few rows to many batches
+ *     against a context without one, over random traces: every batch's output (rmlp_forward, batch
+ *     rows) within 1e-5 of the largest value; rmlp_forward_compact through the cache too; the counters add up; a
  *     cache too small for any batch runs every batch without it, with no error; a host callback is
  *     refused; clearing empties it.
  *   - Threads (label tsan too): four threads, each with a cached context of its own on one shared
@@ -85,10 +86,10 @@ static rmlp_status callback(void *user_data, const rmlp_attention_args *args) {
     return rmlp_attention(user_data, args);
 }
 
-/* Warm against cold on the fixture model, cache budgets from a few rows to the whole trace. */
-static void test_model(const char *dir) {
+/* Warm against cold on the fixture model `name`, cache budgets from a few rows to the whole trace. */
+static void test_model(const char *dir, const char *name) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/qwen3_tiny", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     rmlp_model *model = NULL;
     rmlp_model_config cfg;
     if (!CHECK(rmlp_model_load(path, NULL, &model) == RMLP_OK && rmlp_model_get_config(model, &cfg) == RMLP_OK,
@@ -303,7 +304,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     test_index();
-    test_model(argv[1]);
+    test_model(argv[1], "qwen3_tiny");
+    test_model(argv[1], "qwen2_window");
     test_threads(argv[1]);
     return tu_summary();
 }

@@ -18,7 +18,7 @@ static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_pla
     rmlp_status status = rmlp_check_call(fn, context, plan);
     if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){out}, (const char *[]){"out"}, 1);
     if (status == RMLP_OK) status = rmlp_check_inputs(fn, &context->model->config, plan);
-    if (status == RMLP_OK)
+    if (status == RMLP_OK && context->cache == NULL) /* (with a cache a host's attention is refused below) */
         status = rmlp_check_host_attention(fn, context->model, attention != NULL, plan->cu_seqlens, plan->n_seqs);
     space = rmlp_resolve_space(space, plan);
     if (status == RMLP_OK && space == RMLP_ATTENTION_COMPACT) status = rmlp_check_compact_plan(fn, plan);

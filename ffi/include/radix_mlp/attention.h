@@ -37,7 +37,9 @@ typedef struct rmlp_attention_args {
   uint32_t n_heads;
   uint32_t n_kv_heads;
   uint32_t head_dim;
-  // Softmax scale, `1 / sqrt(head_dim)`.
+  // The scores' scale: the layer's (`1 / sqrt(head_dim)` unless the architecture scales its
+  // queries otherwise). `rmlp_attention` uses the given value, and the window and logit
+  // soft-cap of layer `layer`.
   float scale;
   rmlp_dtype dtype;
   // (n_seqs + 1) row offsets of the sequences, host memory.

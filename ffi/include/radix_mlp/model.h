@@ -81,8 +81,11 @@ typedef struct rmlp_model_config {
   // Given in config.json or `hidden_size / num_attention_heads`.
   uint32_t head_dim;
   uint32_t max_position_embeddings;
-  // Mistral's `sliding_window` (0: none). Attention here is always full, so batches with a
-  // sequence longer than this are refused rather than computed differently.
+  // The window of the model's sliding layers (0: none slides): a query sees the last
+  // `sliding_window` keys of its sequence. Which layers slide is config.json's (Qwen2/Qwen3:
+  // `layer_types`, or `use_sliding_window` and `max_window_layers`; Mistral: every layer); a
+  // model bound with `rmlp_model_bind_cuda` slides every layer by it (Gemma 2 and 3, whose layers
+  // slide by layer type, are refused there with a window).
   uint32_t sliding_window;
   double rms_norm_eps;
   double rope_theta;
@@ -164,7 +167,7 @@ typedef struct rmlp_weight_binding {
 // Llama.
 #define RMLP_ARCH_LLAMA 3
 
-// Mistral (Llama layers; sliding windows are not used).
+// Mistral (Llama layers; `sliding_window` in every layer).
 #define RMLP_ARCH_MISTRAL 4
 
 // Gemma: RMSNorm as `1 + weight`, embeddings scaled by `sqrt(hidden_size)`, GeGLU MLP, tied head

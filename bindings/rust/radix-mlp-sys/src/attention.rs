@@ -37,7 +37,9 @@ pub struct rmlp_attention_args {
     pub n_heads: u32,
     pub n_kv_heads: u32,
     pub head_dim: u32,
-    /// Softmax scale, `1 / sqrt(head_dim)`.
+    /// The scores' scale: the layer's (`1 / sqrt(head_dim)` unless the architecture scales its
+    /// queries otherwise). `rmlp_attention` uses the given value, and the window and logit
+    /// soft-cap of layer `layer`.
     pub scale: f32,
     pub dtype: rmlp_dtype,
     /// (n_seqs + 1) row offsets of the sequences, host memory.

@@ -13,7 +13,7 @@ pub const RMLP_ARCH_QWEN3: rmlp_arch = 1;
 pub const RMLP_ARCH_QWEN2: rmlp_arch = 2;
 /// Llama.
 pub const RMLP_ARCH_LLAMA: rmlp_arch = 3;
-/// Mistral (Llama layers; sliding windows are not used).
+/// Mistral (Llama layers; `sliding_window` in every layer).
 pub const RMLP_ARCH_MISTRAL: rmlp_arch = 4;
 /// Gemma: RMSNorm as `1 + weight`, embeddings scaled by `sqrt(hidden_size)`, GeGLU MLP, tied head
 /// (bge-reranker-v2-gemma).
@@ -130,8 +130,11 @@ pub struct rmlp_model_config {
     /// Given in config.json or `hidden_size / num_attention_heads`.
     pub head_dim: u32,
     pub max_position_embeddings: u32,
-    /// Mistral's `sliding_window` (0: none). Attention here is always full, so batches with a
-    /// sequence longer than this are refused rather than computed differently.
+    /// The window of the model's sliding layers (0: none slides): a query sees the last
+    /// `sliding_window` keys of its sequence. Which layers slide is config.json's (Qwen2/Qwen3:
+    /// `layer_types`, or `use_sliding_window` and `max_window_layers`; Mistral: every layer); a
+    /// model bound with `rmlp_model_bind_cuda` slides every layer by it (Gemma 2 and 3, whose layers
+    /// slide by layer type, are refused there with a window).
     pub sliding_window: u32,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,

@@ -50,7 +50,7 @@ pub struct ModelConfig {
     /// Given in config.json or `hidden_size / num_attention_heads`.
     pub head_dim: usize,
     pub max_position_embeddings: usize,
-    /// Mistral's `sliding_window` (0: none); longer sequences are refused.
+    /// The window of the model's sliding layers (0: none slides).
     pub sliding_window: usize,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
