@@ -1,7 +1,9 @@
 /*
  * cmd_bench.c: `radixmlp bench`: RadixMLP off vs on, in one run, on a built-in random model shaped
  * like Qwen3-0.6B (hidden 1024, intermediate 3072, 16 query / 8 KV heads of 128; --shape 4b or 8b:
- * like Qwen3-4B or -8B; a vocabulary of 8,192, as these forwards only look rows up; written to a
+ * like Qwen3-4B or -8B; --shape gemma-2b: like Gemma-2B, the yes/no reranker bge-reranker-v2-gemma's
+ * (hidden 2048, GeGLU 16,384, 8 query heads / 1 KV head of 256); a vocabulary of 8,192, as these
+ * forwards only look rows up; written to a
  * temporary folder, or to --keep-model DIR, and loaded like any checkpoint; --model DIR loads
  * another one instead). Cases: the synthetic grid (32 sequences, shared prefix 128/448/2048,
  * suffix 32/64/256), a reranking batch shaped like MS MARCO (template + query of 40-80 tokens, 32
@@ -45,6 +47,7 @@
 #include "bench_serve.h"
 #include "bench_dump.h"
 #include "bench_trace.h"
+#include "model/arch.h"
 #include "tools/cli.h"
 #include "radix_mlp.h"
 #include "tools/tiny_model.h"
@@ -167,11 +170,13 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
     bool written = true;
     if (a->model_dir == NULL) {
         const model_shape *sh = a->shape;
-        *cfg = (rmlp_model_config){.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8192, .hidden_size = sh->hidden,
+        const arch_info *row = arch_by_id(sh->arch); /* its q/k norm and activation */
+        *cfg = (rmlp_model_config){.architecture = sh->arch, .vocab_size = 8192, .hidden_size = sh->hidden,
                                    .intermediate_size = sh->intermediate, .num_hidden_layers = (uint32_t)a->layers,
                                    .num_attention_heads = sh->heads, .num_key_value_heads = sh->kv_heads,
-                                   .head_dim = 128, .max_position_embeddings = 40960, .rms_norm_eps = 1e-6,
-                                   .rope_theta = 1e6, .tie_word_embeddings = sh->tie_word_embeddings, .qk_norm = true};
+                                   .head_dim = sh->head_dim, .max_position_embeddings = 40960, .rms_norm_eps = 1e-6,
+                                   .rope_theta = sh->rope_theta, .tie_word_embeddings = sh->tie_word_embeddings,
+                                   .qk_norm = row->qk_norm, .activation = row->activation_default};
         if (a->keep_model && mkdir(dir, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "radixmlp: --keep-model %s: %s\n", dir, strerror(errno));
             return 1;

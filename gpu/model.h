@@ -24,7 +24,8 @@ typedef struct gpu_linear {
 } gpu_linear;
 
 typedef struct gpu_layer {
-    const void *input_norm, *post_norm; /* (hidden) */
+    const void *input_norm, *post_norm; /* (hidden); post_norm the MLP's input norm */
+    const void *attn_out_norm, *mlp_out_norm; /* (hidden): the outputs' norms (sandwich norms), or NULL */
     const void *q_norm, *k_norm;        /* (head_dim), or NULL without q/k norm */
     gpu_linear qkv;                     /* -> (q_dim + 2 kv_dim): q, k, v */
     gpu_linear o_proj;                  /* (hidden, q_dim) */

@@ -7,12 +7,14 @@ same breakdown under the case. `bench --serve --cost model` (a short rerank trac
 rows in two runs (but for the CPU times measured: the batcher's own, checked for order, and the
 forwards'): the cost model charges nothing measured; and `--route rr|prefix` runs only that route
 at K > 1, each row as in the run of both. `--slo-ms` brackets each policy's highest load at a p99
-wait bound, which plain runs at the two loads confirm.
+wait bound, which plain runs at the two loads confirm. The Gemma-2B shape (--shape gemma-2b) runs
+the same case with its three modes agreeing.
 
     python3 tests/cli_bench_cpu.py BUILD/radixmlp
 """
 import json
 import sys
+import tempfile
 
 from cli_check import check, radixmlp, summary
 
@@ -50,6 +52,22 @@ def main():
         check(row["max_abs_diff"] < 1e-4 and row["max_abs_diff_compact"] < 1e-4,
               "off vs on / compact: %g / %g" % (row["max_abs_diff"], row["max_abs_diff_compact"]))
         check(row["n_compact"] < row["n_tokens"] and row["use_radix"], "a shared prefix: %r" % row)
+    # the Gemma-2B shape (bge-reranker-v2-gemma's: GeGLU, one KV head of 256) on a small rerank-like
+    # batch (a query and 4 passages): radix on and compact agree with off
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+        query = list(range(1, 17))
+        seqs = [query + [100 + 10 * p + t for t in range(8 + p)] for p in range(4)]
+        cu = [0]
+        for q in seqs:
+            cu.append(cu[-1] + len(q))
+        f.write(json.dumps({"case": "gemma_rerank", "input_ids": sum(seqs, []), "cu_seqlens": cu}) + "\n")
+        f.flush()
+        r = radixmlp(exe, "bench", "--batches", f.name, "--layers", "1", "--repeat", "1", "--json", "--shape",
+                     "gemma-2b")
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    check(r.returncode == 0 and len(rows) == 1 and rows[0]["max_abs_diff"] < 1e-4 and
+          rows[0]["max_abs_diff_compact"] < 1e-4 and rows[0]["use_radix"],
+          "bench --shape gemma-2b: exit %d, rows %r, stderr %r" % (r.returncode, rows, r.stderr[-500:]))
     r = bench(exe)
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and any(l.strip().startswith("off ") and "gemm" in l and "attention" in l for l in lines)
