@@ -3,7 +3,11 @@
 one layer, --json: per mode (off, on, compact) the forward's GEMM, attention, elementwise, gather
 and other time, which are non-negative and add up to that mode's forward time within the clock's
 reach, the plan's build time, and outputs of the three modes that agree. The text table prints the
-same breakdown under the case. `bench --serve --cost model` (a short rerank trace) gives the same
+same breakdown under each case, and stderr the run's progress: before each case its place and the
+estimate of what is left, at the end the whole run's time. Without options the bench runs one case
+per regime (deep sharing, a reranker's batch, nothing shared) whose estimate at the reference
+machine's rates on 2 threads fits in the two minutes the main job has; --full runs the whole grid
+of 11 cases, --quick its three smallest (--list names them, running nothing). `bench --serve --cost model` (a short rerank trace) gives the same
 rows in two runs (but for the CPU times measured: the batcher's own, checked for order, and the
 forwards'): the cost model charges nothing measured; and `--route rr|prefix` runs only that route
 at K > 1, each row as in the run of both. `--slo-ms` brackets each policy's highest load at a p99
@@ -12,6 +16,8 @@ wait bound, which plain runs at the two loads confirm.
     python3 tests/cli_bench_cpu.py BUILD/radixmlp
 """
 import json
+import os
+import subprocess
 import sys
 
 from cli_check import check, radixmlp, summary
@@ -21,6 +27,11 @@ from cli_check import check, radixmlp, summary
 def bench(exe, *args):
     return radixmlp(exe, "bench", "--case", "b32_p128_s32", "--layers", "1", "--repeat", "1", *args)
 
+
+# The whole grid (--full), in the order it runs: what `radixmlp bench` ran by default before the main
+# job was cut to one case per regime.
+GRID = ["b32_p128_s32", "b32_p128_s64", "b32_p448_s32", "b32_p448_s64", "b32_p128_s256", "b32_p448_s256",
+        "b32_p2048_s32", "b32_p2048_s64", "b32_p2048_s256", "rerank_msmarco_32", "no_sharing_b32_s512"]
 
 MEASURED = ("measured_busy_s", "next_p50_us", "next_p99_us", "next_max_us", "push_mean_us")
 
@@ -50,10 +61,41 @@ def main():
         check(row["max_abs_diff"] < 1e-4 and row["max_abs_diff_compact"] < 1e-4,
               "off vs on / compact: %g / %g" % (row["max_abs_diff"], row["max_abs_diff_compact"]))
         check(row["n_compact"] < row["n_tokens"] and row["use_radix"], "a shared prefix: %r" % row)
-    r = bench(exe)
+    r = bench(exe, "--case", "b32_p128_s64")
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and any(l.strip().startswith("off ") and "gemm" in l and "attention" in l for l in lines)
           and any(l.strip().startswith("compact ") for l in lines), "the text table's breakdown: %r" % r.stdout)
+    progress = [l for l in r.stderr.splitlines() if l.startswith("radixmlp bench: [")]
+    check(len(progress) == 2 and progress[0].startswith("radixmlp bench: [1/2] b32_p128_s32 (5120 tokens, 1 layers)")
+          and progress[1].startswith("radixmlp bench: [2/2] b32_p128_s64 (6144 tokens, 1 layers)")
+          and all(" s left..." in l for l in progress) and "radixmlp bench: 2 cases in " in r.stderr,
+          "the progress on stderr: %r" % r.stderr)
+    # The cases of a run (--list runs nothing): the main job, --full and --quick.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
+    listed = {}
+    for mode in ("main", "--full", "--quick"):
+        args = [exe, "bench", "--list", "--json"] + ([] if mode == "main" else [mode])
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        listed[mode] = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        check(r.returncode == 0 and listed[mode], "bench --list %s: exit %d, %r" % (mode, r.returncode, r.stderr))
+    main = listed["main"]
+    check([row["regime"] for row in main] == ["deep sharing", "a reranker's batch", "nothing shared"]
+          and all(row["case"] in GRID for row in main), "the main job, one case per regime: %r" % main)
+    if len(main) == 3:
+        deep, rerank, nothing = main
+        check(deep["n_compact"] <= 0.2 * deep["n_tokens"] and "rerank" in rerank["case"]
+              and rerank["n_compact"] < rerank["n_tokens"] and nothing["n_compact"] == nothing["n_tokens"],
+              "the regimes' N'/N: %r" % main)
+    check(sum(row["estimate_s"] for row in main) <= 90, "the main job should take %.0f s on 2 threads, over the "
+          "90 s it has (two minutes less the model's setup): %r" % (sum(row["estimate_s"] for row in main), main))
+    check([row["case"] for row in listed["--full"]] == GRID, "--full: the whole grid: %r" % listed["--full"])
+    check([row["case"] for row in listed["--quick"]] == GRID[:3], "--quick: %r" % listed["--quick"])
+    for args, want in ((("--full", "--quick"), "--full runs the whole built-in grid; --quick picks other cases"),
+                       (("--full", "--case", "rerank"), "--full runs the whole built-in grid; --case picks"),
+                       (("--list", "--trace", "rerank"), "--list is about the cases; --trace runs its own"),
+                       (("--list", "--dump-batches", "x.jsonl"), "--list runs nothing, so --dump-batches")):
+        r = radixmlp(exe, "bench", *args)
+        check(r.returncode == 2 and want in r.stderr, "bench %s: exit %d, %r" % (args, r.returncode, r.stderr))
     serve = ("--serve", "--trace", "rerank", "--requests", "12", "--sweep", "none", "--capacity", "--cost", "model")
     runs = [radixmlp(exe, "bench", *serve, "--json") for _ in range(2)]
     for r in runs:
