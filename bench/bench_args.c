@@ -24,12 +24,16 @@ static const model_shape shapes[] = {
 
 static int usage(FILE *to) {
     fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
-                "                      [--case NAME]... [--quick] [--shape 0.6b|4b|8b|gemma-2b]\n"
+                "                      [--full | --quick | --case NAME...] [--list] [--shape 0.6b|4b|8b|gemma-2b]\n"
                 "                      [--keep-model DIR | --model DIR] [--cpu-weights f32|bf16]\n"
                 "                      [--dump-batches FILE] [--batches FILE]\n"
                 "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
                 "                      [--decode [--decode-steps N]] [--gpu-variant NAME=VALUE[,NAME=VALUE]]...\n"
                 "       radixmlp bench --serve [options]: serving traces, FIFO vs prefix batching (--serve --help)\n"
+                "  the cases: one per regime (deep sharing, a reranker's batch, nothing shared; about a minute\n"
+                "                 on 2 cores); --full: the whole grid (11 cases); --quick: its three smallest;\n"
+                "                 --case: those whose name contains NAME; --list: print them with N, N' and\n"
+                "                 the estimated time, and run nothing\n"
                 "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
                 "  --device cuda: device 0, --dtype bf16, all the shape's layers, --repeat 5 (median and min of R\n"
                 "                 rounds of off, on and on with compact attention after a warm-up round, timed with\n"
@@ -54,6 +58,8 @@ int bench_args_parse(int argc, char **argv, bench_args *a) {
         const char *flag = argv[i];
         if (strcmp(flag, "--json") == 0) a->json = 1;
         else if (strcmp(flag, "--quick") == 0) a->quick = 1;
+        else if (strcmp(flag, "--full") == 0) a->full = 1;
+        else if (strcmp(flag, "--list") == 0) a->list = 1;
         else if (strcmp(flag, "--decode") == 0) a->decode = 1;
         else if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout) - 1;
         else if (i + 1 >= argc) {
@@ -132,6 +138,20 @@ int bench_args_parse(int argc, char **argv, bench_args *a) {
     }
     if (a->keep_model && a->model_dir) {
         fprintf(stderr, "radixmlp: --keep-model writes the built-in model, --model loads another: give one\n");
+        return 2;
+    }
+    if (a->full && (a->quick || a->n_only || a->batches_path)) {
+        fprintf(stderr, "radixmlp: --full runs the whole built-in grid; %s picks other cases: give one\n",
+                a->quick ? "--quick" : a->n_only ? "--case" : "--batches");
+        return 2;
+    }
+    if ((a->full || a->list) && (a->trace || a->decode)) {
+        fprintf(stderr, "radixmlp: --%s is about the cases; --%s runs its own\n", a->full ? "full" : "list",
+                a->trace ? "trace" : "decode");
+        return 2;
+    }
+    if (a->list && a->dump_path) {
+        fprintf(stderr, "radixmlp: --list runs nothing, so --dump-batches has nothing to write\n");
         return 2;
     }
     if (a->batches_path && a->quick) {

@@ -24,6 +24,8 @@ typedef struct model_shape {
 
 typedef struct bench_args {
     int json, quick, cuda;
+    int full; /* --full: the whole grid (without it, --quick or --case: one case per regime) */
+    int list; /* --list: print the run's cases and its estimate, run nothing */
     const model_shape *shape; /* of the built-in model */
     const char *model_name;   /* the shape's name, or --model DIR */
     rmlp_dtype dtype;

@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Installs what radix-mlp needs from Debian's packages (when run as root and something is
-# missing), fetches FlashInfer's headers when nvcc is found, and builds everything into build/ (CUDA
-# too when nvcc is found).
-# Usage: scripts/setup.sh [extra cmake arguments]
+# missing), fetches FlashInfer's headers when nvcc is found, and builds into build/ (CUDA too when
+# nvcc is found): the library and `radixmlp` (the main job), or with --tests (scripts/test.sh)
+# everything, with the packages the tests need.
+# Usage: scripts/setup.sh [--tests] [extra cmake arguments]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+tests=0
+if [ "${1:-}" = --tests ]; then
+  tests=1
+  shift
+fi
 
 packages=(build-essential cmake pkg-config cbindgen libopenblas-dev libjansson-dev libdnnl-dev python3 python3-numpy python3-pip
   python3-pytest valgrind clang libclang-rt-14-dev
   librust-hyper-dev librust-tokio-dev librust-serde-json-dev librust-serde-derive-dev librust-prometheus-dev
   librust-httparse-dev librust-socket2-dev)
+# Without --tests, only what the library and radixmlp need (python3: CMake's configure of the tests).
+((tests)) || packages=(build-essential cmake pkg-config libopenblas-dev libjansson-dev libdnnl-dev python3)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] || missing+=(cargo)
+((tests == 0)) || command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] || missing+=(cargo)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing Debian packages: ${missing[*]} (run as root, or apt-get install them)" >&2
@@ -37,4 +45,9 @@ if [ -n "$nvcc" ]; then
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-cmake --build build -j"$(nproc)"
+if ((tests)); then
+  cmake --build build -j"$(nproc)"
+else
+  cmake --build build -j"$(nproc)" --target radixmlp
+  echo "setup: built libradix_mlp and build/radixmlp; the tests, examples and other programs: scripts/setup.sh --tests"
+fi

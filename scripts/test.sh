@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: sets up (scripts/setup.sh), then runs
+# The test command: sets up (scripts/setup.sh --tests: every target), then runs
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
 #   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/, and the TEI
@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
 
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --tests
 
 echo "== ctest (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs"
