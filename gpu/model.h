@@ -5,7 +5,7 @@
 #ifndef RMLP_GPU_MODEL_H
 #define RMLP_GPU_MODEL_H
 
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h alone: CUDA 12's refuses that (CUBLASAPI undefined) */
 #include <cuda_runtime.h>
 
 #include "flashinfer.h"

@@ -322,12 +322,12 @@ static void test_arguments(void) {
     CHECK(cudaGetLastError() == cudaSuccess, "no error left behind");
 }
 
-/* cuBLAS's loading (dlopen and the symbols of gpu/blas.cu) needs no device: checked on every
- * machine where the library is on the loader path (elsewhere a CUDA model load says so). */
+/* cuBLAS's loading (gpu/cublas_loader.h and the symbols of gpu/blas.cu) needs no device: checked on
+ * every machine where a libcublas is found (elsewhere a CUDA model load says so). */
 static void test_blas_load(void) {
     rmlp_status status = gpu_blas_load("test_gpu_kernels");
     const char *msg = rmlp_last_error();
-    if (status != RMLP_OK && strstr(msg, "dlopen") != NULL) {
+    if (status != RMLP_OK && strstr(msg, "has no symbol") == NULL && strstr(msg, "older than") == NULL) {
         printf("cuBLAS not checked: %s\n", msg);
         return;
     }
