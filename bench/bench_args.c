@@ -13,27 +13,34 @@
 
 const char *const BENCH_DTYPE_NAMES[3] = {"f32", "f16", "bf16"};
 
-/* Qwen3-0.6B, -4B and -8B, as their config.json gives them (--shape). */
+/* Qwen3-0.6B, -4B and -8B, and Gemma-2B (the yes/no reranker bge-reranker-v2-gemma: one KV head of
+ * 256, GeGLU 16,384 wide), as their config.json gives them (--shape). */
 static const model_shape shapes[] = {
-    {"qwen3-0.6b", 1024, 3072, 16, 8, 28, true},
-    {"qwen3-4b", 2560, 9728, 32, 8, 36, true},
-    {"qwen3-8b", 4096, 12288, 32, 8, 36, false},
+    {"qwen3-0.6b", "0.6b", RMLP_ARCH_QWEN3, 1024, 3072, 16, 8, 128, 28, true, 1e6},
+    {"qwen3-4b", "4b", RMLP_ARCH_QWEN3, 2560, 9728, 32, 8, 128, 36, true, 1e6},
+    {"qwen3-8b", "8b", RMLP_ARCH_QWEN3, 4096, 12288, 32, 8, 128, 36, false, 1e6},
+    {"gemma-2b", "gemma", RMLP_ARCH_GEMMA, 2048, 16384, 8, 1, 256, 18, true, 1e4},
 };
 
 static int usage(FILE *to) {
     fprintf(to, "usage: radixmlp bench [--device cpu|cuda] [--dtype f32|f16|bf16] [--json] [--layers L] [--repeat R]\n"
-                "                      [--case NAME]... [--quick] [--shape 0.6b|4b|8b]\n"
+                "                      [--full | --quick | --case NAME...] [--list] [--shape 0.6b|4b|8b|gemma-2b]\n"
                 "                      [--keep-model DIR | --model DIR] [--cpu-weights f32|bf16]\n"
                 "                      [--dump-batches FILE] [--batches FILE]\n"
                 "                      [--trace rerank|long_prefix|no_sharing|all [--cache-mb N] [--passages P]]\n"
                 "                      [--decode [--decode-steps N]] [--gpu-variant NAME=VALUE[,NAME=VALUE]]...\n"
                 "       radixmlp bench --serve [options]: serving traces, FIFO vs prefix batching (--serve --help)\n"
+                "  the cases: one per regime (deep sharing, a reranker's batch, nothing shared; about a minute\n"
+                "                 on 2 cores); --full: the whole grid (11 cases); --quick: its three smallest;\n"
+                "                 --case: those whose name contains NAME; --list: print them with N, N' and\n"
+                "                 the estimated time, and run nothing\n"
                 "  --device cpu (default): f32, --layers 2, --repeat 1 (the fastest of R alternating off/on runs)\n"
                 "  --device cuda: device 0, --dtype bf16, all the shape's layers, --repeat 5 (median and min of R\n"
                 "                 rounds of off, on and on with compact attention after a warm-up round, timed with\n"
                 "                 CUDA events)\n"
                 "  --cpu-weights bf16: the CPU model's layer matrices held in bf16 (fp32 activations and sums)\n"
-                "  --shape: the built-in random model shaped like Qwen3-0.6B (default), -4B or -8B (vocabulary 8,192)\n"
+                "  --shape: the built-in random model shaped like Qwen3-0.6B (default), -4B or -8B, or Gemma-2B\n"
+                "           (bge-reranker-v2-gemma's: one KV head of 256, GeGLU); vocabulary 8,192\n"
                 "  --batches FILE: the batches of FILE, JSON lines {\"case\", \"input_ids\", \"cu_seqlens\"} (what\n"
                 "                 --dump-batches writes), in place of the built-in cases\n"
                 "  --trace NAME: a stream of batches through a context without and with the prefix cache (CPU;\n"
@@ -51,6 +58,8 @@ int bench_args_parse(int argc, char **argv, bench_args *a) {
         const char *flag = argv[i];
         if (strcmp(flag, "--json") == 0) a->json = 1;
         else if (strcmp(flag, "--quick") == 0) a->quick = 1;
+        else if (strcmp(flag, "--full") == 0) a->full = 1;
+        else if (strcmp(flag, "--list") == 0) a->list = 1;
         else if (strcmp(flag, "--decode") == 0) a->decode = 1;
         else if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return usage(stdout) - 1;
         else if (i + 1 >= argc) {
@@ -71,10 +80,9 @@ int bench_args_parse(int argc, char **argv, bench_args *a) {
             const char *v = argv[++i];
             a->shape = NULL;
             for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-                if (strcmp(v, shapes[k].name) == 0 || strcmp(v, shapes[k].name + strlen("qwen3-")) == 0)
-                    a->shape = &shapes[k];
+                if (strcmp(v, shapes[k].name) == 0 || strcmp(v, shapes[k].alias) == 0) a->shape = &shapes[k];
             if (a->shape == NULL) {
-                fprintf(stderr, "radixmlp: --shape expects 0.6b, 4b or 8b (Qwen3's), got '%s'\n", v);
+                fprintf(stderr, "radixmlp: --shape expects 0.6b, 4b or 8b (Qwen3's) or gemma-2b, got '%s'\n", v);
                 return 2;
             }
         }
@@ -130,6 +138,20 @@ int bench_args_parse(int argc, char **argv, bench_args *a) {
     }
     if (a->keep_model && a->model_dir) {
         fprintf(stderr, "radixmlp: --keep-model writes the built-in model, --model loads another: give one\n");
+        return 2;
+    }
+    if (a->full && (a->quick || a->n_only || a->batches_path)) {
+        fprintf(stderr, "radixmlp: --full runs the whole built-in grid; %s picks other cases: give one\n",
+                a->quick ? "--quick" : a->n_only ? "--case" : "--batches");
+        return 2;
+    }
+    if ((a->full || a->list) && (a->trace || a->decode)) {
+        fprintf(stderr, "radixmlp: --%s is about the cases; --%s runs its own\n", a->full ? "full" : "list",
+                a->trace ? "trace" : "decode");
+        return 2;
+    }
+    if (a->list && a->dump_path) {
+        fprintf(stderr, "radixmlp: --list runs nothing, so --dump-batches has nothing to write\n");
         return 2;
     }
     if (a->batches_path && a->quick) {

@@ -12,15 +12,20 @@
 
 #include "radix_mlp.h"
 
-/* The built-in model's shapes: Qwen3's, as their config.json gives them. */
+/* The built-in model's shapes: Qwen3's and Gemma-2B's (bge-reranker-v2-gemma's), as their
+ * config.json gives them. */
 typedef struct model_shape {
-    const char *name;
-    uint32_t hidden, intermediate, heads, kv_heads, layers;
+    const char *name, *alias; /* --shape takes either */
+    rmlp_arch arch;
+    uint32_t hidden, intermediate, heads, kv_heads, head_dim, layers;
     bool tie_word_embeddings;
+    double rope_theta;
 } model_shape;
 
 typedef struct bench_args {
     int json, quick, cuda;
+    int full; /* --full: the whole grid (without it, --quick or --case: one case per regime) */
+    int list; /* --list: print the run's cases and its estimate, run nothing */
     const model_shape *shape; /* of the built-in model */
     const char *model_name;   /* the shape's name, or --model DIR */
     rmlp_dtype dtype;

@@ -1,12 +1,18 @@
 /*
  * cmd_bench.c: `radixmlp bench`: RadixMLP off vs on, in one run, on a built-in random model shaped
  * like Qwen3-0.6B (hidden 1024, intermediate 3072, 16 query / 8 KV heads of 128; --shape 4b or 8b:
- * like Qwen3-4B or -8B; a vocabulary of 8,192, as these forwards only look rows up; written to a
+ * like Qwen3-4B or -8B; --shape gemma-2b: like Gemma-2B, the yes/no reranker bge-reranker-v2-gemma's
+ * (hidden 2048, GeGLU 16,384, 8 query heads / 1 KV head of 256); a vocabulary of 8,192, as these
+ * forwards only look rows up; written to a
  * temporary folder, or to --keep-model DIR, and loaded like any checkpoint; --model DIR loads
- * another one instead). Cases: the synthetic grid (32 sequences, shared prefix 128/448/2048,
+ * another one instead). Cases (--full): the synthetic grid (32 sequences, shared prefix 128/448/2048,
  * suffix 32/64/256), a reranking batch shaped like MS MARCO (template + query of 40-80 tokens, 32
  * passages of 40-120), and a batch with nothing shared (where the default gate picks the
- * identity). Per case: N, N', ratio, ms off, ms on, measured speedup, the model-predicted speedup
+ * identity). Without --full, --quick or --case, the main job: one case per regime (deep sharing,
+ * a reranker's batch, nothing shared), a minute or so on 2 cores; before each case stderr says
+ * how far the run is and about how long the rest takes (a cost model of the forwards' arithmetic,
+ * scaled by what the finished cases took); --list prints the cases and that estimate and runs
+ * nothing. Per case: N, N', ratio, ms off, ms on, measured speedup, the model-predicted speedup
  * 1/((1-f)+f/r) with f the position-wise share of the off run's time and r = N/N', and the max
  * |off - on| of the last hidden states; on the CPU also "compact": radix on with the whole forward
  * in compact space (rmlp_forward_compact, attention over paths), its time, speedup over off and
@@ -46,6 +52,7 @@
 #include "bench_dump.h"
 #include "bench_trace.h"
 #include "cli.h"
+#include "model/arch.h"
 #include "radix_mlp.h"
 #include "tiny_model.h"
 #include "workload.h"
@@ -54,14 +61,23 @@ typedef struct bench_case {
     const char *name;
     size_t n_seqs, prefix, suffix; /* suffix 0: the reranking batch */
     double threshold;              /* of the "on" run */
+    const char *regime;            /* what the case shows in the main job; NULL: --full only */
 } bench_case;
 
 static const bench_case cases[] = {
-    {"b32_p128_s32", 32, 128, 32, 1.0},    {"b32_p128_s64", 32, 128, 64, 1.0},   {"b32_p448_s32", 32, 448, 32, 1.0},
-    {"b32_p448_s64", 32, 448, 64, 1.0},    {"b32_p128_s256", 32, 128, 256, 1.0}, {"b32_p448_s256", 32, 448, 256, 1.0},
-    {"b32_p2048_s32", 32, 2048, 32, 1.0},  {"b32_p2048_s64", 32, 2048, 64, 1.0}, {"b32_p2048_s256", 32, 2048, 256, 1.0},
-    {"rerank_msmarco_32", 32, 0, 0, 1.0},  {"no_sharing_b32_s512", 32, 0, 512, RMLP_DEFAULT_THRESHOLD},
+    {"b32_p128_s32", 32, 128, 32, 1.0, NULL},
+    {"b32_p128_s64", 32, 128, 64, 1.0, NULL},
+    {"b32_p448_s32", 32, 448, 32, 1.0, NULL},
+    {"b32_p448_s64", 32, 448, 64, 1.0, "deep sharing"},
+    {"b32_p128_s256", 32, 128, 256, 1.0, NULL},
+    {"b32_p448_s256", 32, 448, 256, 1.0, NULL},
+    {"b32_p2048_s32", 32, 2048, 32, 1.0, NULL},
+    {"b32_p2048_s64", 32, 2048, 64, 1.0, NULL},
+    {"b32_p2048_s256", 32, 2048, 256, 1.0, NULL},
+    {"rerank_msmarco_32", 32, 0, 0, 1.0, "a reranker's batch"},
+    {"no_sharing_b32_s512", 32, 0, 512, RMLP_DEFAULT_THRESHOLD, "nothing shared"},
 };
+#define N_CASES (sizeof cases / sizeof cases[0])
 
 
 /* ---- the CUDA path ------------------------------------------------------------------------- */
@@ -154,6 +170,18 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
 
 /* ---- the command --------------------------------------------------------------------------- */
 
+/* The built-in model's config: the shape's, --layers layers, a vocabulary of 8,192. */
+static rmlp_model_config builtin_config(const bench_args *a) {
+    const model_shape *sh = a->shape;
+    const arch_info *row = arch_by_id(sh->arch); /* its q/k norm and activation */
+    return (rmlp_model_config){.architecture = sh->arch, .vocab_size = 8192, .hidden_size = sh->hidden,
+                               .intermediate_size = sh->intermediate, .num_hidden_layers = (uint32_t)a->layers,
+                               .num_attention_heads = sh->heads, .num_key_value_heads = sh->kv_heads,
+                               .head_dim = sh->head_dim, .max_position_embeddings = 40960, .rms_norm_eps = 1e-6,
+                               .rope_theta = sh->rope_theta, .tie_word_embeddings = sh->tie_word_embeddings,
+                               .qk_norm = row->qk_norm, .activation = row->activation_default};
+}
+
 /* The built-in model (written to a temporary folder, removed after loading, or to --keep-model
  * DIR, kept), or --model DIR; loaded on the bench's device in its dtype. */
 static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **model) {
@@ -166,12 +194,7 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
     double start = cli_now_ms();
     bool written = true;
     if (a->model_dir == NULL) {
-        const model_shape *sh = a->shape;
-        *cfg = (rmlp_model_config){.architecture = RMLP_ARCH_QWEN3, .vocab_size = 8192, .hidden_size = sh->hidden,
-                                   .intermediate_size = sh->intermediate, .num_hidden_layers = (uint32_t)a->layers,
-                                   .num_attention_heads = sh->heads, .num_key_value_heads = sh->kv_heads,
-                                   .head_dim = 128, .max_position_embeddings = 40960, .rms_norm_eps = 1e-6,
-                                   .rope_theta = 1e6, .tie_word_embeddings = sh->tie_word_embeddings, .qk_norm = true};
+        *cfg = builtin_config(a);
         if (a->keep_model && mkdir(dir, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "radixmlp: --keep-model %s: %s\n", dir, strerror(errno));
             return 1;
@@ -199,8 +222,7 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
     const char *detail = "";
     if (rmlp_model_cpu_bf16_gemm(*model, &kind, NULL, &detail) == RMLP_OK && kind != RMLP_CPU_BF16_GEMM_NONE)
         fprintf(stderr, "radixmlp bench: bf16 GEMMs: %s\n", detail);
-    if (a->cuda || a->model_dir || a->keep_model)
-        fprintf(stderr, "radixmlp bench: model %s%s%s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
+    fprintf(stderr, "radixmlp bench: model %s%s%s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
                 a->model_dir ? dir : a->shape->name, a->keep_model ? ", written to " : "", a->keep_model ? dir : "",
                 cfg->num_hidden_layers, cfg->hidden_size,
                 a->cuda ? "cuda" : "cpu", a->cpu_weights == RMLP_DTYPE_BF16 ? "f32, bf16 weight matrices"
@@ -228,6 +250,165 @@ static void clamp_ids(workload *w, uint32_t vocab) {
     for (size_t i = 0; i < w->n_tokens; i++) w->input_ids[i] %= vocab;
 }
 
+/* ---- the cases of a run and the estimate of their time ------------------------------------- */
+
+/* Whether built-in case k runs: --case picks by name (among the first three with --quick), --quick
+ * takes the three smallest, --full all, and the main job one case per regime. */
+static bool builtin_wanted(const bench_args *a, size_t k) {
+    if (a->quick && k >= 3) return false;
+    if (a->n_only) return cli_case_wanted(cases[k].name, a->only, a->n_only);
+    return a->quick || a->full || cases[k].regime != NULL;
+}
+
+/* A case of the run: its batch (made here, ids within the model's vocabulary, or a --batches
+ * file's), the size of its on run's plan, and its forwards' time by the cost model below. */
+typedef struct planned_case {
+    bench_case c;
+    workload w;
+    bool owned; /* w made here */
+    uint32_t n_compact;
+    double work_s;
+} planned_case;
+
+/* The cost model: a forward's GEMM flops per row and attention flops per (query, key) pair, at the
+ * rates of one CPU thread of the reference machine (2 vCPUs of an AMD EPYC, OpenBLAS, fp32):
+ * about 80 GFLOP/s of GEMM and 25 of attention, fitted to docs/bench/cpu-model.md's runs (within
+ * 10% of each mode's time there). A run scales it by what its finished cases took. */
+#define REF_GEMM_FLOPS_PER_THREAD 80e9
+#define REF_ATTENTION_FLOPS_PER_THREAD 25e9
+
+/* The (query, key) pairs of causal attention over rows at these positions. */
+static double key_pairs(const uint32_t *pos, size_t rows) {
+    double pairs = 0.0;
+    for (size_t i = 0; i < rows; i++) pairs += (double)pos[i] + 1.0;
+    return pairs;
+}
+
+/* Seconds of the case's forwards (--repeat rounds of off, on and compact) at the reference rates. */
+static double case_work_s(const bench_args *a, const rmlp_model_config *cfg, const workload *w, const rmlp_plan *on) {
+    double q = (double)cfg->num_attention_heads * cfg->head_dim, kv = (double)cfg->num_key_value_heads * cfg->head_dim;
+    double row_flops = 2.0 * cfg->hidden_size * (2.0 * q + 2.0 * kv + 3.0 * cfg->intermediate_size);
+    double full_pairs = key_pairs(w->position_ids, w->n_tokens);
+    double compact_rows = on->use_radix ? on->n_compact_padded : (double)w->n_tokens;
+    double compact_pairs = on->use_radix ? key_pairs(on->compact_position_ids, on->n_compact) : full_pairs;
+    double gemm = row_flops * ((double)w->n_tokens + 2.0 * compact_rows);  /* off, on, compact */
+    double attention = 4.0 * q * (2.0 * full_pairs + compact_pairs);        /* full space twice, paths */
+    double threads = rmlp_cpu_threads();
+    return (double)a->layers * a->repeat *
+           (gemm / (REF_GEMM_FLOPS_PER_THREAD * threads) + attention / (REF_ATTENTION_FLOPS_PER_THREAD * threads));
+}
+
+static void planned_free(planned_case *p, size_t n) {
+    for (size_t k = 0; p && k < n; k++)
+        if (p[k].owned) workload_free(&p[k].w);
+    free(p);
+}
+
+/* The run's cases in order, each planned as its on run plans it. Returns 0, or 1 after saying why. */
+static int plan_cases(const bench_args *a, const rmlp_model_config *cfg, const bench_batch *batches, size_t n_batches,
+                      planned_case **out, size_t *n_out) {
+    size_t cap = batches ? n_batches : N_CASES, n = 0;
+    planned_case *p = calloc(cap, sizeof *p);
+    rmlp_planner *planner = NULL;
+    if (p == NULL || rmlp_planner_create(&planner) != RMLP_OK) {
+        fprintf(stderr, "radixmlp bench: out of memory planning the cases\n");
+        free(p);
+        return 1;
+    }
+    int rc = 0;
+    for (size_t k = 0; rc == 0 && k < cap; k++) {
+        planned_case *c = &p[n];
+        if (batches) {
+            if (!cli_case_wanted(batches[k].name, a->only, a->n_only)) continue;
+            *c = (planned_case){.c = {batches[k].name, 0, 0, 0, 1.0, NULL}, .w = batches[k].w};
+        } else {
+            if (!builtin_wanted(a, k)) continue;
+            *c = (planned_case){.c = cases[k], .owned = true};
+            if (make_workload(&cases[k], &c->w) != 0) {
+                fprintf(stderr, "radixmlp bench: %s: out of memory building the batch\n", cases[k].name);
+                rc = 1;
+                break;
+            }
+            clamp_ids(&c->w, cfg->vocab_size); /* a file's ids are the model's, or refused */
+        }
+        n++;
+        rmlp_plan_params params = rmlp_plan_default_params();
+        params.threshold = c->c.threshold;
+        rmlp_plan on;
+        if (rmlp_plan_build(planner, c->w.input_ids, c->w.position_ids, c->w.n_tokens, c->w.cu_seqlens, c->w.n_seqs,
+                            &params, &on) != RMLP_OK) {
+            fprintf(stderr, "radixmlp bench: %s: %s\n", c->c.name, rmlp_last_error());
+            rc = 1;
+            break;
+        }
+        c->n_compact = on.n_compact;
+        c->work_s = case_work_s(a, cfg, &c->w, &on);
+    }
+    rmlp_planner_free(planner);
+    if (rc != 0) {
+        planned_free(p, n);
+        return 1;
+    }
+    *out = p, *n_out = n;
+    return 0;
+}
+
+/* Seconds cases [k, n) should take: their work scaled by what the finished ones took, or at the
+ * reference rates before any has finished (on the CPU; NAN on CUDA, whose rates it does not know). */
+static double seconds_left(const bench_args *a, const planned_case *p, size_t k, size_t n, double done_work,
+                           double done_s) {
+    double work = 0.0;
+    for (size_t j = k; j < n; j++) work += p[j].work_s;
+    if (done_work > 0.0) return work * done_s / done_work;
+    return a->cuda ? NAN : work;
+}
+
+/* --list: the cases a run would time, with N, N', what each shows and its estimate; runs nothing. */
+static int print_list(const bench_args *a, const planned_case *p, size_t n) {
+    double total = seconds_left(a, p, 0, n, 0.0, 0.0);
+    char all[64] = "";
+    if (!isnan(total)) snprintf(all, sizeof all, "; about %.0f s in all, plus the model's setup", total);
+    if (!a->json)
+        printf("# the cases of `radixmlp bench%s`: N, N' of the on run, the regime each shows, and the seconds its\n"
+               "# off, on and compact forwards (--repeat %lu, %lu layers) should take on %u CPU threads at the\n"
+               "# reference machine's rates (- on CUDA)%s\n%-22s %7s %7s %6s %8s  %s\n",
+               a->full ? " --full" : a->quick ? " --quick" : "", a->repeat, a->layers, rmlp_cpu_threads(), all, "case",
+               "N", "N'", "ratio", "est s", "regime");
+    for (size_t k = 0; k < n; k++) {
+        const planned_case *c = &p[k];
+        char est[32], regime[64];
+        double ratio = (double)c->n_compact / c->w.n_tokens, s = seconds_left(a, p, k, k + 1, 0.0, 0.0);
+        snprintf(est, sizeof est, isnan(s) ? (a->json ? "null" : "-") : "%.1f", s);
+        snprintf(regime, sizeof regime, c->c.regime ? (a->json ? "\"%s\"" : "%s") : (a->json ? "null" : "-"),
+                 c->c.regime);
+        if (a->json)
+            printf("{\"case\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, \"regime\": %s, "
+                   "\"estimate_s\": %s}\n", c->c.name, c->w.n_seqs, c->w.n_tokens, c->n_compact, regime, est);
+        else
+            printf("%-22s %7zu %7u %6.3f %8s  %s\n", c->c.name, c->w.n_tokens, c->n_compact, ratio, est, regime);
+    }
+    return cli_finish_output(stdout, "standard output") == 0 ? 0 : 1;
+}
+
+/* --list: the run's cases and their estimate, from the built-in model's config (nothing written)
+ * or --model's. */
+static int list_cases(const bench_args *a, const bench_batch *batches, size_t n_batches) {
+    rmlp_model_config cfg = builtin_config(a);
+    bench_args listed = *a;
+    if (a->model_dir) {
+        rmlp_model *model = NULL;
+        if (load_model(a, &cfg, &model) != 0) return 1;
+        rmlp_model_free(model);
+        listed.layers = cfg.num_hidden_layers;
+    }
+    planned_case *p = NULL;
+    size_t n = 0;
+    if (plan_cases(&listed, &cfg, batches, n_batches, &p, &n) != 0) return 1;
+    int rc = print_list(&listed, p, n);
+    planned_free(p, n);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     if (bench_serve_wanted(argc, argv)) return bench_serve(argc, argv); /* its own options: bench_serve.h */
     bench_args a;
@@ -235,15 +416,20 @@ int cmd_bench(int argc, char **argv) {
     if (rc != 0) return rc < 0 ? 0 : rc; /* --help: -1 */
     char device_name[256] = "cpu";
     /* Before writing a model of 1.8 GB: is there a device to run it on? */
-    if (a.cuda && bench_cuda_available(device_name, sizeof device_name) != 0) return 1;
-    if (a.cuda) fprintf(stderr, "radixmlp bench: cuda device 0: %s\n", device_name);
+    if (a.cuda && !a.list && bench_cuda_available(device_name, sizeof device_name) != 0) return 1;
+    if (a.cuda && !a.list) fprintf(stderr, "radixmlp bench: cuda device 0: %s\n", device_name);
     bench_batch *batches = NULL; /* --batches: the cases, in place of the built-in ones */
     size_t n_batches = 0;
     if (a.batches_path && bench_batches_read(a.batches_path, &batches, &n_batches) != 0) return 1;
-    size_t n_cases = batches ? n_batches : a.quick ? 3 : sizeof cases / sizeof cases[0];
+    size_t n_cases = batches ? n_batches : a.quick ? 3 : N_CASES;
     if (!a.decode && !a.trace && !any_case_wanted(&a, batches, n_cases)) { /* before writing a model */
         bench_batches_free(batches, n_batches);
         return 2;
+    }
+    if (a.list) {
+        rc = list_cases(&a, batches, n_batches);
+        bench_batches_free(batches, n_batches);
+        return rc;
     }
     FILE *dump = NULL;
     if (a.dump_path && (dump = fopen(a.dump_path, "w")) == NULL) {
@@ -251,6 +437,7 @@ int cmd_bench(int argc, char **argv) {
         bench_batches_free(batches, n_batches);
         return 1;
     }
+    double start = cli_now_ms();
     rmlp_model_config cfg;
     rmlp_model *model = NULL;
     if (load_model(&a, &cfg, &model) != 0) {
@@ -274,6 +461,19 @@ int cmd_bench(int argc, char **argv) {
         if (dump) fclose(dump);
         return rc;
     }
+    planned_case *p = NULL;
+    size_t n = 0;
+    if (plan_cases(&a, &cfg, batches, n_batches, &p, &n) != 0) {
+        rmlp_model_free(model);
+        bench_batches_free(batches, n_batches);
+        if (dump) fclose(dump);
+        return 1;
+    }
+    if (!batches && !a.quick && !a.full && !a.n_only) {
+        fprintf(stderr, "radixmlp bench: the main job, one case per regime:");
+        for (size_t k = 0; k < n; k++) fprintf(stderr, "%s %s (%s)", k ? "," : "", p[k].c.name, p[k].c.regime);
+        fprintf(stderr, "; --full runs the whole grid (%zu cases), --list lists a run's cases\n", N_CASES);
+    }
     if (!a.cuda) bench_cpu_print_header(&a);
     if (!a.json && a.cuda) {
         printf("# %s, %s, %s, %lu layers; ms: CUDA events around the forward, median and min of %lu rounds of off, "
@@ -285,21 +485,24 @@ int cmd_bench(int argc, char **argv) {
                "N'", "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "ms cmp", "spd cmp", "f",
                "predicted", "pw spd", "max|off-on|", "rel-norm", "rel cmp", "plan us", "set us");
     }
-    for (size_t k = 0; rc == 0 && k < n_cases; k++) {
-        bench_case from_file = {batches ? batches[k].name : NULL, 0, 0, 0, 1.0};
-        const bench_case *c = batches ? &from_file : &cases[k];
-        if (!cli_case_wanted(c->name, a.only, a.n_only)) continue;
-        workload w = batches ? batches[k].w : (workload){0};
-        if (!batches && make_workload(c, &w) != 0) {
-            fprintf(stderr, "radixmlp bench: %s: out of memory building the batch\n", c->name);
-            rc = 1;
-            break;
-        }
-        if (!batches) clamp_ids(&w, cfg.vocab_size); /* a file's ids are the model's, or refused */
-        fprintf(stderr, "radixmlp bench: %s (%zu tokens, %lu layers)...\n", c->name, w.n_tokens, a.layers);
-        rc = a.cuda ? cuda_case(&a, device_name, model, &cfg, c, &w, dump) : bench_cpu_case(&a, model, &cfg, c->name, c->threshold, &w, dump);
-        if (!batches) workload_free(&w);
+    /* Progress on stderr: before each case, how far the run is and about how long the rest takes. */
+    double done_work = 0.0, done_s = 0.0;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        const planned_case *c = &p[k];
+        double left = seconds_left(&a, p, k, n, done_work, done_s);
+        char eta[48] = "";
+        if (!isnan(left)) snprintf(eta, sizeof eta, ", about %.0f s left", left);
+        fprintf(stderr, "radixmlp bench: [%zu/%zu] %s (%zu tokens, %lu layers)%s...\n", k + 1, n, c->c.name,
+                c->w.n_tokens, a.layers, eta);
+        double case_start = cli_now_ms();
+        rc = a.cuda ? cuda_case(&a, device_name, model, &cfg, &c->c, &c->w, dump)
+                    : bench_cpu_case(&a, model, &cfg, c->c.name, c->c.threshold, &c->w, dump);
+        done_s += (cli_now_ms() - case_start) / 1e3;
+        done_work += c->work_s;
     }
+    if (rc == 0)
+        fprintf(stderr, "radixmlp bench: %zu case%s in %.1f s\n", n, n == 1 ? "" : "s", (cli_now_ms() - start) / 1e3);
+    planned_free(p, n);
     rmlp_model_free(model);
     bench_batches_free(batches, n_batches);
     if (dump && rc != 0) fclose(dump); /* the failure said why */

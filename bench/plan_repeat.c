@@ -4,13 +4,23 @@
  *   valgrind --tool=callgrind bench/plan_repeat B LEN PREFIX REPS
  * then `callgrind_annotate --inclusive=yes` gives trie_plan_build's instructions per REPS builds.
  * The batch is workload_shared_prefix(B sequences of LEN tokens sharing PREFIX, seed 42), the gate
- * always on, as in bench_trie. Prints N and N'.
+ * always on, as in bench_trie. Prints N, N' and the fastest and median build in µs. It uses the
+ * public ABI only, so LD_LIBRARY_PATH can time an older libradix_mlp (whose plans bench_trie's
+ * checker may not know) on the same workload.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "radix_mlp.h"
 #include "workload.h"
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 int main(int argc, char **argv) {
     if (argc != 5) {
@@ -28,13 +38,26 @@ int main(int argc, char **argv) {
     rmlp_plan_params params = rmlp_plan_default_params();
     params.threshold = 1.0;
     rmlp_plan plan;
-    for (long i = 0; i < reps; i++)
+    double *us = malloc((reps > 0 ? (size_t)reps : 1) * sizeof(double));
+    if (us == NULL) {
+        fprintf(stderr, "plan_repeat: out of memory\n");
+        return 1;
+    }
+    for (long i = 0; i < reps; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         if (rmlp_plan_build(planner, w.input_ids, w.position_ids, w.n_tokens, w.cu_seqlens, w.n_seqs, &params, &plan) !=
             RMLP_OK) {
             fprintf(stderr, "plan_repeat: %s\n", rmlp_last_error());
             return 1;
         }
-    printf("N=%zu N'=%u\n", w.n_tokens, plan.n_compact);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        us[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3;
+    }
+    qsort(us, (size_t)(reps > 0 ? reps : 0), sizeof(double), compare_double);
+    printf("N=%zu N'=%u us_min=%.2f us_median=%.2f\n", w.n_tokens, plan.n_compact, reps > 0 ? us[0] : 0.0,
+           reps > 0 ? us[reps / 2] : 0.0);
+    free(us);
     rmlp_planner_free(planner);
     workload_free(&w);
     return 0;

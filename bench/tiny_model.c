@@ -58,6 +58,7 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
         ADD(h, qd, 0, "model.layers.%u.self_attn.o_proj.weight", l);
         if (o_bias) ADD(h, 0, 0, "model.layers.%u.self_attn.o_proj.bias", l);
         ADD(h, 0, 1, "model.layers.%u.post_attention_layernorm.weight", l);
+        if (built.sandwich_norms) ADD(h, 0, 1, "model.layers.%u.pre_feedforward_layernorm.weight", l);
         ADD(inter, h, 0, "model.layers.%u.mlp.gate_proj.weight", l);
         ADD(inter, h, 0, "model.layers.%u.mlp.up_proj.weight", l);
         ADD(h, inter, 0, "model.layers.%u.mlp.down_proj.weight", l);
@@ -66,6 +67,7 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
             ADD(inter, 0, 0, "model.layers.%u.mlp.up_proj.bias", l);
             ADD(h, 0, 0, "model.layers.%u.mlp.down_proj.bias", l);
         }
+        if (built.sandwich_norms) ADD(h, 0, 1, "model.layers.%u.post_feedforward_layernorm.weight", l);
     }
     ADD(h, 0, 1, "model.norm.weight");
     if (!c->tie_word_embeddings) ADD(c->vocab_size, h, 0, "lm_head.weight");
@@ -74,15 +76,28 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
 }
 
 /* config.json with the keys transformers' config class of the architecture has (so the load reports
- * none as unread): the bias flags where the architecture reads them, sliding_window null unless set. */
+ * none as unread): the bias flags where the architecture reads them, the activation by the
+ * architecture's key, sliding_window null unless set (Gemma 2 and 3: 4096, transformers' default);
+ * Gemma 2 and 3's query scale as head_dim, their logit soft-capping as c's (null: none). */
 static int write_config(const char *dir, const rmlp_model_config *c) {
-    char path[4096], flags[96] = "", window[32] = "null";
+    char path[4096], flags[256] = "", window[32] = "null";
     const arch_info *arch = arch_by_id(c->architecture);
+    static const char *const act_names[] = {"silu", "gelu_pytorch_tanh", "gelu"};
+    const char *act = c->activation >= 0 && c->activation < 3 ? act_names[c->activation] : "silu";
     if (arch->reads_attention_bias)
         snprintf(flags, sizeof flags, " \"attention_bias\": %s,", c->attention_bias ? "true" : "false");
     if (arch->reads_mlp_bias)
         snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " \"mlp_bias\": %s,", c->mlp_bias ? "true" : "false");
+    if (arch->sandwich_norms) { /* Gemma 2 and 3 */
+        char cap[32] = "null";
+        if (c->final_logit_softcapping != 0.0) snprintf(cap, sizeof cap, "%g", c->final_logit_softcapping);
+        snprintf(flags + strlen(flags), sizeof flags - strlen(flags),
+                 " \"query_pre_attn_scalar\": %u, \"attn_logit_softcapping\": null, \"final_logit_softcapping\": %s,",
+                 c->head_dim, cap);
+    }
     if (c->sliding_window != 0) snprintf(window, sizeof window, "%u", c->sliding_window);
+    /* Gemma 2 and 3 slide some layers whatever the config says: their default window */
+    else if (arch->windows == ARCH_WINDOWS_LAYER_TYPES) snprintf(window, sizeof window, "4096");
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
     if (f == NULL) return -1;
@@ -90,10 +105,10 @@ static int write_config(const char *dir, const rmlp_model_config *c) {
             "{\"model_type\": \"%s\", \"vocab_size\": %u, \"hidden_size\": %u, \"intermediate_size\": %u,\n"
             " \"num_hidden_layers\": %u, \"num_attention_heads\": %u, \"num_key_value_heads\": %u, \"head_dim\": %u,\n"
             " \"max_position_embeddings\": %u, \"rms_norm_eps\": %g, \"rope_theta\": %.1f,\n"
-            " \"tie_word_embeddings\": %s,%s \"hidden_act\": \"silu\", \"sliding_window\": %s}\n",
+            " \"tie_word_embeddings\": %s,%s \"%s\": \"%s\", \"sliding_window\": %s}\n",
             arch->model_type, c->vocab_size, c->hidden_size, c->intermediate_size, c->num_hidden_layers,
             c->num_attention_heads, c->num_key_value_heads, c->head_dim, c->max_position_embeddings, c->rms_norm_eps,
-            c->rope_theta, c->tie_word_embeddings ? "true" : "false", flags, window);
+            c->rope_theta, c->tie_word_embeddings ? "true" : "false", flags, arch->activation_key, act, window);
     return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -147,7 +162,7 @@ int tiny_model_write(const char *dir, const rmlp_model_config *cfg, uint64_t see
                 dir, cfg->architecture);
         return -1;
     }
-    tensor_spec *specs = malloc((4 + 16 * (size_t)cfg->num_hidden_layers) * sizeof(tensor_spec));
+    tensor_spec *specs = malloc((4 + 20 * (size_t)cfg->num_hidden_layers) * sizeof(tensor_spec)); /* 20 >= a layer's */
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     errno = specs ? 0 : ENOMEM;

@@ -279,7 +279,7 @@ static rmlp_status score_pair(const char *fn, void *ctx, const void *hidden, con
     (void)fn;
     const cpu_context *c = ctx;
     cpu_score_pair(hidden, c->config->hidden_size, compact_plan != NULL ? compact_plan->scatter : NULL, cu_seqlens,
-                   n_seqs, c->weights->lm_head, token_a, token_b, logits, prob_a);
+                   n_seqs, c->weights->lm_head, token_a, token_b, c->config->final_logit_softcapping, logits, prob_a);
     return RMLP_OK;
 }
 

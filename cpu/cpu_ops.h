@@ -27,6 +27,13 @@ void cpu_rope(float *x, size_t rows, size_t stride, size_t heads, size_t head_di
 /* out (rows, inter) = silu(gu[:, :inter]) * gu[:, inter:]; gu (rows, 2 * inter). */
 void cpu_silu_mul(const float *gu, size_t rows, size_t inter, float *out);
 
+/* out (rows, inter) = gelu_tanh(gu[:, :inter]) * gu[:, inter:] (GeGLU, PyTorch's gelu with
+ * approximate='tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))); gu (rows, 2 * inter). */
+void cpu_gelu_tanh_mul(const float *gu, size_t rows, size_t inter, float *out);
+
+/* The same with the exact GELU, 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's gelu, approximate='none'). */
+void cpu_gelu_mul(const float *gu, size_t rows, size_t inter, float *out);
+
 /* y (rows, dim) += x (rows, dim). */
 void cpu_add(float *y, const float *x, size_t rows, size_t dim);
 

@@ -1,8 +1,8 @@
 /*
- * elementwise.c: row-wise fp32 operations of a layer: RMSNorm, rotate-half RoPE, SiLU-gated
- * product, residual add, row gather. RMSNorm and RoPE follow transformers' fp32 arithmetic
- * (mean of squares in fp32, inverse frequencies and angles in fp32) so results match it to
- * rounding.
+ * elementwise.c: row-wise fp32 operations of a layer: RMSNorm, rotate-half RoPE, SiLU- and
+ * GELU-gated products, residual add, row gather. RMSNorm and RoPE follow transformers' fp32
+ * arithmetic (mean of squares in fp32, inverse frequencies and angles in fp32) so results match
+ * it to rounding.
  */
 #include <math.h>
 #include <string.h>
@@ -44,6 +44,26 @@ void cpu_silu_mul(const float *gu, size_t rows, size_t inter, float *out) {
         const float *gate = gu + r * 2 * inter, *up = gate + inter;
         float *dst = out + r * inter;
         for (size_t i = 0; i < inter; i++) dst[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    }
+}
+
+void cpu_gelu_tanh_mul(const float *gu, size_t rows, size_t inter, float *out) {
+    const float beta = 0.7978845608028654f, kappa = 0.044715f; /* sqrt(2 / pi), PyTorch's constants */
+    for (size_t r = 0; r < rows; r++) {
+        const float *gate = gu + r * 2 * inter, *up = gate + inter;
+        float *dst = out + r * inter;
+        for (size_t i = 0; i < inter; i++) {
+            float x = gate[i];
+            dst[i] = 0.5f * x * (1.0f + tanhf(beta * (x + kappa * x * x * x))) * up[i];
+        }
+    }
+}
+
+void cpu_gelu_mul(const float *gu, size_t rows, size_t inter, float *out) {
+    for (size_t r = 0; r < rows; r++) {
+        const float *gate = gu + r * 2 * inter, *up = gate + inter;
+        float *dst = out + r * inter;
+        for (size_t i = 0; i < inter; i++) dst[i] = 0.5f * gate[i] * (1.0f + erff(gate[i] * 0.70710678118654752f)) * up[i];
     }
 }
 

@@ -143,6 +143,11 @@ void cpu_attend_compact(cpu_workspace *ws, const cpu_attention_rows *rows, const
 void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan, float *hidden) {
     cpu_gather_rows(w->embed, cfg->hidden_size, plan->compact_input_ids, plan->n_compact_padded, cfg->hidden_size,
                     hidden);
+    if (cfg->embedding_scale == 0.0) return;
+    /* Gemma: the rows times sqrt(hidden_size) as an fp32 tensor, transformers' normalizer in fp32 */
+    float scale = (float)cfg->embedding_scale;
+    size_t n = (size_t)plan->n_compact_padded * cfg->hidden_size;
+    for (size_t i = 0; i < n; i++) hidden[i] *= scale;
 }
 
 void cpu_project_qkv(const rmlp_model_config *cfg, const layer_weights *lw, const layer_attention *la,
@@ -196,15 +201,22 @@ void cpu_post_attention_compact(const rmlp_model_config *cfg, const layer_weight
      * gain within the machine's noise, not kept) */
     linear(ws, attn_c, rows, qd, lw->o_proj, lw->o_proj_bf16, lw->o_bias, hsz, ws->proj);
     cpu_profile_mark(prof, CPU_PHASE_GEMM);
-    rows_add_rmsnorm(ws->pool, hidden, ws->proj, rows, hsz, lw->post_norm, cfg->rms_norm_eps, ws->normed);
+    if (cfg->sandwich_norms) /* Gemma 2: the output normed before its residual add */
+        rows_norm_add_rmsnorm(ws->pool, hidden, ws->proj, lw->attn_out_norm, rows, hsz, lw->post_norm,
+                              cfg->rms_norm_eps, ws->normed);
+    else
+        rows_add_rmsnorm(ws->pool, hidden, ws->proj, rows, hsz, lw->post_norm, cfg->rms_norm_eps, ws->normed);
     cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     linear(ws, ws->normed, rows, hsz, lw->gate_up, lw->gate_up_bf16, lw->gate_up_bias, 2 * inter, ws->gu);
     cpu_profile_mark(prof, CPU_PHASE_GEMM);
-    rows_silu_mul(ws->pool, ws->gu, rows, inter, ws->act);
+    rows_gated_mul(ws->pool, cfg->activation, ws->gu, rows, inter, ws->act);
     cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     linear(ws, ws->act, rows, inter, lw->down, lw->down_bf16, lw->down_bias, hsz, ws->proj);
     cpu_profile_mark(prof, CPU_PHASE_GEMM);
-    rows_add(ws->pool, hidden, ws->proj, rows, hsz);
+    if (cfg->sandwich_norms)
+        rows_norm_add_rmsnorm(ws->pool, hidden, ws->proj, lw->mlp_out_norm, rows, hsz, NULL, cfg->rms_norm_eps, NULL);
+    else
+        rows_add(ws->pool, hidden, ws->proj, rows, hsz);
     cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
 }
 

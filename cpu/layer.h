@@ -78,7 +78,8 @@ void cpu_attend_compact(cpu_workspace *ws, const cpu_attention_rows *rows, const
                         const uint32_t *kv_indptr, const uint32_t *kv_indices, size_t n_seqs, size_t n_heads,
                         size_t n_kv_heads, size_t head_dim, const layer_attention *la);
 
-/* hidden (n_compact_padded, hidden) = embedding rows of the compact ids. */
+/* hidden (n_compact_padded, hidden) = embedding rows of the compact ids (times the fp32
+ * embedding_scale where the config has one: Gemma). */
 void cpu_embed(const rmlp_model_config *cfg, const model_weights *w, const rmlp_plan *plan, float *hidden);
 
 /* ws->qkv (n_compact_padded, q_dim + 2 kv_dim) from hidden (n_compact_padded, hidden): RMSNorm,
@@ -97,7 +98,9 @@ void cpu_pre_attention_compact(const rmlp_model_config *cfg, const layer_weights
                                cpu_workspace *ws, const rmlp_plan *plan, const float *hidden, size_t rows, float *q,
                                float *k, float *v);
 
-/* hidden (n_compact_padded, hidden) += O(attn) then += MLP(norm(hidden)); attn (n_tokens, q_dim). */
+/* hidden (n_compact_padded, hidden) += O(attn) then += MLP(norm(hidden)), the MLP's gate by the
+ * config's activation; with sandwich_norms each output is RMS-normed before its add (Gemma 2);
+ * attn (n_tokens, q_dim). */
 void cpu_post_attention(const rmlp_model_config *cfg, const layer_weights *lw, cpu_workspace *ws,
                         const rmlp_plan *plan, const float *attn, float *hidden);
 

@@ -7,6 +7,8 @@
 
 #include "pool.h"
 
+#include "model/logit_softcap.h"
+
 /* Batch row r of hidden. */
 static const float *row_of(const float *hidden, size_t dim, const uint32_t *rows, size_t r) {
     return hidden + (rows != NULL ? (size_t)rows[r] : r) * dim;
@@ -45,13 +47,13 @@ static float dot(const float *a, const float *b, size_t n) {
 }
 
 void cpu_score_pair(const float *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens, size_t n_seqs,
-                    const float *lm_head, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a) {
+                    const float *lm_head, uint32_t token_a, uint32_t token_b, double softcap, float *logits,
+                    float *prob_a) {
     for (size_t s = 0; s < n_seqs; s++) {
         const float *last = row_of(hidden, dim, rows, cu_seqlens[s + 1] - 1);
-        float a = dot(lm_head + (size_t)token_a * dim, last, dim);
-        float b = dot(lm_head + (size_t)token_b * dim, last, dim);
-        logits[2 * s] = a;
-        logits[2 * s + 1] = b;
-        prob_a[s] = 1.0f / (1.0f + expf(b - a));
+        logits[2 * s] = dot(lm_head + (size_t)token_a * dim, last, dim);
+        logits[2 * s + 1] = dot(lm_head + (size_t)token_b * dim, last, dim);
+        logit_softcap(logits + 2 * s, 2, softcap);
+        prob_a[s] = 1.0f / (1.0f + expf(logits[2 * s + 1] - logits[2 * s]));
     }
 }

@@ -17,9 +17,10 @@
 void cpu_pool(const float *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens, size_t n_seqs,
               rmlp_pooling pooling, bool normalize, float *out);
 
-/* logits (n_seqs, 2) = lm_head rows a and b . each sequence's last batch row (rows as cpu_pool);
- * prob_a (n_seqs) = softmax. */
+/* logits (n_seqs, 2) = lm_head rows a and b . each sequence's last batch row (rows as cpu_pool),
+ * soft-capped at softcap (0: not; model/logit_softcap.h); prob_a (n_seqs) = softmax. */
 void cpu_score_pair(const float *hidden, size_t dim, const uint32_t *rows, const uint32_t *cu_seqlens, size_t n_seqs,
-                    const float *lm_head, uint32_t token_a, uint32_t token_b, float *logits, float *prob_a);
+                    const float *lm_head, uint32_t token_a, uint32_t token_b, double softcap, float *logits,
+                    float *prob_a);
 
 #endif

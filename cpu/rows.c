@@ -67,6 +67,26 @@ INLINE void add_row(float *y, const float *x, size_t dim) {
 
 INLINE v8 silu_mul8(v8 g, v8 u) { return g / (SPLAT(1.0f) + exp8(-g)) * u; }
 
+/* GELU (tanh form) times up: 0.5 g (1 + tanh(u)) = g / (1 + e^(-2u)), u = sqrt(2/pi) (g + 0.044715 g^3),
+ * the logistic form of the same function, which needs no tanh and keeps its accuracy near 0. */
+INLINE v8 gelu_tanh_mul8(v8 g, v8 u) {
+    v8 inner = SPLAT(0.7978845608028654f) * (g + SPLAT(0.044715f) * g * g * g);
+    return g / (SPLAT(1.0f) + exp8(SPLAT(-2.0f) * inner)) * u;
+}
+
+INLINE void gelu_tanh_mul_row(const float *gate, const float *up, size_t inter, float *out) {
+    size_t i = 0;
+    for (; i + 8 <= inter; i += 8) store8(out + i, gelu_tanh_mul8(load8(gate + i), load8(up + i)));
+    if (i < inter)
+        store_tail(out + i, gelu_tanh_mul8(load_tail(gate + i, inter - i), load_tail(up + i, inter - i)), inter - i);
+}
+
+/* The exact GELU times up, erff element by element (no vector erf here: a Gemma checkpoint that
+ * asks for it is the one user, and its GEMMs dwarf this). */
+INLINE void gelu_mul_row(const float *gate, const float *up, size_t inter, float *out) {
+    for (size_t i = 0; i < inter; i++) out[i] = 0.5f * gate[i] * (1.0f + erff(gate[i] * 0.70710678118654752f)) * up[i];
+}
+
 INLINE void silu_mul_row(const float *gate, const float *up, size_t inter, float *out) {
     size_t i = 0;
     for (; i + 8 <= inter; i += 8) store8(out + i, silu_mul8(load8(gate + i), load8(up + i)));
@@ -91,7 +111,10 @@ INLINE void rope_head(float *v, const float *cs, size_t half) {
 
 /* ---- jobs ------------------------------------------------------------------------------------- */
 
-typedef enum job_kind { JOB_RMSNORM, JOB_ADD_RMSNORM, JOB_ADD, JOB_SILU_MUL, JOB_QK_NORM_ROPE } job_kind;
+typedef enum job_kind {
+    JOB_RMSNORM, JOB_ADD_RMSNORM, JOB_NORM_ADD_RMSNORM, JOB_ADD, JOB_SILU_MUL, JOB_GELU_TANH_MUL, JOB_GELU_MUL,
+    JOB_QK_NORM_ROPE
+} job_kind;
 
 typedef struct job {
     job_kind kind;
@@ -99,7 +122,9 @@ typedef struct job {
     float *y;              /* the rows written in place (hidden, qkv) */
     const float *x;        /* the rows read (x, add, gu) */
     float *out;            /* the rows written (out, normed) */
+    float *z;              /* the rows normed in place before their add (JOB_NORM_ADD_RMSNORM) */
     const float *weight;   /* the norm's weight (q_norm for JOB_QK_NORM_ROPE) */
+    const float *weight_z; /* z's norm weight */
     const float *weight_k; /* k_norm */
     const float *cs;       /* the rope table */
     size_t n_q, n_kv, head_dim;
@@ -126,8 +151,16 @@ INLINE void run_rows(const job *j, size_t lo, size_t hi) {
             add_row(j->y + r * d, j->x + r * d, d);
             scale_row(j->y + r * d, d, j->weight, inv_rms(j->y + r * d, d, j->eps), j->out + r * d);
             break;
+        case JOB_NORM_ADD_RMSNORM:
+            scale_row(j->z + r * d, d, j->weight_z, inv_rms(j->z + r * d, d, j->eps), j->z + r * d);
+            add_row(j->y + r * d, j->z + r * d, d);
+            if (j->out != NULL)
+                scale_row(j->y + r * d, d, j->weight, inv_rms(j->y + r * d, d, j->eps), j->out + r * d);
+            break;
         case JOB_ADD: add_row(j->y + r * d, j->x + r * d, d); break;
         case JOB_SILU_MUL: silu_mul_row(j->x + r * 2 * d, j->x + r * 2 * d + d, d, j->out + r * d); break;
+        case JOB_GELU_TANH_MUL: gelu_tanh_mul_row(j->x + r * 2 * d, j->x + r * 2 * d + d, d, j->out + r * d); break;
+        case JOB_GELU_MUL: gelu_mul_row(j->x + r * 2 * d, j->x + r * 2 * d + d, d, j->out + r * d); break;
         case JOB_QK_NORM_ROPE: qk_row(j, j->y + r * d, j->cs + r * j->head_dim); break;
         }
     }
@@ -194,6 +227,13 @@ void rows_add_rmsnorm(workers *pool, float *hidden, const float *add, size_t row
     run(pool, &j);
 }
 
+void rows_norm_add_rmsnorm(workers *pool, float *hidden, float *sub, const float *sub_weight, size_t rows, size_t dim,
+                           const float *weight, double eps, float *normed) {
+    job j = {.kind = JOB_NORM_ADD_RMSNORM, .rows = rows, .dim = dim, .y = hidden, .z = sub, .weight_z = sub_weight,
+             .out = normed, .weight = weight, .eps = eps};
+    run(pool, &j);
+}
+
 void rows_add(workers *pool, float *y, const float *x, size_t rows, size_t dim) {
     job j = {.kind = JOB_ADD, .rows = rows, .dim = dim, .y = y, .x = x};
     run(pool, &j);
@@ -201,6 +241,15 @@ void rows_add(workers *pool, float *y, const float *x, size_t rows, size_t dim) 
 
 void rows_silu_mul(workers *pool, const float *gu, size_t rows, size_t inter, float *out) {
     job j = {.kind = JOB_SILU_MUL, .rows = rows, .dim = inter, .x = gu, .out = out};
+    run(pool, &j);
+}
+
+void rows_gated_mul(workers *pool, rmlp_activation activation, const float *gu, size_t rows, size_t inter,
+                    float *out) {
+    job_kind kind = activation == RMLP_ACTIVATION_GELU_TANH ? JOB_GELU_TANH_MUL
+                    : activation == RMLP_ACTIVATION_GELU    ? JOB_GELU_MUL
+                                                            : JOB_SILU_MUL;
+    job j = {.kind = kind, .rows = rows, .dim = inter, .x = gu, .out = out};
     run(pool, &j);
 }
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "radix_mlp.h"
 #include "model/model_ext.h"
 #include "workers.h"
 
@@ -31,11 +32,22 @@ void rows_rmsnorm(workers *pool, const float *x, size_t rows, size_t dim, const 
 void rows_add_rmsnorm(workers *pool, float *hidden, const float *add, size_t rows, size_t dim, const float *weight,
                       double eps, float *normed);
 
+/* Norms after a sublayer (Gemma 2): sub (rows, dim) = RMSNorm of sub with sub_weight, in place;
+ * hidden (rows, dim) += sub; then, unless normed is NULL, normed (rows, dim) = RMSNorm of the sum
+ * with weight. */
+void rows_norm_add_rmsnorm(workers *pool, float *hidden, float *sub, const float *sub_weight, size_t rows, size_t dim,
+                           const float *weight, double eps, float *normed);
+
 /* y (rows, dim) += x (rows, dim). */
 void rows_add(workers *pool, float *y, const float *x, size_t rows, size_t dim);
 
 /* out (rows, inter) = SiLU(gate) * up, gu (rows, 2 * inter) holding gate then up per row. */
 void rows_silu_mul(workers *pool, const float *gu, size_t rows, size_t inter, float *out);
+
+/* out (rows, inter) = act(gate) * up, gu as rows_silu_mul's, act the RMLP_ACTIVATION_* given:
+ * SiLU (rows_silu_mul), GELU's tanh form or GELU (cpu_gelu_tanh_mul, cpu_gelu_mul). */
+void rows_gated_mul(workers *pool, rmlp_activation activation, const float *gu, size_t rows, size_t inter,
+                    float *out);
 
 /* In qkv (rows, width), the n_q query heads from column 0 and the n_kv key heads after them, each
  * head_dim wide: per-head RMSNorm with q_norm / k_norm (both NULL: none), then rotate-half RoPE

@@ -153,7 +153,13 @@ def config_seeds():
     variant("bad_rope_longrope", rope_parameters={"rope_type": "longrope", "factor": 2.0, "short_factor": [1.0],
                                                   "long_factor": [2.0]})
     variant("bad_rope_partial", rope_scaling={"rope_type": "linear", "factor": 2.0}, partial_rotary_factor=0.5)
-    variant("bad_act", hidden_act="gelu")
+    variant("bad_act", hidden_act="relu")
+    variant("llama_gelu", model_type="llama", hidden_act="gelu")
+    variant("gemma_plain", model_type="gemma", hidden_act="gelu_pytorch_tanh", layer_types=...)
+    variant("bad_gemma_bidirectional", model_type="gemma", use_bidirectional_attention=True, layer_types=...)
+    variant("bad_gemma3_multimodal", model_type="gemma3", layer_types=...)
+    variant("gemma2_softcaps", model_type="gemma2", hidden_activation="gelu", final_logit_softcapping=None,
+            attn_logit_softcapping=None, query_pre_attn_scalar=32, hidden_act=..., layer_types=...)
     variant("bad_act_null", hidden_act=None)
     variant("qwen3_sliding_past_max", use_sliding_window=True, layer_types=..., sliding_window=..., max_window_layers=1)
     variant("qwen2_sliding_layer_types", model_type="qwen2", use_sliding_window=True, sliding_window=5,

@@ -13,6 +13,7 @@
 #include "chains.h"
 #include "common/alloc.h"
 #include "common/status.h"
+#include "model/logit_softcap.h"
 #include "session.h"
 
 #define NONE UINT32_MAX
@@ -89,10 +90,13 @@ static generate_session *session_new(const generate_target *target, uint32_t n_s
     return g;
 }
 
-/* logits (n, vocab) = LM head of the final hidden states in slots[0 .. n). */
+/* logits (n, vocab) = LM head of the final hidden states in slots[0 .. n), soft-capped where the
+ * model caps them (Gemma 2: model/logit_softcap.h). */
 static rmlp_status lm_head(const char *fn, generate_session *g, const uint32_t *slots, size_t n, float *logits) {
     const generate_target *t = &g->target;
-    return t->backend->generate_logits(fn, t->ctx, t->cache_side, t->cache, g->state, slots, n, logits);
+    rmlp_status status = t->backend->generate_logits(fn, t->ctx, t->cache_side, t->cache, g->state, slots, n, logits);
+    if (status == RMLP_OK) logit_softcap(logits, n * t->config->vocab_size, t->config->final_logit_softcapping);
+    return status;
 }
 
 rmlp_status generate_session_begin(const char *fn, const generate_target *t, const rmlp_plan *plan,

@@ -21,7 +21,8 @@
 /* The per-layer tensors a binding may name. */
 enum slot {
     S_INPUT_NORM, S_Q, S_K, S_V, S_QKV, S_Q_BIAS, S_K_BIAS, S_V_BIAS, S_QKV_BIAS, S_Q_NORM, S_K_NORM, S_O, S_O_BIAS,
-    S_POST_NORM, S_GATE, S_UP, S_GATE_UP, S_GATE_BIAS, S_UP_BIAS, S_GATE_UP_BIAS, S_DOWN, S_DOWN_BIAS, S_COUNT
+    S_POST_NORM, S_GATE, S_UP, S_GATE_UP, S_GATE_BIAS, S_UP_BIAS, S_GATE_UP_BIAS, S_DOWN, S_DOWN_BIAS, S_PRE_FF_NORM,
+    S_POST_FF_NORM, S_COUNT
 };
 
 static const char *const SUFFIX[S_COUNT] = {
@@ -30,7 +31,8 @@ static const char *const SUFFIX[S_COUNT] = {
     "self_attn.qkv_proj.bias", "self_attn.q_norm.weight",   "self_attn.k_norm.weight",  "self_attn.o_proj.weight",
     "self_attn.o_proj.bias",   "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
     "mlp.gate_up_proj.weight", "mlp.gate_proj.bias",        "mlp.up_proj.bias",         "mlp.gate_up_proj.bias",
-    "mlp.down_proj.weight",    "mlp.down_proj.bias"};
+    "mlp.down_proj.weight",    "mlp.down_proj.bias",        "pre_feedforward_layernorm.weight",
+    "post_feedforward_layernorm.weight"};
 
 enum global_slot { G_EMBED, G_NORM, G_LM_HEAD, G_COUNT };
 
@@ -43,9 +45,9 @@ typedef struct bound {
 static void slot_shape(const rmlp_model_config *c, int s, uint64_t *rows, uint64_t *cols) {
     uint64_t h = c->hidden_size, inter = c->intermediate_size, hd = c->head_dim;
     uint64_t q = (uint64_t)c->num_attention_heads * hd, kv = (uint64_t)c->num_key_value_heads * hd;
-    static const int matrix[S_COUNT] = {0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0};
+    static const int matrix[S_COUNT] = {0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 0, 0};
     const uint64_t out[S_COUNT] = {h,  q, kv, kv,    q + 2 * kv, q,     kv,        kv, q + 2 * kv, hd, hd,
-                                   h,  h, h,  inter, inter,      2 * inter, inter, inter, 2 * inter, h,  h};
+                                   h,  h, h,  inter, inter,      2 * inter, inter, inter, 2 * inter, h,  h, h, h};
     *rows = out[s];
     *cols = !matrix[s] ? 0 : s == S_O ? q : s == S_DOWN ? inter : h;
 }
@@ -224,6 +226,25 @@ static rmlp_status check_config(const char *fn, const rmlp_model_config *c) {
     if (c->qk_norm != arch->qk_norm)
         return rmlp_fail(RMLP_ERR_MODEL, fn, "config->qk_norm=%d but architecture %d (%s) %s q/k norm", c->qk_norm,
                          c->architecture, arch->model_type, arch->qk_norm ? "has" : "has no");
+    if (c->norm_weight_plus_one != arch->norm_plus_one || c->sandwich_norms != arch->sandwich_norms)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->norm_weight_plus_one=%d, sandwich_norms=%d, but architecture %d (%s) "
+                         "has %d, %d", c->norm_weight_plus_one, c->sandwich_norms, c->architecture, arch->model_type,
+                         arch->norm_plus_one, arch->sandwich_norms);
+    if (c->activation != RMLP_ACTIVATION_SILU && c->activation != RMLP_ACTIVATION_GELU_TANH &&
+        c->activation != RMLP_ACTIVATION_GELU)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->activation=%d is not an rmlp_activation", c->activation);
+    const double extras[] = {c->embedding_scale, c->final_logit_softcapping, c->query_pre_attn_scalar,
+                             c->attn_logit_softcapping};
+    for (double x : extras)
+        if (!(x >= 0.0 && x < 1e30))
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "config->embedding_scale=%g, final_logit_softcapping=%g, "
+                             "query_pre_attn_scalar=%g or attn_logit_softcapping=%g is out of range (0 for none)",
+                             c->embedding_scale, c->final_logit_softcapping, c->query_pre_attn_scalar,
+                             c->attn_logit_softcapping);
+    if (arch->windows == ARCH_WINDOWS_LAYER_TYPES && c->sliding_window != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->sliding_window=%u for %s, whose layers slide by layer type: "
+                         "rmlp_model_config does not say which layers slide (load the checkpoint with "
+                         "rmlp_model_load, which reads config.json's layer_types)", c->sliding_window, arch->model_type);
     return RMLP_OK;
 }
 
@@ -275,6 +296,8 @@ extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config,
                 flag = "o_proj_bias", has = config->o_proj_bias;
             else if (s == S_GATE_BIAS || s == S_UP_BIAS || s == S_GATE_UP_BIAS || s == S_DOWN_BIAS)
                 flag = "mlp_bias", has = config->mlp_bias;
+            else if (s == S_PRE_FF_NORM || s == S_POST_FF_NORM)
+                flag = "sandwich_norms", has = config->sandwich_norms;
             if (l[s] != NULL && !has)
                 status = rmlp_fail(RMLP_ERR_MODEL, fn, "tensor '%s' is bound but the config has no %s", l[s]->name,
                                    flag);
@@ -284,9 +307,11 @@ extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config,
                 status = check_binding(fn, l[s], rows, cols, dtype, device);
             }
         }
-        static const int single[] = {S_INPUT_NORM, S_O, S_POST_NORM, S_DOWN, S_Q_NORM, S_K_NORM, S_O_BIAS, S_DOWN_BIAS};
+        static const int single[] = {S_INPUT_NORM, S_O,          S_POST_NORM,   S_DOWN,        S_Q_NORM,
+                                     S_K_NORM,     S_O_BIAS,     S_DOWN_BIAS,   S_PRE_FF_NORM, S_POST_FF_NORM};
         for (size_t k = 0; k < sizeof single / sizeof single[0] && status == RMLP_OK; k++) {
             if ((single[k] == S_Q_NORM || single[k] == S_K_NORM) && !config->qk_norm) continue;
+            if ((single[k] == S_PRE_FF_NORM || single[k] == S_POST_FF_NORM) && !config->sandwich_norms) continue;
             if ((single[k] == S_O_BIAS && !config->o_proj_bias) || (single[k] == S_DOWN_BIAS && !config->mlp_bias))
                 continue;
             if (l[single[k]] == NULL)
@@ -303,7 +328,11 @@ extern "C" rmlp_status gpu_model_bind(const char *fn, rmlp_model_config *config,
                                  config->mlp_bias, dtype, &g->gate_up);
         if (status != RMLP_OK) break;
         g->input_norm = l[S_INPUT_NORM]->data;
-        g->post_norm = l[S_POST_NORM]->data;
+        /* with sandwich norms (Gemma 2) post_attention_layernorm norms the attention output and
+         * pre_feedforward_layernorm the MLP's input */
+        g->post_norm = l[config->sandwich_norms ? S_PRE_FF_NORM : S_POST_NORM]->data;
+        g->attn_out_norm = config->sandwich_norms ? l[S_POST_NORM]->data : NULL;
+        g->mlp_out_norm = config->sandwich_norms ? l[S_POST_FF_NORM]->data : NULL;
         g->q_norm = config->qk_norm ? l[S_Q_NORM]->data : NULL;
         g->k_norm = config->qk_norm ? l[S_K_NORM]->data : NULL;
         const void *o_bias = config->o_proj_bias ? l[S_O_BIAS]->data : NULL;

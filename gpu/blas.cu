@@ -1,23 +1,23 @@
 /*
- * blas.cu: cuBLAS through dlopen (see blas.h for why), the handle setup that makes every GEMM
+ * blas.cu: cuBLAS through dlopen (gpu/cublas_loader.h; see blas.h for why) or linked in
+ * (RMLP_CUBLAS_STATIC), the handle setup that makes every GEMM
  * accumulate in fp32 and use the context's own workspace, and the one GEMM shape the layer
  * needs (y = x W^T on row-major data). Errors name the cuBLAS call and cuBLAS's status name and
  * string (cublasGetStatusName / cublasGetStatusString).
  */
-#include <dlfcn.h>
-#include <stdio.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "blas.h"
 #include "host.h"
 
-#define RMLP_STR2(x) #x
-#define RMLP_STR(x) RMLP_STR2(x)
-/* cublas_api.h's soname major: the library must load the cuBLAS it was compiled against. */
-#define RMLP_CUBLAS_SONAME "libcublas.so." RMLP_STR(CUBLAS_VER_MAJOR)
+#include "gpu/cublas_loader.h"
 
-/* The entry points used, typed as cublas_api.h declares them. */
+#define RMLP_BLAS_ERROR_CAPACITY 512 /* common/status.c's message capacity */
+
+/* The entry points used, typed as cublas_api.h declares them (cublas_v2.h #defines the plain names). */
 typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
 typedef cublasStatus_t (*destroy_fn)(cublasHandle_t);
 typedef cublasStatus_t (*set_stream_fn)(cublasHandle_t, cudaStream_t);
@@ -36,41 +36,51 @@ static struct {
     set_math_mode_fn set_math_mode;
     status_text_fn status_name, status_string;
     gemm_ex_fn gemm_ex;
-    char error[400]; /* why loading failed, "" when it worked */
+    char error[RMLP_BLAS_ERROR_CAPACITY]; /* why loading failed, "" when it worked */
 } api;
 
+#ifdef RMLP_CUBLAS_STATIC
+/* cuBLAS linked into the library (-DRMLP_CUBLAS_STATIC=ON): nothing to open. */
 static void load_once() {
-    void *lib = dlopen(RMLP_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) {
-        const char *why = dlerror();
-        snprintf(api.error, sizeof api.error, "cuBLAS could not be loaded: dlopen(\"%s\"): %s", RMLP_CUBLAS_SONAME,
-                 why ? why : "unknown error");
-        return;
-    }
-    struct {
-        const char *name;
-        void **slot;
-    } symbols[] = {
-        /* The names libcublas exports: cublas_v2.h #defines cublasCreate & co. to these _v2 ones, but
-         * blas.h includes cublas_api.h only, where the plain names are no macros (and no symbols). */
-        {"cublasCreate_v2", (void **)&api.create},
-        {"cublasDestroy_v2", (void **)&api.destroy},
-        {"cublasSetStream_v2", (void **)&api.set_stream},
-        {"cublasSetWorkspace_v2", (void **)&api.set_workspace},
-        {"cublasSetMathMode", (void **)&api.set_math_mode},
-        {"cublasGetStatusName", (void **)&api.status_name},
-        {"cublasGetStatusString", (void **)&api.status_string},
-        {"cublasGemmEx", (void **)&api.gemm_ex},
-    };
-    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
-        *symbols[i].slot = dlsym(lib, symbols[i].name);
-        if (*symbols[i].slot == NULL) {
-            snprintf(api.error, sizeof api.error, "cuBLAS could not be loaded: %s has no symbol %s", RMLP_CUBLAS_SONAME,
-                     symbols[i].name);
-            return; /* the handle stays open: dlclose of a half-used cuBLAS is not worth the risk */
-        }
+    api.create = cublasCreate_v2;
+    api.destroy = cublasDestroy_v2;
+    api.set_stream = cublasSetStream_v2;
+    api.set_workspace = cublasSetWorkspace_v2;
+    api.set_math_mode = cublasSetMathMode;
+    api.status_name = cublasGetStatusName;
+    api.status_string = cublasGetStatusString;
+    api.gemm_ex = cublasGemmEx;
+}
+#else
+/* libcublas through gpu/cublas_loader.h: RADIX_MLP_CUBLAS, else libcublas.so.<the CUDA runtime's
+ * major> and the toolkit's usual places. */
+static void load_once() {
+    /* The runtime linked in (needs no device): the static one is the building toolkit's; a shared
+     * libcudart.so.<major> may be a newer minor of that major. */
+    int runtime = 0;
+    if (cudaRuntimeGetVersion(&runtime) != cudaSuccess || runtime <= 0) runtime = CUDART_VERSION;
+    gpu_cublas_candidate candidates[GPU_CUBLAS_MAX_CANDIDATES];
+    size_t n = gpu_cublas_candidates(getenv(GPU_CUBLAS_ENV), runtime / 1000, getenv("CUDA_HOME"), getenv("CUDA_PATH"),
+                                     candidates);
+    gpu_cublas_lib lib;
+    char why[RMLP_BLAS_ERROR_CAPACITY - 128]; /* the message keeps its start when cut */
+    if (gpu_cublas_open(candidates, n, &lib, why, sizeof why) == 0) {
+        /* the handle stays open for the process: dlclose of a used cuBLAS is not worth the risk */
+        *(void **)&api.create = lib.entry[GPU_CUBLAS_CREATE];
+        *(void **)&api.destroy = lib.entry[GPU_CUBLAS_DESTROY];
+        *(void **)&api.set_stream = lib.entry[GPU_CUBLAS_SET_STREAM];
+        *(void **)&api.set_workspace = lib.entry[GPU_CUBLAS_SET_WORKSPACE];
+        *(void **)&api.set_math_mode = lib.entry[GPU_CUBLAS_SET_MATH_MODE];
+        *(void **)&api.status_name = lib.entry[GPU_CUBLAS_STATUS_NAME];
+        *(void **)&api.status_string = lib.entry[GPU_CUBLAS_STATUS_STRING];
+        *(void **)&api.gemm_ex = lib.entry[GPU_CUBLAS_GEMM_EX];
+    } else {
+        const char *env = getenv(GPU_CUBLAS_ENV), *hint = "set " GPU_CUBLAS_ENV " to libcublas's path";
+        if (env != NULL && env[0] != '\0') hint = GPU_CUBLAS_ENV " names it";
+        snprintf(api.error, sizeof api.error, "cuBLAS could not be loaded (%s); tried %s", hint, why);
     }
 }
+#endif
 
 static pthread_once_t load_guard = PTHREAD_ONCE_INIT;
 

@@ -1,11 +1,12 @@
 /*
  * blas.h: the GEMMs of the layer runner through cuBLAS, with fp32 accumulation, and the
  * row-major <-> column-major mapping written down once. cuBLAS is loaded at run time (dlopen of
- * libcublas.so.<major the library was compiled against>) the first time a CUDA model needs it,
- * so libradix_mlp.so itself neither needs libcublas to load nor maps its ~600 MB for CPU-only
- * users (and valgrind runs of them); a process that already has libcublas loaded (TEI through
- * candle) gets that same copy back from dlopen. Internal to the library; C linkage, so that
- * test_gpu_kernels can check the loading (which needs no device) on any machine.
+ * $RADIX_MLP_CUBLAS, else libcublas.so.<the CUDA runtime's major>: gpu/cublas_loader.h) the first
+ * time a CUDA model needs it, so libradix_mlp.so itself neither needs libcublas to load nor maps
+ * its ~600 MB for CPU-only users (and valgrind runs of them); a process that already has libcublas
+ * loaded gets that same copy back from dlopen. -DRMLP_CUBLAS_STATIC=ON links it in instead, as
+ * TEI's images do. Internal to the library; C linkage, so that test_gpu_kernels can check the
+ * loading (which needs no device) on any machine.
  */
 #ifndef RMLP_GPU_BLAS_H
 #define RMLP_GPU_BLAS_H
@@ -13,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h alone: CUDA 12's refuses that (CUBLASAPI undefined) */
 #include <cuda_runtime.h>
 
 #include "radix_mlp/types.h"
@@ -23,7 +24,8 @@ extern "C" {
 #endif
 
 /* Loads cuBLAS once per process (thread-safe); on failure records why through rmlp_fail
- * (RMLP_ERR_UNSUPPORTED naming the library and dlerror()) and returns that status every time. */
+ * (RMLP_ERR_UNSUPPORTED naming every library tried and why each failed) and returns that status
+ * every time. */
 rmlp_status gpu_blas_load(const char *fn);
 
 /* A cuBLAS handle bound to `stream`, with fp32-accumulating math (no TF32, no reduced-precision

@@ -51,11 +51,29 @@ cudaError_t gpu_broadcast_row(void *dst, size_t dst_row_stride, const void *src,
 cudaError_t gpu_add_row(void *dst, size_t dst_row_stride, const void *src, size_t rows, size_t dim, rmlp_dtype dtype,
                         cudaStream_t stream);
 
-/* residual += add (skipped when add is NULL), then normed = rmsnorm(residual) * weight, the
- * norm taken over the residual as stored (rounded to dtype).
- * residual, add, normed (rows, dim); weight (dim). */
-cudaError_t gpu_add_rmsnorm(void *residual, const void *add, const void *weight, size_t rows, size_t dim, double eps,
-                            void *normed, rmlp_dtype dtype, cudaStream_t stream);
+/* residual += add (skipped when add is NULL), then normed = rmsnorm(residual) * (weight_offset +
+ * weight), the norm taken over the residual as stored (rounded to dtype); weight_offset 0, or 1
+ * for Gemma's 1 + w (added in fp32). residual, add, normed (rows, dim); weight (dim). */
+cudaError_t gpu_add_rmsnorm(void *residual, const void *add, const void *weight, float weight_offset, size_t rows,
+                            size_t dim, double eps, void *normed, rmlp_dtype dtype, cudaStream_t stream);
+
+/* Norms after a sublayer (Gemma 2): residual += rmsnorm(sub) * (weight_offset + sub_weight), the
+ * normed sub rounded to dtype before the add; then, unless weight is NULL, normed =
+ * rmsnorm(residual) * (weight_offset + weight). residual, sub, normed (rows, dim), sub and
+ * normed may be the same buffer; sub_weight, weight (dim). */
+cudaError_t gpu_norm_add_rmsnorm(void *residual, const void *sub, const void *sub_weight, const void *weight,
+                                 float weight_offset, size_t rows, size_t dim, double eps, void *normed,
+                                 rmlp_dtype dtype, cudaStream_t stream);
+
+/* Per-head RMSNorm in place (Gemma 3's q/k norm, before RoPE): each of the `heads` heads of
+ * head_dim at the start of every row of x (rows, stride >= heads * head_dim) scaled by
+ * (weight_offset + weight) (head_dim), rounded to dtype. */
+cudaError_t gpu_head_rmsnorm(void *x, size_t stride, size_t rows, size_t heads, size_t head_dim, const void *weight,
+                             float weight_offset, double eps, rmlp_dtype dtype, cudaStream_t stream);
+
+/* x (n elements) *= scale, the scale rounded to dtype first and the product rounded once (Gemma's
+ * embedding times sqrt(hidden_size), as transformers multiplies two tensors of the dtype). */
+cudaError_t gpu_scale(void *x, size_t n, double scale, rmlp_dtype dtype, cudaStream_t stream);
 
 /* A RoPE's inverse frequencies (host memory, head_dim / 2: model/model_ext.h's, as transformers
  * computes them, scaling included) and the factor its cos and sin are multiplied by (yarn's; 1
@@ -106,6 +124,12 @@ cudaError_t gpu_qk_norm_rope(void *q, size_t q_stride, void *k, size_t k_stride,
 
 /* out = silu(gu[:, :inter]) * gu[:, inter:]. gu (rows, 2 * inter); out (rows, inter). */
 cudaError_t gpu_silu_mul(const void *gu, size_t rows, size_t inter, void *out, rmlp_dtype dtype, cudaStream_t stream);
+
+/* out = act(gu[:, :inter]) * gu[:, inter:] for an RMLP_ACTIVATION_* act: SiLU (gpu_silu_mul),
+ * GELU's tanh form 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), or GELU 0.5 g (1 + erf(g /
+ * sqrt(2))); an unknown act is refused. */
+cudaError_t gpu_gated_mul(const void *gu, size_t rows, size_t inter, void *out, rmlp_activation act,
+                          rmlp_dtype dtype, cudaStream_t stream);
 
 /* Causal attention of each sequence over its own rows, grouped KV heads (query head h reads KV
  * head h / (n_heads / n_kv_heads)), softmax(scale * q k^T) v with fp32 accumulation, scored and

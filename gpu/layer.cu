@@ -4,17 +4,22 @@
  * Everything is enqueued on the context's stream: no call here allocates or synchronises, so
  * a host may capture a whole batch in a CUDA graph.
  *
+ *   embedding:      hidden = embed[ids] (* embedding_scale: Gemma)          gpu_gather_rows, gpu_scale
  *   pre-attention:  normed = rmsnorm(hidden) * input_norm                   gpu_add_rmsnorm
  *                   qkv = normed Wqkv^T (+ bias: broadcast, GEMM adds onto)  gpu_broadcast_row, cuBLAS
  *                   q/k heads: rmsnorm (Qwen3), RoPE at compact positions    gpu_qk_norm_rope
+ *                   (Gemma 3: the head norms first, with 1 + w)              gpu_head_rmsnorm
  *                   q, k, v (batch rows) = qkv[scatter]                      gpu_gather_rows x3
  *   post-attention: attn_c = attn[fold_gather]                               gpu_gather_rows
  *                   (hidden += o bias)                                       gpu_add_row
  *                   hidden += attn_c Wo^T   (the GEMM's beta = 1)            cuBLAS
  *                   normed = rmsnorm(hidden) * post_norm                     gpu_add_rmsnorm
- *                   gu = normed Wgu^T (+ bias); act = silu(gate) * up        cuBLAS, gpu_silu_mul
+ *                   gu = normed Wgu^T (+ bias); act = act(gate) * up         cuBLAS, gpu_gated_mul
  *                   (hidden += down bias)                                    gpu_add_row
  *                   hidden += act Wdown^T   (beta = 1)                       cuBLAS
+ * Gemma's norms scale by 1 + w (the kernels' weight offset 1). With sandwich norms (Gemma 2) O
+ * and down write a sublayer output of their own, normed before its residual add
+ * (gpu_norm_add_rmsnorm, fused with the MLP's input norm after O).
  * Residual adds ride on the GEMMs (beta = 1): the sum is formed in fp32 and rounded to the
  * dtype once, where a separate add would round the projection first (an O or down bias, added
  * onto the residual just before, rounds once more).
@@ -100,11 +105,16 @@ extern "C" rmlp_status gpu_embed(const char *fn, gpu_context *ctx, void *hidden)
     GPU_ON_DEVICE(fn, ctx->model->device);
     const gpu_model *m = ctx->model;
     size_t h = m->config.hidden_size;
+    size_t rows = ctx->plan.plan.n_compact_padded;
     LAUNCH("gpu_gather_rows (embedding)", -1,
-           gpu_gather_rows(hidden, m->embed, h, ctx->plan.ids, ctx->plan.plan.n_compact_padded, h, m->dtype,
-                           ctx->stream));
+           gpu_gather_rows(hidden, m->embed, h, ctx->plan.ids, rows, h, m->dtype, ctx->stream));
+    if (m->config.embedding_scale != 0.0)
+        LAUNCH("gpu_scale (embedding)", -1, gpu_scale(hidden, rows * h, m->config.embedding_scale, m->dtype, ctx->stream));
     return RMLP_OK;
 }
+
+/* Gemma's norms scale by 1 + w: the norm kernels' weight offset. */
+static float norm_offset(const rmlp_model_config *c) { return c->norm_weight_plus_one ? 1.0f : 0.0f; }
 
 /* Input norm, then Q/K/V of every compact row (+ bias), q/k head norms and RoPE: into q, k, v
  * (rows, q_dim / kv_dim each; three GEMMs over the stacked weight's row blocks) when `split`,
@@ -120,7 +130,8 @@ static rmlp_status project_qkv(const char *fn, gpu_context *ctx, uint32_t layer,
     cudaStream_t s = ctx->stream;
     /* add == NULL: the kernel only reads `residual`. */
     LAUNCH("gpu_add_rmsnorm (input norm)", layer,
-           gpu_add_rmsnorm((void *)hidden, NULL, lw->input_norm, rows, h, c->rms_norm_eps, ctx->normed, m->dtype, s));
+           gpu_add_rmsnorm((void *)hidden, NULL, lw->input_norm, norm_offset(c), rows, h, c->rms_norm_eps, ctx->normed,
+                           m->dtype, s));
     rmlp_status status;
     if (split) {
         status = linear_cols(fn, "q", ctx, &lw->qkv, ctx->normed, rows, h, 0, qd, q, qd, false);
@@ -135,10 +146,19 @@ static rmlp_status project_qkv(const char *fn, gpu_context *ctx, uint32_t layer,
     uint32_t table = m->ext->layers[layer].rope; /* the layer's RoPE (model/model_ext.h) */
     const gpu_rope_table *rope = ctx->options.rope_table ? &m->rope[table] : NULL; /* RADIX_MLP_GPU_ROPE */
     gpu_rope_freqs freqs = gpu_model_rope_freqs(m, table);
+    const void *q_norm = lw->q_norm, *k_norm = lw->k_norm;
+    if (q_norm != NULL && c->norm_weight_plus_one) { /* Gemma 3: 1 + w, in a pass of its own before RoPE */
+        LAUNCH("gpu_head_rmsnorm (q)", layer,
+               gpu_head_rmsnorm(q, q_stride, rows, c->num_attention_heads, c->head_dim, q_norm, 1.0f, c->rms_norm_eps,
+                                m->dtype, s));
+        LAUNCH("gpu_head_rmsnorm (k)", layer,
+               gpu_head_rmsnorm(k, k_stride, rows, c->num_key_value_heads, c->head_dim, k_norm, 1.0f, c->rms_norm_eps,
+                                m->dtype, s));
+        q_norm = k_norm = NULL;
+    }
     LAUNCH("gpu_qk_norm_rope", layer,
            gpu_qk_norm_rope_freqs(q, q_stride, k, k_stride, rows, c->num_attention_heads, c->num_key_value_heads,
-                                  c->head_dim, lw->q_norm, lw->k_norm, p->pos, rope, &freqs, c->rms_norm_eps, m->dtype,
-                                  s));
+                                  c->head_dim, q_norm, k_norm, p->pos, rope, &freqs, c->rms_norm_eps, m->dtype, s));
     return RMLP_OK;
 }
 
@@ -183,14 +203,29 @@ extern "C" rmlp_status gpu_post_attention_compact(const char *fn, gpu_context *c
     const gpu_layer *lw = &m->layers[layer];
     size_t rows = ctx->plan.plan.n_compact_padded, h = c->hidden_size, inter = c->intermediate_size, qd = q_dim(c);
     cudaStream_t s = ctx->stream;
-    rmlp_status status = linear(fn, "o_proj", ctx, &lw->o_proj, attn_c, rows, qd, hidden, h, true);
+    float offset = norm_offset(c);
+    bool sandwich = c->sandwich_norms; /* Gemma 2: O and down into normed, normed before their adds */
+    rmlp_status status = linear(fn, "o_proj", ctx, &lw->o_proj, attn_c, rows, qd, sandwich ? ctx->normed : hidden, h,
+                                !sandwich);
     if (status != RMLP_OK) return status;
-    LAUNCH("gpu_add_rmsnorm (post-attention norm)", layer,
-           gpu_add_rmsnorm(hidden, NULL, lw->post_norm, rows, h, c->rms_norm_eps, ctx->normed, m->dtype, s));
+    if (sandwich)
+        LAUNCH("gpu_norm_add_rmsnorm (post-attention norms)", layer,
+               gpu_norm_add_rmsnorm(hidden, ctx->normed, lw->attn_out_norm, lw->post_norm, offset, rows, h,
+                                    c->rms_norm_eps, ctx->normed, m->dtype, s));
+    else
+        LAUNCH("gpu_add_rmsnorm (post-attention norm)", layer,
+               gpu_add_rmsnorm(hidden, NULL, lw->post_norm, offset, rows, h, c->rms_norm_eps, ctx->normed, m->dtype,
+                               s));
     status = linear(fn, "gate_up", ctx, &lw->gate_up, ctx->normed, rows, h, ctx->gu, 2 * inter, false);
     if (status != RMLP_OK) return status;
-    LAUNCH("gpu_silu_mul", layer, gpu_silu_mul(ctx->gu, rows, inter, ctx->act, m->dtype, s));
-    return linear(fn, "down_proj", ctx, &lw->down, ctx->act, rows, inter, hidden, h, true);
+    LAUNCH("gpu_gated_mul", layer, gpu_gated_mul(ctx->gu, rows, inter, ctx->act, c->activation, m->dtype, s));
+    status = linear(fn, "down_proj", ctx, &lw->down, ctx->act, rows, inter, sandwich ? ctx->normed : hidden, h,
+                    !sandwich);
+    if (status != RMLP_OK || !sandwich) return status;
+    LAUNCH("gpu_norm_add_rmsnorm (post-feedforward norm)", layer,
+           gpu_norm_add_rmsnorm(hidden, ctx->normed, lw->mlp_out_norm, NULL, offset, rows, h, c->rms_norm_eps, NULL,
+                                m->dtype, s));
+    return RMLP_OK;
 }
 
 extern "C" rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn,
@@ -208,8 +243,8 @@ extern "C" rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint
 static rmlp_status final_rmsnorm(const char *fn, gpu_context *ctx, const void *hidden, size_t rows, void *out) {
     const gpu_model *m = ctx->model;
     LAUNCH("gpu_add_rmsnorm (final norm)", -1,
-           gpu_add_rmsnorm((void *)hidden, NULL, m->final_norm, rows, m->config.hidden_size, m->config.rms_norm_eps,
-                           out, m->dtype, ctx->stream));
+           gpu_add_rmsnorm((void *)hidden, NULL, m->final_norm, norm_offset(&m->config), rows, m->config.hidden_size,
+                           m->config.rms_norm_eps, out, m->dtype, ctx->stream));
     return RMLP_OK;
 }
 

@@ -5,7 +5,7 @@
 #ifndef RMLP_GPU_MODEL_H
 #define RMLP_GPU_MODEL_H
 
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h alone: CUDA 12's refuses that (CUBLASAPI undefined) */
 #include <cuda_runtime.h>
 
 #include "flashinfer.h"
@@ -24,7 +24,8 @@ typedef struct gpu_linear {
 } gpu_linear;
 
 typedef struct gpu_layer {
-    const void *input_norm, *post_norm; /* (hidden) */
+    const void *input_norm, *post_norm; /* (hidden); post_norm the MLP's input norm */
+    const void *attn_out_norm, *mlp_out_norm; /* (hidden): the outputs' norms (sandwich norms), or NULL */
     const void *q_norm, *k_norm;        /* (head_dim), or NULL without q/k norm */
     gpu_linear qkv;                     /* -> (q_dim + 2 kv_dim): q, k, v */
     gpu_linear o_proj;                  /* (hidden, q_dim) */

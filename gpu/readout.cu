@@ -13,6 +13,7 @@
 #include "host.h"
 #include "kernels.h"
 #include "model.h"
+#include "model/logit_softcap.h"
 
 static rmlp_status prepare(const char *fn, gpu_context *ctx, const uint32_t *cu_seqlens, size_t n_seqs) {
     rmlp_status status = gpu_refuse_capture(fn, ctx->stream, "this call synchronises it to return host results");
@@ -66,6 +67,7 @@ extern "C" rmlp_status gpu_score_pair(const char *fn, gpu_context *ctx, const vo
     if (error != cudaSuccess) return gpu_fail(fn, "gpu_score_rows", error);
     GPU_TRY(fn, cudaMemcpyAsync(logits, scratch, 2 * n_seqs * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
     GPU_TRY(fn, cudaStreamSynchronize(ctx->stream));
+    logit_softcap(logits, 2 * n_seqs, m->config.final_logit_softcapping); /* Gemma 2: as the CPU's */
     for (size_t s = 0; s < n_seqs; s++) prob_a[s] = 1.0f / (1.0f + expf(logits[2 * s + 1] - logits[2 * s]));
     return RMLP_OK;
 }

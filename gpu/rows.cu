@@ -7,7 +7,7 @@
  * GEMM accumulates onto them. Gather and broadcast copy bits, so the dtype only sets the element
  * size; the add loads, adds in fp32 and stores in the dtype. Rows move as 16-byte vectors when
  * the row size, the strides and the pointers allow it, element by element otherwise. Threads of
- * a block walk a row (x) for a few rows (y).
+ * a block walk a row (x) for a few rows (y). And the scale of Gemma's embedding rows.
  */
 #include "common.cuh"
 #include "kernels.h"
@@ -151,4 +151,24 @@ extern "C" cudaError_t gpu_add_row(void *dst, size_t dst_row_stride, const void 
     case RMLP_DTYPE_F16: return launch_add_row<F16>(dst, dst_row_stride, src, rows, dim, stream);
     default: return launch_add_row<BF16>(dst, dst_row_stride, src, rows, dim, stream);
     }
+}
+
+/* x (n) *= the scale as stored in the dtype, one element per thread. */
+template <class D>
+static __global__ void scale_kernel(typename D::S *__restrict__ x, size_t n, float scale) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = D::store(D::load(x[i]) * D::load(D::store(scale)));
+}
+
+extern "C" cudaError_t gpu_scale(void *x, size_t n, double scale, rmlp_dtype dtype, cudaStream_t stream) {
+    size_t blocks = (n + 255) / 256;
+    if (dtype_size(dtype) == 0 || blocks > INT32_MAX) return cudaErrorInvalidValue;
+    if (n == 0) return cudaSuccess;
+    float s = (float)scale; /* transformers' normalizer: the double sqrt as an fp32 tensor, then the dtype */
+    switch (dtype) {
+    case RMLP_DTYPE_F32: scale_kernel<F32><<<(unsigned)blocks, 256, 0, stream>>>((float *)x, n, s); break;
+    case RMLP_DTYPE_F16: scale_kernel<F16><<<(unsigned)blocks, 256, 0, stream>>>((unsigned short *)x, n, s); break;
+    default: scale_kernel<BF16><<<(unsigned)blocks, 256, 0, stream>>>((unsigned short *)x, n, s);
+    }
+    return cudaGetLastError();
 }

@@ -128,6 +128,8 @@ static const void **gpu_slot(gpu_layer *l, weight_role role) {
     case W_O: return &l->o_proj.w[0];
     case W_O_BIAS: return &l->o_proj.bias[0];
     case W_POST_NORM: return &l->post_norm;
+    case W_ATTN_OUT_NORM: return &l->attn_out_norm;
+    case W_MLP_OUT_NORM: return &l->mlp_out_norm;
     case W_GATE: return &l->gate_up.w[0];
     case W_GATE_BIAS: return &l->gate_up.bias[0];
     case W_DOWN: return &l->down.w[0];

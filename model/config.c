@@ -5,7 +5,8 @@
  * anything else is refused here, by key, rather than producing wrong numbers later. A key that is
  * null counts as absent (Hugging Face writes "rope_scaling": null, "head_dim": null). Both forms
  * on the hub are read: the older one (top-level rope_theta, rope_scaling) and transformers 5's
- * (rope_parameters, layer_types); config_attention.c reads those, and windows. Other keys that
+ * (rope_parameters, layer_types); config_attention.c reads those, and windows; config_gemma.c the
+ * keys of the Gemma family. The MLP's activation is SiLU or GELU (exact or tanh). Other keys that
  * transformers reads and the layers cannot honour (is_causal false, attention_chunk_size,
  * kv_sharing_modes, per_layer_config, sub-configs) are refused when set; config_keys.h lists every
  * key and names the rest in the load report. Also the one JSON file reader of
@@ -28,6 +29,7 @@
 #include "arch.h"
 #include "config_keys.h"
 #include "config_attention.h"
+#include "config_gemma.h"
 #include "config_json.h"
 
 static const char fn[] = "rmlp_model_load";
@@ -199,11 +201,53 @@ static rmlp_status refused_settings(const cfg *c, const arch_info *arch) {
     return RMLP_OK;
 }
 
+/* model_types of checkpoints that hold a decoder of the table inside something it does not run. */
+static const struct {
+    const char *model_type, *why;
+} refused_types[] = {
+    {"gemma3", "the multimodal Gemma 3 (Gemma3ForConditionalGeneration: a vision tower and the text decoder in "
+               "text_config); its text decoder alone, model_type gemma3_text, is supported"},
+};
+
+/* The MLP's gate activation, named by the architecture's key (hidden_act, or Gemma 2 and 3's
+ * hidden_activation; arch.h), as transformers' ACT2FN maps the three names run here (Gemma's
+ * "gelu" being the tanh form, as its config class rewrites it). */
+static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_config *m) {
+    static const struct {
+        const char *name;
+        rmlp_activation id;
+    } names[] = {{"silu", RMLP_ACTIVATION_SILU},
+                 {"gelu_pytorch_tanh", RMLP_ACTIVATION_GELU_TANH},
+                 {"gelu", RMLP_ACTIVATION_GELU}};
+    const char *key = arch->activation_key, *act;
+    /* null is not absent here: transformers takes the key as given and finds no activation None */
+    if (json_is_null(json_object_get(c->root, key)))
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s is null (transformers builds no activation from it; silu, gelu "
+                         "and gelu_pytorch_tanh are supported)", c->path, key);
+    rmlp_status s = cfg_string(c, key, 0, &act);
+    if (s != RMLP_OK) return s;
+    m->activation = arch->activation_default;
+    if (act == NULL) return RMLP_OK;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(act, names[i].name) == 0) {
+            /* Gemma: GemmaConfig turns "gelu" into "gelu_pytorch_tanh" */
+            m->activation = names[i].id == RMLP_ACTIVATION_GELU && arch->gelu_means_tanh ? RMLP_ACTIVATION_GELU_TANH
+                                                                                         : names[i].id;
+            return RMLP_OK;
+        }
+    return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s '%s' is not supported (silu, gelu and gelu_pytorch_tanh are)",
+                     c->path, key, act);
+}
+
 static rmlp_status parse(const cfg *c, rmlp_model_config *m, model_ext *ext) {
-    const char *model_type, *act;
+    const char *model_type;
     rmlp_status s = cfg_string(c, "model_type", 1, &model_type);
     if (s != RMLP_OK) return s;
     const arch_info *arch = arch_by_model_type(model_type);
+    for (size_t i = 0; arch == NULL && i < sizeof refused_types / sizeof refused_types[0]; i++)
+        if (strcmp(model_type, refused_types[i].model_type) == 0)
+            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: model_type '%s' is not supported: %s", c->path, model_type,
+                             refused_types[i].why);
     if (arch == NULL) {
         char accepted[256];
         arch_model_types(accepted, sizeof accepted);
@@ -253,13 +297,7 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m, model_ext *ext) {
     if ((s = model_ext_init(fn, m, ext)) != RMLP_OK || (s = config_attention(c, m, arch, ext)) != RMLP_OK ||
         (s = refused_settings(c, arch)) != RMLP_OK)
         return s;
-    /* null is not absent here: transformers takes the key as given and finds no activation None */
-    if (json_is_null(json_object_get(c->root, "hidden_act")))
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act is null (transformers builds no activation from it; only "
-                         "silu is supported)", c->path);
-    if ((s = cfg_string(c, "hidden_act", 0, &act)) != RMLP_OK) return s;
-    if (act != NULL && strcmp(act, "silu") != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: hidden_act '%s' is not supported (only silu)", c->path, act);
+    if ((s = activation(c, arch, m)) != RMLP_OK || (s = config_gemma(c, m, arch, ext)) != RMLP_OK) return s;
     return RMLP_OK;
 }
 

@@ -214,8 +214,9 @@ static rmlp_status rope(const cfg *c, rmlp_model_config *m, model_ext *ext) {
 }
 
 rmlp_status config_attention(const cfg *c, rmlp_model_config *m, const arch_info *arch, model_ext *ext) {
-    rmlp_status s = rope(c, m, ext);
-    if (s == RMLP_OK) s = windows(c, m, arch, ext);
+    /* windows by layer type and RoPE per layer type (Gemma 2 and 3): config_gemma.c */
+    rmlp_status s = arch->local_rope ? RMLP_OK : rope(c, m, ext);
+    if (s == RMLP_OK && arch->windows != ARCH_WINDOWS_LAYER_TYPES) s = windows(c, m, arch, ext);
     if (s == RMLP_OK) model_ext_summarize(ext);
     return s;
 }

@@ -16,7 +16,12 @@
 #define QWEN2 (1u << RMLP_ARCH_QWEN2)
 #define LLAMA (1u << RMLP_ARCH_LLAMA)
 #define MISTRAL (1u << RMLP_ARCH_MISTRAL)
-#define ALL (QWEN3 | QWEN2 | LLAMA | MISTRAL)
+#define GEMMA (1u << RMLP_ARCH_GEMMA)
+#define GEMMA2 (1u << RMLP_ARCH_GEMMA2)
+#define GEMMA3 (1u << RMLP_ARCH_GEMMA3_TEXT)
+#define LLAMA_LIKE (QWEN3 | QWEN2 | LLAMA | MISTRAL)
+#define GEMMAS (GEMMA | GEMMA2 | GEMMA3)
+#define ALL (LLAMA_LIKE | GEMMAS)
 #define LISTED_KEYS 8
 
 typedef enum config_key_use {
@@ -50,13 +55,16 @@ static const config_key table[] = {
      * scaled kinds rotate part of a head by it (refused) */
     {"partial_rotary_factor", ALL, CONFIG_KEY_READ, NULL},
     /* llama3's and yarn's original context, before rope_parameters' own (transformers' standardisation) */
-    {"original_max_position_embeddings", ALL, CONFIG_KEY_READ, NULL},
-    {"hidden_act", ALL, CONFIG_KEY_READ, NULL},
+    {"original_max_position_embeddings", LLAMA_LIKE | GEMMA | GEMMA2, CONFIG_KEY_READ, NULL},
+    {"original_max_position_embeddings", GEMMA3, CONFIG_KEY_INERT, "Gemma 3's RoPE per layer type takes it from "
+                                                                   "each layer type's object only"},
+    {"hidden_act", LLAMA_LIKE | GEMMA, CONFIG_KEY_READ, NULL},
+    {"hidden_activation", GEMMA2 | GEMMA3, CONFIG_KEY_READ, NULL},
     {"tie_word_embeddings", ALL, CONFIG_KEY_READ, NULL},
-    {"attention_bias", QWEN3 | LLAMA, CONFIG_KEY_READ, NULL},
+    {"attention_bias", QWEN3 | LLAMA | GEMMAS, CONFIG_KEY_READ, NULL},
     {"mlp_bias", LLAMA, CONFIG_KEY_READ, NULL},
     {"layer_types", ALL, CONFIG_KEY_READ, NULL},
-    {"use_sliding_window", ALL, CONFIG_KEY_READ, NULL},
+    {"use_sliding_window", LLAMA_LIKE, CONFIG_KEY_READ, NULL},
     {"max_window_layers", QWEN3 | QWEN2, CONFIG_KEY_READ, NULL},
     {"sliding_window", ALL, CONFIG_KEY_READ, NULL},
     {"is_causal", ALL, CONFIG_KEY_READ, NULL},
@@ -67,6 +75,12 @@ static const config_key table[] = {
     {"decoder", ALL, CONFIG_KEY_READ, NULL},
     {"generator", ALL, CONFIG_KEY_READ, NULL},
     {"quantization_config", ALL, CONFIG_KEY_READ, NULL},
+    {"use_bidirectional_attention", GEMMAS, CONFIG_KEY_READ, NULL},
+    {"final_logit_softcapping", GEMMA2 | GEMMA3, CONFIG_KEY_READ, NULL},
+    {"query_pre_attn_scalar", GEMMA2 | GEMMA3, CONFIG_KEY_READ, NULL},
+    {"attn_logit_softcapping", GEMMA2, CONFIG_KEY_READ, NULL},
+    {"attn_logit_softcapping", GEMMA3, CONFIG_KEY_INERT, "Gemma3Attention keeps it but never passes it to its "
+                                                          "attention: Gemma 3 does not cap"},
     /* read by transformers, without effect on the numbers of a forward */
     {"architectures", ALL, CONFIG_KEY_INERT, "names a class; model_type decides the architecture"},
     {"transformers_version", ALL, CONFIG_KEY_INERT, "bookkeeping"},
@@ -97,12 +111,14 @@ static const config_key table[] = {
     {"vision_aspect_ratio", ALL, CONFIG_KEY_INERT, "a multimodal call's default; a text decoder takes none"},
     {"vision_feature_layer", ALL, CONFIG_KEY_INERT, "a multimodal call's default; a text decoder takes none"},
     {"vision_feature_select_strategy", ALL, CONFIG_KEY_INERT, "a multimodal call's default; a text decoder takes none"},
+    {"_sliding_window_pattern", GEMMA3, CONFIG_KEY_INERT, "what Gemma3TextConfig writes of the pattern it derived "
+                                                          "layer_types from; it reads layer_types, else "
+                                                          "sliding_window_pattern"},
 };
 
-/* Whether `name` is in the table for `arch`. */
-static bool config_key_known(const char *name, const arch_info *arch) {
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (strcmp(table[i].name, name) == 0) return (table[i].archs & (1u << arch->id)) != 0;
+bool config_keys_read_by(const char *name, const arch_info *arch) {
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) /* a key may have a row per use */
+        if (strcmp(table[i].name, name) == 0 && (table[i].archs & (1u << arch->id)) != 0) return true;
     return false;
 }
 
@@ -110,13 +126,13 @@ size_t config_keys_unread_report(const json_t *root, const arch_info *arch, char
     size_t unread = 0, listed = 0, len = 0;
     const char *key;
     json_t *value;
-    json_object_foreach((json_t *)root, key, value) unread += !config_key_known(key, arch);
+    json_object_foreach((json_t *)root, key, value) unread += !config_keys_read_by(key, arch);
     if (unread == 0) return 0;
     APPEND(buf, cap, &len, "config.json has %zu key%s that transformers' %s model does not read, ignored as it "
            "ignores them:", unread, unread > 1 ? "s" : "", arch->model_type);
     json_object_foreach((json_t *)root, key, value) {
         if (listed == LISTED_KEYS) break;
-        if (!config_key_known(key, arch)) APPEND(buf, cap, &len, "%s '%s'", listed++ ? "," : "", key);
+        if (!config_keys_read_by(key, arch)) APPEND(buf, cap, &len, "%s '%s'", listed++ ? "," : "", key);
     }
     if (unread > listed) APPEND(buf, cap, &len, " and %zu more", unread - listed);
     APPEND(buf, cap, &len, "\n");

@@ -11,6 +11,7 @@
 #ifndef RMLP_MODEL_CONFIG_KEYS_H
 #define RMLP_MODEL_CONFIG_KEYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "arch.h"
@@ -21,6 +22,11 @@ struct json_t;
  * NUL-terminated when cap suffices; buf NULL to measure). Returns its length without the NUL, 0
  * when every key is known. */
 size_t config_keys_unread_report(const struct json_t *root, const arch_info *arch, char *buf, size_t cap);
+
+/* Whether transformers reads key `name` for `arch` (the table's row for it names the arch): the
+ * keys only some architectures read (use_bidirectional_attention, final_logit_softcapping) are
+ * honoured or refused only for those. */
+bool config_keys_read_by(const char *name, const arch_info *arch);
 
 /* The load report's line when `root`'s auto_map names custom code for a model class (AutoModel...),
  * which transformers runs in place of its own layers only with trust_remote_code; buf and the

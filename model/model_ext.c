@@ -29,15 +29,20 @@ rmlp_status model_ext_init(const char *fn, const rmlp_model_config *config, mode
     ext->n_layers = (uint32_t)n;
     ext->layers = ext->storage;
     float *freqs = (float *)(ext->layers + n);
-    float scale = 1.0f / sqrtf((float)config->head_dim);
+    float scale = model_ext_scale(config), softcap = (float)config->attn_logit_softcapping;
     for (size_t i = 0; i < n; i++)
-        ext->layers[i] = (layer_attention){config->sliding_window, 0.0f, scale, MODEL_ROPE_GLOBAL};
+        ext->layers[i] = (layer_attention){config->sliding_window, softcap, scale, MODEL_ROPE_GLOBAL};
     for (int r = 0; r < MODEL_ROPE_MAX; r++) {
         ext->rope[r] = (model_rope){freqs + (size_t)r * half, 1.0f, config->rope_theta};
         model_rope_default(config->rope_theta, config->head_dim, ext->rope[r].inv_freq);
     }
     model_ext_summarize(ext);
     return RMLP_OK;
+}
+
+float model_ext_scale(const rmlp_model_config *config) {
+    if (config->query_pre_attn_scalar > 0.0) return (float)pow(config->query_pre_attn_scalar, -0.5);
+    return 1.0f / sqrtf((float)config->head_dim);
 }
 
 void model_ext_summarize(model_ext *ext) {

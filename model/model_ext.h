@@ -57,11 +57,15 @@ typedef struct model_ext {
 } model_ext;
 
 /* The model of the public config alone: every layer full attention (or config->sliding_window,
- * Mistral's, where it is set), no soft-cap, scale 1/sqrt(head_dim), one table of plain RoPE with
+ * Mistral's, where it is set), config's soft-cap (attn_logit_softcapping) and scale
+ * (model_ext_scale), one table of plain RoPE with
  * config->rope_theta (both tables allocated, the local one a copy). On failure
  * (RMLP_ERR_OUT_OF_MEMORY, or RMLP_ERR_MODEL past MODEL_MAX_LAYERS or MODEL_MAX_HEAD_DIM,
  * reported as `fn`) *ext is zeroed. */
 rmlp_status model_ext_init(const char *fn, const rmlp_model_config *config, model_ext *ext);
+/* The attention scale of config: query_pre_attn_scalar^-0.5 where it is set (Gemma 2 and 3), else
+ * 1 / sqrt(head_dim), as an fp32 (transformers multiplies fp32 scores by the Python float). */
+float model_ext_scale(const rmlp_model_config *config);
 /* Frees the storage and zeroes *ext (a zeroed ext is a no-op). */
 void model_ext_free(model_ext *ext);
 /* Recomputes any_window, any_softcap and n_rope from the layers (after config.c set them). */

@@ -144,10 +144,11 @@ size_t weights_layer_tensors(const rmlp_model_config *c, layer_tensor out[W_ROLE
     uint64_t h = c->hidden_size, inter = c->intermediate_size, hd = c->head_dim;
     uint64_t q = (uint64_t)c->num_attention_heads * hd, kv = (uint64_t)c->num_key_value_heads * hd;
     bool qkv_bias = c->attention_bias, qk_norm = c->qk_norm, o_bias = c->o_proj_bias, mlp_bias = c->mlp_bias;
+    bool sandwich = c->sandwich_norms; /* Gemma 2: post_attention_layernorm norms the attention output */
     const struct {
         bool present;
         layer_tensor t;
-    } all[W_ROLES] = {
+    } all[W_ROLES + 1] = {
         {true, {"input_layernorm.weight", W_INPUT_NORM, h, 0, false}},
         {true, {"self_attn.q_proj.weight", W_Q, q, h, false}},
         {true, {"self_attn.k_proj.weight", W_K, kv, h, true}},
@@ -159,16 +160,19 @@ size_t weights_layer_tensors(const rmlp_model_config *c, layer_tensor out[W_ROLE
         {qk_norm, {"self_attn.k_norm.weight", W_K_NORM, hd, 0, false}},
         {true, {"self_attn.o_proj.weight", W_O, h, q, false}},
         {o_bias, {"self_attn.o_proj.bias", W_O_BIAS, h, 0, false}},
-        {true, {"post_attention_layernorm.weight", W_POST_NORM, h, 0, false}},
+        {sandwich, {"post_attention_layernorm.weight", W_ATTN_OUT_NORM, h, 0, false}},
+        {!sandwich, {"post_attention_layernorm.weight", W_POST_NORM, h, 0, false}},
+        {sandwich, {"pre_feedforward_layernorm.weight", W_POST_NORM, h, 0, false}},
         {true, {"mlp.gate_proj.weight", W_GATE, inter, h, false}},
         {true, {"mlp.up_proj.weight", W_UP, inter, h, true}},
         {mlp_bias, {"mlp.gate_proj.bias", W_GATE_BIAS, inter, 0, false}},
         {mlp_bias, {"mlp.up_proj.bias", W_UP_BIAS, inter, 0, true}},
         {true, {"mlp.down_proj.weight", W_DOWN, h, inter, false}},
         {mlp_bias, {"mlp.down_proj.bias", W_DOWN_BIAS, h, 0, false}},
+        {sandwich, {"post_feedforward_layernorm.weight", W_MLP_OUT_NORM, h, 0, false}},
     };
     size_t n = 0;
-    for (size_t i = 0; i < W_ROLES; i++)
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i].present) out[n++] = all[i].t;
     return n;
 }
@@ -187,7 +191,9 @@ static float **cpu_field(layer_weights *w, weight_role role) {
     case W_K_NORM: return &w->k_norm;
     case W_O: return &w->o_proj;
     case W_O_BIAS: return &w->o_bias;
+    case W_ATTN_OUT_NORM: return &w->attn_out_norm;
     case W_POST_NORM: return &w->post_norm;
+    case W_MLP_OUT_NORM: return &w->mlp_out_norm;
     case W_GATE:
     case W_UP: return &w->gate_up;
     case W_GATE_BIAS:
@@ -205,6 +211,23 @@ static rmlp_status load_layer(const checkpoint *ckpt, const rmlp_model_config *c
     for (size_t k = 0; k < n; k++)
         add(&ps, prefix, i, tensors[k].suffix, cpu_field(w, tensors[k].role), tensors[k].rows, tensors[k].cols);
     return load(ckpt, &ps);
+}
+
+/* w (n) += 1: GemmaRMSNorm's 1 + w, the fp32 sum it forms (NULL: no such norm). */
+static void plus_one(float *w, uint64_t n) {
+    for (uint64_t i = 0; w != NULL && i < n; i++) w[i] += 1.0f;
+}
+
+static void norms_plus_one(const rmlp_model_config *c, model_weights *out) {
+    plus_one(out->final_norm, c->hidden_size);
+    for (uint32_t i = 0; i < c->num_hidden_layers; i++) {
+        layer_weights *w = &out->layers[i];
+        float *hidden_norms[] = {w->input_norm, w->post_norm, w->attn_out_norm, w->mlp_out_norm};
+        for (size_t k = 0; k < sizeof hidden_norms / sizeof hidden_norms[0]; k++)
+            plus_one(hidden_norms[k], c->hidden_size);
+        plus_one(w->q_norm, c->head_dim);
+        plus_one(w->k_norm, c->head_dim);
+    }
 }
 
 rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, bool bf16_matrices, model_weights *out) {
@@ -232,6 +255,7 @@ rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, bool
     }
     if (out->lm_head == NULL && config->tie_word_embeddings) out->lm_head = out->embed;
     config->has_lm_head = out->lm_head != NULL;
+    if (config->norm_weight_plus_one) norms_plus_one(config, out);
     return RMLP_OK;
 }
 
@@ -239,8 +263,9 @@ void weights_free(model_weights *weights, const rmlp_model_config *config) {
     if (weights == NULL) return;
     for (uint32_t i = 0; weights->layers != NULL && i < config->num_hidden_layers; i++) {
         layer_weights *w = &weights->layers[i];
-        float *arrays[] = {w->input_norm, w->qkv,     w->qkv_bias,     w->q_norm, w->k_norm,   w->o_proj,
-                           w->o_bias,     w->post_norm, w->gate_up, w->gate_up_bias, w->down, w->down_bias};
+        float *arrays[] = {w->input_norm, w->qkv,       w->qkv_bias,      w->q_norm,       w->k_norm,
+                           w->o_proj,     w->o_bias,    w->attn_out_norm, w->post_norm,    w->gate_up,
+                           w->gate_up_bias, w->down,    w->down_bias,     w->mlp_out_norm};
         for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) free(arrays[k]);
         free(w->qkv_bf16), free(w->o_proj_bf16), free(w->gate_up_bf16), free(w->down_bf16);
     }

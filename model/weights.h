@@ -17,7 +17,9 @@ typedef struct layer_weights {
     float *k_norm;       /* (head_dim), or NULL without q/k norm */
     float *o_proj;       /* (hidden, q_dim) */
     float *o_bias;       /* (hidden), or NULL without o_proj bias */
-    float *post_norm;    /* (hidden) */
+    float *post_norm;    /* (hidden): the MLP's input norm (Gemma 2's pre_feedforward_layernorm) */
+    float *attn_out_norm; /* (hidden): the attention output's norm (sandwich norms), or NULL */
+    float *mlp_out_norm; /* (hidden): the MLP output's norm (sandwich norms), or NULL */
     float *gate_up;      /* (2 * intermediate, hidden): gate rows, then up rows */
     float *gate_up_bias; /* (2 * intermediate), or NULL without MLP bias */
     float *down;         /* (hidden, intermediate) */
@@ -30,8 +32,8 @@ typedef struct layer_weights {
 /* Which weight of a layer a tensor is. The CPU and CUDA loaders and the checkpoint audit all
  * take a layer's tensors from weights_layer_tensors, so they agree on what an architecture has. */
 typedef enum weight_role {
-    W_INPUT_NORM, W_Q, W_K, W_V, W_Q_BIAS, W_K_BIAS, W_V_BIAS, W_Q_NORM, W_K_NORM, W_O, W_O_BIAS, W_POST_NORM,
-    W_GATE, W_UP, W_GATE_BIAS, W_UP_BIAS, W_DOWN, W_DOWN_BIAS, W_ROLES
+    W_INPUT_NORM, W_Q, W_K, W_V, W_Q_BIAS, W_K_BIAS, W_V_BIAS, W_Q_NORM, W_K_NORM, W_O, W_O_BIAS, W_ATTN_OUT_NORM,
+    W_POST_NORM, W_GATE, W_UP, W_GATE_BIAS, W_UP_BIAS, W_DOWN, W_DOWN_BIAS, W_MLP_OUT_NORM, W_ROLES
 } weight_role;
 
 typedef struct layer_tensor {
@@ -64,7 +66,9 @@ typedef struct model_weights {
 } model_weights;
 
 /* Reads every tensor the config calls for, converting F16/BF16 to fp32; with bf16_matrices each
- * layer's four matrices are then held in bf16 (weights_bf16.h). Sets config->has_lm_head.
+ * layer's four matrices are then held in bf16 (weights_bf16.h). With norm_weight_plus_one every
+ * norm weight is held as 1 + w (the fp32 sum GemmaRMSNorm forms), so the layers apply it as any
+ * other. Sets config->has_lm_head.
  * Errors: RMLP_ERR_MODEL naming the missing tensor or the shape that disagrees (or the weight
  * bf16 cannot hold), RMLP_ERR_OUT_OF_MEMORY. On error nothing is left allocated. */
 rmlp_status weights_load(const checkpoint *ckpt, rmlp_model_config *config, bool bf16_matrices, model_weights *out);

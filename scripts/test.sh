@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The test command: sets up (scripts/setup.sh), then runs
+# The test command: sets up (scripts/setup.sh --tests: every target; CUDA for architectures 75 and 90), then runs
 #   1. ctest on build/ (CPU tests, header drift, install + C host; GPU tests skip visibly without a device),
+#   1b. the CUDA code against CUDA 12.9 (TEI's images) beside build/'s toolkit: PyPI's 12.9 wheels in build/cuda12,
+#      the .cu files through clang's CUDA mode, the loader on 12.9's libcublas (scripts/check_cuda12.sh; at most
+#      30 min, the first time ~1 GB from PyPI; skipped with a message where PyPI is unreachable),
 #   2. the C suite again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/),
 #   3. cargo test for the Rust crates (bindings/rust/*, integration_tests/rust-host) against build/, and the TEI
 #      drop-in (integration_tests/tei-dropin: TEI's call sites, one dependency line, no environment),
@@ -19,10 +22,19 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
 
-"$root/scripts/setup.sh"
+# CUDA: two of the seven default architectures (docs/building.md): 75, below FlashInfer's sm_80 paths,
+# and 90, with FlashInfer's Hopper kernels; 80-89 and 100-120 compile the same source paths as 90 (gpu/
+# has no per-architecture code), and all seven take twice the CPU (10 against 5 min).
+# CUDA_COMPUTE_CAP in the environment builds that one instead.
+ci_cuda=(-DCMAKE_CUDA_ARCHITECTURES="75-real;90")
+[ -z "${CUDA_COMPUTE_CAP:-}" ] || ci_cuda=(-UCMAKE_CUDA_ARCHITECTURES)
+"$root/scripts/setup.sh" --tests "${ci_cuda[@]}"
 
 echo "== ctest (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== CUDA 12.9 (scripts/check_cuda12.sh)"
+RMLP_CUDA12_JOBS=$jobs timeout -k 10 1800 "$root/scripts/check_cuda12.sh" build
 
 echo "== ctest under ASan+UBSan (build-asan/)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRMLP_CUDA=OFF -DRMLP_SANITIZE=ON >/dev/null

@@ -3,16 +3,24 @@
 one layer, --json: per mode (off, on, compact) the forward's GEMM, attention, elementwise, gather
 and other time, which are non-negative and add up to that mode's forward time within the clock's
 reach, the plan's build time, and outputs of the three modes that agree. The text table prints the
-same breakdown under the case. `bench --serve --cost model` (a short rerank trace) gives the same
+same breakdown under each case, and stderr the run's progress: before each case its place and the
+estimate of what is left, at the end the whole run's time. Without options the bench runs one case
+per regime (deep sharing, a reranker's batch, nothing shared) whose estimate at the reference
+machine's rates on 2 threads fits in the two minutes the main job has; --full runs the whole grid
+of 11 cases, --quick its three smallest (--list names them, running nothing). `bench --serve --cost model` (a short rerank trace) gives the same
 rows in two runs (but for the CPU times measured: the batcher's own, checked for order, and the
 forwards'): the cost model charges nothing measured; and `--route rr|prefix` runs only that route
 at K > 1, each row as in the run of both. `--slo-ms` brackets each policy's highest load at a p99
-wait bound, which plain runs at the two loads confirm.
+wait bound, which plain runs at the two loads confirm. The Gemma-2B shape (--shape gemma-2b) runs
+the same case with its three modes agreeing.
 
     python3 tests/cli_bench_cpu.py BUILD/radixmlp
 """
 import json
+import os
+import subprocess
 import sys
+import tempfile
 
 from cli_check import check, radixmlp, summary
 
@@ -21,6 +29,13 @@ from cli_check import check, radixmlp, summary
 def bench(exe, *args):
     return radixmlp(exe, "bench", "--case", "b32_p128_s32", "--layers", "1", "--repeat", "1", *args)
 
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration_tests", "fixtures", "qwen3_tiny")
+
+# The whole grid (--full), in the order it runs: what `radixmlp bench` ran by default before the main
+# job was cut to one case per regime.
+GRID = ["b32_p128_s32", "b32_p128_s64", "b32_p448_s32", "b32_p448_s64", "b32_p128_s256", "b32_p448_s256",
+        "b32_p2048_s32", "b32_p2048_s64", "b32_p2048_s256", "rerank_msmarco_32", "no_sharing_b32_s512"]
 
 MEASURED = ("measured_busy_s", "next_p50_us", "next_p99_us", "next_max_us", "push_mean_us")
 
@@ -50,10 +65,67 @@ def main():
         check(row["max_abs_diff"] < 1e-4 and row["max_abs_diff_compact"] < 1e-4,
               "off vs on / compact: %g / %g" % (row["max_abs_diff"], row["max_abs_diff_compact"]))
         check(row["n_compact"] < row["n_tokens"] and row["use_radix"], "a shared prefix: %r" % row)
+    # the Gemma-2B shape (bge-reranker-v2-gemma's: GeGLU, one KV head of 256) on a small rerank-like
+    # batch (a query and 4 passages): radix on and compact agree with off
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+        query = list(range(1, 17))
+        seqs = [query + [100 + 10 * p + t for t in range(8 + p)] for p in range(4)]
+        cu = [0]
+        for q in seqs:
+            cu.append(cu[-1] + len(q))
+        f.write(json.dumps({"case": "gemma_rerank", "input_ids": sum(seqs, []), "cu_seqlens": cu}) + "\n")
+        f.flush()
+        r = radixmlp(exe, "bench", "--batches", f.name, "--layers", "1", "--repeat", "1", "--json", "--shape",
+                     "gemma-2b")
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    check(r.returncode == 0 and len(rows) == 1 and rows[0]["max_abs_diff"] < 1e-4 and
+          rows[0]["max_abs_diff_compact"] < 1e-4 and rows[0]["use_radix"],
+          "bench --shape gemma-2b: exit %d, rows %r, stderr %r" % (r.returncode, rows, r.stderr[-500:]))
     r = bench(exe)
     lines = r.stdout.splitlines()
     check(r.returncode == 0 and any(l.strip().startswith("off ") and "gemm" in l and "attention" in l for l in lines)
           and any(l.strip().startswith("compact ") for l in lines), "the text table's breakdown: %r" % r.stdout)
+    check(r.stderr.count("radixmlp bench: [1/1] b32_p128_s32 (5120 tokens, 1 layers), about ") == 1
+          and " s left..." in r.stderr and "radixmlp bench: 1 case in " in r.stderr, "the progress: %r" % r.stderr)
+    # The progress of a run of several cases: two small batches of a file on the fixture model.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "two.jsonl")
+        with open(path, "w") as f:
+            f.write(json.dumps({"case": "first", "input_ids": [5, 6, 7, 8, 5, 6, 7, 9], "cu_seqlens": [0, 4, 8]}) + "\n")
+            f.write(json.dumps({"case": "second", "input_ids": [3, 4, 3, 4, 2], "cu_seqlens": [0, 2, 5]}) + "\n")
+        r = radixmlp(exe, "bench", "--model", FIXTURE, "--batches", path, "--repeat", "1")
+        progress = [l for l in r.stderr.splitlines() if l.startswith("radixmlp bench: [")]
+        check(r.returncode == 0 and len(progress) == 2
+              and progress[0].startswith("radixmlp bench: [1/2] first (8 tokens, ")
+              and progress[1].startswith("radixmlp bench: [2/2] second (5 tokens, ")
+              and all(" s left..." in l for l in progress) and "radixmlp bench: 2 cases in " in r.stderr,
+              "the progress of two cases: exit %d, %r" % (r.returncode, r.stderr))
+    # The cases of a run (--list runs nothing): the main job, --full and --quick.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
+    listed = {}
+    for mode in ("main", "--full", "--quick"):
+        args = [exe, "bench", "--list", "--json"] + ([] if mode == "main" else [mode])
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        listed[mode] = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+        check(r.returncode == 0 and listed[mode], "bench --list %s: exit %d, %r" % (mode, r.returncode, r.stderr))
+    main = listed["main"]
+    check([row["regime"] for row in main] == ["deep sharing", "a reranker's batch", "nothing shared"]
+          and all(row["case"] in GRID for row in main), "the main job, one case per regime: %r" % main)
+    if len(main) == 3:
+        deep, rerank, nothing = main
+        check(deep["n_compact"] <= 0.2 * deep["n_tokens"] and "rerank" in rerank["case"]
+              and rerank["n_compact"] < rerank["n_tokens"] and nothing["n_compact"] == nothing["n_tokens"],
+              "the regimes' N'/N: %r" % main)
+    check(sum(row["estimate_s"] for row in main) <= 90, "the main job should take %.0f s on 2 threads, over the "
+          "90 s it has (two minutes less the model's setup): %r" % (sum(row["estimate_s"] for row in main), main))
+    check([row["case"] for row in listed["--full"]] == GRID, "--full: the whole grid: %r" % listed["--full"])
+    check([row["case"] for row in listed["--quick"]] == GRID[:3], "--quick: %r" % listed["--quick"])
+    for args, want in ((("--full", "--quick"), "--full runs the whole built-in grid; --quick picks other cases"),
+                       (("--full", "--case", "rerank"), "--full runs the whole built-in grid; --case picks"),
+                       (("--list", "--trace", "rerank"), "--list is about the cases; --trace runs its own"),
+                       (("--list", "--dump-batches", "x.jsonl"), "--list runs nothing, so --dump-batches")):
+        r = radixmlp(exe, "bench", *args)
+        check(r.returncode == 2 and want in r.stderr, "bench %s: exit %d, %r" % (args, r.returncode, r.stderr))
     serve = ("--serve", "--trace", "rerank", "--requests", "12", "--sweep", "none", "--capacity", "--cost", "model")
     runs = [radixmlp(exe, "bench", *serve, "--json") for _ in range(2)]
     for r in runs:

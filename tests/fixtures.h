@@ -16,11 +16,11 @@
 /* The fixtures' folders, for `static const char *const names[] = FIXTURE_NAMES;`: the first
  * three are those a quick run takes; the *_bias ones have every bias flag of their
  * architecture's config.json on; the *_window ones sliding windows, llama3_rope, qwen2_yarn and
- * qwen3_linear RoPE scaling. */
+ * qwen3_linear RoPE scaling; gemma_bias, gemma2_window and gemma3_text the Gemma family. */
 #define FIXTURE_NAMES                                                                                      \
     {"qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny", "qwen3_embedding_noprefix", "llama_bias", \
      "qwen3_bias", "qwen2_bias", "mistral_bias", "qwen2_window", "mistral_window", "llama3_rope",           \
-     "qwen2_yarn", "qwen3_linear"}
+     "qwen2_yarn", "qwen3_linear", "gemma_bias", "gemma2_window", "gemma3_text"}
 
 typedef struct fixture_batch {
     uint32_t *ids, *pos; /* (n_tokens): token ids, positions 0.. within each sequence */

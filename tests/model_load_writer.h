@@ -57,10 +57,15 @@ typedef struct spec {
     int old_form;       /* config.json as older hub checkpoints have it (top-level rope_theta, ...) */
     int o_bias, mlp_bias; /* write the o_proj bias, the gate/up/down biases */
     int head_equal;       /* lm_head.weight written as a copy of the embedding */
+    int sandwich;         /* write Gemma 2's pre_ and post_feedforward_layernorm */
 } spec;
 
+/* The Gemma family: config.json's keys of its config classes (no use_sliding_window; Gemma 2 and
+ * 3 name the activation hidden_activation). */
+static inline int is_gemma(const spec *s) { return strncmp(s->model_type, "gemma", 5) == 0; }
+
 /* config.json as transformers 5 writes it (rope_parameters, layer_types). */
-static const spec QWEN3 = {"qwen3", "model.", "F32", 0, 1, 1, 0, HEAD_DIM, 1, 0, 0, 0, 0};
+static const spec QWEN3 = {"qwen3", "model.", "F32", 0, 1, 1, 0, HEAD_DIM, 1, 0, 0, 0, 0, 0};
 
 /* What transformers 5 does with tie_word_embeddings and a lm_head.weight of the file's own: the
  * head is tied when it equals the embedding, else kept untied (lm_head.h). */
@@ -114,6 +119,7 @@ static inline void build_tensors(const spec *s, uint64_t seed, stw *w) {
         add_random(w, &rng, s, i, "self_attn.o_proj.weight", HIDDEN, q);
         if (s->o_bias) add_random(w, &rng, s, i, "self_attn.o_proj.bias", HIDDEN, 0);
         add_random(w, &rng, s, i, "post_attention_layernorm.weight", HIDDEN, 0);
+        if (s->sandwich) add_random(w, &rng, s, i, "pre_feedforward_layernorm.weight", HIDDEN, 0);
         add_random(w, &rng, s, i, "mlp.gate_proj.weight", INTER, HIDDEN);
         add_random(w, &rng, s, i, "mlp.up_proj.weight", INTER, HIDDEN);
         add_random(w, &rng, s, i, "mlp.down_proj.weight", HIDDEN, INTER);
@@ -122,6 +128,7 @@ static inline void build_tensors(const spec *s, uint64_t seed, stw *w) {
             add_random(w, &rng, s, i, "mlp.up_proj.bias", INTER, 0);
             add_random(w, &rng, s, i, "mlp.down_proj.bias", HIDDEN, 0);
         }
+        if (s->sandwich) add_random(w, &rng, s, i, "post_feedforward_layernorm.weight", HIDDEN, 0);
     }
     add_random(w, &rng, s, -1, "norm.weight", HIDDEN, 0);
     const stw_tensor *embed = stw_find(w, tensor_name(s, -1, "embed_tokens.weight"));
@@ -156,9 +163,10 @@ static inline void build_config(const spec *s, stw_json *j) {
         stw_json_set(j, "layer_types", "[\"full_attention\", \"full_attention\"]");
         stw_json_set(j, "dtype", "\"float32\"");
     }
-    stw_json_set(j, "hidden_act", "\"silu\"");
+    stw_json_set(j, is_gemma(s) && strcmp(s->model_type, "gemma") != 0 ? "hidden_activation" : "hidden_act",
+                 "\"silu\"");
     stw_json_set(j, "tie_word_embeddings", s->tie ? "true" : "false");
-    stw_json_set(j, "use_sliding_window", "false");
+    if (!is_gemma(s)) stw_json_set(j, "use_sliding_window", "false");
     stw_json_set(j, "sliding_window", "null");
 }
 

@@ -134,31 +134,40 @@ static void expect_windows(const arch_info *row, const char *what, const char *e
 }
 
 /* use_sliding_window, sliding_window, max_window_layers and layer_types by the row's kind of windows:
- * Qwen's per layer (transformers' __post_init__), Mistral's every layer (absent: 4096), Llama's none. */
+ * Qwen's per layer (transformers' __post_init__), Mistral's every layer (absent: 4096), Llama's none,
+ * Gemma 2 and 3's by layer type (absent: 4096 in every layer but each window_pattern-th; null
+ * refused where a layer slides; use_sliding_window and max_window_layers not read). */
 static void test_config_windows(const arch_info *row) {
     static const uint32_t none[] = {0, 0}, second[] = {0, 8}, first5[] = {5, 0}, all8[] = {8, 8};
     static const uint32_t all4096[] = {4096, 4096};
     bool per_layer = row->windows == ARCH_WINDOWS_PER_LAYER, every = row->windows == ARCH_WINDOWS_ALL;
-    const char *use_refused = "use_sliding_window true is not supported";
+    bool by_type = row->windows == ARCH_WINDOWS_LAYER_TYPES;
+    /* the two layers by the row's pattern: layer i slides unless i + 1 is a multiple of it */
+    uint32_t pattern8[2], pattern4096[2];
+    for (uint32_t i = 0; i < 2; i++) {
+        bool slides = by_type && (i + 1) % row->window_pattern != 0;
+        pattern8[i] = slides ? 8 : 0, pattern4096[i] = slides ? 4096 : 0;
+    }
+    const char *use_refused = "use_sliding_window true is not supported", *null_refused = "but sliding_window is null";
     expect_windows(row, "use_sliding_window, every layer below max_window_layers",
                    ", \"use_sliding_window\": true, \"sliding_window\": 8, \"max_window_layers\": 2",
-                   per_layer ? none : NULL, use_refused);
+                   per_layer ? none : by_type ? pattern8 : NULL, use_refused);
     expect_windows(row, "use_sliding_window, layer 1 past max_window_layers",
                    ", \"use_sliding_window\": true, \"sliding_window\": 8, \"max_window_layers\": 1",
-                   per_layer ? second : NULL, use_refused);
+                   per_layer ? second : by_type ? pattern8 : NULL, use_refused);
     expect_windows(row, "use_sliding_window, sliding_window null", ", \"use_sliding_window\": true, \"sliding_window\": "
-                   "null, \"max_window_layers\": 0", per_layer ? none : NULL, use_refused);
+                   "null, \"max_window_layers\": 0", per_layer ? none : NULL, by_type ? null_refused : use_refused);
     expect_windows(row, "layer_types", ", \"use_sliding_window\": true, \"sliding_window\": 5, \"max_window_layers\": 2, "
-                   "\"layer_types\": [\"sliding_attention\", \"attention\"]", per_layer ? first5 : NULL,
+                   "\"layer_types\": [\"sliding_attention\", \"attention\"]", per_layer || by_type ? first5 : NULL,
                    per_layer ? "" : use_refused);
     expect_windows(row, "layer_types without use_sliding_window", ", \"sliding_window\": 5, \"layer_types\": "
-                   "[\"sliding_attention\", \"full_attention\"]", NULL,
+                   "[\"sliding_attention\", \"full_attention\"]", by_type ? first5 : NULL,
                    per_layer ? "but the config has no sliding_window" : "which transformers'");
     /* Llama: transformers' cache keeps a window wherever sliding_window is set, so it is refused */
-    expect_windows(row, "sliding_window 8", ", \"sliding_window\": 8", every ? all8 : per_layer ? none : NULL,
-                   "sliding_window is set");
-    expect_windows(row, "sliding_window absent", "", every ? all4096 : none, "");
-    expect_windows(row, "sliding_window null", ", \"sliding_window\": null", none, "");
+    expect_windows(row, "sliding_window 8", ", \"sliding_window\": 8",
+                   every ? all8 : per_layer ? none : by_type ? pattern8 : NULL, "sliding_window is set");
+    expect_windows(row, "sliding_window absent", "", every ? all4096 : by_type ? pattern4096 : none, "");
+    expect_windows(row, "sliding_window null", ", \"sliding_window\": null", by_type ? NULL : none, null_refused);
 }
 
 static void test_config_keys(const arch_info *row) {
@@ -175,14 +184,18 @@ static void test_config_keys(const arch_info *row) {
               "%s: report %s", row->model_type, report);
     }
     free(report);
+    /* (Gemma 3 reads RoPE per layer type only: flat keys of rope_parameters are ignored there) */
     static const char *const refused[][2] = {{", \"is_causal\": false", "is_causal"},
                                              {", \"attention_chunk_size\": 8", "attention_chunk_size"},
                                              {", \"quantization_config\": {}", "quantization_config"},
                                              {", \"rope_parameters\": {\"type\": \"dynamic\", \"factor\": 2}", "rope_parameters.type"}};
+    static const char *const per_type[2] = {", \"rope_parameters\": {\"full_attention\": {\"type\": \"dynamic\"}}",
+                                            "rope_parameters.full_attention.type"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        status = config_read(write_config("refused", row->model_type, refused[i][0]), &c);
-        CHECK(status == RMLP_ERR_MODEL && strstr(rmlp_last_error(), refused[i][1]) != NULL, "%s%s: status %d, %s",
-              row->model_type, refused[i][0], status, rmlp_last_error());
+        const char *const *what = i == 3 && row->local_rope ? per_type : refused[i];
+        status = config_read(write_config("refused", row->model_type, what[0]), &c);
+        CHECK(status == RMLP_ERR_MODEL && strstr(rmlp_last_error(), what[1]) != NULL, "%s%s: status %d, %s",
+              row->model_type, what[0], status, rmlp_last_error());
     }
 }
 

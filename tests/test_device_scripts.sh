@@ -8,7 +8,8 @@
 #   - steps: the time limit (rc 124), "not run" when the budget is spent, RMLP_DEADLINE, the JSON
 #     record of awkward text, the summary naming what failed;
 #   - rmlp_build retries with FlashInfer off when the build fails, once per command, and says so; a
-#     build the budget leaves no time for is recorded as not run (no shell error).
+#     build the budget leaves no time for is recorded as not run (no shell error); the configure
+#     builds one architecture (CUDA_COMPUTE_CAP: the device's, 90 without one, or the caller's).
 # Usage: tests/test_device_scripts.sh (from anywhere; ctest runs it, label cpu).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,9 +50,10 @@ check "device_env.sh leaves PATH alone when nvcc is on it" test $? = 0
   rmlp_find_cublas 99 | cat >/dev/null
   [ -z "$LD_LIBRARY_PATH" ] || exit 1 # a pipeline's subshell loses the export: the bug this guards against
   rmlp_setup "cuBLAS" rmlp_find_cublas 99 >/dev/null
-  [ "${LD_LIBRARY_PATH%%:*}" = "$tmp/cuda/lib64" ] && grep -q 'libcublas.so.99' "$OUT/steps.jsonl"
+  [ "${LD_LIBRARY_PATH%%:*}" = "$tmp/cuda/lib64" ] && grep -q 'libcublas.so.99' "$OUT/steps.jsonl" &&
+    [ "$RADIX_MLP_CUBLAS" = "$tmp/cuda/lib64/libcublas.so.99" ]
 )
-check "rmlp_setup keeps rmlp_find_cublas's LD_LIBRARY_PATH (a pipeline does not)" test $? = 0
+check "rmlp_setup keeps rmlp_find_cublas's LD_LIBRARY_PATH and RADIX_MLP_CUBLAS (a pipeline does not)" test $? = 0
 bad=$(grep -n -E 'rmlp_find_cublas[^|#]*\||\$\(rmlp_find_cublas|<\(rmlp_find_cublas' scripts/device/*.sh)
 check "no device script runs rmlp_find_cublas in a pipeline or \$(...): $bad" test -z "$bad"
 
@@ -130,9 +132,13 @@ chmod +x "$tmp/fakebin/cmake"
   mkdir -p "$OUT"
   . scripts/device/device_env.sh
   budget=1000 build=$tmp/b
+  unset CUDA_COMPUTE_CAP
   rmlp_build 30 30 0 radixmlp >/dev/null && [ "$RMLP_BUILD_DIR" = "$tmp/b-nofi" ] || exit 1
   grep -q 'RMLP_FLASHINFER=OFF' "$tmp/b-nofi/CMakeCache.txt" && grep -q '"NOTE: built without FlashInfer"' "$OUT/steps.jsonl" &&
     grep -q 'fake failure' "$OUT/steps.jsonl" || exit 1
+  # one architecture: the device's (no nvidia-smi here: 90), or CUDA_COMPUTE_CAP's
+  command -v nvidia-smi >/dev/null || grep -q -- '-DCUDA_COMPUTE_CAP=90 ' "$tmp/b/CMakeCache.txt" || exit 1
+  CUDA_COMPUTE_CAP=80 rmlp_cmake_args "$tmp/arch" && [[ " ${RMLP_CMAKE_ARGS[*]} " == *" -DCUDA_COMPUTE_CAP=80 "* ]] || exit 1
   n=$(grep -c '"step": "build radixmlp in' "$OUT/steps.jsonl")
   rmlp_build 30 30 0 radixmlp >/dev/null && [ "$RMLP_BUILD_DIR" = "$tmp/b-nofi" ] || exit 1
   grep -q "\"step\": \"build in $tmp/b\", \"rc\": \"not run\"" "$OUT/steps.jsonl" &&

@@ -29,6 +29,7 @@
 #include "ffi/src/model_internal.h"
 #include "model/weights.h"
 #include "test_util.h"
+#include "fixtures.h"
 #include "gen_fixture.h"
 
 /* The plan of sequences seqs[0 .. n) (len[s] tokens, positions 0..). */
@@ -44,7 +45,8 @@ static int plan_of(rmlp_planner *planner, uint32_t (*seqs)[MAX_LEN * 2], const u
     return rmlp_plan_build(planner, ids, pos, cu[n], cu, n, &params, plan) == RMLP_OK ? 0 : -1;
 }
 
-/* logits (vocab) of a full forward of seq (len tokens) at its last row, on a context without a cache. */
+/* logits (vocab) of a full forward of seq (len tokens) at its last row, on a context without a cache,
+ * soft-capped (in double) where the model caps them (Gemma 2's final_logit_softcapping). */
 static int full_logits(rmlp_context *plain, rmlp_planner *planner, const uint32_t *seq, uint32_t len, float *hidden,
                        float *logits) {
     static uint32_t one[1][MAX_LEN * 2];
@@ -59,7 +61,8 @@ static int full_logits(rmlp_context *plain, rmlp_planner *planner, const uint32_
         double acc = 0.0;
         for (uint32_t d = 0; d < m->config.hidden_size; d++)
             acc += (double)last[d] * w->lm_head[(size_t)v * m->config.hidden_size + d];
-        logits[v] = (float)acc;
+        double cap = m->config.final_logit_softcapping;
+        logits[v] = (float)(cap != 0 ? cap * tanh(acc / cap) : acc);
     }
     return 0;
 }
@@ -409,10 +412,7 @@ int main(int argc, char **argv) {
         printf("usage: test_generate FIXTURES_DIR\n");
         return 2;
     }
-    static const char *const names[] = {"qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny",
-                                        "qwen3_embedding_noprefix", "llama_bias", "qwen3_bias", "qwen2_bias",
-                                        "mistral_bias", "qwen2_window", "mistral_window", "llama3_rope",
-                                        "qwen2_yarn", "qwen3_linear"};
+    static const char *const names[] = FIXTURE_NAMES;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_greedy(argv[1], names[i]);
     test_finish(argv[1]);
     test_threads(argv[1]);

@@ -44,6 +44,13 @@ static rmlp_status host_attention(void *user_data, const rmlp_attention_args *ar
     return rmlp_attention(user_data, args);
 }
 
+/* The scale a host gives the built-in attention: query_pre_attn_scalar^-0.5 (Gemma 2 and 3), else
+ * 1 / sqrt(head_dim). */
+static float layer_scale(const rmlp_model_config *cfg) {
+    return cfg->query_pre_attn_scalar > 0 ? (float)pow(cfg->query_pre_attn_scalar, -0.5)
+                                          : 1.0f / sqrtf((float)cfg->head_dim);
+}
+
 /* Embed, layers with rmlp_attention between the halves, final norm: as a host keeping attention does. */
 static rmlp_status run_per_layer(rmlp_context *ctx, const rmlp_model_config *cfg, const rmlp_plan *plan,
                                  const fixture_batch *b, float *out) {
@@ -53,7 +60,7 @@ static rmlp_status run_per_layer(rmlp_context *ctx, const rmlp_model_config *cfg
     float *k = tu_xmalloc(b->n_tokens * kvd * sizeof(float)), *v = tu_xmalloc(b->n_tokens * kvd * sizeof(float));
     rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
                                 .n_heads = cfg->num_attention_heads, .n_kv_heads = cfg->num_key_value_heads,
-                                .head_dim = cfg->head_dim, .scale = 1.0f / sqrtf((float)cfg->head_dim),
+                                .head_dim = cfg->head_dim, .scale = layer_scale(cfg),
                                 .dtype = RMLP_DTYPE_F32, .cu_seqlens = b->cu, .out = attn};
     rmlp_status status = fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, out, false);
     free(hidden), free(q), free(k), free(v), free(attn);
@@ -81,12 +88,18 @@ static rmlp_status compact_attention(void *user_data, const rmlp_attention_args 
 }
 
 /* Whether a forward with a host's attention callback (its status) ran: RMLP_OK, or, on a model
- * whose sliding window is shorter than the batch's longest sequence, the refusal naming the window. */
+ * whose attention scores are soft-capped (Gemma 2) or whose sliding window is shorter than the
+ * batch's longest sequence, the refusal naming the soft-cap or the window. */
 static int callback_ran(const char *name, const char *what, rmlp_status status, const rmlp_model_config *cfg,
                         const rmlp_plan *plan) {
     uint32_t longest = 0;
     for (uint32_t s = 0; s < plan->n_seqs; s++)
         if (plan->cu_seqlens[s + 1] - plan->cu_seqlens[s] > longest) longest = plan->cu_seqlens[s + 1] - plan->cu_seqlens[s];
+    if (cfg->attn_logit_softcapping != 0) {
+        CHECK(status == RMLP_ERR_UNSUPPORTED && strstr(rmlp_last_error(), "soft-caps") != NULL,
+              "%s: %s with a soft-cap: status %d, %s", name, what, status, rmlp_last_error());
+        return 0;
+    }
     if (cfg->sliding_window != 0 && longest > cfg->sliding_window) {
         CHECK(status == RMLP_ERR_UNSUPPORTED && strstr(rmlp_last_error(), "sliding window") != NULL,
               "%s: %s past the window: status %d, %s", name, what, status, rmlp_last_error());
@@ -146,7 +159,7 @@ static void test_compact(const char *name, rmlp_model *model, rmlp_context *ctx,
     float *attn = tu_xmalloc(nc * qd * sizeof(float));
     rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
                                 .n_heads = cfg->num_attention_heads, .n_kv_heads = cfg->num_key_value_heads,
-                                .head_dim = cfg->head_dim, .scale = 1.0f / sqrtf((float)cfg->head_dim),
+                                .head_dim = cfg->head_dim, .scale = layer_scale(cfg),
                                 .dtype = RMLP_DTYPE_F32, .cu_seqlens = plan->cu_seqlens, .out = attn};
     CHECK(fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, again, true) == RMLP_OK,
           "%s: compact per-layer: %s", name, rmlp_last_error());

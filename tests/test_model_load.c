@@ -27,27 +27,33 @@ static float decode(const stw_tensor *t, uint64_t i) {
     return f;
 }
 
-/* got[0 ..) equals the written tensor's values bit for bit. */
-static void check_values(const char *what, const float *got, const stw *w, const char *name) {
+/* got[0 ..) equals the written tensor's values plus `plus` (0, or 1 for Gemma's norm weights, held
+ * as the fp32 sum 1 + w GemmaRMSNorm forms) bit for bit. */
+static void check_plus(const char *what, const float *got, const stw *w, const char *name, float plus) {
     const stw_tensor *t = stw_find(w, name);
     if (!CHECK(t != NULL && got != NULL, "%s: %s", what, name)) return;
     uint64_t n = t->nbytes / (strcmp(t->dtype, "BF16") == 0 ? 2 : 4), bad = 0;
     for (uint64_t i = 0; i < n; i++) {
-        float want = decode(t, i);
+        float want = decode(t, i) + plus;
         if (memcmp(&got[i], &want, 4) != 0 && bad++ == 0)
             printf("    %s: %s[%llu] = %g, want %g\n", what, name, (unsigned long long)i, got[i], want);
     }
     CHECK(bad == 0, "%s: %llu values of %s differ", what, (unsigned long long)bad, name);
 }
 
+static void check_values(const char *what, const float *got, const stw *w, const char *name) {
+    check_plus(what, got, w, name, 0.0f);
+}
+
 static void check_weights(const char *what, const spec *s, const stw *w, const rmlp_model_config *c,
                           const model_weights *mw) {
     uint64_t q = (uint64_t)HEADS * s->head_dim * HIDDEN, kv = (uint64_t)KV_HEADS * s->head_dim * HIDDEN;
+    float plus = is_gemma(s) ? 1.0f : 0.0f; /* norms: Gemma's 1 + w */
     check_values(what, mw->embed, w, tensor_name(s, -1, "embed_tokens.weight"));
-    check_values(what, mw->final_norm, w, tensor_name(s, -1, "norm.weight"));
+    check_plus(what, mw->final_norm, w, tensor_name(s, -1, "norm.weight"), plus);
     for (int i = 0; i < LAYERS; i++) {
         const layer_weights *l = &mw->layers[i];
-        check_values(what, l->input_norm, w, tensor_name(s, i, "input_layernorm.weight"));
+        check_plus(what, l->input_norm, w, tensor_name(s, i, "input_layernorm.weight"), plus);
         check_values(what, l->qkv, w, tensor_name(s, i, "self_attn.q_proj.weight"));
         check_values(what, l->qkv + q, w, tensor_name(s, i, "self_attn.k_proj.weight"));
         check_values(what, l->qkv + q + kv, w, tensor_name(s, i, "self_attn.v_proj.weight"));
@@ -59,13 +65,20 @@ static void check_weights(const char *what, const spec *s, const stw *w, const r
             CHECK(l->qkv_bias == NULL, "%s: layer %d has a bias", what, i);
         }
         if (c->qk_norm) {
-            check_values(what, l->q_norm, w, tensor_name(s, i, "self_attn.q_norm.weight"));
-            check_values(what, l->k_norm, w, tensor_name(s, i, "self_attn.k_norm.weight"));
+            check_plus(what, l->q_norm, w, tensor_name(s, i, "self_attn.q_norm.weight"), plus);
+            check_plus(what, l->k_norm, w, tensor_name(s, i, "self_attn.k_norm.weight"), plus);
         } else {
             CHECK(l->q_norm == NULL && l->k_norm == NULL, "%s: layer %d has q/k norms", what, i);
         }
         check_values(what, l->o_proj, w, tensor_name(s, i, "self_attn.o_proj.weight"));
-        check_values(what, l->post_norm, w, tensor_name(s, i, "post_attention_layernorm.weight"));
+        if (s->sandwich) { /* Gemma 2: the attention output's norm, then the MLP's around it */
+            check_plus(what, l->attn_out_norm, w, tensor_name(s, i, "post_attention_layernorm.weight"), plus);
+            check_plus(what, l->post_norm, w, tensor_name(s, i, "pre_feedforward_layernorm.weight"), plus);
+            check_plus(what, l->mlp_out_norm, w, tensor_name(s, i, "post_feedforward_layernorm.weight"), plus);
+        } else {
+            check_plus(what, l->post_norm, w, tensor_name(s, i, "post_attention_layernorm.weight"), plus);
+            CHECK(l->attn_out_norm == NULL && l->mlp_out_norm == NULL, "%s: layer %d has sandwich norms", what, i);
+        }
         check_values(what, l->gate_up, w, tensor_name(s, i, "mlp.gate_proj.weight"));
         check_values(what, l->gate_up + (uint64_t)INTER * HIDDEN, w, tensor_name(s, i, "mlp.up_proj.weight"));
         check_values(what, l->down, w, tensor_name(s, i, "mlp.down_proj.weight"));
@@ -121,10 +134,13 @@ static void check_valid(const char *what, const spec *s, const char *const *edit
     model_weights mw;
     rmlp_status status = load_all(at(dir, ""), &c, &mw);
     if (CHECK(status == RMLP_OK, "%s: status %d: %s", what, status, rmlp_last_error())) {
-        rmlp_arch arch = strcmp(s->model_type, "qwen2") == 0     ? RMLP_ARCH_QWEN2
-                         : strcmp(s->model_type, "llama") == 0   ? RMLP_ARCH_LLAMA
-                         : strcmp(s->model_type, "mistral") == 0 ? RMLP_ARCH_MISTRAL
-                                                                 : RMLP_ARCH_QWEN3;
+        rmlp_arch arch = strcmp(s->model_type, "qwen2") == 0         ? RMLP_ARCH_QWEN2
+                         : strcmp(s->model_type, "llama") == 0       ? RMLP_ARCH_LLAMA
+                         : strcmp(s->model_type, "mistral") == 0     ? RMLP_ARCH_MISTRAL
+                         : strcmp(s->model_type, "gemma") == 0       ? RMLP_ARCH_GEMMA
+                         : strcmp(s->model_type, "gemma2") == 0      ? RMLP_ARCH_GEMMA2
+                         : strcmp(s->model_type, "gemma3_text") == 0 ? RMLP_ARCH_GEMMA3_TEXT
+                                                                     : RMLP_ARCH_QWEN3;
         CHECK_EQ(c.architecture, arch, "%s", what);
         CHECK(c.vocab_size == VOCAB && c.hidden_size == HIDDEN && c.intermediate_size == INTER &&
                   c.num_hidden_layers == LAYERS && c.num_attention_heads == HEADS &&
@@ -134,12 +150,19 @@ static void check_valid(const char *what, const spec *s, const char *const *edit
         const char *window = edited(edits, "sliding_window");
         CHECK_EQ(c.sliding_window, arch == RMLP_ARCH_MISTRAL && window ? atoi(window) : 0, "%s", what);
         CHECK(c.rms_norm_eps == 1e-6 && c.rope_theta == 1e6, "%s: eps %g theta %g", what, c.rms_norm_eps, c.rope_theta);
-        /* transformers: Qwen2 always has q/k/v biases; Llama and Qwen3 q/k/v/o ones from
-         * attention_bias; Llama gate/up/down ones from mlp_bias; Mistral none. */
-        int reads = arch == RMLP_ARCH_LLAMA || arch == RMLP_ARCH_QWEN3;
+        /* transformers: Qwen2 always has q/k/v biases; Llama, Qwen3 and Gemma q/k/v/o ones from
+         * attention_bias; Llama gate/up/down ones from mlp_bias; Mistral none. Qwen3 and Gemma 3
+         * norm q and k; Gemma's norms scale by 1 + w (check_weights), its embedding by
+         * sqrt(hidden_size), Gemma 2 and 3 norm each sublayer's output. */
+        int reads = arch == RMLP_ARCH_LLAMA || arch == RMLP_ARCH_QWEN3 || is_gemma(s);
         int attention_bias = edited_true(edits, "attention_bias");
-        CHECK(c.qk_norm == (arch == RMLP_ARCH_QWEN3) && c.tie_word_embeddings == tied(s), "%s: qk_norm %d tie %d",
-              what, c.qk_norm, c.tie_word_embeddings);
+        CHECK(c.qk_norm == (arch == RMLP_ARCH_QWEN3 || arch == RMLP_ARCH_GEMMA3_TEXT) &&
+                  c.tie_word_embeddings == tied(s),
+              "%s: qk_norm %d tie %d", what, c.qk_norm, c.tie_word_embeddings);
+        CHECK(c.norm_weight_plus_one == is_gemma(s) && c.sandwich_norms == s->sandwich &&
+                  c.embedding_scale == (is_gemma(s) ? 4.0 : 0.0),
+              "%s: norm + 1 %d, sandwich norms %d, embedding scale %g", what, c.norm_weight_plus_one,
+              c.sandwich_norms, c.embedding_scale);
         CHECK(c.attention_bias == (arch == RMLP_ARCH_QWEN2 || (reads && attention_bias)) &&
                   c.o_proj_bias == (reads && attention_bias) &&
                   c.mlp_bias == (arch == RMLP_ARCH_LLAMA && edited_true(edits, "mlp_bias")),
@@ -207,6 +230,16 @@ static void test_valid(void) {
     check_valid("mistral_bias_tensors", &s, EDITS("attention_bias", "true", "mlp_bias", "true"), 1);
     s.bias = s.o_bias = s.mlp_bias = 0;
     check_valid("mistral_window", &s, EDITS("sliding_window", "64"), 1);
+    /* Gemma: attention_bias read, q/k/v and o_proj biases; Gemma 2 and 3: norms after each sublayer;
+     * Gemma 3: q/k norm (in every case the norms as 1 + w) */
+    s = QWEN3, s.model_type = "gemma", s.qk_norm = 0, s.tie = 1, s.lm_head = 0, s.bias = s.o_bias = 1;
+    check_valid("gemma", &s, EDITS("attention_bias", "true"), 1);
+    s.model_type = "gemma2", s.sandwich = 1, s.bias = s.o_bias = 0;
+    check_valid("gemma2", &s, NULL, 1);
+    s.model_type = "gemma3_text", s.qk_norm = 1;
+    check_valid("gemma3_text", &s,
+                EDITS("rope_parameters", "{\"full_attention\": {\"rope_type\": \"default\", \"rope_theta\": 1000000.0}}"),
+                1);
     s = QWEN3, s.dtype = "BF16"; /* unpadded header: every tensor's bytes are misaligned */
     check_valid("bf16_misaligned", &s, NULL, 0);
 }

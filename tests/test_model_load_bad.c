@@ -195,10 +195,12 @@ static const config_case config_cases[] = {
      "'rope_scaling' is an array, not an object"},
     {"rope_scaling partial rotation", "rope_scaling", "{\"type\": \"linear\", \"factor\": 2, "
      "\"partial_rotary_factor\": 0.5}", NULL, NULL, RMLP_ERR_MODEL, "RoPE on part of a head is not supported"},
-    {"hidden_act gelu", "hidden_act", "\"gelu\"", NULL, NULL, RMLP_ERR_MODEL, "hidden_act 'gelu' is not supported"},
+    {"hidden_act relu", "hidden_act", "\"relu\"", NULL, NULL, RMLP_ERR_MODEL,
+     "hidden_act 'relu' is not supported (silu, gelu and gelu_pytorch_tanh are)"},
     {"hidden_act a number", "hidden_act", "1", NULL, NULL, RMLP_ERR_FORMAT, "'hidden_act' is an integer, not a string"},
     {"hidden_act null", "hidden_act", "null", NULL, NULL, RMLP_ERR_MODEL,
-     "config/config.json: hidden_act is null (transformers builds no activation from it; only silu is supported)"},
+     "config/config.json: hidden_act is null (transformers builds no activation from it; silu, gelu and "
+     "gelu_pytorch_tanh are supported)"},
     {"use_sliding_window (Llama)", "use_sliding_window", "true", "model_type", "\"llama\"", RMLP_ERR_MODEL,
      "use_sliding_window true is not supported"},
     {"layer_types shorter than num_hidden_layers", "layer_types", "[\"full_attention\"]", NULL, NULL, RMLP_ERR_MODEL,

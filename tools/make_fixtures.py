@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hugging Face transformers reference fixtures for radix-mlp.
 
-Builds tiny random-weight Llama-family decoders with transformers itself (plain ones, and one
+Builds tiny random-weight Llama-family and Gemma decoders with transformers itself (plain ones, and one
 per architecture with every bias flag of config.json on), saves them as safetensors
 checkpoints, and records what transformers computes for a batch with shared prefixes, so the
 library's tests can compare against it without torch:
@@ -32,7 +32,10 @@ import safetensors.numpy
 import safetensors.torch
 import torch
 import transformers
-from transformers import AutoModel, AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
+from transformers import (AutoModel, AutoModelForCausalLM, Gemma2Config, Gemma3TextConfig, GemmaConfig, LlamaConfig,
+                          MistralConfig, Qwen2Config, Qwen3Config)
+
+from fixture_reference import numpy_forward, numpy_weights
 
 VOCAB = 1000
 TOLERANCE = 1e-4
@@ -145,6 +148,35 @@ SPECS = {
                 num_key_value_heads=2, head_dim=16, tie_word_embeddings=False,
                 rope_parameters={"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0}),
         about="Qwen3 base model with linear RoPE scaling (factor 2) in transformers 5's rope_parameters"),
+    # the Gemma family (model/config_gemma.c): norms as 1 + w, embeddings times sqrt(hidden), GeGLU
+    "gemma_bias": dict(
+        config=GemmaConfig, seed=15, causal_lm=True, dtype=torch.float32, shard=None,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=1, head_dim=32, rope_theta=1e4, tie_word_embeddings=True,
+                attention_bias=True, hidden_act="gelu"),
+        biases=["self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj", "self_attn.v_proj"],
+        about="Gemma shaped like bge-reranker-v2-gemma's Gemma-2B (one KV head, head_dim 32 != hidden/heads, "
+              "tied head) with attention_bias (biases on q, k, v and o_proj); hidden_act gelu, which "
+              "GemmaConfig reads as gelu_pytorch_tanh"),
+    "gemma2_window": dict(
+        config=Gemma2Config, seed=16, causal_lm=True, dtype=torch.float32, shard=None,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, rope_theta=1e4, tie_word_embeddings=True, sliding_window=5,
+                query_pre_attn_scalar=24, attn_logit_softcapping=3.0, final_logit_softcapping=4.0),
+        biases=[],
+        about="Gemma 2: its alternating layers (0 and 2 slide over 5 keys), query_pre_attn_scalar 24 "
+              "(!= head_dim), attention and final logits soft-capped at 3 and 4, norms after each sublayer; "
+              "tied head"),
+    "gemma3_text": dict(
+        config=Gemma3TextConfig, seed=17, causal_lm=True, dtype=torch.float32, shard=None,
+        kw=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, tie_word_embeddings=False, sliding_window=4,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention"], query_pre_attn_scalar=16,
+                rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}),
+        biases=[],
+        about="Gemma 3 text: q/k norm, layers 0 and 2 slide over 4 keys and rotate by their own RoPE (theta "
+              "1e4), layer 1 by linear-scaled RoPE (factor 2, theta 1e6); untied head"),
 }
 
 
@@ -183,8 +215,8 @@ def build_model(spec):
     model = auto.from_config(config, dtype=torch.float32, attn_implementation="eager")
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name:                             # RMSNorm and q/k norm weights
-                p.copy_(1 + 0.1 * torch.randn_like(p))
+            if "norm" in name:                             # RMSNorm and q/k norm weights (Gemma's: 1 + w)
+                p.copy_(0.1 * torch.randn_like(p) + (0 if "Gemma" in type(config).__name__ else 1))
             elif "embed_tokens" in name:                   # keeps tied logits O(3)
                 p.normal_(0.0, 0.3)
             elif name.endswith(".bias"):
@@ -270,6 +302,8 @@ def run_per_sequence(model, seqs, causal_lm):
             if causal_lm:
                 full = model(input_ids=ids, position_ids=pos).logits[0, -1]
                 head = model.lm_head(h[-1])
+                cap = getattr(model.config, "final_logit_softcapping", None)  # Gemma 2's, on the logits
+                head = cap * torch.tanh(head / cap) if cap else head
                 assert torch.allclose(full, head, atol=1e-5, rtol=1e-6), "lm_head(last_hidden) != logits"
                 logits.append(full)
     hook.remove()
@@ -326,101 +360,6 @@ def check_prefix(seqs, ref):
                 assert np.abs(ha - hb).max() <= 1e-6, f"seq {a} vs prefix of seq {b}"
                 found += 1
     assert found, "batch has no strict prefix pair"
-
-
-def numpy_weights(outdir):
-    """Every tensor of the checkpoint as float64, `model.` prefix dropped."""
-    w = {}
-    for f in sorted(outdir.glob("*.safetensors")):
-        for k, v in safetensors.torch.load_file(f).items():
-            w[k.removeprefix("model.")] = v.double().numpy()
-    return w
-
-
-def rms_norm(x, w, eps):
-    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
-
-
-def rope_frequencies(cfg, d):
-    """(inverse frequencies (d/2), factor of cos and sin) of config.json's RoPE, in float64, from the
-    published definitions: plain, linear (over factor), llama3 (Llama 3.1's three bands), yarn (the
-    YaRN paper's ramp between the plain and interpolated frequencies, attention factor 0.1 ln s + 1)."""
-    r = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    theta = r.get("rope_theta", cfg.get("rope_theta", 1e4))
-    kind = r.get("rope_type", r.get("type", "default"))
-    inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-    if kind == "linear":
-        return inv / r["factor"], 1.0
-    orig = cfg.get("original_max_position_embeddings", r.get("original_max_position_embeddings"))
-    if kind == "llama3":
-        wavelen = 2 * np.pi / inv
-        low, high = orig / r["low_freq_factor"], orig / r["high_freq_factor"]
-        smooth = (orig / wavelen - r["low_freq_factor"]) / (r["high_freq_factor"] - r["low_freq_factor"])
-        mid = (1 - smooth) * inv / r["factor"] + smooth * inv
-        return np.where(wavelen > low, inv / r["factor"], np.where(wavelen < high, inv, mid)), 1.0
-    if kind == "yarn":
-        dim_of = lambda turns: d * np.log(orig / (turns * 2 * np.pi)) / (2 * np.log(theta))
-        lo, hi = max(np.floor(dim_of(r.get("beta_fast") or 32)), 0), min(np.ceil(dim_of(r.get("beta_slow") or 1)), d - 1)
-        ramp = np.clip((np.arange(d // 2) - lo) / ((hi - lo) or 0.001), 0, 1)
-        return inv / r["factor"] * ramp + inv * (1 - ramp), 0.1 * np.log(r["factor"]) + 1
-    assert kind == "default", kind
-    return inv, 1.0
-
-
-def rope(x, pos, inv, factor):
-    """Rotate-half RoPE on x (n, heads, d) by frequencies inv (d/2), cos and sin times factor."""
-    d = x.shape[-1]
-    ang = np.concatenate([pos[:, None] * inv] * 2, axis=-1)[:, None, :]
-    rot = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
-    return x * np.cos(ang) * factor + rot * np.sin(ang) * factor
-
-
-def layer_windows(cfg):
-    """Each layer's sliding window (0: full) as config.json declares it: Mistral's sliding_window in
-    every layer; Qwen's layer_types, else the layers from max_window_layers on, with use_sliding_window."""
-    n = cfg["num_hidden_layers"]
-    if cfg["model_type"] == "mistral":
-        return [cfg.get("sliding_window") or 0] * n
-    window = cfg.get("sliding_window") if cfg.get("use_sliding_window") else None
-    kinds = cfg.get("layer_types") or ["sliding_attention" if window and i >= cfg.get("max_window_layers", 28)
-                                       else "full_attention" for i in range(n)]
-    return [window if kind == "sliding_attention" else 0 for kind in kinds]
-
-
-def numpy_forward(w, cfg, seq):
-    """Independent float64 forward of one sequence: returns (final hidden (n, H), logits or None)."""
-    eps, nh, nkv = cfg["rms_norm_eps"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
-    inv, factor = rope_frequencies(cfg, hd)
-    n, pos = len(seq), np.arange(len(seq), dtype=np.float64)
-    x = w["embed_tokens.weight"][seq]
-    for i, window in enumerate(layer_windows(cfg)):
-        behind = np.arange(n)[:, None] - np.arange(n)[None, :]  # query - key
-        causal = np.where((behind >= 0) & ((window == 0) | (behind < window)), 0.0, -np.inf)
-        p = lambda name: w[f"layers.{i}.{name}"]
-        lin = lambda t, name: t @ p(name + ".weight").T + w.get(f"layers.{i}.{name}.bias", 0.0)
-        h = rms_norm(x, p("input_layernorm.weight"), eps)
-        q = lin(h, "self_attn.q_proj").reshape(n, nh, hd)
-        k = lin(h, "self_attn.k_proj").reshape(n, nkv, hd)
-        v = lin(h, "self_attn.v_proj").reshape(n, nkv, hd)
-        if f"layers.{i}.self_attn.q_norm.weight" in w:   # Qwen3: per-head RMSNorm before RoPE
-            q = rms_norm(q, p("self_attn.q_norm.weight"), eps)
-            k = rms_norm(k, p("self_attn.k_norm.weight"), eps)
-        q, k = rope(q, pos, inv, factor), rope(k, pos, inv, factor)
-        att = np.empty((n, nh, hd))
-        for head in range(nh):
-            kv = head // (nh // nkv)
-            s = q[:, head] @ k[:, kv].T / np.sqrt(hd) + causal
-            e = np.exp(s - s.max(-1, keepdims=True))
-            att[:, head] = (e / e.sum(-1, keepdims=True)) @ v[:, kv]
-        x = x + lin(att.reshape(n, nh * hd), "self_attn.o_proj")
-        h = rms_norm(x, p("post_attention_layernorm.weight"), eps)
-        g, u = lin(h, "mlp.gate_proj"), lin(h, "mlp.up_proj")
-        x = x + lin(g / (1 + np.exp(-g)) * u, "mlp.down_proj")
-    x = rms_norm(x, w["norm.weight"], eps)
-    head = w.get("lm_head.weight", w["embed_tokens.weight"] if cfg.get("tie_word_embeddings") else None)
-    logits = x[-1] @ head.T if head is not None and cfg["architectures"][0].endswith("CausalLM") else None
-    return x, logits
 
 
 def check_numpy(outdir, seqs, ref):
@@ -522,12 +461,14 @@ def write_readme(outroot, stats, kept_rows):
                      f"{kw['intermediate_size']} / {VOCAB} |")
     lines += [
         "",
-        "All: rms_norm_eps 1e-6, max_position_embeddings 512, SiLU, rope_theta 1e6 (Qwen) or 1e4",
-        "(Llama, Mistral), plain (default) RoPE and full attention but where the table says otherwise",
+        "All: rms_norm_eps 1e-6, max_position_embeddings 512, SiLU (Gemma: GeGLU, gelu_pytorch_tanh),",
+        "rope_theta 1e6 (Qwen) or 1e4 (Llama, Mistral, Gemma), plain (default) RoPE and full attention but",
+        "where the table says otherwise",
         "(`*_window`: sliding windows; `llama3_rope`, `qwen2_yarn`, `qwen3_linear`: RoPE scaling).",
         "Weights: Linear ~ N(0, 1/in_features), embeddings ~ N(0, 0.3²),",
         "biases ~ N(0, 0.2), every RMSNorm weight (input, post-attention, final, q/k norm)",
-        "~ 1 + 0.1 N(0, 1), so activations are O(1) and norm weights matter.",
+        "~ 1 + 0.1 N(0, 1) (Gemma's, which scale by 1 + w: ~ 0.1 N(0, 1)), so activations are O(1) and norm",
+        "weights matter.",
         "",
         "config.json is as transformers writes it (`rope_parameters: {rope_theta, rope_type}`,",
         "`dtype`, `layer_types`), except `qwen3_embedding_noprefix`, `qwen2_bias`, `qwen2_window`,",
@@ -551,7 +492,8 @@ def write_readme(outroot, stats, kept_rows):
         "  - `pooled_last` (B, hidden): each sequence's last row of `last_hidden`.",
         "  - `pooled_mean` (B, hidden): the mean of each sequence's rows of `last_hidden`.",
         "  - `logits_last` (B, vocab), causal LMs only: the LM head logits at each sequence's last",
-        "    token (`lm_head(pooled_last)`; tied to `embed_tokens` in `qwen3_bf16`).",
+        "    token (`lm_head(pooled_last)`, soft-capped in `gemma2_window`; tied to `embed_tokens` in",
+        "    `qwen3_bf16`).",
         "  None is L2-normalized.",
         "",
         "## Checks made before writing",
@@ -561,13 +503,16 @@ def write_readme(outroot, stats, kept_rows):
         "- The rows of a sequence that is a strict prefix of another equal the first rows of the",
         "  longer one within 1e-6 (causality).",
         "- `last_hidden_state` is the final norm's output (checked with a hook), and the causal",
-        "  LM's logits equal `lm_head(last_hidden)`. With these versions `hidden_states[-1]` of",
+        "  LM's logits equal `lm_head(last_hidden)` (soft-capped where the config says). With these",
+        "  versions `hidden_states[-1]` of",
         "  `output_hidden_states=True` is " + ("" if all(s["hs_last_normed"] for s in stats.values())
                                               else "NOT always ") + "the same tensor (after the norm).",
         "- An independent float64 NumPy forward (RMSNorm, Q/K/V with optional bias, per-head q/k",
         "  norm, rotate-half RoPE with the published linear, llama3 and yarn frequencies, causal GQA",
-        "  softmax attention within each layer's sliding window, SwiGLU, final norm, LM head) run",
-        "  from the saved safetensors and config.json reproduces `last_hidden` and `logits_last`.",
+        "  softmax attention within each layer's sliding window, SwiGLU, final norm, LM head; Gemma's",
+        "  1 + w norms, scaled embedding, GeGLU, norms after each sublayer, query scale, soft-caps and RoPE",
+        "  per layer type: tools/fixture_reference.py) run from the saved safetensors and config.json",
+        "  reproduces `last_hidden` and `logits_last`.",
         "",
         "| dir | tokens N (lengths) | max abs of last_hidden | padded batch vs batch 1 | NumPy vs transformers |",
         "| --- | --- | --- | --- | --- |",

@@ -26,7 +26,7 @@
 struct rmlp_planner {
     rmlp_guard guard;           /* first: the ffi layer's handle checks read it from any handle */
     _Atomic uint64_t generation; /* builds and reserves so far (read by other threads' model calls) */
-    uint32_t *maps_block;       /* owns the six row arrays below */
+    uint32_t *maps_block;       /* owns the six row arrays below (the first five with spare rows: row_ops.h) */
     uint32_t *fold_gather;      /* (compact_capacity) */
     uint32_t *compact_ids;      /* (compact_capacity) */
     uint32_t *compact_pos;      /* (compact_capacity) */
@@ -80,17 +80,19 @@ static int grow_maps(rmlp_planner *p, size_t tokens, size_t compact, trie_alloc_
     if (tokens <= p->token_capacity && compact <= p->compact_capacity) return 0;
     if (tokens < p->token_capacity) tokens = p->token_capacity;
     if (compact < p->compact_capacity) compact = p->compact_capacity;
-    size_t bytes = (4 * compact + 2 * tokens) * sizeof(uint32_t);
+    /* Each row array but run_start keeps ROWS_GROUP - 1 spare rows for the stores of row_ops.h. */
+    size_t compact_rows = compact + ROWS_GROUP, token_rows = tokens + ROWS_GROUP;
+    size_t bytes = (4 * compact_rows + token_rows + tokens) * sizeof(uint32_t);
     uint32_t *block = rmlp_malloc(bytes);
     if (block == NULL) return alloc_failed(failed, "the plan's maps", bytes);
     free(p->maps_block);
     p->maps_block = block;
     p->fold_gather = block;
-    p->compact_ids = block + compact;
-    p->compact_pos = block + 2 * compact;
-    p->compact_parent = block + 3 * compact;
-    p->scatter = block + 4 * compact;
-    p->run_start = block + 4 * compact + tokens;
+    p->compact_ids = block + compact_rows;
+    p->compact_pos = block + 2 * compact_rows;
+    p->compact_parent = block + 3 * compact_rows;
+    p->scatter = block + 4 * compact_rows;
+    p->run_start = block + 4 * compact_rows + token_rows;
     p->token_capacity = tokens;
     p->compact_capacity = compact;
     return 0;

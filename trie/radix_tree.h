@@ -10,26 +10,23 @@
 
 /* A run of the tree: input rows [src, src + len) whose compact rows are
  * [compact, compact + len). Node 0 is the root, an empty run. The hint is the child taken or
- * added last, (hint_token, hint_position) -> link hint_slot, tried before the hash table;
- * hint_slot is TRIE_NO_HINT until the node has a child. */
+ * added last, tried before the hash table (its first row says whether it is the one);
+ * TRIE_NO_HINT until the node has a child. */
 typedef struct trie_node {
     uint32_t src;
     uint32_t len;
     uint32_t compact;
-    uint32_t hint_slot;
-    uint32_t hint_token;
-    uint32_t hint_position;
+    uint32_t hint;
 } trie_node;
 
 #define TRIE_NO_HINT UINT32_MAX
 
-/* Child link (parent node, first token, first position) -> child node, in an
- * open-addressing table. child holds id_base + node of the build that wrote it, so a slot
- * whose child is <= the current id_base is empty: builds never clear the table. */
+/* Child link (parent node, first token, first position) -> child node, in an open-addressing
+ * table. The token and position are the child's first row, read through the child. child
+ * holds id_base + node of the build that wrote it, so a slot whose child is <= the current
+ * id_base is empty: builds never clear the table. */
 typedef struct trie_link {
     uint32_t parent;
-    uint32_t token;
-    uint32_t position;
     uint32_t child;
 } trie_link;
 

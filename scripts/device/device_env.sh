@@ -10,7 +10,8 @@
 #                              loader's cache and LD_LIBRARY_PATH, the toolkit's lib64 (next to nvcc,
 #                              $CUDA_HOME, /usr/local/cuda*), then the pip wheels' folders
 #                              (site-packages/nvidia/cu13/lib for CUDA 13, nvidia/cublas/lib for 12);
-#                              prepends the folder to LD_LIBRARY_PATH, prints what it chose, and sets
+#                              prepends the folder to LD_LIBRARY_PATH, exports RADIX_MLP_CUBLAS (the
+#                              library then opens that file), prints what it chose, and sets
 #                              RMLP_CUBLAS_DIR. Returns 1 (and says so) when there is none. Call it in
 #                              the script's own shell (rmlp_setup does), never in a pipeline or $(...):
 #                              the LD_LIBRARY_PATH it exports would be lost with the subshell.
@@ -22,7 +23,8 @@
 #                              attention), and names the decode, Hopper and CUTLASS headers missing;
 #                              returns 1 when there are none (the reference attention only).
 #   rmlp_cmake_args DIR [ARG...]  sets RMLP_CMAKE_ARGS, a CUDA configure of DIR (Ninja when there):
-#                              architectures from the device's compute capability (90 without a device),
+#                              one architecture, CUDA_COMPUTE_CAP: the environment's, else the device's
+#                              compute capability (90 without a device),
 #                              warnings NOT errors (RMLP_WERROR=OFF: a newer compiler's warnings go to the
 #                              log), the static CUDA runtime where the toolkit has libcudart_static.a,
 #                              else the shared one; ARGs after those (-DRMLP_FLASHINFER=OFF).
@@ -57,7 +59,8 @@ rmlp_find_cublas() {
   d=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
   if [ -n "$d" ]; then
     RMLP_CUBLAS_DIR=$(dirname "$d")
-    echo "cuBLAS: $d (the loader's cache)"
+    export RADIX_MLP_CUBLAS=$d
+    echo "cuBLAS: $d (the loader's cache; RADIX_MLP_CUBLAS)"
     return 0
   fi
   local IFS_save=$IFS
@@ -94,7 +97,8 @@ for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
       esac
       local lt="no libcublasLt.so.$major beside it"
       [ -e "$RMLP_CUBLAS_DIR/libcublasLt.so.$major" ] && lt="with libcublasLt.so.$major"
-      echo "cuBLAS: $RMLP_CUBLAS_DIR/$lib ($how, $lt; added to LD_LIBRARY_PATH)"
+      export RADIX_MLP_CUBLAS=$RMLP_CUBLAS_DIR/$lib # the library opens this one (gpu/cublas_loader.h)
+      echo "cuBLAS: $RMLP_CUBLAS_DIR/$lib ($how, $lt; added to LD_LIBRARY_PATH, RADIX_MLP_CUBLAS)"
       return 0
     fi
   done
@@ -164,9 +168,9 @@ rmlp_flashinfer_headers() {
 
 
 rmlp_cmake_args() {
-  local dir=$1 arch cudart=Static gen=() lib
+  local dir=$1 arch=${CUDA_COMPUTE_CAP:-} cudart=Static gen=() lib
   shift
-  arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  [ -n "$arch" ] || arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   [[ "$arch" =~ ^[0-9]+$ ]] || arch=90
   lib=$(dirname "$(command -v nvcc 2>/dev/null || echo /nonexistent/nvcc)")
   ls "$lib"/../lib64/libcudart_static.a "$lib"/../lib/libcudart_static.a \
@@ -176,7 +180,7 @@ rmlp_cmake_args() {
   elif command -v ninja >/dev/null; then
     gen=(-G Ninja)
   fi
-  RMLP_CMAKE_ARGS=(-S . -B "$dir" "${gen[@]}" -DRMLP_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch"
+  RMLP_CMAKE_ARGS=(-S . -B "$dir" "${gen[@]}" -DRMLP_CUDA=ON -DCUDA_COMPUTE_CAP="$arch"
     -DCMAKE_BUILD_TYPE=Release -DRMLP_WERROR=OFF -DCMAKE_CUDA_RUNTIME_LIBRARY="$cudart"
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "$@")
 }

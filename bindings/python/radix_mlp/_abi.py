@@ -66,7 +66,17 @@ RMLP_ARCH_QWEN3 = 1
 RMLP_ARCH_QWEN2 = 2
 RMLP_ARCH_LLAMA = 3
 RMLP_ARCH_MISTRAL = 4
-ARCH_NAMES = {RMLP_ARCH_QWEN3: "qwen3", RMLP_ARCH_QWEN2: "qwen2", RMLP_ARCH_LLAMA: "llama", RMLP_ARCH_MISTRAL: "mistral"}
+RMLP_ARCH_GEMMA = 5
+RMLP_ARCH_GEMMA2 = 6
+RMLP_ARCH_GEMMA3_TEXT = 7
+ARCH_NAMES = {RMLP_ARCH_QWEN3: "qwen3", RMLP_ARCH_QWEN2: "qwen2", RMLP_ARCH_LLAMA: "llama", RMLP_ARCH_MISTRAL: "mistral",
+              RMLP_ARCH_GEMMA: "gemma", RMLP_ARCH_GEMMA2: "gemma2", RMLP_ARCH_GEMMA3_TEXT: "gemma3_text"}
+
+# rmlp_activation
+RMLP_ACTIVATION_SILU = 0
+RMLP_ACTIVATION_GELU_TANH = 1
+RMLP_ACTIVATION_GELU = 2
+ACTIVATION_NAMES = {RMLP_ACTIVATION_SILU: "silu", RMLP_ACTIVATION_GELU_TANH: "gelu_pytorch_tanh", RMLP_ACTIVATION_GELU: "gelu"}
 
 # rmlp_device
 RMLP_DEVICE_CPU = 0
@@ -159,6 +169,13 @@ class rmlp_model_config(ctypes.Structure):
         ("has_lm_head", c_bool),
         ("o_proj_bias", c_bool),
         ("mlp_bias", c_bool),
+        ("norm_weight_plus_one", c_bool),
+        ("sandwich_norms", c_bool),
+        ("activation", c_int32),
+        ("embedding_scale", c_double),
+        ("final_logit_softcapping", c_double),
+        ("query_pre_attn_scalar", c_double),
+        ("attn_logit_softcapping", c_double),
     ]
 
 
@@ -322,7 +339,7 @@ class rmlp_weight_binding(ctypes.Structure):
 STRUCT_SIZES = {
     "rmlp_plan_params": 32,
     "rmlp_model_params": 28,
-    "rmlp_model_config": 64,
+    "rmlp_model_config": 104,
     "rmlp_plan": 136,
     "rmlp_attention_args": 152,
     "rmlp_context_params": 24,

@@ -13,7 +13,8 @@ __all__ = ["ModelConfig", "CacheStats", "GenerateStats", "CpuBf16GemmInfo"]
 @dataclass(frozen=True)
 class ModelConfig:
     """A model's configuration as the library read it (``rmlp_model_config``).
-    ``architecture`` is "qwen3", "qwen2", "llama" or "mistral" (``architecture_id`` the code)."""
+    ``architecture`` is "qwen3", "qwen2", "llama", "mistral", "gemma", "gemma2" or "gemma3_text"
+    (``architecture_id`` the code); ``activation`` "silu", "gelu_pytorch_tanh" or "gelu"."""
 
     architecture: str
     architecture_id: int
@@ -34,6 +35,13 @@ class ModelConfig:
     has_lm_head: bool
     o_proj_bias: bool
     mlp_bias: bool
+    norm_weight_plus_one: bool
+    sandwich_norms: bool
+    activation: str
+    embedding_scale: float
+    final_logit_softcapping: float
+    query_pre_attn_scalar: float
+    attn_logit_softcapping: float
 
     @classmethod
     def _from_c(cls, c):
@@ -58,6 +66,13 @@ class ModelConfig:
             has_lm_head=bool(c.has_lm_head),
             o_proj_bias=bool(c.o_proj_bias),
             mlp_bias=bool(c.mlp_bias),
+            norm_weight_plus_one=bool(c.norm_weight_plus_one),
+            sandwich_norms=bool(c.sandwich_norms),
+            activation=_abi.ACTIVATION_NAMES.get(int(c.activation), "unknown(%d)" % c.activation),
+            embedding_scale=c.embedding_scale,
+            final_logit_softcapping=c.final_logit_softcapping,
+            query_pre_attn_scalar=c.query_pre_attn_scalar,
+            attn_logit_softcapping=c.attn_logit_softcapping,
         )
 
 

@@ -16,7 +16,7 @@ FIXTURES = os.path.join(REPO, "integration_tests", "fixtures")
 HEADER = os.path.join(REPO, "ffi", "include", "radix_mlp.h")
 FIXTURE_NAMES = ["qwen3_tiny", "qwen3_bf16", "qwen2_sharded", "llama_tiny", "qwen3_embedding_noprefix", "llama_bias",
                  "qwen3_bias", "qwen2_bias", "mistral_bias", "qwen2_window", "mistral_window", "llama3_rope",
-                 "qwen2_yarn", "qwen3_linear"]
+                 "qwen2_yarn", "qwen3_linear", "gemma_bias", "gemma2_window", "gemma3_text"]
 
 if not (os.environ.get("RADIX_MLP_LIB") or os.environ.get("RADIX_MLP_LIB_DIR")):
     sys.stderr.write("note: neither RADIX_MLP_LIB nor RADIX_MLP_LIB_DIR is set; the loader's default search is used\n")

@@ -46,10 +46,16 @@ def test_config(fixture):
     assert c.architecture == config["model_type"]
     assert c.rms_norm_eps == pytest.approx(config["rms_norm_eps"])
     assert c.has_lm_head == config["architectures"][0].endswith("ForCausalLM")
-    assert c.qk_norm == c.architecture.startswith("qwen3")
-    # The biases transformers builds: Qwen2 q/k/v always; Llama and Qwen3 q/k/v/o from
+    assert c.qk_norm == (c.architecture.startswith("qwen3") or c.architecture == "gemma3_text")
+    # Gemma: norms as 1 + w, the embedding times sqrt(hidden_size), GeGLU; Gemma 2 and 3 norm each
+    # sublayer's output
+    gemma = c.architecture.startswith("gemma")
+    assert c.norm_weight_plus_one == gemma and c.sandwich_norms == (gemma and c.architecture != "gemma")
+    assert c.embedding_scale == (pytest.approx(config["hidden_size"] ** 0.5) if gemma else 0.0)
+    assert c.activation == ("gelu_pytorch_tanh" if gemma else "silu")
+    # The biases transformers builds: Qwen2 q/k/v always; Llama, Qwen3 and Gemma q/k/v/o from
     # attention_bias; Llama gate/up/down from mlp_bias; Mistral none.
-    reads = c.architecture in ("llama", "qwen3")
+    reads = c.architecture in ("llama", "qwen3") or gemma
     assert c.attention_bias == (c.architecture == "qwen2" or (reads and config.get("attention_bias", False)))
     assert c.o_proj_bias == (reads and config.get("attention_bias", False))
     assert c.mlp_bias == (c.architecture == "llama" and config.get("mlp_bias", False))

@@ -302,6 +302,9 @@ typedef struct rmlp_model_params {
 // Decoder architecture (`model_type` in config.json).
 typedef int32_t rmlp_arch;
 
+// The activation of the MLP's gate (`hidden_act`, Gemma's `hidden_activation`).
+typedef int32_t rmlp_activation;
+
 // A model's configuration, as read from its config.json (and checked against its tensors).
 typedef struct rmlp_model_config {
   rmlp_arch architecture;
@@ -317,7 +320,8 @@ typedef struct rmlp_model_config {
   // The window of the model's sliding layers (0: none slides): a query sees the last
   // `sliding_window` keys of its sequence. Which layers slide is config.json's (Qwen2/Qwen3:
   // `layer_types`, or `use_sliding_window` and `max_window_layers`; Mistral: every layer); a
-  // model bound with `rmlp_model_bind_cuda` slides every layer by it.
+  // model bound with `rmlp_model_bind_cuda` slides every layer by it (Gemma 2 and 3, whose layers
+  // slide by layer type, are refused there with a window).
   uint32_t sliding_window;
   double rms_norm_eps;
   double rope_theta;
@@ -336,6 +340,32 @@ typedef struct rmlp_model_config {
   // The MLP's gate, up and down projections have biases: `mlp_bias` for Llama (no other
   // architecture has them). Added after 0.1.0, like `o_proj_bias`.
   bool mlp_bias;
+  // Every RMSNorm weight of the model (layers, q/k norms, final norm) acts as `1 + weight`,
+  // the sum formed in fp32 (Gemma, Gemma 2, Gemma 3). Added after 0.2, in what was padding:
+  // zero-initialise a config built by hand.
+  bool norm_weight_plus_one;
+  // Each sublayer's output is RMS-normed before its residual add (`post_attention_layernorm`,
+  // `post_feedforward_layernorm`) and the MLP's input by `pre_feedforward_layernorm` (Gemma 2,
+  // Gemma 3). Added after 0.2, in what was padding.
+  bool sandwich_norms;
+  // The MLP's gate activation, an `RMLP_ACTIVATION_*` (0: SiLU). Added after 0.2, with the
+  // fields below: zero-initialise them in a config built by hand.
+  rmlp_activation activation;
+  // The embedding rows are multiplied by this, rounded first to the dtype the layers run in
+  // (Gemma: `sqrt(hidden_size)`, as transformers casts it to the hidden states' dtype);
+  // 0: not scaled.
+  double embedding_scale;
+  // The LM head's logits are soft-capped, `cap * tanh(logits / cap)` (Gemma 2 and 3's
+  // `final_logit_softcapping`), in `rmlp_score_pair` and generation; 0: not capped.
+  double final_logit_softcapping;
+  // Gemma 2 and 3's `query_pre_attn_scalar`: every layer scales its attention scores by
+  // `query_pre_attn_scalar^-0.5` (as `rmlp_attention_args::scale`, which a host calling the
+  // built-in attention itself sets from it); 0: by `1 / sqrt(head_dim)`.
+  double query_pre_attn_scalar;
+  // Gemma 2's `attn_logit_softcapping`: every layer caps its scaled attention scores,
+  // `cap * tanh(s / cap)`, before the softmax; the built-in attention applies it, a host's
+  // attention callback is refused (`rmlp_attention_args` does not carry it); 0: not capped.
+  double attn_logit_softcapping;
 } rmlp_model_config;
 
 // One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the
@@ -375,6 +405,27 @@ typedef struct rmlp_weight_binding {
 
 // Mistral (Llama layers; `sliding_window` in every layer).
 #define RMLP_ARCH_MISTRAL 4
+
+// Gemma: RMSNorm as `1 + weight`, embeddings scaled by `sqrt(hidden_size)`, GeGLU MLP, tied head
+// (bge-reranker-v2-gemma).
+#define RMLP_ARCH_GEMMA 5
+
+// Gemma 2: Gemma's layers with norms after each sublayer too, and final-logit soft-capping
+// (bge-multilingual-gemma2).
+#define RMLP_ARCH_GEMMA2 6
+
+// Gemma 3's text decoder (`model_type` `gemma3_text`): Gemma 2's layers with q/k norm.
+#define RMLP_ARCH_GEMMA3_TEXT 7
+
+// SiLU: the SwiGLU MLP of Qwen, Llama and Mistral (`silu`).
+#define RMLP_ACTIVATION_SILU 0
+
+// GELU with the tanh approximation: the GeGLU MLP of Gemma (`gelu_pytorch_tanh`).
+#define RMLP_ACTIVATION_GELU_TANH 1
+
+// GELU, the exact (erf) form (`gelu`: what transformers runs for Gemma checkpoints whose
+// config.json says `"hidden_act": "gelu"`).
+#define RMLP_ACTIVATION_GELU 2
 
 // The CPU (BLAS), fp32. Every buffer the model calls take is host memory holding f32.
 #define RMLP_DEVICE_CPU 0

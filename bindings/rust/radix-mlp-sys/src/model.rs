@@ -15,6 +15,24 @@ pub const RMLP_ARCH_QWEN2: rmlp_arch = 2;
 pub const RMLP_ARCH_LLAMA: rmlp_arch = 3;
 /// Mistral (Llama layers; `sliding_window` in every layer).
 pub const RMLP_ARCH_MISTRAL: rmlp_arch = 4;
+/// Gemma: RMSNorm as `1 + weight`, embeddings scaled by `sqrt(hidden_size)`, GeGLU MLP, tied head
+/// (bge-reranker-v2-gemma).
+pub const RMLP_ARCH_GEMMA: rmlp_arch = 5;
+/// Gemma 2: Gemma's layers with norms after each sublayer too, and final-logit soft-capping
+/// (bge-multilingual-gemma2).
+pub const RMLP_ARCH_GEMMA2: rmlp_arch = 6;
+/// Gemma 3's text decoder (`model_type` `gemma3_text`): Gemma 2's layers with q/k norm.
+pub const RMLP_ARCH_GEMMA3_TEXT: rmlp_arch = 7;
+
+/// The activation of the MLP's gate (`hidden_act`, Gemma's `hidden_activation`).
+pub type rmlp_activation = i32;
+/// SiLU: the SwiGLU MLP of Qwen, Llama and Mistral (`silu`).
+pub const RMLP_ACTIVATION_SILU: rmlp_activation = 0;
+/// GELU with the tanh approximation: the GeGLU MLP of Gemma (`gelu_pytorch_tanh`).
+pub const RMLP_ACTIVATION_GELU_TANH: rmlp_activation = 1;
+/// GELU, the exact (erf) form (`gelu`: what transformers runs for Gemma checkpoints whose
+/// config.json says `"hidden_act": "gelu"`).
+pub const RMLP_ACTIVATION_GELU: rmlp_activation = 2;
 
 /// Where a model's weights live and its layers run.
 pub type rmlp_device = i32;
@@ -115,7 +133,8 @@ pub struct rmlp_model_config {
     /// The window of the model's sliding layers (0: none slides): a query sees the last
     /// `sliding_window` keys of its sequence. Which layers slide is config.json's (Qwen2/Qwen3:
     /// `layer_types`, or `use_sliding_window` and `max_window_layers`; Mistral: every layer); a
-    /// model bound with `rmlp_model_bind_cuda` slides every layer by it.
+    /// model bound with `rmlp_model_bind_cuda` slides every layer by it (Gemma 2 and 3, whose layers
+    /// slide by layer type, are refused there with a window).
     pub sliding_window: u32,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
@@ -134,6 +153,32 @@ pub struct rmlp_model_config {
     /// The MLP's gate, up and down projections have biases: `mlp_bias` for Llama (no other
     /// architecture has them). Added after 0.1.0, like `o_proj_bias`.
     pub mlp_bias: bool,
+    /// Every RMSNorm weight of the model (layers, q/k norms, final norm) acts as `1 + weight`,
+    /// the sum formed in fp32 (Gemma, Gemma 2, Gemma 3). Added after 0.2, in what was padding:
+    /// zero-initialise a config built by hand.
+    pub norm_weight_plus_one: bool,
+    /// Each sublayer's output is RMS-normed before its residual add (`post_attention_layernorm`,
+    /// `post_feedforward_layernorm`) and the MLP's input by `pre_feedforward_layernorm` (Gemma 2,
+    /// Gemma 3). Added after 0.2, in what was padding.
+    pub sandwich_norms: bool,
+    /// The MLP's gate activation, an `RMLP_ACTIVATION_*` (0: SiLU). Added after 0.2, with the
+    /// fields below: zero-initialise them in a config built by hand.
+    pub activation: rmlp_activation,
+    /// The embedding rows are multiplied by this, rounded first to the dtype the layers run in
+    /// (Gemma: `sqrt(hidden_size)`, as transformers casts it to the hidden states' dtype);
+    /// 0: not scaled.
+    pub embedding_scale: f64,
+    /// The LM head's logits are soft-capped, `cap * tanh(logits / cap)` (Gemma 2 and 3's
+    /// `final_logit_softcapping`), in `rmlp_score_pair` and generation; 0: not capped.
+    pub final_logit_softcapping: f64,
+    /// Gemma 2 and 3's `query_pre_attn_scalar`: every layer scales its attention scores by
+    /// `query_pre_attn_scalar^-0.5` (as `rmlp_attention_args::scale`, which a host calling the
+    /// built-in attention itself sets from it); 0: by `1 / sqrt(head_dim)`.
+    pub query_pre_attn_scalar: f64,
+    /// Gemma 2's `attn_logit_softcapping`: every layer caps its scaled attention scores,
+    /// `cap * tanh(s / cap)`, before the softmax; the built-in attention applies it, a host's
+    /// attention callback is refused (`rmlp_attention_args` does not carry it); 0: not capped.
+    pub attn_logit_softcapping: f64,
 }
 
 /// One weight tensor a host already holds on the device, for `rmlp_model_bind_cuda`: the

@@ -148,8 +148,8 @@ pub use gpu::{GpuAttention, GpuStats};
 pub use model::Model;
 pub use planner::{AsPlan, Gate, PathRun, Plan, PlanParams, PlanView, Planner};
 pub use types::{
-    Architecture, AttentionSpace, CacheStats, ContextParams, CpuBf16Gemm, CpuBf16GemmInfo, DType, Device, ModelConfig,
-    ModelParams, PairScore, Pooling, WeightBinding,
+    Activation, Architecture, AttentionSpace, CacheStats, ContextParams, CpuBf16Gemm, CpuBf16GemmInfo, DType, Device,
+    ModelConfig, ModelParams, PairScore, Pooling, WeightBinding,
 };
 /// `compact_parent` of a path's first row and of padding rows.
 pub const NO_PARENT: u32 = sys::RMLP_NO_PARENT;

@@ -16,6 +16,23 @@ pub enum Architecture {
     Qwen2,
     Llama,
     Mistral,
+    Gemma,
+    Gemma2,
+    /// Gemma 3's text decoder (`gemma3_text`).
+    Gemma3Text,
+    /// A code this crate does not know (from a newer library).
+    Unknown(i32),
+}
+
+/// The activation of the MLP's gate (`rmlp_activation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// SiLU (SwiGLU: Qwen, Llama, Mistral).
+    Silu,
+    /// GELU, tanh approximation (GeGLU: Gemma).
+    GeluTanh,
+    /// GELU, exact (erf) form.
+    Gelu,
     /// A code this crate does not know (from a newer library).
     Unknown(i32),
 }
@@ -48,6 +65,20 @@ pub struct ModelConfig {
     pub o_proj_bias: bool,
     /// The MLP's gate, up and down projections have biases (`mlp_bias` of Llama).
     pub mlp_bias: bool,
+    /// RMSNorm weights act as `1 + weight` (Gemma).
+    pub norm_weight_plus_one: bool,
+    /// Norms after each sublayer too (Gemma 2 and 3).
+    pub sandwich_norms: bool,
+    /// The MLP's gate activation.
+    pub activation: Activation,
+    /// The embedding rows' multiplier (Gemma: `sqrt(hidden_size)`); 0: none.
+    pub embedding_scale: f64,
+    /// `cap` of the logits' soft-capping `cap * tanh(logits / cap)` (Gemma 2 and 3); 0: none.
+    pub final_logit_softcapping: f64,
+    /// Attention scores scaled by `query_pre_attn_scalar^-0.5` (Gemma 2 and 3); 0: `1 / sqrt(head_dim)`.
+    pub query_pre_attn_scalar: f64,
+    /// `cap` of the attention scores' soft-capping (Gemma 2); 0: none.
+    pub attn_logit_softcapping: f64,
 }
 
 impl ModelConfig {
@@ -68,7 +99,16 @@ impl From<&sys::rmlp_model_config> for ModelConfig {
             sys::RMLP_ARCH_QWEN2 => Architecture::Qwen2,
             sys::RMLP_ARCH_LLAMA => Architecture::Llama,
             sys::RMLP_ARCH_MISTRAL => Architecture::Mistral,
+            sys::RMLP_ARCH_GEMMA => Architecture::Gemma,
+            sys::RMLP_ARCH_GEMMA2 => Architecture::Gemma2,
+            sys::RMLP_ARCH_GEMMA3_TEXT => Architecture::Gemma3Text,
             other => Architecture::Unknown(other),
+        };
+        let activation = match c.activation {
+            sys::RMLP_ACTIVATION_SILU => Activation::Silu,
+            sys::RMLP_ACTIVATION_GELU_TANH => Activation::GeluTanh,
+            sys::RMLP_ACTIVATION_GELU => Activation::Gelu,
+            other => Activation::Unknown(other),
         };
         ModelConfig {
             architecture,
@@ -89,6 +129,13 @@ impl From<&sys::rmlp_model_config> for ModelConfig {
             has_lm_head: c.has_lm_head,
             o_proj_bias: c.o_proj_bias,
             mlp_bias: c.mlp_bias,
+            norm_weight_plus_one: c.norm_weight_plus_one,
+            sandwich_norms: c.sandwich_norms,
+            activation,
+            embedding_scale: c.embedding_scale,
+            final_logit_softcapping: c.final_logit_softcapping,
+            query_pre_attn_scalar: c.query_pre_attn_scalar,
+            attn_logit_softcapping: c.attn_logit_softcapping,
         }
     }
 }
@@ -244,7 +291,16 @@ impl From<&ModelConfig> for sys::rmlp_model_config {
             Architecture::Qwen2 => sys::RMLP_ARCH_QWEN2,
             Architecture::Llama => sys::RMLP_ARCH_LLAMA,
             Architecture::Mistral => sys::RMLP_ARCH_MISTRAL,
+            Architecture::Gemma => sys::RMLP_ARCH_GEMMA,
+            Architecture::Gemma2 => sys::RMLP_ARCH_GEMMA2,
+            Architecture::Gemma3Text => sys::RMLP_ARCH_GEMMA3_TEXT,
             Architecture::Unknown(code) => code,
+        };
+        let activation = match c.activation {
+            Activation::Silu => sys::RMLP_ACTIVATION_SILU,
+            Activation::GeluTanh => sys::RMLP_ACTIVATION_GELU_TANH,
+            Activation::Gelu => sys::RMLP_ACTIVATION_GELU,
+            Activation::Unknown(code) => code,
         };
         let u = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         sys::rmlp_model_config {
@@ -266,6 +322,13 @@ impl From<&ModelConfig> for sys::rmlp_model_config {
             has_lm_head: c.has_lm_head,
             o_proj_bias: c.o_proj_bias,
             mlp_bias: c.mlp_bias,
+            norm_weight_plus_one: c.norm_weight_plus_one,
+            sandwich_norms: c.sandwich_norms,
+            activation,
+            embedding_scale: c.embedding_scale,
+            final_logit_softcapping: c.final_logit_softcapping,
+            query_pre_attn_scalar: c.query_pre_attn_scalar,
+            attn_logit_softcapping: c.attn_logit_softcapping,
         }
     }
 }
