@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs the Python bindings' tests against a built libradix_mlp.
-# Usage: bindings/python/run_tests.sh LIB_DIR   (a folder holding libradix_mlp.so.0.2, e.g. build/)
+# Usage: bindings/python/run_tests.sh LIB_DIR   (a folder holding libradix_mlp.so.0.3, e.g. build/)
 # Needs Debian's python3 with numpy and pytest (apt-get install python3-numpy python3-pytest).
 set -euo pipefail
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
-  echo "usage: $0 LIB_DIR (the folder holding libradix_mlp.so.0.2)" >&2
+  echo "usage: $0 LIB_DIR (the folder holding libradix_mlp.so.0.3)" >&2
   exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)

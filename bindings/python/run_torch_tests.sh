@@ -2,7 +2,7 @@
 # Runs the tests that need torch and transformers (bindings/python/tests_torch: radix_mlp.torch's
 # training on the library's plan against the plain transformers model, and the library's reading of
 # config.json against transformers' own, test_config_keys.py) against a built libradix_mlp.
-# Usage: bindings/python/run_torch_tests.sh LIB_DIR   (a folder holding libradix_mlp.so.0.2, e.g. build/)
+# Usage: bindings/python/run_torch_tests.sh LIB_DIR   (a folder holding libradix_mlp.so.0.3, e.g. build/)
 #
 # Needs a python with numpy, torch, transformers and safetensors: RADIX_MLP_TORCH_PYTHON if set, else the
 # first of `python3` on PATH and /usr/bin/python3 that has them. Where none has them, it installs the
@@ -12,7 +12,7 @@
 # pytest needed); about a minute on 2 cores.
 set -euo pipefail
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
-  echo "usage: $0 LIB_DIR (the folder holding libradix_mlp.so.0.2)" >&2
+  echo "usage: $0 LIB_DIR (the folder holding libradix_mlp.so.0.3)" >&2
   exit 2
 fi
 here=$(cd "$(dirname "$0")" && pwd)

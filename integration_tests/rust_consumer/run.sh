@@ -78,7 +78,7 @@ else
   if grep -q radix_mlp <<<"$(needed "$(bin from_source)")"; then fail "from_source: needs $(needed "$(bin from_source)")"; fi
   cargo_build from_source_shared --features shared
   "$(bin from_source_shared)"
-  grep -q "libradix_mlp_plan.so.0.2 => $build/rust_consumer/from_source_shared/" <<<"$(ldd "$(bin from_source_shared)")" ||
+  grep -q "libradix_mlp_plan.so.0.3 => $build/rust_consumer/from_source_shared/" <<<"$(ldd "$(bin from_source_shared)")" ||
     fail "from_source_shared: does not load the libradix_mlp_plan it built: $(ldd "$(bin from_source_shared)")"
   if CC="$scratch/no-such-cc" cargo_build no_compiler >"$scratch/missing.log" 2>&1; then
     fail "built with no library and no C compiler"

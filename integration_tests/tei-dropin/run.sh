@@ -65,23 +65,23 @@ registry="$scratch/registry"
 mkdir -p "$registry"
 # unpack NAME: the .crate into the directory registry, with the checksum file such a source needs.
 unpack() {
-  local crate="$scratch/package/package/$1-0.2.0.crate"
+  local crate="$scratch/package/package/$1-0.3.0.crate"
   tar xzf "$crate" -C "$registry"
   printf '{"files":{},"package":"%s"}\n' "$(sha256sum "$crate" | cut -d' ' -f1)" \
-    >"$registry/$1-0.2.0/.cargo-checksum.json"
+    >"$registry/$1-0.3.0/.cargo-checksum.json"
 }
 packaged=(--config "source.crates-io.replace-with='packaged'" --config "source.packaged.directory='$registry'")
 (cd "$root/bindings/rust/radix-mlp-sys" &&
   CARGO_TARGET_DIR="$scratch/package" cargo package --offline --allow-dirty --no-verify --quiet)
 unpack radix-mlp-sys
-[ -f "$registry/radix-mlp-sys-0.2.0/csrc/trie/planner.c" ] || fail "the packaged radix-mlp-sys carries no C sources"
+[ -f "$registry/radix-mlp-sys-0.3.0/csrc/trie/planner.c" ] || fail "the packaged radix-mlp-sys carries no C sources"
 (cd "$root/bindings/rust/radix-mlp" &&
   CARGO_TARGET_DIR="$scratch/package" cargo package --offline --allow-dirty --no-verify --quiet "${packaged[@]}")
 unpack radix-mlp
 
 # The workspace again, outside this tree, its one line a registry version.
 ws="$scratch/workspace"
-copy_workspace "$ws" 'radix_mlp = { package = "radix-mlp", version = "0.2.0" }'
+copy_workspace "$ws" 'radix_mlp = { package = "radix-mlp", version = "0.3.0" }'
 mkdir -p "$ws/.cargo"
 printf '[source.crates-io]\nreplace-with = "packaged"\n[source.packaged]\ndirectory = "%s"\n' "$registry" \
   >"$ws/.cargo/config.toml"

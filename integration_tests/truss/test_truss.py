@@ -120,7 +120,7 @@ def check_config(args):
             build = Path(tmp) / name
             TrussHandle(EXAMPLES / name).docker_build_setup(build)
             dockerfile = (build / "Dockerfile").read_text()
-            assert "FROM radix-mlp-truss:0.2" in dockerfile, "%s: the base image is not used" % name
+            assert "FROM radix-mlp-truss:0.3" in dockerfile, "%s: the base image is not used" % name
             if config.docker_server is None:
                 assert 'ENTRYPOINT ["/usr/local/bin/python3", "/app/main.py"]' in dockerfile, name
                 assert (build / "model" / "model.py").is_file() and (build / "server" / "truss_server.py").is_file()

@@ -12,7 +12,7 @@ from ctypes import POINTER, c_bool, c_char, c_char_p, c_double, c_float, c_int32
 
 # Version the bindings are written for. The major version must match the library's.
 RMLP_VERSION_MAJOR = 0
-RMLP_VERSION_MINOR = 2
+RMLP_VERSION_MINOR = 3
 RMLP_VERSION_PATCH = 0
 RMLP_VERSION = (RMLP_VERSION_MAJOR << 16) | (RMLP_VERSION_MINOR << 8) | RMLP_VERSION_PATCH
 

@@ -2,10 +2,10 @@
 
 Search order:
 1. ``RADIX_MLP_LIB``: the full path of the shared library;
-2. ``RADIX_MLP_LIB_DIR``: a folder holding ``libradix_mlp.so.0.2`` or ``libradix_mlp.so`` (a CMake
+2. ``RADIX_MLP_LIB_DIR``: a folder holding ``libradix_mlp.so.0.3`` or ``libradix_mlp.so`` (a CMake
    build folder or an install prefix's ``lib``);
 3. ``ctypes.util.find_library("radix_mlp")``;
-4. the loader's default search for ``libradix_mlp.so.0.2`` (LD_LIBRARY_PATH, ld.so.cache).
+4. the loader's default search for ``libradix_mlp.so.0.3`` (LD_LIBRARY_PATH, ld.so.cache).
 
 A variable that is set but names nothing loadable is an error, never a silent fallback.
 """

@@ -215,11 +215,11 @@ def test_loader_refuses_other_major(monkeypatch):
     from radix_mlp import _loader
 
     monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x010203), "/fake/libradix_mlp.so.1"))
-    with pytest.raises(ImportError, match=r"version 1\.2\.3 \(ABI 1\) but these bindings are written for ABI 0\.2"):
+    with pytest.raises(ImportError, match=r"version 1\.2\.3 \(ABI 1\) but these bindings are written for ABI 0\.3"):
         _loader.load()
-    # before 1.0 every minor version is its own ABI (0.2 changed the plan's struct)
-    monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x000105), "/fake/libradix_mlp.so.0.1"))
-    with pytest.raises(ImportError, match=r"version 0\.1\.5 \(ABI 0\.1\) but these bindings are written for ABI 0\.2"):
-        _loader.load()
+    # before 1.0 every minor version is its own ABI (0.2 changed the plan's struct, 0.3 the model's config)
     monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x000205), "/fake/libradix_mlp.so.0.2"))
-    assert _loader.load()[1] == "/fake/libradix_mlp.so.0.2"
+    with pytest.raises(ImportError, match=r"version 0\.2\.5 \(ABI 0\.2\) but these bindings are written for ABI 0\.3"):
+        _loader.load()
+    monkeypatch.setattr(_loader, "_find", lambda: (_FakeLib(0x000305), "/fake/libradix_mlp.so.0.3"))
+    assert _loader.load()[1] == "/fake/libradix_mlp.so.0.3"

@@ -100,7 +100,7 @@ typedef struct rmlp_planner rmlp_planner;
 #define RMLP_VERSION_MAJOR 0
 
 // Minor version: additions that keep the ABI.
-#define RMLP_VERSION_MINOR 2
+#define RMLP_VERSION_MINOR 3
 
 // Patch version: fixes only.
 #define RMLP_VERSION_PATCH 0

@@ -33,7 +33,7 @@ pub fn pkg_config(extra_path: Option<&Path>, args: &[&str]) -> Result<String, St
     }
 }
 
-/// Whether an installed version `found` ("0.2.0") has the ABI of this crate's (the SONAME's:
+/// Whether an installed version `found` ("0.3.0") has the ABI of this crate's (the SONAME's:
 /// major, and before 1.0 minor too).
 fn same_abi(found: &str) -> bool {
     let abi = |v: &str| -> Vec<String> {

@@ -7,7 +7,7 @@ use crate::rmlp_status;
 /// Major version: the SONAME carries it; a change means the ABI broke.
 pub const RMLP_VERSION_MAJOR: u32 = 0;
 /// Minor version: additions that keep the ABI.
-pub const RMLP_VERSION_MINOR: u32 = 2;
+pub const RMLP_VERSION_MINOR: u32 = 3;
 /// Patch version: fixes only.
 pub const RMLP_VERSION_PATCH: u32 = 0;
 /// The version as one number, `major << 16 | minor << 8 | patch`, as `rmlp_version()` returns it.
