@@ -30,6 +30,7 @@ TESTS = [
     ("tests/test_cpu_threads", []),
     ("tests/test_model_load", []),
     ("tests/test_model_load_bad", []),
+    ("tests/test_model_load_finite", []),
     ("tests/test_model_api", [FIXTURES]),
     ("tests/test_generate", [FIXTURES]),
     ("tests/test_alloc_failure", []),
