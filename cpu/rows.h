@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "radix_mlp.h"
+#include "radix_mlp/types.h"
 #include "model/model_ext.h"
 #include "workers.h"
 
