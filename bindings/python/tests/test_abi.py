@@ -17,7 +17,7 @@ from conftest import HEADER, HERE
 
 STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args",
            "rmlp_context_params", "rmlp_cpu_profile", "rmlp_cache_stats", "rmlp_gpu_stats", "rmlp_generate_params", "rmlp_generate_stats",
-           "rmlp_batcher_params", "rmlp_batch", "rmlp_route_params"]
+           "rmlp_batcher_params", "rmlp_batch", "rmlp_route_params", "rmlp_layer_attention"]
 
 # Offsets of selected fields, as a C program compiled against ffi/include/radix_mlp.h printed
 # them (sizeof/offsetof, LP64): the layout the bindings rely on.
@@ -51,6 +51,8 @@ KNOWN_OFFSETS = {
     ("rmlp_attention_args", "n_compact"): 96,
     ("rmlp_attention_args", "qo_indptr"): 104,
     ("rmlp_attention_args", "kv_indices_device"): 144,
+    ("rmlp_attention_args", "sliding_window"): 152,
+    ("rmlp_attention_args", "softcap"): 156,
     ("rmlp_context_params", "attention_space"): 4,
     ("rmlp_context_params", "cache_bytes"): 8,
     ("rmlp_context_params", "gpu_attention"): 16,

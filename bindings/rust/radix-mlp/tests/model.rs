@@ -88,12 +88,15 @@ fn per_layer_and_callback_match_forward() {
         ctx.embed(&plan, &mut hidden).unwrap();
         for layer in 0..cfg.num_hidden_layers {
             ctx.pre_attention(layer, &plan, &hidden, &mut q, &mut k, &mut v).unwrap();
+            let la = model.layer_attention(layer).unwrap();
             let mut args = AttentionArgs {
                 layer,
                 n_heads: cfg.num_attention_heads,
                 n_kv_heads: cfg.num_key_value_heads,
                 head_dim: cfg.head_dim,
-                scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+                scale: la.scale,
+                sliding_window: la.sliding_window,
+                softcap: la.softcap,
                 cu_seqlens: &plan.cu_seqlens,
                 q: &q,
                 k: &k,
@@ -287,4 +290,18 @@ fn cpu_bf16_gemm_choice() {
     let err = Model::load_with(&f.dir, f32_onednn).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(err.message.contains("params->cpu_bf16_gemm="), "{err}");
+}
+
+#[test]
+fn names_cover_every_fixture() {
+    let mut folders: Vec<String> = std::fs::read_dir(common::fixtures_dir())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("config.json").is_file())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    folders.sort();
+    let mut names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+    names.sort();
+    assert_eq!(names, folders, "tests/common/mod.rs's NAMES against integration_tests/fixtures");
 }

@@ -264,6 +264,8 @@ impl<M: ModelHolder> Context<'_, M> {
             qo_indptr_device: device[1],
             kv_indptr_device: device[2],
             kv_indices_device: device[3],
+            sliding_window: to_u32(fn_name, "sliding_window", a.sliding_window)?,
+            softcap: a.softcap,
         };
         // SAFETY: the buffers are the model's memory holding `rows` rows of their widths (n_tokens
         // = cu_seqlens[n_seqs] in full space, n_compact = qo_indptr[n_seqs] in compact space; the
@@ -287,6 +289,8 @@ struct Call<'a> {
     n_kv_heads: usize,
     head_dim: usize,
     scale: f32,
+    sliding_window: usize,
+    softcap: f32,
     cu_seqlens: &'a [u32],
     /// Device offsets, NULL for the set plan's (and on the CPU: the host's are used).
     cu_seqlens_device: *const u32,
@@ -314,6 +318,8 @@ impl<'a> Call<'a> {
             n_kv_heads: a.n_kv_heads,
             head_dim: a.head_dim,
             scale: a.scale,
+            sliding_window: a.sliding_window,
+            softcap: a.softcap,
             cu_seqlens: cu,
             // the CPU reads the host arrays; these equal them, as in the library's own args
             cu_seqlens_device: cu.as_ptr(),
@@ -337,6 +343,8 @@ impl<'a> Call<'a> {
             n_kv_heads: a.n_kv_heads,
             head_dim: a.head_dim,
             scale: a.scale,
+            sliding_window: a.sliding_window,
+            softcap: a.softcap,
             cu_seqlens: a.cu_seqlens,
             cu_seqlens_device: ptr(a.cu_seqlens_device),
             q: a.q.into(),
