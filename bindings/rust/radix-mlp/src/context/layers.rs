@@ -171,7 +171,8 @@ impl<M: ModelHolder> Context<'_, M> {
 
     /// The built-in causal varlen attention with grouped KV heads (`rmlp_attention`), for a host
     /// that calls the per-layer entry points but has no attention of its own. Full layout
-    /// (`args.compact` is `None`).
+    /// (`args.compact` is `None`). `args.sliding_window` and `args.softcap` must be the layer's
+    /// ([`Model::layer_attention`](crate::Model::layer_attention)): other values are refused.
     pub fn attention(&mut self, args: &mut AttentionArgs<'_>) -> Result<(), Error> {
         self.run_attention("radix_mlp::Context::attention", Call::host(args), false)
     }
