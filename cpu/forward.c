@@ -86,7 +86,7 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
         const layer_weights *lw = &w->layers[layer];
         const layer_attention *la = &w->ext->layers[layer];
         args.layer = layer;
-        args.scale = la->scale;
+        args.scale = la->scale, args.sliding_window = la->window, args.softcap = la->softcap;
         if (!compact) {
             cpu_pre_attention(cfg, lw, la, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
             if (attention != NULL) {

@@ -450,7 +450,8 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
     bool full_paged = !compact && attention == NULL && ctx->options.full_kv_paged && !p->identity;
     for (uint32_t layer = 0; layer < c->num_hidden_layers; layer++) {
         args.layer = layer;
-        args.scale = m->ext->layers[layer].scale; /* the layer's (model/model_ext.h) */
+        const layer_attention *la = &m->ext->layers[layer]; /* the layer's (model/model_ext.h) */
+        args.scale = la->scale, args.sliding_window = la->window, args.softcap = la->softcap;
         if (full_paged) { /* only Q is scattered to the batch rows */
             status = project_qkv(fn, ctx, layer, ctx->hidden, false, NULL, NULL, NULL);
             if (status == RMLP_OK) status = scatter_qkv(fn, ctx, layer, ctx->q, NULL, NULL);

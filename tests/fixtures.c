@@ -50,9 +50,12 @@ void fixture_batch_free(fixture_batch *b) {
     memset(b, 0, sizeof *b);
 }
 
-rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_plan *plan, uint32_t n_layers,
+rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_model *model, const rmlp_plan *plan,
                                   rmlp_attention_args *args, void *hidden, void *q, void *k, void *v, void *out,
                                   bool compact) {
+    rmlp_model_config cfg;
+    rmlp_status status = rmlp_model_get_config(model, &cfg);
+    if (status != RMLP_OK) return status;
     args->q = q, args->k = k, args->v = v;
     if (compact) {
         args->layout = RMLP_ATTENTION_COMPACT;
@@ -60,9 +63,13 @@ rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_plan *plan, uint
         args->qo_indptr = plan->qo_indptr, args->kv_indptr = plan->cu_seqlens, args->kv_indices = plan->scatter;
         args->qo_indptr_device = args->kv_indptr_device = args->kv_indices_device = NULL;
     }
-    rmlp_status status = rmlp_embed(ctx, plan, hidden);
-    for (uint32_t layer = 0; status == RMLP_OK && layer < n_layers; layer++) {
+    status = rmlp_embed(ctx, plan, hidden);
+    for (uint32_t layer = 0; status == RMLP_OK && layer < cfg.num_hidden_layers; layer++) {
+        rmlp_layer_attention la;
+        status = rmlp_model_layer_attention(model, layer, &la);
+        if (status != RMLP_OK) break;
         args->layer = layer;
+        args->scale = la.scale, args->sliding_window = la.sliding_window, args->softcap = la.softcap;
         status = compact ? rmlp_layer_pre_attention_compact(ctx, layer, plan, hidden, q, k, v)
                          : rmlp_layer_pre_attention(ctx, layer, plan, hidden, q, k, v);
         if (status == RMLP_OK) status = compact ? rmlp_attention_compact(ctx, args) : rmlp_attention(ctx, args);

@@ -33,13 +33,14 @@ int fixture_read_batch(const char *path, fixture_batch *b, char *why, size_t why
 void fixture_batch_free(fixture_batch *b);
 
 /* rmlp_embed into hidden; per layer rmlp_layer_pre_attention into q, k, v, rmlp_attention(args) on
- * them into args->out, rmlp_layer_post_attention; rmlp_final_norm into out. args is filled in but
- * for its layer and q, k, v (set here); buffers are the context's kind of memory (a CUDA context:
+ * them into args->out, rmlp_layer_post_attention; rmlp_final_norm into out (model's layers, the
+ * context's model). args is filled in but for its layer, q, k, v and the layer's scale, window and
+ * soft-cap (set here, from rmlp_model_layer_attention); buffers are the context's kind of memory (a CUDA context:
  * its plan set before). With `compact`, the same in compact space: the *_compact calls and
  * rmlp_attention_compact, q, k, v, args->out and out of n_compact_padded rows, args given the
  * plan's layout (host arrays; device ones NULL, so a CUDA context uses the set plan's copies).
  * Returns RMLP_OK or the first failure (rmlp_last_error says which). */
-rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_plan *plan, uint32_t n_layers,
+rmlp_status fixture_run_per_layer(rmlp_context *ctx, const rmlp_model *model, const rmlp_plan *plan,
                                   rmlp_attention_args *args, void *hidden, void *q, void *k, void *v, void *out,
                                   bool compact);
 

@@ -32,12 +32,6 @@
 
 static const char *const FIXTURES[] = FIXTURE_NAMES;
 
-/* Whether a model's sliding window is shorter than a batch's longest sequence: a host's attention
- * callback, which is not told the window, is then refused (model/model_ext.h). */
-static bool windowed(const rmlp_model_config *c, uint32_t longest) {
-    return c->sliding_window != 0 && longest > c->sliding_window;
-}
-
 /* What the host callback saw. */
 typedef struct callback_state {
     rmlp_context *ctx;
@@ -78,7 +72,8 @@ static rmlp_status host_attention(void *user_data, const rmlp_attention_args *a)
 }
 
 /* embed, pre-attention, rmlp_attention, post-attention per layer, final norm: a host keeping attention. */
-static float *per_layer(rmlp_context *ctx, const reference *r, const rmlp_plan *plan, rmlp_dtype dt) {
+static float *per_layer(rmlp_context *ctx, const rmlp_model *model, const reference *r, const rmlp_plan *plan,
+                        rmlp_dtype dt) {
     const rmlp_model_config *c = &r->cfg;
     size_t es = elem_size(dt), nt = plan->n_tokens, nc = plan->n_compact_padded, h = c->hidden_size;
     size_t qd = (size_t)c->num_attention_heads * c->head_dim, kvd = (size_t)c->num_key_value_heads * c->head_dim;
@@ -87,11 +82,10 @@ static float *per_layer(rmlp_context *ctx, const reference *r, const rmlp_plan *
     poison(hidden, nc * h * es), poison(q, nt * qd * es), poison(k, nt * kvd * es), poison(v, nt * kvd * es);
     poison(attn, nt * qd * es), poison(out, nt * h * es);
     rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs, .n_heads = c->num_attention_heads,
-                                .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
-                                .scale = 1.0f / sqrtf((float)c->head_dim), .dtype = dt, .cu_seqlens = plan->cu_seqlens,
-                                .out = attn, .cu_seqlens_device = NULL};
+                                .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim, .dtype = dt,
+                                .cu_seqlens = plan->cu_seqlens, .out = attn, .cu_seqlens_device = NULL};
     rmlp_status status = rmlp_context_set_plan(ctx, plan);
-    if (status == RMLP_OK) status = fixture_run_per_layer(ctx, plan, c->num_hidden_layers, &args, hidden, q, k, v, out, false);
+    if (status == RMLP_OK) status = fixture_run_per_layer(ctx, model, plan, &args, hidden, q, k, v, out, false);
     float *got = NULL;
     if (CHECK(status == RMLP_OK, "per-layer entry points: %s", rmlp_last_error())) got = download(out, nt * h, dt);
     cudaFree(hidden), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(attn), cudaFree(out);
@@ -122,8 +116,8 @@ static rmlp_status host_compact_attention(void *user_data, const rmlp_attention_
 /* Attention in compact space on the device: rmlp_forward_compact against the CPU path and the
  * device's full-space forward (`full`, may be NULL), the compact per-layer calls, a compact-layout
  * callback, and the read-outs through scatter. */
-static void test_compact_dtype(rmlp_context *ctx, const reference *r, int radix, rmlp_dtype dt, int di,
-                               const char *name, const float *full) {
+static void test_compact_dtype(rmlp_context *ctx, const rmlp_model *model, const reference *r, int radix,
+                               rmlp_dtype dt, int di, const char *name, const float *full) {
     const rmlp_plan *plan = &r->plans[radix];
     const rmlp_model_config *c = &r->cfg;
     size_t hsz = c->hidden_size, nc = plan->n_compact_padded, n = plan->n_tokens * hsz, es = elem_size(dt);
@@ -158,9 +152,9 @@ static void test_compact_dtype(rmlp_context *ctx, const reference *r, int radix,
         poison(out, nc * hsz * es), poison(attn, nc * qd * es);
         rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
                                     .n_heads = c->num_attention_heads, .n_kv_heads = c->num_key_value_heads,
-                                    .head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim), .dtype = dt,
-                                    .cu_seqlens = plan->cu_seqlens, .out = attn};
-        status = fixture_run_per_layer(ctx, plan, c->num_hidden_layers, &args, hidden, q, k, v, out, true);
+                                    .head_dim = c->head_dim, .dtype = dt, .cu_seqlens = plan->cu_seqlens,
+                                    .out = attn};
+        status = fixture_run_per_layer(ctx, model, plan, &args, hidden, q, k, v, out, true);
         if (CHECK(status == RMLP_OK, "%s: compact per-layer: %s", name, rmlp_last_error())) {
             float *pl = download(out, plan->n_compact * hsz, dt);
             expect_identical("compact per-layer calls + rmlp_attention_compact", pl, compact, plan->n_compact * hsz, di,
@@ -171,12 +165,7 @@ static void test_compact_dtype(rmlp_context *ctx, const reference *r, int radix,
         callback_state st = {.ctx = ctx, .dtype = dt};
         poison(d_out, nc * hsz * es);
         status = rmlp_forward_compact(ctx, plan, host_compact_attention, &st, d_out);
-        uint32_t longest = 0;
-        for (uint32_t s = 0; s < plan->n_seqs; s++)
-            if (plan->cu_seqlens[s + 1] - plan->cu_seqlens[s] > longest) longest = plan->cu_seqlens[s + 1] - plan->cu_seqlens[s];
-        if (windowed(c, longest))
-            CHECK(status == RMLP_ERR_UNSUPPORTED, "%s: a compact callback past the window: status %d", name, status);
-        else if (CHECK(status == RMLP_OK && st.bad == 0, "%s: compact callback: %s %s", name, rmlp_last_error(),
+        if (CHECK(status == RMLP_OK && st.bad == 0, "%s: compact callback: %s %s", name, rmlp_last_error(),
                        st.why)) {
             float *cb = download(d_out, plan->n_compact * hsz, dt);
             expect_identical("rmlp_forward_compact with a compact callback", cb, compact, plan->n_compact * hsz, di, 0);
@@ -317,11 +306,7 @@ static void test_model_dtype(const char *path, const char *name, const reference
         callback_state st = {.ctx = ctx, .dtype = dt};
         for (uint32_t s = 0; s < r->b.n_seqs; s++)
             if (r->b.cu[s + 1] - r->b.cu[s] > st.max_seqlen) st.max_seqlen = r->b.cu[s + 1] - r->b.cu[s];
-        if (windowed(&r->cfg, st.max_seqlen)) { /* the callback is not told the window: refused */
-            rmlp_status refused = rmlp_forward(ctx, &r->plans[1], host_attention, &st, d_out);
-            CHECK(refused == RMLP_ERR_UNSUPPORTED && strstr(rmlp_last_error(), "sliding window") != NULL,
-                  "%s: a callback past the window: status %d, %s", name, refused, rmlp_last_error());
-        } else {
+        { /* the callback is told each layer's window and soft-cap, and hands them to rmlp_attention */
             float *cb = device_forward(ctx, r, &r->plans[1], dt, d_out, host_attention, &st, "callback");
             CHECK(st.bad == 0, "%s: the attention callback was handed: %s", name, st.why);
             CHECK(st.calls == r->cfg.num_hidden_layers, "%s: callback called %u times for %u layers", name, st.calls,
@@ -329,12 +314,12 @@ static void test_model_dtype(const char *path, const char *name, const reference
             if (cb) expect_identical("forward with the host attention callback", cb, got[1], n, di, 1);
             free(cb);
         }
-        float *pl = per_layer(ctx, r, &r->plans[1], dt);
+        float *pl = per_layer(ctx, model, r, &r->plans[1], dt);
         if (pl) expect_identical("per-layer entry points + rmlp_attention", pl, got[1], n, di, 0);
         free(pl);
     }
     for (int radix = 0; radix < 2; radix++) check_attention_kernel(ctx, &r->plans[radix], &r->cfg, dt, name);
-    for (int radix = 0; radix < 2; radix++) test_compact_dtype(ctx, r, radix, dt, di, name, got[radix]);
+    for (int radix = 0; radix < 2; radix++) test_compact_dtype(ctx, model, r, radix, dt, di, name, got[radix]);
     free(got[0]), free(got[1]);
     cudaFree(d_out);
     rmlp_context_free(ctx);

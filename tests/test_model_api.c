@@ -280,7 +280,9 @@ static rmlp_status host_attention(void *user_data, const rmlp_attention_args *ar
 
 /* A Mistral model with a sliding window of 4, one layer: a 9-token sequence's rows 6.. see keys 3..,
  * so they equal those of a sequence that differs in its first three tokens only (and the rows before
- * do not); a host's attention, which is not told the window, is refused past it and runs up to it. */
+ * do not); a host's attention is told the window (rmlp_attention_args::sliding_window, and
+ * rmlp_model_layer_attention) and runs past it; the built-in attention refuses args whose window or
+ * soft-cap is not the layer's. */
 static void test_sliding_window(void) {
     rmlp_model_config cfg = {.architecture = RMLP_ARCH_MISTRAL, .vocab_size = 32, .hidden_size = 16,
                              .intermediate_size = 32, .num_hidden_layers = 1, .num_attention_heads = 2,
@@ -311,8 +313,30 @@ static void test_sliding_window(void) {
             same += p >= 6 && d <= 1e-6 * ref, differ += p < 6 && d > 1e-3 * ref;
         }
         CHECK(same == 3 && differ == 3, "rows past the window: %zu of 3 the same, %zu of 3 different", same, differ);
-        expect(rmlp_forward(ctx, &plan, host_attention, ctx, again), RMLP_ERR_UNSUPPORTED,
-               "layer 0 attends within a sliding window of 4 keys and a sequence has 9", "host attention past it");
+        CHECK(rmlp_forward(ctx, &plan, host_attention, ctx, again) == RMLP_OK &&
+                  memcmp(again, out, sizeof again) == 0,
+              "host attention past the window: %s", rmlp_last_error());
+        /* the built-in attention, handed args whose window or soft-cap is not the layer's */
+        static float qkv[22 * 16], attn[22 * 16];
+        rmlp_attention_args a = {.n_tokens = 22, .n_seqs = 3, .n_heads = 2, .n_kv_heads = 1, .head_dim = 8,
+                                 .scale = 0.25f, .dtype = RMLP_DTYPE_F32, .cu_seqlens = plan.cu_seqlens, .q = qkv,
+                                 .k = qkv, .v = qkv, .out = attn, .sliding_window = 0};
+        expect(rmlp_attention(ctx, &a), RMLP_ERR_INVALID_ARGUMENT,
+               "args->sliding_window=0 but layer 0 attends within 4 keys", "attention args without the layer's window");
+        a.sliding_window = 4, a.softcap = 30.0f;
+        expect(rmlp_attention(ctx, &a), RMLP_ERR_INVALID_ARGUMENT,
+               "args->softcap=30 but layer 0 soft-caps its scores at 0", "attention args with another soft-cap");
+        a.softcap = 0.0f;
+        CHECK(rmlp_attention(ctx, &a) == RMLP_OK, "attention with the layer's window: %s", rmlp_last_error());
+        rmlp_layer_attention la = {0};
+        CHECK(rmlp_model_layer_attention(model, 0, &la) == RMLP_OK && la.sliding_window == 4 && la.softcap == 0.0f &&
+                  la.scale == 1.0f / sqrtf(8.0f),
+              "layer attention: scale %g, window %u, softcap %g: %s", la.scale, la.sliding_window, la.softcap,
+              rmlp_last_error());
+        expect(rmlp_model_layer_attention(model, 1, &la), RMLP_ERR_INVALID_ARGUMENT, "layer=1 but the model has 1 layers",
+               "layer attention of a layer past the model's");
+        expect(rmlp_model_layer_attention(model, 0, NULL), RMLP_ERR_INVALID_ARGUMENT, "model or out is NULL",
+               "layer attention into NULL");
         double ref = 0;
         CHECK(rmlp_plan_build(planner, w_ids + 18, w_pos + 18, 4, cu_short, 1, NULL, &plan) == RMLP_OK &&
                   rmlp_forward(ctx, &plan, host_attention, ctx, again) == RMLP_OK &&

@@ -9,8 +9,9 @@
  *   - pooling (last, mean) matches pooled_last / pooled_mean; reranker logits match logits_last;
  *   - the per-layer entry points with the attention done "by the host" (rmlp_attention called
  *     between them), and rmlp_forward with an attention callback, give rmlp_forward's result
- *     bit for bit (a model with sliding windows shorter than the batch's sequences refuses the
- *     callback, which is not told the window, naming it);
+ *     bit for bit; a host's own attention (naive_attention, from rmlp_attention_args's definition:
+ *     its scale, sliding window and soft-cap) through the callback, full and compact, within 1e-5
+ *     relative, and told apart when it ignores a window shorter than a sequence;
  *   - attention in compact space (rmlp_forward_compact), radix on and off: its compact rows read
  *     through scatter match last_hidden within 1e-4 and the full-space forward within 1e-6
  *     relative; pooling and scores read through scatter match transformers'; the compact
@@ -44,25 +45,105 @@ static rmlp_status host_attention(void *user_data, const rmlp_attention_args *ar
     return rmlp_attention(user_data, args);
 }
 
-/* The scale a host gives the built-in attention: query_pre_attn_scalar^-0.5 (Gemma 2 and 3), else
- * 1 / sqrt(head_dim). */
-static float layer_scale(const rmlp_model_config *cfg) {
-    return cfg->query_pre_attn_scalar > 0 ? (float)pow(cfg->query_pre_attn_scalar, -0.5)
-                                          : 1.0f / sqrtf((float)cfg->head_dim);
+/* A host's own attention, written from the definition of rmlp_attention_args alone (either
+ * layout, f32, double accumulation): each query at index p of its sequence sees the keys at
+ * max(0, p - sliding_window + 1) .. p (all up to p with no window); scores scale * q.k, soft-capped
+ * to softcap * tanh(s / softcap) where softcap > 0, then the softmax. ignore_window: a host that
+ * does not apply the window (the test must see its output differ). */
+typedef struct naive_host {
+    bool ignore_window;
+    uint32_t windowed_layers, capped_layers; /* layers it was handed with a window / a soft-cap */
+} naive_host;
+
+static rmlp_status naive_attention(void *user_data, const rmlp_attention_args *a) {
+    naive_host *h = user_data;
+    bool compact = a->layout == RMLP_ATTENTION_COMPACT;
+    const float *q = a->q, *k = a->k, *v = a->v;
+    float *out = a->out;
+    uint32_t hd = a->head_dim, group = a->n_heads / a->n_kv_heads;
+    uint32_t window = h->ignore_window ? 0 : a->sliding_window;
+    h->windowed_layers += a->sliding_window != 0, h->capped_layers += a->softcap != 0;
+    double *w = malloc((a->n_tokens + 1) * sizeof(double));
+    for (uint32_t s = 0; s < a->n_seqs; s++) {
+        uint32_t start = a->cu_seqlens[s], len = a->cu_seqlens[s + 1] - start;
+        uint32_t q0 = compact ? a->qo_indptr[s] : start, nq = compact ? a->qo_indptr[s + 1] - q0 : len;
+        for (uint32_t t = 0; t < nq; t++) {
+            uint32_t p = len - nq + t, lo = window != 0 && p + 1 > window ? p + 1 - window : 0;
+            for (uint32_t head = 0; head < a->n_heads; head++) {
+                const float *qr = q + ((size_t)(q0 + t) * a->n_heads + head) * hd;
+                size_t kv_head = head / group;
+                double max = -INFINITY, sum = 0.0;
+                for (uint32_t j = lo; j <= p; j++) {
+                    size_t row = compact ? a->kv_indices[start + j] : start + j;
+                    const float *kr = k + (row * a->n_kv_heads + kv_head) * hd;
+                    double dot = 0.0;
+                    for (uint32_t d = 0; d < hd; d++) dot += (double)qr[d] * kr[d];
+                    double score = dot * a->scale;
+                    if (a->softcap > 0) score = a->softcap * tanh(score / a->softcap);
+                    w[j - lo] = score, max = score > max ? score : max;
+                }
+                for (uint32_t j = lo; j <= p; j++) sum += w[j - lo] = exp(w[j - lo] - max);
+                float *o = out + ((size_t)(q0 + t) * a->n_heads + head) * hd;
+                for (uint32_t d = 0; d < hd; d++) {
+                    double acc = 0.0;
+                    for (uint32_t j = lo; j <= p; j++) {
+                        size_t row = compact ? a->kv_indices[start + j] : start + j;
+                        acc += w[j - lo] * v[(row * a->n_kv_heads + kv_head) * hd + d];
+                    }
+                    o[d] = (float)(acc / sum);
+                }
+            }
+        }
+    }
+    free(w);
+    return RMLP_OK;
+}
+
+/* The naive host attention through the callback (full and compact space) against the built-in
+ * forward's output (full: batch rows, compact: compact rows; n values), within 1e-5 relative; a
+ * host ignoring the window must be told apart on a model whose window is shorter than a sequence. */
+static void test_naive_host(const char *name, rmlp_context *ctx, const rmlp_model_config *cfg, const rmlp_plan *plan,
+                            const float *want, size_t n, bool compact) {
+    float *got = tu_xmalloc((compact ? plan->n_compact_padded : plan->n_tokens) * (size_t)cfg->hidden_size * 4);
+    uint32_t longest = 0;
+    for (uint32_t s = 0; s < plan->n_seqs; s++)
+        if (plan->cu_seqlens[s + 1] - plan->cu_seqlens[s] > longest) longest = plan->cu_seqlens[s + 1] - plan->cu_seqlens[s];
+    for (int ignore = 0; ignore < 2; ignore++) {
+        naive_host host = {.ignore_window = ignore};
+        rmlp_status status = compact ? rmlp_forward_compact(ctx, plan, naive_attention, &host, got)
+                                     : rmlp_forward(ctx, plan, naive_attention, &host, got);
+        if (!CHECK(status == RMLP_OK, "%s: naive host attention (%s): %s", name, compact ? "compact" : "full",
+                   rmlp_last_error()))
+            break;
+        double ref = 0.0, diff = tu_max_abs_diff(got, want, n, &ref);
+        bool windowed = host.windowed_layers > 0 && longest > cfg->sliding_window;
+        if (!ignore) {
+            CHECK(diff <= 1e-5 * ref, "%s: naive host attention (%s, %u windowed, %u soft-capped layers) differs from "
+                  "the built-in by %.3g (max |value| %.3g)", name, compact ? "compact" : "full", host.windowed_layers,
+                  host.capped_layers, diff, ref);
+            if (!compact && (host.windowed_layers || host.capped_layers))
+                printf("%s: naive host attention with %u windowed, %u soft-capped layers: max abs diff %.3g\n", name,
+                       host.windowed_layers, host.capped_layers, diff);
+        } else if (windowed) {
+            CHECK(diff > 1e-5 * ref, "%s: a host ignoring the window (%s) is not told apart (diff %.3g)", name,
+                  compact ? "compact" : "full", diff);
+        }
+    }
+    free(got);
 }
 
 /* Embed, layers with rmlp_attention between the halves, final norm: as a host keeping attention does. */
-static rmlp_status run_per_layer(rmlp_context *ctx, const rmlp_model_config *cfg, const rmlp_plan *plan,
-                                 const fixture_batch *b, float *out) {
+static rmlp_status run_per_layer(rmlp_context *ctx, const rmlp_model *model, const rmlp_model_config *cfg,
+                                 const rmlp_plan *plan, const fixture_batch *b, float *out) {
     size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
     float *hidden = tu_xmalloc((size_t)plan->n_compact_padded * cfg->hidden_size * sizeof(float));
     float *q = tu_xmalloc(b->n_tokens * qd * sizeof(float)), *attn = tu_xmalloc(b->n_tokens * qd * sizeof(float));
     float *k = tu_xmalloc(b->n_tokens * kvd * sizeof(float)), *v = tu_xmalloc(b->n_tokens * kvd * sizeof(float));
     rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
                                 .n_heads = cfg->num_attention_heads, .n_kv_heads = cfg->num_key_value_heads,
-                                .head_dim = cfg->head_dim, .scale = layer_scale(cfg),
-                                .dtype = RMLP_DTYPE_F32, .cu_seqlens = b->cu, .out = attn};
-    rmlp_status status = fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, out, false);
+                                .head_dim = cfg->head_dim, .dtype = RMLP_DTYPE_F32, .cu_seqlens = b->cu,
+                                .out = attn};
+    rmlp_status status = fixture_run_per_layer(ctx, model, plan, &args, hidden, q, k, v, out, false);
     free(hidden), free(q), free(k), free(v), free(attn);
     return status;
 }
@@ -85,27 +166,6 @@ static rmlp_status compact_attention(void *user_data, const rmlp_attention_args 
         memcmp(a->kv_indices, p->scatter, p->n_tokens * sizeof(uint32_t)) != 0 || a->qo_indptr_device != a->qo_indptr)
         h->bad++;
     return rmlp_attention_compact(h->ctx, a);
-}
-
-/* Whether a forward with a host's attention callback (its status) ran: RMLP_OK, or, on a model
- * whose attention scores are soft-capped (Gemma 2) or whose sliding window is shorter than the
- * batch's longest sequence, the refusal naming the soft-cap or the window. */
-static int callback_ran(const char *name, const char *what, rmlp_status status, const rmlp_model_config *cfg,
-                        const rmlp_plan *plan) {
-    uint32_t longest = 0;
-    for (uint32_t s = 0; s < plan->n_seqs; s++)
-        if (plan->cu_seqlens[s + 1] - plan->cu_seqlens[s] > longest) longest = plan->cu_seqlens[s + 1] - plan->cu_seqlens[s];
-    if (cfg->attn_logit_softcapping != 0) {
-        CHECK(status == RMLP_ERR_UNSUPPORTED && strstr(rmlp_last_error(), "soft-caps") != NULL,
-              "%s: %s with a soft-cap: status %d, %s", name, what, status, rmlp_last_error());
-        return 0;
-    }
-    if (cfg->sliding_window != 0 && longest > cfg->sliding_window) {
-        CHECK(status == RMLP_ERR_UNSUPPORTED && strstr(rmlp_last_error(), "sliding window") != NULL,
-              "%s: %s past the window: status %d, %s", name, what, status, rmlp_last_error());
-        return 0;
-    }
-    return CHECK(status == RMLP_OK, "%s: %s: %s", name, what, rmlp_last_error());
 }
 
 /* Compact rows (n_compact_padded, hsz) read through scatter into batch rows (n_tokens, hsz). */
@@ -159,20 +219,21 @@ static void test_compact(const char *name, rmlp_model *model, rmlp_context *ctx,
     float *attn = tu_xmalloc(nc * qd * sizeof(float));
     rmlp_attention_args args = {.n_tokens = plan->n_tokens, .n_seqs = plan->n_seqs,
                                 .n_heads = cfg->num_attention_heads, .n_kv_heads = cfg->num_key_value_heads,
-                                .head_dim = cfg->head_dim, .scale = layer_scale(cfg),
-                                .dtype = RMLP_DTYPE_F32, .cu_seqlens = plan->cu_seqlens, .out = attn};
-    CHECK(fixture_run_per_layer(ctx, plan, cfg->num_hidden_layers, &args, hidden, q, k, v, again, true) == RMLP_OK,
+                                .head_dim = cfg->head_dim, .dtype = RMLP_DTYPE_F32,
+                                .cu_seqlens = plan->cu_seqlens, .out = attn};
+    CHECK(fixture_run_per_layer(ctx, model, plan, &args, hidden, q, k, v, again, true) == RMLP_OK,
           "%s: compact per-layer: %s", name, rmlp_last_error());
     CHECK(memcmp(again, out_c, plan->n_compact * hsz * sizeof(float)) == 0,
           "%s radix=%d: compact per-layer entry points differ from rmlp_forward_compact", name, radix);
     free(hidden), free(q), free(k), free(v), free(attn);
     compact_host host = {ctx, plan, 0};
-    if (callback_ran(name, "compact callback", rmlp_forward_compact(ctx, plan, compact_attention, &host, again), cfg,
-                     plan)) {
+    if (CHECK(rmlp_forward_compact(ctx, plan, compact_attention, &host, again) == RMLP_OK, "%s: compact callback: %s",
+              name, rmlp_last_error())) {
         CHECK(host.bad == 0, "%s: the compact callback was handed a wrong layout %d times", name, host.bad);
         CHECK(memcmp(again, out_c, plan->n_compact * hsz * sizeof(float)) == 0,
               "%s radix=%d: compact attention callback differs from built-in", name, radix);
     }
+    test_naive_host(name, ctx, cfg, plan, out_c, plan->n_compact * hsz, true);
     /* the context setting: rmlp_forward in compact space (and AUTO: compact only with radix) */
     for (rmlp_attention_space space = RMLP_ATTENTION_COMPACT; space <= RMLP_ATTENTION_AUTO; space++) {
         rmlp_context_params params = rmlp_context_default_params();
@@ -274,10 +335,12 @@ static void test_fixture(const char *dir, const char *name) {
     }
 
     float *again = tu_xmalloc(n * sizeof(float));
-    CHECK(run_per_layer(ctx, &cfg, &plans[1], &b, again) == RMLP_OK, "%s: per-layer: %s", name, rmlp_last_error());
+    CHECK(run_per_layer(ctx, model, &cfg, &plans[1], &b, again) == RMLP_OK, "%s: per-layer: %s", name, rmlp_last_error());
     CHECK(memcmp(again, out[1], n * sizeof(float)) == 0, "%s: per-layer entry points differ from rmlp_forward", name);
-    if (callback_ran(name, "callback", rmlp_forward(ctx, &plans[1], host_attention, ctx, again), &cfg, &plans[1]))
+    if (CHECK(rmlp_forward(ctx, &plans[1], host_attention, ctx, again) == RMLP_OK, "%s: callback: %s", name,
+              rmlp_last_error()))
         CHECK(memcmp(again, out[1], n * sizeof(float)) == 0, "%s: attention callback differs from built-in", name);
+    test_naive_host(name, ctx, &cfg, &plans[1], out[1], n, false);
 
     for (int radix = 0; radix < 2; radix++) test_compact(name, model, ctx, &cfg, &plans[radix], expected, out[radix], radix);
 

@@ -30,22 +30,17 @@ rmlp_status rmlp_check_buffers(const char *fn, const void *const *buffers, const
     return RMLP_OK;
 }
 
-rmlp_status rmlp_check_host_attention(const char *fn, const rmlp_model *model, bool host_attention,
-                                      const uint32_t *cu_seqlens, size_t n_seqs) {
-    uint32_t longest = 0;
-    for (size_t s = 0; host_attention && s < n_seqs; s++)
-        longest = cu_seqlens[s + 1] - cu_seqlens[s] > longest ? cu_seqlens[s + 1] - cu_seqlens[s] : longest;
-    for (uint32_t l = 0; host_attention && l < model->ext.n_layers; l++) {
-        const layer_attention *la = &model->ext.layers[l];
-        if (la->softcap != 0.0f)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "layer %u soft-caps its attention scores (cap %g), which "
-                             "rmlp_attention_args does not tell a host's attention: pass attention=NULL for the "
-                             "built-in one", l, la->softcap);
-        if (la->window != 0 && longest > la->window)
-            return rmlp_fail(RMLP_ERR_UNSUPPORTED, fn, "layer %u attends within a sliding window of %u keys and a "
-                             "sequence has %u, which rmlp_attention_args does not tell a host's attention: pass "
-                             "attention=NULL for the built-in one", l, la->window, longest);
-    }
+/* The built-in attention runs layer a->layer as the model does: args that say otherwise are refused,
+ * naming the field (a->scale is used as given, as before 0.3). */
+static rmlp_status check_layer_values(const char *fn, const layer_attention *la, const rmlp_attention_args *a) {
+    if (a->sliding_window != la->window)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->sliding_window=%u but layer %u attends within %u keys "
+                         "(0: no window): set the layer's, from rmlp_model_layer_attention", a->sliding_window,
+                         a->layer, la->window);
+    if (!(a->softcap == la->softcap)) /* NaN too */
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->softcap=%g but layer %u soft-caps its scores at %g "
+                         "(0: none): set the layer's, from rmlp_model_layer_attention", (double)a->softcap, a->layer,
+                         (double)la->softcap);
     return RMLP_OK;
 }
 
@@ -68,6 +63,7 @@ rmlp_status rmlp_check_attention_args(const char *fn, const rmlp_context *contex
         status = rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->layer=%u but the model has %u layers (the built-in "
                            "attention takes the layer's sliding window and soft-cap)", a->layer,
                            context->model->ext.n_layers);
+    if (status == RMLP_OK) status = check_layer_values(fn, &context->model->ext.layers[a->layer], a);
     if (status != RMLP_OK || !compact) return status;
     if (a->layout != RMLP_ATTENTION_COMPACT)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->layout=%d, rmlp_attention_compact takes "

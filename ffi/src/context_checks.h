@@ -22,13 +22,9 @@ rmlp_status rmlp_context_enter_nested(const char *fn, rmlp_context *context);
 rmlp_status rmlp_check_layer(const char *fn, const rmlp_context *context, uint32_t layer);
 /* Each named buffer is non-NULL. */
 rmlp_status rmlp_check_buffers(const char *fn, const void *const *buffers, const char *const *names, size_t n);
-/* A host's attention (host_attention) is not told a layer's sliding window or soft-cap
- * (model/model_ext.h): refused, naming the layer, on a model with a soft-cap, or with a window
- * shorter than a sequence of the batch (up to it the window changes nothing). */
-rmlp_status rmlp_check_host_attention(const char *fn, const rmlp_model *model, bool host_attention,
-                                      const uint32_t *cu_seqlens, size_t n_seqs);
-/* rmlp_attention's arguments (full layout; 0.1.0's fields only), or with `compact`
- * rmlp_attention_compact's (layout, n_compact and the host layout arrays too). */
+/* rmlp_attention's arguments (full layout: 0.1.0's fields, and the layer's sliding_window and
+ * softcap), or with `compact` rmlp_attention_compact's (layout, n_compact and the host layout
+ * arrays too). */
 rmlp_status rmlp_check_attention_args(const char *fn, const rmlp_context *context, const rmlp_attention_args *a,
                                       bool compact);
 /* FULL or COMPACT: what `space` (AUTO included) means for this plan. */

@@ -23,8 +23,6 @@ static rmlp_status forward(const char *fn, rmlp_context *context, const rmlp_pla
     rmlp_status status = rmlp_check_plan(fn, context, plan, RMLP_PLAN_FITS | RMLP_PLAN_MAPS | RMLP_PLAN_INPUTS |
                                                                 (compact ? RMLP_PLAN_COMPACT : 0));
     if (status == RMLP_OK) status = rmlp_check_buffers(fn, (const void *[]){out}, (const char *[]){"out"}, 1);
-    if (status == RMLP_OK && context->cache == NULL) /* (with a cache a host's attention is refused below) */
-        status = rmlp_check_host_attention(fn, context->model, attention != NULL, plan->cu_seqlens, plan->n_seqs);
     if (status != RMLP_OK) return status;
     space = rmlp_resolve_space(space, plan);
     const rmlp_backend *backend = context->backend;

@@ -198,6 +198,19 @@ RMLP_EXPORT rmlp_status rmlp_model_get_config(const rmlp_model *model, rmlp_mode
     return RMLP_OK;
 }
 
+RMLP_EXPORT rmlp_status rmlp_model_layer_attention(const rmlp_model *model, uint32_t layer, rmlp_layer_attention *out) {
+    static const char fn[] = "rmlp_model_layer_attention";
+    rmlp_clear_error();
+    if (model == NULL || out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "model or out is NULL");
+    rmlp_status status = rmlp_guard_check(fn, model, RMLP_MAGIC_MODEL, "model", "rmlp_model");
+    if (status != RMLP_OK) return status;
+    if (layer >= model->ext.n_layers)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "layer=%u but the model has %u layers", layer, model->ext.n_layers);
+    const layer_attention *la = &model->ext.layers[layer];
+    *out = (rmlp_layer_attention){.scale = la->scale, .sliding_window = la->window, .softcap = la->softcap};
+    return RMLP_OK;
+}
+
 RMLP_EXPORT rmlp_status rmlp_model_load_report(const rmlp_model *model, const char **out) {
     static const char fn[] = "rmlp_model_load_report";
     rmlp_clear_error();

@@ -322,6 +322,16 @@ class rmlp_attention_args(ctypes.Structure):
         ("qo_indptr_device", _u32_p),
         ("kv_indptr_device", _u32_p),
         ("kv_indices_device", _u32_p),
+        ("sliding_window", c_uint32),  # 0.3
+        ("softcap", c_float),  # 0.3
+    ]
+
+
+class rmlp_layer_attention(ctypes.Structure):
+    _fields_ = [
+        ("scale", c_float),
+        ("sliding_window", c_uint32),
+        ("softcap", c_float),
     ]
 
 
@@ -341,7 +351,8 @@ STRUCT_SIZES = {
     "rmlp_model_params": 28,
     "rmlp_model_config": 104,
     "rmlp_plan": 136,
-    "rmlp_attention_args": 152,
+    "rmlp_attention_args": 160,
+    "rmlp_layer_attention": 12,
     "rmlp_context_params": 24,
     "rmlp_cpu_profile": 56,
     "rmlp_cache_stats": 88,
@@ -384,6 +395,7 @@ PROTOTYPES = {
     ),
     "rmlp_model_free": (None, [_handle]),
     "rmlp_model_get_config": (rmlp_status, [_handle, POINTER(rmlp_model_config)]),
+    "rmlp_model_layer_attention": (rmlp_status, [_handle, c_uint32, POINTER(rmlp_layer_attention)]),
     "rmlp_model_load_report": (rmlp_status, [_handle, POINTER(c_char_p)]),
     "rmlp_model_cpu_bf16_gemm": (
         rmlp_status,

@@ -17,7 +17,7 @@ from conftest import HEADER, HERE
 
 STRUCTS = ["rmlp_plan_params", "rmlp_model_params", "rmlp_model_config", "rmlp_plan", "rmlp_attention_args",
            "rmlp_context_params", "rmlp_cpu_profile", "rmlp_cache_stats", "rmlp_gpu_stats", "rmlp_generate_params", "rmlp_generate_stats",
-           "rmlp_batcher_params", "rmlp_batch", "rmlp_route_params"]
+           "rmlp_batcher_params", "rmlp_batch", "rmlp_route_params", "rmlp_layer_attention"]
 
 # Offsets of selected fields, as a C program compiled against ffi/include/radix_mlp.h printed
 # them (sizeof/offsetof, LP64): the layout the bindings rely on.
@@ -51,6 +51,8 @@ KNOWN_OFFSETS = {
     ("rmlp_attention_args", "n_compact"): 96,
     ("rmlp_attention_args", "qo_indptr"): 104,
     ("rmlp_attention_args", "kv_indices_device"): 144,
+    ("rmlp_attention_args", "sliding_window"): 152,
+    ("rmlp_attention_args", "softcap"): 156,
     ("rmlp_context_params", "attention_space"): 4,
     ("rmlp_context_params", "cache_bytes"): 8,
     ("rmlp_context_params", "gpu_attention"): 16,
@@ -82,7 +84,8 @@ def test_known_offsets():
         assert getattr(getattr(_abi, struct), field).offset == offset, (struct, field)
     assert _abi.STRUCT_SIZES["rmlp_plan_params"] == 32  # 24 in 0.1.0, before `gate`
     assert _abi.STRUCT_SIZES["rmlp_plan"] == 136  # 88 in 0.1.0, before `planner` ... `run_start`
-    assert _abi.STRUCT_SIZES["rmlp_attention_args"] == 152  # 96 in 0.1.0, before `layout` ... `kv_indices_device`
+    # 96 in 0.1.0, before `layout` ... `kv_indices_device`; 152 in 0.2, before `sliding_window`, `softcap`
+    assert _abi.STRUCT_SIZES["rmlp_attention_args"] == 160
     assert _abi.STRUCT_SIZES["rmlp_context_params"] == 24  # 8 before `cache_bytes`, 16 before `gpu_attention`
 
 
@@ -175,7 +178,7 @@ def _import_in_subprocess(env_updates):
 def test_loader_missing_dir_is_clear_import_error():
     result = _import_in_subprocess({"RADIX_MLP_LIB_DIR": "/nonexistent/radix"})
     assert result.returncode == 3, result.stderr
-    assert "RADIX_MLP_LIB_DIR='/nonexistent/radix' holds neither libradix_mlp.so.0.2" in result.stdout
+    assert "RADIX_MLP_LIB_DIR='/nonexistent/radix' holds neither libradix_mlp.so.0.3" in result.stdout
 
 
 def test_loader_bad_full_path():

@@ -54,6 +54,11 @@ extern rmlp_status rmlp_final_norm(rmlp_context *context, const rmlp_plan *plan,
 // `args->stream` is ignored (the context's stream is used).
 extern rmlp_status rmlp_attention(rmlp_context *context, const rmlp_attention_args *args);
 
+// Layer `layer`'s scale, sliding window and soft-cap into `*out`, what its
+// `rmlp_attention_args` carry (from config.json: `sliding_window`, `layer_types`,
+// `attn_logit_softcapping`, `query_pre_attn_scalar`, ...). Added in 0.3.
+extern rmlp_status rmlp_model_layer_attention(const rmlp_model *model, uint32_t layer, rmlp_layer_attention *out);
+
 // Attention in compact space (`RMLP_ATTENTION_COMPACT`), for hosts that keep attention:
 // the first half of layer `layer` with no scatter: `q` (n_compact_padded, n_heads,
 // head_dim), `k` and `v` (n_compact_padded, n_kv_heads, head_dim) are written for every

@@ -364,7 +364,8 @@ typedef struct rmlp_model_config {
   double query_pre_attn_scalar;
   // Gemma 2's `attn_logit_softcapping`: every layer caps its scaled attention scores,
   // `cap * tanh(s / cap)`, before the softmax; the built-in attention applies it, a host's
-  // attention callback is refused (`rmlp_attention_args` does not carry it); 0: not capped.
+  // attention gets it as `rmlp_attention_args::softcap` (per layer: `rmlp_model_layer_attention`);
+  // 0: not capped.
   double attn_logit_softcapping;
 } rmlp_model_config;
 
@@ -475,7 +476,8 @@ typedef struct rmlp_weight_binding {
 typedef int32_t rmlp_attention_space;
 
 // One layer's attention, as the library hands it to a host's attention function: causal
-// attention of every sequence over its own rows, with grouped KV heads (query head h reads
+// attention of every sequence over its own rows (within the layer's `sliding_window`, its scores
+// soft-capped by `softcap`, where the layer has them), with grouped KV heads (query head h reads
 // KV head `h / (n_heads / n_kv_heads)`). `q`, `k`, `v`, `out` are in the model's memory and
 // dtype: host f32 on the CPU, device memory in the model's dtype on CUDA, where the host's
 // attention must enqueue its work on `stream` and return without synchronising (the library
@@ -488,8 +490,8 @@ typedef struct rmlp_attention_args {
   uint32_t n_kv_heads;
   uint32_t head_dim;
   // The scores' scale: the layer's (`1 / sqrt(head_dim)` unless the architecture scales its
-  // queries otherwise). `rmlp_attention` uses the given value, and the window and logit
-  // soft-cap of layer `layer`.
+  // queries otherwise; `rmlp_model_layer_attention` gives it). `rmlp_attention` uses the
+  // given value (`sliding_window` and `softcap` must be the layer's).
   float scale;
   rmlp_dtype dtype;
   // (n_seqs + 1) row offsets of the sequences, host memory.
@@ -541,7 +543,33 @@ typedef struct rmlp_attention_args {
   const uint32_t *qo_indptr_device;
   const uint32_t *kv_indptr_device;
   const uint32_t *kv_indices_device;
+  // Added in 0.3 (the two below; zero-initialise them in args built by hand, then set them
+  // from `rmlp_model_layer_attention`): layer `layer`'s sliding window, in keys; 0: none (full
+  // causal attention). A query at index p of its sequence (its row's index from the
+  // sequence's start, its path position in the compact layout) sees the keys of its sequence
+  // at indices `max(0, p - sliding_window + 1) ..= p`: `sliding_window` keys, itself included
+  // (transformers' mask `kv_idx > q_idx - sliding_window`; flash-attention's
+  // `window_size = (sliding_window - 1, 0)`). Filled in by the library for callbacks;
+  // `rmlp_attention` and `rmlp_attention_compact` refuse a value other than the layer's.
+  uint32_t sliding_window;
+  // Layer `layer`'s attention logit soft-cap (Gemma 2's `attn_logit_softcapping`); 0: none.
+  // The scaled scores s = scale * q.k become `softcap * tanh(s / softcap)` before the mask and
+  // the softmax. Filled in by the library for callbacks; the built-in attention refuses a
+  // value other than the layer's.
+  float softcap;
 } rmlp_attention_args;
+
+// One layer's attention as the model runs it (`rmlp_model_layer_attention`): the three values of
+// `rmlp_attention_args` that a host building args itself (around the per-layer calls) must set,
+// as the library sets them for its callbacks. Added in 0.3.
+typedef struct rmlp_layer_attention {
+  // The scores' scale (`rmlp_attention_args::scale`).
+  float scale;
+  // The sliding window in keys, 0 for none (`rmlp_attention_args::sliding_window`).
+  uint32_t sliding_window;
+  // The logit soft-cap, 0 for none (`rmlp_attention_args::softcap`).
+  float softcap;
+} rmlp_layer_attention;
 
 // A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
 // status that `rmlp_forward` passes on. NULL means the library's built-in attention.

@@ -57,10 +57,12 @@ pub struct Output {
 
 /// Causal varlen attention with grouped KV heads, in plain f32 loops, in either layout: query
 /// head `h` reads KV head `h / (n_heads / n_kv_heads)`, and each query attends to its
-/// sequence's rows up to its own position. Full space: the queries and keys of sequence `s` are
-/// its batch rows. Compact space: its queries are the compact rows it owns (`qo_indptr`), the
-/// last of its path, and its keys the path's rows (`kv_indices`), so owned query `t` of `q_s`
-/// sits at position `L_s - q_s + t`.
+/// sequence's rows up to its own position, the last `sliding_window` of them where the layer has
+/// a window (index `p` sees `p + 1 - sliding_window ..= p`), its scaled scores soft-capped
+/// (`softcap * tanh(s / softcap)`) where the layer caps them. Full space: the queries and keys of
+/// sequence `s` are its batch rows. Compact space: its queries are the compact rows it owns
+/// (`qo_indptr`), the last of its path, and its keys the path's rows (`kv_indices`), so owned
+/// query `t` of `q_s` sits at position `L_s - q_s + t`.
 pub fn causal_gqa(a: &mut AttentionArgs<'_>) {
     let (d, heads, kv_heads) = (a.head_dim, a.n_heads, a.n_kv_heads);
     let (mut weights, mut path) = (Vec::new(), Vec::new());
@@ -79,13 +81,16 @@ pub fn causal_gqa(a: &mut AttentionArgs<'_>) {
         };
         let first_position = path.len() - queries.len();
         for (t, i) in queries.enumerate() {
-            let keys = &path[..=first_position + t];
+            let p = first_position + t;
+            let from = if a.sliding_window > 0 { (p + 1).saturating_sub(a.sliding_window) } else { 0 };
+            let keys = &path[from..=p];
             for h in 0..heads {
                 let (q, kv) = (&a.q[(i * heads + h) * d..][..d], h / (heads / kv_heads));
                 let kv_row = |j: usize| (j * kv_heads + kv) * d..(j * kv_heads + kv + 1) * d;
                 weights.clear();
+                let cap = |s: f32| if a.softcap > 0.0 { a.softcap * (s / a.softcap).tanh() } else { s };
                 weights.extend(
-                    keys.iter().map(|&j| q.iter().zip(&a.k[kv_row(j)]).map(|(x, y)| x * y).sum::<f32>() * a.scale),
+                    keys.iter().map(|&j| cap(q.iter().zip(&a.k[kv_row(j)]).map(|(x, y)| x * y).sum::<f32>() * a.scale)),
                 );
                 let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                 weights.iter_mut().for_each(|w| *w = (*w - max).exp());
@@ -145,12 +150,15 @@ impl<'m> Backend<'m> {
             } else {
                 self.ctx.pre_attention(layer, plan, &self.hidden, q, k, v)?;
             }
+            let la = model.layer_attention(layer)?;
             causal_gqa(&mut AttentionArgs {
                 layer,
                 n_heads: cfg.num_attention_heads,
                 n_kv_heads: cfg.num_key_value_heads,
                 head_dim: cfg.head_dim,
-                scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+                scale: la.scale,
+                sliding_window: la.sliding_window,
+                softcap: la.softcap,
                 cu_seqlens: &plan.cu_seqlens,
                 q: &self.q,
                 k: &self.k,

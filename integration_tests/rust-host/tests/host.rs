@@ -85,9 +85,19 @@ fn compact_space_matches_full_space() {
     }
 }
 
+/// Fixtures for the callback tests: plain attention, sliding windows shorter than the batch's
+/// sequences (Qwen2, Mistral, Gemma 3) and soft-capped scores (Gemma 2), which the callback is told.
+const CALLBACK_FIXTURES: [&str; 5] = ["llama_tiny", "qwen2_window", "mistral_window", "gemma2_window", "gemma3_text"];
+
 #[test]
 fn host_compact_attention_equals_the_library_s() {
-    let f = Fixture::load("llama_tiny");
+    for name in CALLBACK_FIXTURES {
+        host_compact_attention_on(name);
+    }
+}
+
+fn host_compact_attention_on(name: &'static str) {
+    let f = Fixture::load(name);
     let model = Model::load(&f.dir).unwrap();
     let plan =
         radix_mlp::Planner::new().unwrap().build(&f.input_ids, &f.position_ids, &f.cu_seqlens, &ON).unwrap().to_owned();
@@ -104,17 +114,23 @@ fn host_compact_attention_equals_the_library_s() {
     assert_eq!(layouts, vec![AttentionSpace::Compact; model.config().num_hidden_layers]);
     ctx.forward_compact(&plan, &mut library).unwrap();
     let diff = relative_diff(&host, &library);
-    assert!(diff <= 1e-5, "the host's compact attention differs from the library's by {diff} relative");
+    assert!(diff <= 1e-5, "{name}: the host's compact attention differs from the library's by {diff} relative");
     // The callback and the per-layer calls hand the host the same compact rows.
     let h = model.config().hidden_size;
     let per_layer = serve_one(&model, ON, AttentionSpace::Compact, fixture_batch(&f, 0)).hidden;
     let via_callback: Vec<f32> = plan.scatter.iter().flat_map(|&r| &host[r as usize * h..][..h]).copied().collect();
-    assert!(via_callback == per_layer);
+    assert!(via_callback == per_layer, "{name}");
 }
 
 #[test]
 fn host_attention_through_the_callback_equals_per_layer() {
-    let f = Fixture::load("llama_tiny");
+    for name in CALLBACK_FIXTURES {
+        host_attention_through_the_callback_on(name);
+    }
+}
+
+fn host_attention_through_the_callback_on(name: &'static str) {
+    let f = Fixture::load(name);
     let model = Model::load(&f.dir).unwrap();
     let plan =
         radix_mlp::Planner::new().unwrap().build(&f.input_ids, &f.position_ids, &f.cu_seqlens, &ON).unwrap().to_owned();
@@ -127,7 +143,7 @@ fn host_attention_through_the_callback_equals_per_layer() {
             Ok(())
         })
         .unwrap();
-    assert!(out == serve_one(&model, ON, FULL, fixture_batch(&f, 0)).hidden);
+    assert!(out == serve_one(&model, ON, FULL, fixture_batch(&f, 0)).hidden, "{name}");
 }
 
 /// Batches cut from the fixture's sequences: every window of 3 consecutive sequences.

@@ -4,7 +4,7 @@
 //! callback of a whole forward), and `rmlp_attention` / `rmlp_attention_compact` the library's own.
 use core::ffi::c_void;
 
-use crate::{rmlp_context, rmlp_dtype, rmlp_plan, rmlp_status};
+use crate::{rmlp_context, rmlp_dtype, rmlp_model, rmlp_plan, rmlp_status};
 
 /// Where attention runs (docs/design.md, "Attention in compact space"), a context setting
 /// (`rmlp_context_params::attention_space`) and the layout of `rmlp_attention_args`.
@@ -23,7 +23,8 @@ pub const RMLP_ATTENTION_COMPACT: rmlp_attention_space = 1;
 pub const RMLP_ATTENTION_AUTO: rmlp_attention_space = 2;
 
 /// One layer's attention, as the library hands it to a host's attention function: causal
-/// attention of every sequence over its own rows, with grouped KV heads (query head h reads
+/// attention of every sequence over its own rows (within the layer's `sliding_window`, its scores
+/// soft-capped by `softcap`, where the layer has them), with grouped KV heads (query head h reads
 /// KV head `h / (n_heads / n_kv_heads)`). `q`, `k`, `v`, `out` are in the model's memory and
 /// dtype: host f32 on the CPU, device memory in the model's dtype on CUDA, where the host's
 /// attention must enqueue its work on `stream` and return without synchronising (the library
@@ -38,8 +39,8 @@ pub struct rmlp_attention_args {
     pub n_kv_heads: u32,
     pub head_dim: u32,
     /// The scores' scale: the layer's (`1 / sqrt(head_dim)` unless the architecture scales its
-    /// queries otherwise). `rmlp_attention` uses the given value, and the window and logit
-    /// soft-cap of layer `layer`.
+    /// queries otherwise; `rmlp_model_layer_attention` gives it). `rmlp_attention` uses the
+    /// given value (`sliding_window` and `softcap` must be the layer's).
     pub scale: f32,
     pub dtype: rmlp_dtype,
     /// (n_seqs + 1) row offsets of the sequences, host memory.
@@ -91,6 +92,34 @@ pub struct rmlp_attention_args {
     pub qo_indptr_device: *const u32,
     pub kv_indptr_device: *const u32,
     pub kv_indices_device: *const u32,
+    /// Added in 0.3 (the two below; zero-initialise them in args built by hand, then set them
+    /// from `rmlp_model_layer_attention`): layer `layer`'s sliding window, in keys; 0: none (full
+    /// causal attention). A query at index p of its sequence (its row's index from the
+    /// sequence's start, its path position in the compact layout) sees the keys of its sequence
+    /// at indices `max(0, p - sliding_window + 1) ..= p`: `sliding_window` keys, itself included
+    /// (transformers' mask `kv_idx > q_idx - sliding_window`; flash-attention's
+    /// `window_size = (sliding_window - 1, 0)`). Filled in by the library for callbacks;
+    /// `rmlp_attention` and `rmlp_attention_compact` refuse a value other than the layer's.
+    pub sliding_window: u32,
+    /// Layer `layer`'s attention logit soft-cap (Gemma 2's `attn_logit_softcapping`); 0: none.
+    /// The scaled scores s = scale * q.k become `softcap * tanh(s / softcap)` before the mask and
+    /// the softmax. Filled in by the library for callbacks; the built-in attention refuses a
+    /// value other than the layer's.
+    pub softcap: f32,
+}
+
+/// One layer's attention as the model runs it (`rmlp_model_layer_attention`): the three values of
+/// `rmlp_attention_args` that a host building args itself (around the per-layer calls) must set,
+/// as the library sets them for its callbacks. Added in 0.3.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct rmlp_layer_attention {
+    /// The scores' scale (`rmlp_attention_args::scale`).
+    pub scale: f32,
+    /// The sliding window in keys, 0 for none (`rmlp_attention_args::sliding_window`).
+    pub sliding_window: u32,
+    /// The logit soft-cap, 0 for none (`rmlp_attention_args::softcap`).
+    pub softcap: f32,
 }
 
 /// A host's attention for `rmlp_forward`: compute `args->out` and return `RMLP_OK`, or an error
@@ -147,6 +176,14 @@ extern "C" {
     /// (checked, and read for the grid size), `cu_seqlens_device` see `rmlp_attention_args`;
     /// `args->stream` is ignored (the context's stream is used).
     pub fn rmlp_attention(context: *mut rmlp_context, args: *const rmlp_attention_args) -> rmlp_status;
+    /// Layer `layer`'s scale, sliding window and soft-cap into `*out`, what its
+    /// `rmlp_attention_args` carry (from config.json: `sliding_window`, `layer_types`,
+    /// `attn_logit_softcapping`, `query_pre_attn_scalar`, ...). Added in 0.3.
+    pub fn rmlp_model_layer_attention(
+        model: *const rmlp_model,
+        layer: u32,
+        out: *mut rmlp_layer_attention,
+    ) -> rmlp_status;
 
     /// Attention in compact space (`RMLP_ATTENTION_COMPACT`), for hosts that keep attention:
     /// the first half of layer `layer` with no scatter: `q` (n_compact_padded, n_heads,

@@ -177,7 +177,8 @@ pub struct rmlp_model_config {
     pub query_pre_attn_scalar: f64,
     /// Gemma 2's `attn_logit_softcapping`: every layer caps its scaled attention scores,
     /// `cap * tanh(s / cap)`, before the softmax; the built-in attention applies it, a host's
-    /// attention callback is refused (`rmlp_attention_args` does not carry it); 0: not capped.
+    /// attention gets it as `rmlp_attention_args::softcap` (per layer: `rmlp_model_layer_attention`);
+    /// 0: not capped.
     pub attn_logit_softcapping: f64,
 }
 

@@ -49,8 +49,8 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_plan, run_indptr), 120);
     assert_eq!(offset_of!(rmlp_plan, run_start), 128);
 
-    // 96 in 0.1.0: `layout` sits in what was the padding after `max_seqlen`.
-    assert_eq!((size_of::<rmlp_attention_args>(), align_of::<rmlp_attention_args>()), (152, 8));
+    // 96 in 0.1.0: `layout` sits in what was the padding after `max_seqlen`; 152 before 0.3.
+    assert_eq!((size_of::<rmlp_attention_args>(), align_of::<rmlp_attention_args>()), (160, 8));
     assert_eq!(offset_of!(rmlp_attention_args, scale), 24);
     assert_eq!(offset_of!(rmlp_attention_args, cu_seqlens), 32);
     assert_eq!(offset_of!(rmlp_attention_args, stream), 72);
@@ -64,6 +64,11 @@ fn struct_layout_matches_c() {
     assert_eq!(offset_of!(rmlp_attention_args, qo_indptr_device), 128);
     assert_eq!(offset_of!(rmlp_attention_args, kv_indptr_device), 136);
     assert_eq!(offset_of!(rmlp_attention_args, kv_indices_device), 144);
+    assert_eq!(offset_of!(rmlp_attention_args, sliding_window), 152);
+    assert_eq!(offset_of!(rmlp_attention_args, softcap), 156);
+    assert_eq!((size_of::<rmlp_layer_attention>(), align_of::<rmlp_layer_attention>()), (12, 4));
+    assert_eq!(offset_of!(rmlp_layer_attention, sliding_window), 4);
+    assert_eq!(offset_of!(rmlp_layer_attention, softcap), 8);
 
     // 8 before `cache_bytes`, 16 before `gpu_attention`.
     assert_eq!((size_of::<rmlp_context_params>(), align_of::<rmlp_context_params>()), (24, 8));

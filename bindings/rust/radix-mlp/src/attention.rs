@@ -12,7 +12,7 @@ use crate::device_attention::{device_args_view, DeviceAttentionArgs};
 use crate::error::{Error, Status};
 use crate::types::AttentionSpace;
 #[cfg(doc)] // the documentation links to it
-use crate::Context;
+use crate::{Context, Model};
 
 /// One layer's attention in f32: causal attention of every sequence over its own rows, query
 /// head `h` reading KV head `h / (n_heads / n_kv_heads)`. The library hands one to the callback
@@ -32,8 +32,17 @@ pub struct AttentionArgs<'a> {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
-    /// Softmax scale, `1 / sqrt(head_dim)`.
+    /// The scores' scale: the layer's (`1 / sqrt(head_dim)`, Gemma's `query_pre_attn_scalar^-0.5`;
+    /// [`Model::layer_attention`] gives it).
     pub scale: f32,
+    /// The layer's sliding window in keys, 0 for none: a query at index `p` of its sequence (its
+    /// path position in compact space) sees the keys at `p + 1 - sliding_window ..= p` (from 0),
+    /// `sliding_window` keys, itself included (transformers' mask; flash-attention's
+    /// `window_size = (sliding_window - 1, 0)`). [`Model::layer_attention`] gives a layer's.
+    pub sliding_window: usize,
+    /// The layer's logit soft-cap, 0 for none: scaled scores `s` become `softcap * tanh(s / softcap)`
+    /// before the softmax (Gemma 2).
+    pub softcap: f32,
     /// (n_seqs + 1) row offsets of the sequences in the batch (`kv_indptr` in compact space).
     pub cu_seqlens: &'a [u32],
     /// (rows, n_heads, head_dim) queries, RoPE applied.
@@ -46,6 +55,19 @@ pub struct AttentionArgs<'a> {
     pub out: &'a mut [f32],
     /// The compact layout, or `None` for full space.
     pub compact: Option<CompactLayout<'a>>,
+}
+
+/// One layer's attention as the model runs it ([`Model::layer_attention`]): the scale, sliding
+/// window and soft-cap that [`AttentionArgs`] carry, for a host filling its args around the
+/// per-layer calls.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerAttention {
+    /// [`AttentionArgs::scale`].
+    pub scale: f32,
+    /// [`AttentionArgs::sliding_window`]: keys, 0 for none.
+    pub sliding_window: usize,
+    /// [`AttentionArgs::softcap`]: 0 for none.
+    pub softcap: f32,
 }
 
 /// The layout of attention in compact space ([`AttentionArgs::compact`]): the plan's arrays.
@@ -190,6 +212,8 @@ unsafe fn args_view(a: &sys::rmlp_attention_args) -> Option<AttentionArgs<'_>> {
         n_kv_heads: a.n_kv_heads as usize,
         head_dim: a.head_dim as usize,
         scale: a.scale,
+        sliding_window: a.sliding_window as usize,
+        softcap: a.softcap,
         cu_seqlens: raw_slice(a.cu_seqlens.cast_mut(), n_seqs + 1)?,
         q: raw_slice(a.q.cast::<f32>().cast_mut(), rows * qd)?,
         k: raw_slice(a.k.cast::<f32>().cast_mut(), rows * kvd)?,

@@ -9,7 +9,7 @@ use crate::attention::{attention_counts, raw_slice};
 use crate::device::{DeviceIndices, DeviceSlice, DeviceSliceMut, Stream};
 use crate::types::{AttentionSpace, DType};
 #[cfg(doc)] // the documentation links to it
-use crate::{AttentionArgs, Context};
+use crate::{AttentionArgs, Context, Model};
 
 /// One layer's attention on a CUDA model: [`AttentionArgs`]'s shapes and layouts (full space, or
 /// compact space with [`compact`](Self::compact)), with `q`, `k`, `v` and `out` device memory in
@@ -23,8 +23,17 @@ pub struct DeviceAttentionArgs<'a> {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
-    /// Softmax scale, `1 / sqrt(head_dim)`.
+    /// The scores' scale: the layer's (`1 / sqrt(head_dim)`, Gemma's `query_pre_attn_scalar^-0.5`;
+    /// [`Model::layer_attention`] gives it).
     pub scale: f32,
+    /// The layer's sliding window in keys, 0 for none: a query at index `p` of its sequence (its
+    /// path position in compact space) sees the keys at `p + 1 - sliding_window ..= p` (from 0),
+    /// `sliding_window` keys, itself included (transformers' mask; flash-attention's
+    /// `window_size = (sliding_window - 1, 0)`). [`Model::layer_attention`] gives a layer's.
+    pub sliding_window: usize,
+    /// The layer's logit soft-cap, 0 for none: scaled scores `s` become `softcap * tanh(s / softcap)`
+    /// before the softmax (Gemma 2).
+    pub softcap: f32,
     /// The longest sequence in rows (varlen flash-attention's `max_seqlen`); 0 in args a host
     /// fills in (the built-in attention sizes its launch from counts).
     pub max_seqlen: usize,
@@ -107,6 +116,8 @@ pub(crate) unsafe fn device_args_view(a: &sys::rmlp_attention_args) -> Option<De
         n_kv_heads: a.n_kv_heads as usize,
         head_dim: a.head_dim as usize,
         scale: a.scale,
+        sliding_window: a.sliding_window as usize,
+        softcap: a.softcap,
         max_seqlen: a.max_seqlen as usize,
         cu_seqlens: raw_slice(a.cu_seqlens.cast_mut(), n_seqs + 1)?,
         cu_seqlens_device: device_indices(a.cu_seqlens_device, n_seqs + 1),

@@ -136,7 +136,7 @@ mod model;
 mod planner;
 mod types;
 
-pub use attention::{AttentionArgs, CompactLayout};
+pub use attention::{AttentionArgs, CompactLayout, LayerAttention};
 pub use batcher::{route_key, route_key_header, Batch, BatchMode, Batcher, BatcherParams, RouteParams};
 pub use buffer::{Buffer, BufferMut};
 pub use context::{Context, ModelHolder, SharedContext};

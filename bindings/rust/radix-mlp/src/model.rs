@@ -20,6 +20,7 @@ use crate::error::{Error, Status};
 use crate::types::{
     CpuBf16Gemm, CpuBf16GemmInfo, DType, Device, ModelConfig, ModelParams, PairScore, Pooling, WeightBinding,
 };
+use crate::LayerAttention;
 #[cfg(doc)] // the documentation links to them
 use crate::{Context, DeviceSlice, DeviceSliceMut};
 
@@ -136,6 +137,17 @@ impl Model {
     /// The model's configuration.
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// Layer `layer`'s attention (`rmlp_model_layer_attention`): its scale, sliding window and
+    /// soft-cap, which the [`AttentionArgs`](crate::AttentionArgs) of a host's own attention
+    /// carry. Fails for a layer past the model's.
+    pub fn layer_attention(&self, layer: usize) -> Result<LayerAttention, Error> {
+        let index = u32::try_from(layer).unwrap_or(u32::MAX);
+        let mut raw = sys::rmlp_layer_attention::default();
+        // SAFETY: `self.raw` is a live model and `raw` an out struct.
+        Error::check(unsafe { sys::rmlp_model_layer_attention(self.raw.as_ptr(), index, &mut raw) })?;
+        Ok(LayerAttention { scale: raw.scale, sliding_window: raw.sliding_window as usize, softcap: raw.softcap })
     }
 
     /// What the load found and accepted, as transformers warns of it (`rmlp_model_load_report`):

@@ -90,12 +90,15 @@ fn per_layer_and_callback_in_compact_space_match_forward_compact() {
         ctx.embed(&plan, &mut hidden).unwrap();
         for layer in 0..cfg.num_hidden_layers {
             ctx.pre_attention_compact(layer, &plan, &hidden, &mut q, &mut k, &mut v).unwrap();
+            let la = model.layer_attention(layer).unwrap();
             let mut args = AttentionArgs {
                 layer,
                 n_heads: cfg.num_attention_heads,
                 n_kv_heads: cfg.num_key_value_heads,
                 head_dim: cfg.head_dim,
-                scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+                scale: la.scale,
+                sliding_window: la.sliding_window,
+                softcap: la.softcap,
                 cu_seqlens: &plan.cu_seqlens,
                 q: &q,
                 k: &k,
@@ -229,6 +232,8 @@ fn compact_errors() {
         n_kv_heads: cfg.num_key_value_heads,
         head_dim: cfg.head_dim,
         scale: 1.0,
+        sliding_window: 0,
+        softcap: 0.0,
         cu_seqlens: &plan.cu_seqlens,
         q: &q,
         k: &k,

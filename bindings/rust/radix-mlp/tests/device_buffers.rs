@@ -255,6 +255,8 @@ fn device_slices_are_refused_on_a_cpu_model() {
         n_kv_heads: c.num_key_value_heads,
         head_dim: c.head_dim,
         scale: 1.0,
+        sliding_window: 0,
+        softcap: 0.0,
         max_seqlen: 0,
         cu_seqlens: &plan.cu_seqlens,
         cu_seqlens_device: None,

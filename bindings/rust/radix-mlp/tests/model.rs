@@ -88,12 +88,15 @@ fn per_layer_and_callback_match_forward() {
         ctx.embed(&plan, &mut hidden).unwrap();
         for layer in 0..cfg.num_hidden_layers {
             ctx.pre_attention(layer, &plan, &hidden, &mut q, &mut k, &mut v).unwrap();
+            let la = model.layer_attention(layer).unwrap();
             let mut args = AttentionArgs {
                 layer,
                 n_heads: cfg.num_attention_heads,
                 n_kv_heads: cfg.num_key_value_heads,
                 head_dim: cfg.head_dim,
-                scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+                scale: la.scale,
+                sliding_window: la.sliding_window,
+                softcap: la.softcap,
                 cu_seqlens: &plan.cu_seqlens,
                 q: &q,
                 k: &k,
@@ -287,4 +290,65 @@ fn cpu_bf16_gemm_choice() {
     let err = Model::load_with(&f.dir, f32_onednn).unwrap_err();
     assert_eq!(err.status, Status::InvalidArgument, "{err}");
     assert!(err.message.contains("params->cpu_bf16_gemm="), "{err}");
+}
+
+#[test]
+fn names_cover_every_fixture() {
+    let mut folders: Vec<String> = std::fs::read_dir(common::fixtures_dir())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("config.json").is_file())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    folders.sort();
+    let mut names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+    names.sort();
+    assert_eq!(names, folders, "tests/common/mod.rs's NAMES against integration_tests/fixtures");
+}
+
+/// Each layer's scale, window and soft-cap as config.json gives them (Gemma 2: sliding layers 0
+/// and 2 of 5 keys, every layer capped at 3, scale 24^-0.5; Mistral: every layer 6 keys), and the
+/// built-in attention refusing args whose window or soft-cap is not the layer's, by the field.
+#[test]
+fn layer_attention_and_its_check() {
+    let gemma2 = Model::load(Fixture::load("gemma2_window").dir).unwrap();
+    let la: Vec<_> = (0..3).map(|l| gemma2.layer_attention(l).unwrap()).collect();
+    assert_eq!(la.iter().map(|a| a.sliding_window).collect::<Vec<_>>(), [5, 0, 5]);
+    assert!(la.iter().all(|a| a.softcap == 3.0 && a.scale == (24.0f64.powf(-0.5) as f32)), "{la:?}");
+    let err = gemma2.layer_attention(3).unwrap_err();
+    assert_eq!(err.status, Status::InvalidArgument, "{err}");
+    assert!(err.message.contains("layer=3 but the model has 3 layers"), "{err}");
+
+    let f = Fixture::load("mistral_window");
+    let model = Model::load(&f.dir).unwrap();
+    let cfg = model.config().clone();
+    let la = model.layer_attention(0).unwrap();
+    assert_eq!((la.sliding_window, la.softcap, la.scale), (6, 0.0, 1.0 / (cfg.head_dim as f32).sqrt()));
+    let mut planner = Planner::new().unwrap();
+    let plan = planner.build(&f.input_ids, &f.position_ids, &f.cu_seqlens, &PlanParams::default()).unwrap().to_owned();
+    let n = plan.n_tokens;
+    let (q, kv) = (vec![0.0; n * cfg.q_dim()], vec![0.0; n * cfg.kv_dim()]);
+    let mut out = vec![0.0; n * cfg.q_dim()];
+    let mut ctx = model.context(n).unwrap();
+    for (window, softcap, field) in [(0, 0.0, "args->sliding_window=0"), (6, 1.0, "args->softcap=1"), (6, 0.0, "")] {
+        let mut args = AttentionArgs {
+            layer: 0,
+            n_heads: cfg.num_attention_heads,
+            n_kv_heads: cfg.num_key_value_heads,
+            head_dim: cfg.head_dim,
+            scale: la.scale,
+            sliding_window: window,
+            softcap,
+            cu_seqlens: &plan.cu_seqlens,
+            q: &q,
+            k: &kv,
+            v: &kv,
+            out: &mut out,
+            compact: None,
+        };
+        match ctx.attention(&mut args) {
+            Ok(()) => assert!(field.is_empty(), "{field} was not refused"),
+            Err(e) => assert!(!field.is_empty() && e.message.contains(field), "{e}"),
+        }
+    }
 }

@@ -171,7 +171,8 @@ impl<M: ModelHolder> Context<'_, M> {
 
     /// The built-in causal varlen attention with grouped KV heads (`rmlp_attention`), for a host
     /// that calls the per-layer entry points but has no attention of its own. Full layout
-    /// (`args.compact` is `None`).
+    /// (`args.compact` is `None`). `args.sliding_window` and `args.softcap` must be the layer's
+    /// ([`Model::layer_attention`](crate::Model::layer_attention)): other values are refused.
     pub fn attention(&mut self, args: &mut AttentionArgs<'_>) -> Result<(), Error> {
         self.run_attention("radix_mlp::Context::attention", Call::host(args), false)
     }
@@ -264,6 +265,8 @@ impl<M: ModelHolder> Context<'_, M> {
             qo_indptr_device: device[1],
             kv_indptr_device: device[2],
             kv_indices_device: device[3],
+            sliding_window: to_u32(fn_name, "sliding_window", a.sliding_window)?,
+            softcap: a.softcap,
         };
         // SAFETY: the buffers are the model's memory holding `rows` rows of their widths (n_tokens
         // = cu_seqlens[n_seqs] in full space, n_compact = qo_indptr[n_seqs] in compact space; the
@@ -287,6 +290,8 @@ struct Call<'a> {
     n_kv_heads: usize,
     head_dim: usize,
     scale: f32,
+    sliding_window: usize,
+    softcap: f32,
     cu_seqlens: &'a [u32],
     /// Device offsets, NULL for the set plan's (and on the CPU: the host's are used).
     cu_seqlens_device: *const u32,
@@ -314,6 +319,8 @@ impl<'a> Call<'a> {
             n_kv_heads: a.n_kv_heads,
             head_dim: a.head_dim,
             scale: a.scale,
+            sliding_window: a.sliding_window,
+            softcap: a.softcap,
             cu_seqlens: cu,
             // the CPU reads the host arrays; these equal them, as in the library's own args
             cu_seqlens_device: cu.as_ptr(),
@@ -337,6 +344,8 @@ impl<'a> Call<'a> {
             n_kv_heads: a.n_kv_heads,
             head_dim: a.head_dim,
             scale: a.scale,
+            sliding_window: a.sliding_window,
+            softcap: a.softcap,
             cu_seqlens: a.cu_seqlens,
             cu_seqlens_device: ptr(a.cu_seqlens_device),
             q: a.q.into(),
