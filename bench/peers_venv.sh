@@ -26,8 +26,9 @@ pip_venv() {
   shift
   echo "peers: $label: pip install $*"
   if ! pip_log=$("$venv/bin/python" -m pip install --quiet --disable-pip-version-check --timeout 30 --retries 2 "$@" 2>&1); then
-    if grep -qiE "$network" <<<"$pip_log" && ! grep -qiE "conflict|incompatible|resolutionimpossible" <<<"$pip_log"; then
-      skip "PyPI cannot be reached: $(grep -iE -m1 "$network" <<<"$pip_log")"
+    printf '%s\n' "$pip_log" >"$peers/pip.log"  # grep a file: no early-closed pipe (SIGPIPE under pipefail)
+    if grep -qiE "$network" "$peers/pip.log" && ! grep -qiE "conflict|incompatible|resolutionimpossible" "$peers/pip.log"; then
+      skip "PyPI cannot be reached: $(grep -iE "$network" "$peers/pip.log" | head -n 1)"
     fi
     return 1
   fi
