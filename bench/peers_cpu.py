@@ -531,9 +531,10 @@ def main(argv=None):
             json_out.close()
     for case, rows in tables:
         print_table(case, rows, out)
-    out("\nms: token ids in, pooled vectors out (last token and mean; vLLM: last token), median of %d rounds; "
-        "x fastest: the median over that of the fastest row computing the batch (not a '" + WARM + "' row); rel. err.: the largest ||peer - ref|| / ||ref|| "
-        "of a sequence's pooled vector, ref = radixmlp with radix off (tolerance %.0e)." % (args.rounds, args.tol))
+    out(("\nms: token ids in, pooled vectors out (last token and mean; vLLM: last token), median of %d rounds; "
+         "x fastest: the median over that of the fastest row computing the batch (not a '%s' row); rel. err.: the "
+         "largest ||peer - ref|| / ||ref|| of a sequence's pooled vector, ref = radixmlp with radix off "
+         "(tolerance %.0e).") % (args.rounds, WARM, args.tol))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")
