@@ -379,7 +379,8 @@ mod tests {
             (c.port, c.max_batch_tokens, c.attention, c.score_tokens),
             (0, 64, AttentionMode::Host, Some((3, 4)))
         );
-        assert!(c.auto_truncate && c.cache_bytes() == 0 && c.tokenizer.is_none());
+        assert!(c.auto_truncate && c.cache_bytes() == 0 && c.tokenizer.is_none() && !c.profile_batches);
+        assert!(parse("--model m --profile-batches").unwrap().unwrap().profile_batches);
         assert!(parse("--help").unwrap().is_none());
         for (bad, says) in [
             ("--port 1", "--model DIR is required"),
