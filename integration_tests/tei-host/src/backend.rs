@@ -18,6 +18,7 @@ use crate::config::{AttentionMode, Config};
 use crate::errors::{ApiError, ErrorKind};
 use crate::forward::Runner;
 use crate::jobs::Jobs;
+use crate::profile::BatchProfile;
 use crate::queue::{Job, Task};
 use crate::server::State;
 use crate::tokenizer::TokenizerPool;
@@ -205,6 +206,7 @@ impl Backend {
     fn run_batch(&mut self, max_tokens: usize, max_seqs: usize) {
         let max_rows = self.state.config.max_batch_rows.unwrap_or(max_tokens); // rows never exceed tokens: no bound
         let now = self.now_us();
+        let take_start = Instant::now();
         let taken = if self.use_cache {
             self.batcher.next_batch_rows_with_cache(self.runner.context(), max_tokens, max_rows, max_seqs, now)
         } else {
@@ -230,6 +232,8 @@ impl Backend {
         if self.batch.ids.is_empty() {
             return;
         }
+        let take = take_start.elapsed();
+        let wait = self.jobs.oldest_sent(&self.batch.ids).map_or(Default::default(), |t| take_start.duration_since(t));
         let lengths = self.batch.cu_seqlens.windows(2).map(|w| (w[1] - w[0]) as usize);
         self.jobs.taken(&self.batch.ids, lengths);
         self.show_batcher();
@@ -257,7 +261,24 @@ impl Backend {
                 m.cache_lookup_tokens.inc_by(out.cache_lookups);
                 m.cache_hit_tokens.inc_by(out.cache_hits);
                 m.computed_tokens.inc_by(out.computed);
+                let answer = Instant::now();
                 self.jobs.deliver(&b.ids, &out, self.batch_no, start, took);
+                let profile = BatchProfile {
+                    seqs: b.ids.len(),
+                    tokens: out.n_tokens,
+                    compact: out.n_compact,
+                    radix: out.use_radix,
+                    wait,
+                    take,
+                    plan: out.plan_time,
+                    forward: out.forward_time,
+                    pool: out.pool_time,
+                    answer: answer.elapsed(),
+                };
+                profile.observe(m);
+                if self.state.config.profile_batches {
+                    eprintln!("tei-host: batch {}", profile.line(self.batch_no));
+                }
             }
             Err(e) => {
                 let error = ApiError::new(ErrorKind::Backend, format!("inference failed: {e}"));

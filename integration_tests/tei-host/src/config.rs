@@ -77,6 +77,8 @@ pub struct Config {
     /// Each batch waits this long before its forward (tests only, no flag: work then queues
     /// behind a batch however fast the machine is).
     pub batch_pause: Duration,
+    /// One JSON line per batch on stderr with its profile (profile.rs).
+    pub profile_batches: bool,
 }
 
 pub const USAGE: &str = "usage: tei-host --model DIR [options]
@@ -111,9 +113,13 @@ pub const USAGE: &str = "usage: tei-host --model DIR [options]
   --shutdown-grace-ms N           after SIGTERM, idle connections stay open this long for a last
                                   request (answered 503, Connection: close); default 1000
   --cors-allow-origin ORIGINS     CORS origins, comma-separated or repeated (default: any)
+  --profile-batches               one line per batch on stderr: 'tei-host: batch {json}' with its
+                                  sequences, N, N', and wait/take/plan/forward/pool/answer times
 environment: RADIX_MLP_THRESHOLD, RADIX_MLP_PAD, RADIX_MLP_GATE (the plan: 0 turns radix off),
   RADIX_MLP_BATCHER=prefix|fifo (default prefix), RADIX_MLP_BATCH_MAX_WAIT_MS (default 100),
-  RADIX_MLP_BATCH_MAX_ROWS (a batch's compact rows; default: no bound beyond --max-batch-tokens)";
+  RADIX_MLP_BATCH_MAX_ROWS (a batch's compact rows; default: no bound beyond --max-batch-tokens),
+  OPENBLAS_THREAD_TIMEOUT (default 4: tei-host starts itself again with it unless it is set),
+  TOKENIZERS_PARALLELISM (the tokenizer workers'; default false)";
 
 /// The unsigned integers a flag holds, with their largest value.
 trait Unsigned: std::str::FromStr {
@@ -211,6 +217,7 @@ impl Config {
             shutdown_grace: Duration::from_millis(1000),
             cors_allow_origin: None,
             batch_pause: Duration::ZERO,
+            profile_batches: false,
         })
     }
 
@@ -228,7 +235,7 @@ impl Config {
             };
             match flag.as_str() {
                 "-h" | "--help" => return Ok(None),
-                "--auto-truncate" => flags.push((flag, None)),
+                "--auto-truncate" | "--profile-batches" => flags.push((flag, None)),
                 "--no-tokenizer" => no_tokenizer = true,
                 _ if !flag.starts_with("--") => return Err(format!("unexpected argument '{arg}'\n{USAGE}")),
                 _ => {
@@ -268,6 +275,7 @@ impl Config {
             "--max-client-batch-size" => self.max_client_batch_size = positive(flag, v)?,
             "--max-input-length" => self.max_input_length = Some(positive(flag, v)?),
             "--auto-truncate" => self.auto_truncate = true,
+            "--profile-batches" => self.profile_batches = true,
             "--payload-limit" => self.payload_limit = positive(flag, v)?,
             "--read-timeout-ms" => self.read_timeout = Duration::from_millis(positive(flag, v)? as u64),
             "--attention" => {
@@ -371,7 +379,8 @@ mod tests {
             (c.port, c.max_batch_tokens, c.attention, c.score_tokens),
             (0, 64, AttentionMode::Host, Some((3, 4)))
         );
-        assert!(c.auto_truncate && c.cache_bytes() == 0 && c.tokenizer.is_none());
+        assert!(c.auto_truncate && c.cache_bytes() == 0 && c.tokenizer.is_none() && !c.profile_batches);
+        assert!(parse("--model m --profile-batches").unwrap().unwrap().profile_batches);
         assert!(parse("--help").unwrap().is_none());
         for (bad, says) in [
             ("--port 1", "--model DIR is required"),

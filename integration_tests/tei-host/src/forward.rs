@@ -5,6 +5,7 @@
 //! compact space and reads the results through the plan's scatter; with radix off it is the plain
 //! forward over the batch rows, as `radixmlp run --attention auto` does.
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use radix_mlp::{
     CacheStats, Context, ContextParams, Error, Model, PairScore, PlanParams, Planner, Pooling, SharedContext,
@@ -27,6 +28,10 @@ pub struct BatchOutput {
     pub cache_lookups: u64,
     pub cache_hits: u64,
     pub computed: u64,
+    /// Time to plan, run the forward, pool and/or score (profile.rs).
+    pub plan_time: Duration,
+    pub forward_time: Duration,
+    pub pool_time: Duration,
 }
 
 /// The backend's context, planner and buffer, reused batch after batch.
@@ -76,7 +81,10 @@ impl Runner {
     ) -> Result<BatchOutput, Error> {
         let before = self.ctx.cache_stats()?;
         let h = self.ctx.model().config().hidden_size;
+        let t0 = Instant::now();
         let plan = self.planner.build(input_ids, position_ids, cu_seqlens, &self.params)?;
+        let t1 = Instant::now();
+        let t2;
         let host = self.attention == AttentionMode::Host;
         let mut out = BatchOutput {
             n_tokens: plan.n_tokens(),
@@ -91,6 +99,7 @@ impl Runner {
                 self.hidden.resize(plan.n_compact_padded() * h, 0.0);
                 self.ctx.forward_compact(&plan, &mut self.hidden)?;
             }
+            t2 = Instant::now();
             if pool {
                 out.pooled = self.ctx.pool_compact(&plan, &self.hidden, self.pooling, false)?;
             }
@@ -100,6 +109,7 @@ impl Runner {
         } else {
             self.hidden.resize(plan.n_tokens() * h, 0.0);
             self.ctx.forward(&plan, &mut self.hidden)?;
+            t2 = Instant::now();
             if pool {
                 out.pooled = self.ctx.model().pool(&self.hidden, cu_seqlens, self.pooling, false)?;
             }
@@ -107,6 +117,7 @@ impl Runner {
                 out.scores = self.ctx.score_pair(&self.hidden, cu_seqlens, a, b)?;
             }
         }
+        (out.plan_time, out.forward_time, out.pool_time) = (t1 - t0, t2 - t1, t2.elapsed());
         let after: CacheStats = self.ctx.cache_stats()?;
         out.cache_lookups = after.lookups - before.lookups;
         out.cache_hits = after.hit_tokens - before.hit_tokens;

@@ -55,6 +55,11 @@ impl Jobs {
         self.map.get(&(id >> SEQ_INDEX_BITS)).map(|j| j.task)
     }
 
+    /// When the oldest job with a sequence in `ids` was sent by its route.
+    pub fn oldest_sent(&self, ids: &[u64]) -> Option<Instant> {
+        ids.iter().filter_map(|id| self.map.get(&(id >> SEQ_INDEX_BITS))).map(|j| j.sent_at).min()
+    }
+
     /// Takes a job in, or answers it with why not (its client gone: dropped unanswered).
     pub fn accept(&mut self, job: Job, now_us: u64, max_queued_tokens: usize) {
         if job.reply.is_closed() {

@@ -1,10 +1,12 @@
 //! `GET /metrics`: Prometheus text with TEI's metric names (te_request_*, te_embed_*, te_queue_size,
 //! te_batch_next_*, te_batch_inference_*, and `te_radix_mlp_compression_ratio`, the histogram of
 //! compact rows over tokens per batch with TEI's buckets), plus the prefix cache's counters
-//! (`te_radix_mlp_cache_*`) and the batcher's gauges (`te_radix_mlp_batcher_*`), on a registry of the host's own (one per server, so tests can run several).
+//! (`te_radix_mlp_cache_*`), the batcher's gauges (`te_radix_mlp_batcher_*`) and the per-batch
+//! profile (`te_radix_mlp_batch_stage_duration{stage}`, `te_radix_mlp_batch_compact_rows`:
+//! profile.rs), on a registry of the host's own (one per server, so tests can run several).
 use prometheus::{
-    exponential_buckets, Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    exponential_buckets, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -38,6 +40,9 @@ pub struct Metrics {
     pub computed_tokens: IntCounter,
     /// Batches with radix on / off, by the gate.
     pub batch_radix: IntCounterVec,
+    /// The per-batch profile (profile.rs): each stage's time, and N' per batch.
+    pub batch_stage_duration: HistogramVec,
+    pub batch_compact_rows: Histogram,
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
@@ -60,6 +65,12 @@ fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
 
 fn histogram(r: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
     let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).expect("metric name");
+    r.register(Box::new(h.clone())).expect("registered once");
+    h
+}
+
+fn histogram_vec(r: &Registry, name: &str, help: &str, label: &str, buckets: Vec<f64>) -> HistogramVec {
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), &[label]).expect("metric name");
     r.register(Box::new(h.clone())).expect("registered once");
     h
 }
@@ -138,6 +149,19 @@ impl Metrics {
             cache_hit_tokens: counter(&r, "te_radix_mlp_cache_hit_tokens", "Compact rows found in the prefix cache"),
             computed_tokens: counter(&r, "te_radix_mlp_computed_tokens", "Compact rows computed"),
             batch_radix: counter_vec(&r, "te_radix_mlp_batches", "Batches by the plan's gate", "gate"),
+            batch_stage_duration: histogram_vec(
+                &r,
+                "te_radix_mlp_batch_stage_duration",
+                "Time per batch in each stage (s): wait, take, plan, forward, pool, answer",
+                "stage",
+                durations(),
+            ),
+            batch_compact_rows: histogram(
+                &r,
+                "te_radix_mlp_batch_compact_rows",
+                "Compact rows per batch",
+                powers_of_two(21),
+            ),
             registry: r,
         }
     }

@@ -22,7 +22,9 @@ struct Worker {
 
 impl Worker {
     fn start(python: &str, tokenizer: &Path) -> Result<(Worker, usize), String> {
-        let mut child = Command::new(python)
+        let mut cmd = Command::new(python);
+        crate::cpu_defaults::default_env(&mut cmd, "TOKENIZERS_PARALLELISM", "false");
+        let mut child = cmd
             .arg("-c")
             .arg(WORKER)
             .arg(tokenizer)

@@ -292,3 +292,34 @@ fn graceful_shutdown_answers_every_request_in_flight() {
     // New connections are refused once it has stopped.
     assert!(std::net::TcpStream::connect(addr).is_err());
 }
+
+/// The per-batch profile in /metrics (profile.rs): one batch of two sequences sharing two of their
+/// three tokens has N = 6 token ids and N' = 4 compact rows, and each stage is observed once
+/// (`--profile-batches` also prints the line on stderr).
+#[test]
+fn batch_profile_metrics() {
+    let s = start(|c| c.profile_batches = true);
+    let r = post(s.addr, "/embed", &json!({ "inputs": [[3, 4, 5], [3, 4, 6]] }));
+    assert_eq!(r.status, 200);
+    // The backend observes the profile once it has answered: wait for it.
+    let start = Instant::now();
+    let text = loop {
+        let text = String::from_utf8(get(s.addr, "/metrics").body).unwrap();
+        if text.contains("te_radix_mlp_batch_stage_duration_count{stage=\"answer\"} 1") {
+            break text;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no profile in /metrics:\n{text}");
+        thread::sleep(Duration::from_millis(10));
+    };
+    let value = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("/metrics lacks {name}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(value("te_batch_next_tokens_sum "), 6.0);
+    assert_eq!(value("te_radix_mlp_batch_compact_rows_sum "), 4.0);
+    for stage in tei_host::profile::STAGES {
+        assert_eq!(value(&format!("te_radix_mlp_batch_stage_duration_count{{stage=\"{stage}\"}} ")), 1.0, "{stage}");
+    }
+    assert!(value("te_radix_mlp_batch_stage_duration_sum{stage=\"forward\"} ") > 0.0);
+    s.shutdown().unwrap();
+}
