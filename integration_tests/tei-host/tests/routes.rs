@@ -268,10 +268,13 @@ fn a_model_that_does_not_load_stops_the_server_with_the_reason() {
 
 #[test]
 fn graceful_shutdown_answers_every_request_in_flight() {
-    // The host's attention (plain loops) makes each batch slow enough to be caught in flight.
+    // Two requests a batch and a pause before each forward: all 12 are in flight before the first
+    // answer however loaded the machine is (with the host's attention alone, a busy machine
+    // answered the first before the last had arrived).
     let s = start(|c| {
         c.attention = AttentionMode::Host;
-        c.max_batch_tokens = 256;
+        c.max_batch_tokens = 512;
+        c.batch_pause = Duration::from_millis(1000);
     });
     let addr = s.addr;
     let state = Arc::clone(s.state());
