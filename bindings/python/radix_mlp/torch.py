@@ -1,12 +1,14 @@
 """radix_mlp.torch: training (forward and backward) of a transformers model on the library's plan.
 
-``RadixMLP(model)`` wraps a Hugging Face transformers Qwen3, Qwen2, Llama or Mistral model (its own
-modules and weights: nothing is copied, so an optimizer over ``model.parameters()`` trains it) and
-runs every position-wise part of each layer (embedding, RMSNorms, Q/K/V projections, q/k norms, RoPE,
-O projection, residual adds, the MLP, the final norm) once per compact row of a plan built by this
-library's planner, instead of once per batch row. The index maps are torch tensors on the model's
-device; gathers are ``index_select`` (their backward is an index-add), so autograd gives the backward,
-and it equals the plain model's: the wrapped forward is the same function of the weights.
+``RadixMLP(model)`` wraps a Hugging Face transformers Qwen3, Qwen2, Llama, Mistral, Gemma, Gemma 2 or
+Gemma 3 (text) model (its own modules and weights: nothing is copied, so an optimizer over
+``model.parameters()`` trains it) and runs every position-wise part of each layer (embedding, with
+Gemma's sqrt(hidden) scale inside its embedding module, RMSNorms, Q/K/V projections, q/k norms, RoPE,
+O projection, Gemma 2/3's post-attention and pre/post-feedforward norms, residual adds, the MLP, the
+final norm) once per compact row of a plan built by this library's planner, instead of once per batch
+row. The index maps are torch tensors on the model's device; gathers are ``index_select`` (their
+backward is an index-add), so autograd gives the backward, and it equals the plain model's: the
+wrapped forward is the same function of the weights.
 
 Attention uses the model's own attention function (``config._attn_implementation``: ``"eager"`` or
 ``"sdpa"``) on a padded batch of sequences with an additive causal mask:
@@ -20,11 +22,20 @@ Attention uses the model's own attention function (``config._attn_implementation
   owned count (each over the keys up to its last query), so the first sequence of a group, which
   owns the shared query, does not pad every sequence's queries to its length.
 
+Gemma 2's attention logit soft-cap (``attn_logit_softcapping``) and every model's attention scale
+(Gemma 2/3's ``query_pre_attn_scalar``) are passed to the attention function as the model's own
+attention passes them; Gemma 3 reads ``attn_logit_softcapping`` and does not apply it, nor does the
+wrapper. Gemma 3's RoPE is the one of each layer's type (local for sliding layers, global for full
+ones). ``forward`` returns hidden states; ``RadixMLP.logits(hidden)`` applies ``lm_head`` and Gemma
+2/3's ``config.final_logit_softcapping`` (tanh(logits / cap) * cap), as the CausalLM's forward does.
+
 What it cannot honour it refuses by name (``UnsupportedModel``, a ValueError): another model type,
-bidirectional attention (``is_causal`` false), an attention implementation other than eager/sdpa, RoPE types whose frequencies depend on the batch
-(``dynamic``, ``longrope``, ...), attention dropout > 0 in training mode. Sliding windows (Mistral's,
-Qwen's sliding layers) are in each layer's mask: a query sees the last ``sliding_window`` keys of its
-path, as transformers' sliding-window mask.
+bidirectional attention (``is_causal`` false, Gemma's ``use_bidirectional_attention``), an attention
+implementation other than eager/sdpa, Gemma 2's attention soft-cap with sdpa (torch's sdpa has no
+soft-cap: transformers 5.19's sdpa function drops ``softcap``, 5.23's raises), RoPE types whose
+frequencies depend on the batch (``dynamic``, ``longrope``, ...), attention dropout > 0 in training
+mode. Sliding windows (Mistral's, Qwen's and Gemma 2/3's sliding layers) are in each layer's mask: a
+query sees the last ``sliding_window`` keys of its path, as transformers' sliding-window mask.
 
 torch is imported here only; ``import radix_mlp`` never imports it.
 """
@@ -42,7 +53,11 @@ from .planner import Plan, PlanParams, Planner
 __all__ = ["RadixMLP", "TorchPlan", "UnsupportedModel", "SUPPORTED_MODEL_TYPES", "SUPPORTED_ROPE_TYPES",
            "SUPPORTED_ATTENTION_IMPLEMENTATIONS"]
 
-SUPPORTED_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral")
+SUPPORTED_MODEL_TYPES = ("qwen3", "qwen2", "llama", "mistral", "gemma", "gemma2", "gemma3_text")
+GEMMA_MODEL_TYPES = ("gemma", "gemma2", "gemma3_text")
+# The model types whose Attention.forward passes ``softcap=attn_logit_softcapping`` to the attention
+# function (Gemma 3 keeps the key but passes nothing).
+ATTENTION_SOFTCAP_MODEL_TYPES = ("gemma2",)
 # RoPE whose cos/sin depend on the position alone (not on the batch's longest sequence).
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 SUPPORTED_ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
@@ -232,20 +247,28 @@ class TorchPlan:
         return "TorchPlan(%r, device=%s)" % (self.plan, self.device)
 
 
-def _rope_type(base):
-    """The RoPE type of the model's rotary module ("default", "llama3", ...)."""
+def _rope_types(base):
+    """The RoPE types of the model's rotary module ("default", "llama3", ...): one, or Gemma 3's one per
+    layer type."""
     rope = getattr(base, "rotary_emb", None)
     kind = getattr(rope, "rope_type", None)
+    if isinstance(kind, dict):
+        return sorted(set(kind.values()))
     if kind is None:
         params = getattr(base.config, "rope_parameters", None) or getattr(base.config, "rope_scaling", None) or {}
         kind = params.get("rope_type", params.get("type", "default")) if isinstance(params, dict) else "default"
-    return kind
+    return [kind]
+
+
+def _rope_per_layer_type(base):
+    """Whether the rotary module takes the layer type (Gemma 3: local RoPE for sliding layers)."""
+    return isinstance(getattr(base.rotary_emb, "rope_type", None), dict)
 
 
 class RadixMLP(nn.Module):
-    """A transformers Qwen3/Qwen2/Llama/Mistral model (a base model or one with a head: the base is
-    ``model.base_model``) run on compact rows. ``model`` is registered as a submodule, so
-    ``RadixMLP(model).parameters()`` are the model's own; ``train()``/``eval()`` reach it.
+    """A transformers Qwen3/Qwen2/Llama/Mistral/Gemma/Gemma 2/Gemma 3 text model (a base model or one
+    with a head: the base is ``model.base_model``) run on compact rows. ``model`` is registered as a
+    submodule, so ``RadixMLP(model).parameters()`` are the model's own; ``train()``/``eval()`` reach it.
 
     ``attention``: ``"full"`` or ``"compact"`` (see the module's docstring); ``threshold``,
     ``pad_multiple_of``, ``gate``: how ``plan()`` builds plans (threshold None: the library's
@@ -253,7 +276,8 @@ class RadixMLP(nn.Module):
 
     ``plan(sequences)`` -> TorchPlan on the model's device; ``forward_compact(plan)`` -> the final-normed
     compact rows (n_compact_padded, H); ``forward(plan)`` (or calling the module) -> the batch rows
-    (n_tokens, H), what the base model's ``last_hidden_state`` holds for each sequence run alone.
+    (n_tokens, H), what the base model's ``last_hidden_state`` holds for each sequence run alone;
+    ``logits(rows)`` -> the head's (final soft-capped) logits of such rows.
     """
 
     def __init__(self, model, attention="full", threshold=None, pad_multiple_of=None, gate="distinct"):
@@ -282,15 +306,23 @@ class RadixMLP(nn.Module):
             if not hasattr(base, name):
                 raise UnsupportedModel("radix_mlp.torch: the %s model has no %r module (a %s, expected the base "
                                        "model or a model with one)" % (model_type, name, type(base).__name__))
+        if getattr(config, "use_bidirectional_attention", False):
+            raise UnsupportedModel("radix_mlp.torch: config.use_bidirectional_attention=%r: the %s model then attends "
+                                   "in both directions, so a token's state depends on later tokens and no prefix is "
+                                   "shared" % (config.use_bidirectional_attention, model_type))
+        if model_type in GEMMA_MODEL_TYPES and not hasattr(base.embed_tokens, "embed_scale"):
+            raise UnsupportedModel("radix_mlp.torch: the %s model's embedding (%s) does not scale by sqrt(hidden_size) "
+                                   "itself (transformers 5's Gemma embeddings do): not supported"
+                                   % (model_type, type(base.embed_tokens).__name__))
         if not getattr(config, "is_causal", True):
             raise UnsupportedModel("radix_mlp.torch: config.is_causal=%r: transformers then attends in both "
                                    "directions, so a token's state depends on later tokens and no prefix is shared"
                                    % (config.is_causal,))
-        kind = _rope_type(base)
-        if kind not in SUPPORTED_ROPE_TYPES:
-            raise UnsupportedModel("radix_mlp.torch: rope_type %r (config.rope_parameters / rope_scaling) is not "
-                                   "supported: only %s, whose cos/sin depend on the position alone"
-                                   % (kind, ", ".join(SUPPORTED_ROPE_TYPES)))
+        for kind in _rope_types(base):
+            if kind not in SUPPORTED_ROPE_TYPES:
+                raise UnsupportedModel("radix_mlp.torch: rope_type %r (config.rope_parameters / rope_scaling) is not "
+                                       "supported: only %s, whose cos/sin depend on the position alone"
+                                       % (kind, ", ".join(SUPPORTED_ROPE_TYPES)))
 
     def _windows(self):
         """The sliding window of each layer (None: full causal attention), as the model applies it."""
@@ -308,6 +340,12 @@ class RadixMLP(nn.Module):
             raise UnsupportedModel("radix_mlp.torch: config._attn_implementation=%r is not supported (%s); load the "
                                    "model with attn_implementation='sdpa' or 'eager'"
                                    % (impl, ", ".join(SUPPORTED_ATTENTION_IMPLEMENTATIONS)))
+        if impl == "sdpa" and self._softcap(base.layers[0].self_attn) is not None:
+            raise UnsupportedModel("radix_mlp.torch: config.attn_logit_softcapping=%g with "
+                                   "config._attn_implementation='sdpa': sdpa cannot apply the soft-cap (transformers' "
+                                   "sdpa attention drops or refuses it); load the model with "
+                                   "attn_implementation='eager'"
+                                   % config.attn_logit_softcapping)
         dropout = float(getattr(config, "attention_dropout", 0.0) or 0.0)
         if base.training and dropout > 0:
             raise UnsupportedModel("radix_mlp.torch: config.attention_dropout=%g in training mode: rows shared by "
@@ -338,6 +376,16 @@ class RadixMLP(nn.Module):
         hidden_c = self.forward_compact(plan)
         return plan.to_batch(hidden_c)
 
+    def logits(self, hidden):
+        """(..., vocab): the model's ``lm_head`` on final-normed rows ``hidden`` (..., H), soft-capped by
+        ``config.final_logit_softcapping`` (Gemma 2/3: tanh(logits / cap) * cap) as its CausalLM does."""
+        head = getattr(self.model, "lm_head", None)
+        if head is None:
+            raise ValueError("radix_mlp.torch: the %s has no lm_head (a base model)" % type(self.model).__name__)
+        logits = head(hidden)
+        cap = getattr(self.base.config, "final_logit_softcapping", None)
+        return logits if cap is None else torch.tanh(logits / cap) * cap
+
     def forward_compact(self, plan):
         """(n_compact_padded, H): the final-normed hidden state of every compact row."""
         if not isinstance(plan, TorchPlan):
@@ -346,9 +394,15 @@ class RadixMLP(nn.Module):
         impl = self._check_batch(plan)
         base = self.base
         layout = plan.layout(self.attention)
-        hidden = base.embed_tokens(plan.input_ids)                          # (N'pad, H)
-        cos, sin = base.rotary_emb(hidden, plan.position_ids[None])         # (1, N'pad, head_dim) each
-        for layer, window in zip(base.layers[: base.config.num_hidden_layers], self._windows()):
+        hidden = base.embed_tokens(plan.input_ids)                          # (N'pad, H), Gemma's scaled
+        layers = base.layers[: base.config.num_hidden_layers]
+        if _rope_per_layer_type(base):                                      # Gemma 3: local / global RoPE
+            types = base.config.layer_types[: len(layers)]
+            by_type = {t: base.rotary_emb(hidden, plan.position_ids[None], t) for t in set(types)}
+            rope = [by_type[t] for t in types]
+        else:
+            rope = [base.rotary_emb(hidden, plan.position_ids[None])] * len(layers)  # (1, N'pad, head_dim) each
+        for layer, window, (cos, sin) in zip(layers, self._windows(), rope):
             if layer.training and getattr(layer, "gradient_checkpointing", False):
                 # model.activation_checkpointing_enable() (gradient_checkpointing_enable) marks the layers and
                 # gives them its checkpoint function.
@@ -363,11 +417,18 @@ class RadixMLP(nn.Module):
     def _layer(self, layer, hidden, cos, sin, layout, impl, window):
         """One decoder layer on compact rows, as the model's DecoderLayer.forward computes it
         (window: the layer's sliding window, or None)."""
-        residual = hidden
-        hidden = residual + self._self_attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, layout,
-                                                 impl, window)
-        residual = hidden
-        return residual + layer.mlp(layer.post_attention_layernorm(hidden))
+        attended = self._self_attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, layout, impl, window)
+        if hasattr(layer, "pre_feedforward_layernorm"):                     # Gemma 2/3: norms around both blocks
+            hidden = hidden + layer.post_attention_layernorm(attended)
+            return hidden + layer.post_feedforward_layernorm(layer.mlp(layer.pre_feedforward_layernorm(hidden)))
+        hidden = hidden + attended
+        return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+
+    def _softcap(self, attn):
+        """The attention logit soft-cap the model's Attention.forward passes (None: none)."""
+        if self.base.config.model_type not in ATTENTION_SOFTCAP_MODEL_TYPES:
+            return None
+        return getattr(attn, "attn_logit_softcapping", None)
 
     def _self_attention(self, attn, x, cos, sin, layout, impl, window):
         """The model's Attention.forward with its position-wise parts on compact rows.
@@ -380,12 +441,14 @@ class RadixMLP(nn.Module):
             q, k = attn.q_norm(q), attn.k_norm(k)
         modeling = sys.modules[type(attn).__module__]
         q, k = modeling.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
-        out = self._attend(attn, q[0], k[0], v, layout, impl, modeling, window)  # (N'pad, heads*d)
+        out = self._attend(attn, q[0], k[0], v, layout, impl, modeling, window,
+                           self._softcap(attn))                             # (N'pad, heads*d)
         return attn.o_proj(out)
 
     @staticmethod
-    def _attend(attn, q, k, v, layout, impl, modeling, window):
-        """Attention through the model's own attention function on the layout's padded batch.
+    def _attend(attn, q, k, v, layout, impl, modeling, window, softcap):
+        """Attention through the model's own attention function on the layout's padded batch (with
+        ``softcap``, Gemma 2's logit soft-cap, where the model passes one).
         q: (N'pad, heads, d), k, v: (N'pad, kv_heads, d) -> (N'pad, heads*d)."""
         n_att, q_max, k_max = layout.n_att, layout.q_max, layout.k_max
         heads, d = q.shape[1], q.shape[2]
@@ -400,7 +463,8 @@ class RadixMLP(nn.Module):
             fn = interfaces.get_interface(impl, eager)
         else:
             fn = eager if impl == "eager" else interfaces[impl]
-        out, _ = fn(attn, qp, kp, vp, layout.mask(qp.dtype, window), dropout=0.0, scaling=attn.scaling)
+        extra = {} if softcap is None else {"softcap": softcap}
+        out, _ = fn(attn, qp, kp, vp, layout.mask(qp.dtype, window), dropout=0.0, scaling=attn.scaling, **extra)
         out = out.reshape(n_att * q_max, heads * d)                         # (n_att*q_max, heads*d)
         out = torch.cat([out, out.new_zeros(1, heads * d)])
         return out.index_select(0, layout.out_index)

@@ -154,6 +154,12 @@ class EquivalenceAsserts:
         self.assertLessEqual(err, rtol, "%s: max|got-ref|/max|ref| = %.3g > %g" % (what, err, rtol))
         return err
 
+    def assert_same_step(self, got, ref, what, rtol=RTOL):
+        """got, ref: (hidden rows, loss, grads) of radix_step / plain_step: each within rtol."""
+        self.assert_close(got[0], ref[0], what + ": hidden rows", rtol)
+        self.assert_close(got[1], ref[1], what + ": loss", rtol)
+        return self.assert_same_grads(got[2], ref[2], what, rtol)
+
     def assert_same_grads(self, got, ref, what, rtol=RTOL):
         self.assertEqual(sorted(got), sorted(ref), what)
         n_checked, worst = 0, 0.0

@@ -71,18 +71,17 @@ class TestAgainstTransformers(EquivalenceAsserts, unittest.TestCase):
         model.train()
         sequences, groups = listwise_batch(config.vocab_size, seed=seed)
         weight = torch.randn(config.hidden_size, generator=torch.Generator().manual_seed(seed))
-        ref_hidden, ref_loss, ref_grads = plain_step(model, sequences, groups, weight)
+        ref = plain_step(model, sequences, groups, weight)
         for attention, threshold, pad in SETTINGS:
             what = "%s attention=%s threshold=%g pad=%s" % (name, attention, threshold, pad)
             with self.subTest(what):
                 wrapper = rt.RadixMLP(model, attention=attention, threshold=threshold, pad_multiple_of=pad)
-                hidden, loss, got, plan = radix_step(wrapper, sequences, groups, weight)
-                self.assertEqual(plan.plan.use_radix, threshold > 0, what)
+                got = radix_step(wrapper, sequences, groups, weight)
+                plan = got[3].plan
+                self.assertEqual(plan.use_radix, threshold > 0, what)
                 if threshold > 0:
-                    self.assertLess(plan.plan.n_compact, plan.plan.n_tokens, what)
-                self.assert_close(hidden, ref_hidden, what + ": hidden rows")
-                self.assert_close(loss, ref_loss, what + ": loss")
-                self.assert_same_grads(got, ref_grads, what)
+                    self.assertLess(plan.n_compact, plan.n_tokens, what)
+                self.assert_same_step(got, ref, what)
 
     def test_configs(self):
         for seed, (name, config) in enumerate(sorted(CONFIGS.items())):

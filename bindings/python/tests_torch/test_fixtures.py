@@ -4,8 +4,10 @@ forward (radix on, attention in full and in compact space) reproduces the commit
 equal the plain model's within 1e-5 relative (fp32, CPU). Covers the fixtures' cases: untied and
 tied heads, bf16 weights upcast, sharded checkpoints, biases, a base model with no "model."
 prefix, Qwen2's sliding window switched off per layer and Mistral's window longer than the batch,
-sliding windows shorter than the shared prefix (Qwen2's per layer, Mistral's), RoPE scaling (llama3,
-yarn, linear)."""
+sliding windows shorter than the shared prefix (Qwen2's per layer, Mistral's, Gemma 2/3's), RoPE
+scaling (llama3, yarn, linear), Gemma's embedding scale and sandwich norms, Gemma 2's soft-caps (the
+final one through ``RadixMLP.logits``) and Gemma 3's local/global RoPE (fixtures gemma_bias,
+gemma2_window, gemma3_text)."""
 
 import json
 import os
@@ -56,7 +58,7 @@ class TestFixtures(EquivalenceAsserts, unittest.TestCase):
                     checks = {"last_hidden": plan.to_batch(hidden_c), "pooled_last": plan.pool(hidden_c, "last"),
                               "pooled_mean": plan.pool(hidden_c, "mean")}
                     if "logits_last" in expected:
-                        checks["logits_last"] = model.lm_head(plan.pool(hidden_c, "last"))
+                        checks["logits_last"] = wrapper.logits(plan.pool(hidden_c, "last"))
                     for key, got in checks.items():
                         ref = expected[key]
                         self.assertEqual(tuple(got.shape), tuple(ref.shape), key)

@@ -1,5 +1,7 @@
 """What radix_mlp.torch cannot honour it refuses by name instead of computing something else: another
-model type, bidirectional attention, batch-dependent RoPE, a sliding window that cuts a sequence of the batch, attention
+model type, bidirectional attention (is_causal false, Gemma's use_bidirectional_attention), Gemma 2's
+attention soft-cap under sdpa (transformers' sdpa drops it), batch-dependent RoPE (Gemma 3's per layer
+type too), a sliding window that cuts a sequence of the batch, attention
 dropout in training, attention implementations other than eager/sdpa, bad batches. Where the same
 setting is harmless (a window longer than the batch, dropout in eval mode) it runs and matches the
 plain model. Also: ``import radix_mlp`` does not import torch."""
@@ -10,7 +12,8 @@ import sys
 import unittest
 
 import torch
-from transformers import GPT2Config, GPT2Model, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
+from transformers import (Gemma2Config, Gemma3TextConfig, GemmaConfig, GPT2Config, GPT2Model, LlamaConfig,
+                          MistralConfig, Qwen2Config, Qwen3Config)
 
 import radix_mlp.torch as rt
 from _common import EquivalenceAsserts, listwise_batch, plain_step, radix_step, tiny_model
@@ -41,6 +44,42 @@ class TestRefusals(EquivalenceAsserts, unittest.TestCase):
         with self.assertRaisesRegex(rt.UnsupportedModel, "config.is_causal=False"):
             rt.RadixMLP(model)
 
+    def test_gemma_bidirectional(self):
+        """use_bidirectional_attention (Gemma's embedders): refused by that name; Gemma 3's causal twin runs."""
+        for config_class in (GemmaConfig, Gemma3TextConfig):
+            with self.subTest(config_class.model_type):
+                model = tiny_model(config_class(use_bidirectional_attention=True, head_dim=8, **SMALL))
+                with self.assertRaisesRegex(rt.UnsupportedModel, "config.use_bidirectional_attention=True: the %s "
+                                            "model then attends in both directions" % config_class.model_type):
+                    rt.RadixMLP(model)
+        model = tiny_model(Gemma3TextConfig(use_bidirectional_attention=False, head_dim=8, **SMALL))
+        self.assertEqual(rt.RadixMLP(model)(rt.RadixMLP(model).plan([[1, 2, 3]])).shape, (3, SMALL["hidden_size"]))
+
+    def test_gemma2_softcap_with_sdpa(self):
+        """sdpa cannot apply Gemma 2's attn_logit_softcapping (transformers 5.19's sdpa function drops it,
+        5.23's raises and will not build a Gemma 2 with sdpa): refused by name with sdpa, runs with eager."""
+        config = Gemma2Config(attn_logit_softcapping=0.5, head_dim=8, query_pre_attn_scalar=8, sliding_window=4,
+                              **SMALL)
+        model = tiny_model(config).eval()
+        ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+        wrapper = rt.RadixMLP(model)
+        plan = wrapper.plan([[1, 2, 3], [1, 2, 4]])
+        try:
+            with torch.no_grad():
+                eager = model.model(ids).last_hidden_state
+                model.config._attn_implementation = "sdpa"
+                try:
+                    sdpa = model.model(ids).last_hidden_state
+                    self.assertGreater(float((eager - sdpa).abs().max()), 1e-3)  # it dropped the soft-cap
+                except ValueError as e:
+                    self.assertIn("softcap", str(e))                             # or refused it
+            with self.assertRaisesRegex(rt.UnsupportedModel, "config.attn_logit_softcapping=0.5 with "
+                                        "config._attn_implementation='sdpa': sdpa cannot apply the soft-cap"):
+                wrapper(plan)
+        finally:
+            model.config._attn_implementation = "eager"
+        self.assertEqual(wrapper(plan).shape, (6, SMALL["hidden_size"]))
+
     def test_batch_dependent_rope(self):
         for kind, extra in (("dynamic", {"factor": 2.0}),
                             ("longrope", {"short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
@@ -49,6 +88,12 @@ class TestRefusals(EquivalenceAsserts, unittest.TestCase):
                 config = LlamaConfig(rope_parameters=dict(rope_type=kind, rope_theta=1e4, **extra), **SMALL)
                 with self.assertRaisesRegex(rt.UnsupportedModel, "rope_type '%s'" % kind):
                     rt.RadixMLP(tiny_model(config))
+        config = Gemma3TextConfig(head_dim=8, rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}}, **SMALL)
+        with self.subTest("gemma3_text sliding layers' rope_type dynamic"):
+            with self.assertRaisesRegex(rt.UnsupportedModel, "rope_type 'dynamic'"):
+                rt.RadixMLP(tiny_model(config))
 
     def test_sliding_window(self):
         """Mistral applies its window in every layer, Qwen2 in the layers from max_window_layers on: a
