@@ -161,7 +161,10 @@ class Server:
                 if args.vllm_preload else "nothing preloaded (not as vLLM's CPU docs ask)"
         else:
             env = {"RADIX_MLP_THRESHOLD": "0"} if kind == "off" else {}
-            flags = ["--cpu-threads", str(args.threads), "--no-tokenizer", "--score-tokens", "%d,%d" % score_tokens]
+            # --max-client-batch-size as vLLM's --max-num-seqs: the answer check sends a sample of whole
+            # requests in one call (two rerank requests are up to 66 sequences)
+            flags = ["--cpu-threads", str(args.threads), "--no-tokenizer", "--score-tokens", "%d,%d" % score_tokens,
+                     "--max-client-batch-size", "256"]
             self.host = common.Host(args.tei_host, args.model, flags, env, log=log)
             self.port, self.proc = self.host.port, self.host.proc
             self.info = "OPENBLAS_THREAD_TIMEOUT %s" % os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset (host default 4)")
