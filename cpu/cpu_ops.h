@@ -11,10 +11,17 @@
 #include <stdint.h>
 
 #include "model/model_ext.h"
+#include "workers.h"
 
-/* y (rows, out_dim) = x (rows, in_dim) W^T + bias; W (out_dim, in_dim); bias (out_dim) or NULL. */
+/* y (rows, out_dim) = x (rows, in_dim) W^T + bias; W (out_dim, in_dim); bias (out_dim) or NULL; on
+ * pool's threads (NULL: the calling thread), each running BLAS on one thread (linear.c). */
 void cpu_linear(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
-                float *y);
+                float *y, workers *pool);
+
+/* y (rows, n at row stride ldy) = x (rows, in_dim) W^T + beta y, W (n, in_dim): cpu_linear's split
+ * over pool without the bias. */
+void cpu_gemm_nt(const float *x, size_t rows, size_t in_dim, const float *w, size_t n, float beta, float *y,
+                 size_t ldy, workers *pool);
 
 /* out (rows, dim) = x / sqrt(mean(x^2) + eps) * weight, row by row; x may equal out.
  * stride: distance between rows of x and out, in floats (>= dim). */

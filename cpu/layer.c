@@ -31,7 +31,7 @@ static void linear(const cpu_workspace *ws, const float *x, size_t rows, size_t 
         if (ws->x16 != NULL) __atomic_fetch_add(ws->onednn_fallbacks, 1, __ATOMIC_RELAXED);
         cpu_linear_bf16(x, rows, in_dim, w16, bias, out_dim, y, ws->wide, ws->pool);
     } else if (ws->few_rows) cpu_linear_step(x, rows, in_dim, w, bias, out_dim, y, ws->few_rows_pool);
-    else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
+    else cpu_linear(x, rows, in_dim, w, bias, out_dim, y, ws->pool);
 }
 
 static size_t q_dim(const rmlp_model_config *c) { return (size_t)c->num_attention_heads * c->head_dim; }

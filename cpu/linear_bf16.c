@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include <cblas.h>
+#include "cpu_ops.h"
 
 #define PANEL_FLOATS ((size_t)1 << 21)
 #define PANEL_MIN_ROWS 16
@@ -58,11 +58,6 @@ void cpu_linear_bf16(const float *x, size_t rows, size_t in_dim, const uint16_t 
         size_t n = out_dim - c0 < step ? out_dim - c0 : step;
         widen_job job = {w + c0 * in_dim, n, in_dim, wide};
         workers_run(pool, (n + WIDEN_ROWS_PER_TASK - 1) / WIDEN_ROWS_PER_TASK, widen_task, &job);
-        if (rows == 1)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)in_dim, 1.0f, wide, (int)in_dim, x, 1, beta, y + c0,
-                        1);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)in_dim, 1.0f, x, (int)in_dim,
-                        wide, (int)in_dim, beta, y + c0, (int)out_dim);
+        cpu_gemm_nt(x, rows, in_dim, wide, n, beta, y + c0, out_dim, pool);
     }
 }

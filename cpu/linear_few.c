@@ -56,7 +56,7 @@ void cpu_linear_few(const float *x, size_t rows, size_t in_dim, const float *w, 
 void cpu_linear_step(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
                      float *y, workers *pool) {
     if (rows >= 2 && rows <= STEP_MAX_ROWS) cpu_linear_few(x, rows, in_dim, w, bias, out_dim, y, pool);
-    else cpu_linear(x, rows, in_dim, w, bias, out_dim, y);
+    else cpu_linear(x, rows, in_dim, w, bias, out_dim, y, pool);
 }
 
 size_t cpu_linear_few_bf16_scratch_floats(size_t max_in_dim, size_t n_threads) {

@@ -129,12 +129,13 @@ def cuda_device_count():
 
 
 def set_cpu_threads(n_threads):
-    """``rmlp_set_cpu_threads``: how many threads the CPU path uses, OpenBLAS's thread pool (one
-    per process; it starts at OpenBLAS's choice: OPENBLAS_NUM_THREADS, else one per core) for
-    the GEMMs, and a generation session's own threads for its steps' decode attention and, for 2 to
-    128 rows, their linear layers and LM head (the count when the session begins).
-    RadixMLPError RMLP_ERR_INVALID_ARGUMENT for 0 or more threads than OpenBLAS can run (the
-    count then stays as it was). Process-wide: not while another thread runs a CPU model."""
+    """``rmlp_set_cpu_threads``: how many threads the CPU path uses: a context's own pool for its
+    GEMMs, elementwise passes and attention (the count when the context is made) and a generation
+    session's threads (the count when it begins). It starts at OpenBLAS's choice
+    (OPENBLAS_NUM_THREADS, else one per core); the library runs OpenBLAS on one thread inside each
+    of its own and sets OpenBLAS's process-wide count to 1 (numpy on the same OpenBLAS then runs
+    on one thread too). RadixMLPError RMLP_ERR_INVALID_ARGUMENT for 0 or more than 256 (the count
+    then stays as it was). Process-wide: not while another thread runs a CPU model."""
     n = int(n_threads)
     if not 0 <= n <= 0xFFFFFFFF:
         raise ValueError("set_cpu_threads: n_threads=%d is not in 0..2^32-1" % n)

@@ -28,15 +28,17 @@ extern const char *rmlp_version_string(void);
 // Bit set of `RMLP_BUILD_*` flags describing this build.
 extern uint32_t rmlp_build_flags(void);
 
-// Sets how many threads the CPU path uses: OpenBLAS's thread pool, one per process, for the
-// GEMMs, and a generation session's own threads for its steps' decode attention and, for 2 to
-// 128 rows, their linear layers and LM head (the count at `rmlp_generate_begin`; the rest of
-// the layer code runs on the calling thread). Results do not depend on it beyond OpenBLAS's
-// own rounding. It starts at OpenBLAS's own choice
+// Sets how many threads the CPU path uses: a context's own pool for its GEMMs, elementwise
+// passes and attention (the count at `rmlp_context_create`), a generation session's threads
+// (the count at `rmlp_generate_begin`) and oneDNN's. The library runs OpenBLAS on one thread
+// inside each of its own, so it sets OpenBLAS's thread count to 1, process-wide, when it first
+// reads or sets this count, and again before a GEMM where something else changed it: a
+// host's own calls into the same OpenBLAS then run on one thread too. Results do not depend
+// on the count beyond BLAS's own rounding. It starts at OpenBLAS's own choice
 // (`OPENBLAS_NUM_THREADS`, else one per core); a server running one context per worker
-// thread usually wants 1. `RMLP_ERR_INVALID_ARGUMENT` for 0, or for more threads than this
-// OpenBLAS can run (the count then stays as it was). Process-wide: call it at startup or
-// between batches, not while another thread is in a CPU model call.
+// thread usually wants 1. `RMLP_ERR_INVALID_ARGUMENT` for 0 or more than 256 (the count then
+// stays as it was). Process-wide: call it at startup or between batches, not while another
+// thread is in a CPU model call.
 extern rmlp_status rmlp_set_cpu_threads(uint32_t n_threads);
 
 // The number of threads the CPU path uses now (see `rmlp_set_cpu_threads`).

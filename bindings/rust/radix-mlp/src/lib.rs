@@ -68,7 +68,7 @@
 //! [`PlanParams::from_env`] reads the deployment's switches (`RADIX_MLP_THRESHOLD`,
 //! `RADIX_MLP_PAD`); [`Context::new`] makes a context that holds an `Arc` of its [`Model`]
 //! ([`SharedContext`]), for a server struct or a `'static` worker thread; [`set_cpu_threads`]
-//! sets OpenBLAS's thread count; [`set_planner_scratch_limit`] bounds what
+//! sets the CPU path's thread count; [`set_planner_scratch_limit`] bounds what
 //! [`compute_fold_and_scatter`] keeps per thread.
 //!
 //! # Switching TEI from the published crate
@@ -176,13 +176,14 @@ pub fn cuda_device_count() -> Result<i32, Error> {
     Ok(count)
 }
 
-/// Sets how many threads the CPU path uses (`rmlp_set_cpu_threads`): OpenBLAS's thread pool,
-/// one per process, for the GEMMs, and a generation session's own threads for its steps' decode
-/// attention and, for 2 to 128 rows, their linear layers and LM head (the count when it begins; the
-/// rest of the layer code runs on the calling thread).
-/// It starts at OpenBLAS's own choice (`OPENBLAS_NUM_THREADS`, else one per core); a server that
-/// runs a [`Context`] per worker thread usually wants 1, its workers being the parallelism. `Status::InvalidArgument`
-/// for 0, or for more threads than this OpenBLAS can run (the count then stays as it was).
+/// Sets how many threads the CPU path uses (`rmlp_set_cpu_threads`): a [`Context`]'s own pool for
+/// its GEMMs, elementwise passes and attention (the count when it is made) and a generation
+/// session's threads (the count when it begins). The library runs OpenBLAS on one thread inside
+/// each of its own and sets OpenBLAS's process-wide count to 1 (a host's own OpenBLAS calls then
+/// run on one thread too). It starts at OpenBLAS's own choice (`OPENBLAS_NUM_THREADS`, else one
+/// per core); a server that runs a [`Context`] per worker thread usually wants 1, its workers
+/// being the parallelism. `Status::InvalidArgument` for 0 or more than 256 (the count then stays
+/// as it was).
 /// Process-wide: call it at startup, not while another thread is in a CPU model call.
 pub fn set_cpu_threads(n_threads: usize) -> Result<(), Error> {
     let n = u32::try_from(n_threads).map_err(|_| {

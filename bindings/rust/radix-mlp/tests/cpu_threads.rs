@@ -1,5 +1,5 @@
-//! `set_cpu_threads` / `cpu_threads`: OpenBLAS's thread count, set and read back; 0 and counts
-//! beyond what OpenBLAS can run refused with the library's message, the count unchanged. One test
+//! `set_cpu_threads` / `cpu_threads`: the CPU path's thread count, set and read back; 0 and counts
+//! beyond what the CPU path can run refused with the library's message, the count unchanged. One test
 //! in its own binary, since the count is process-wide.
 use radix_mlp::Status;
 
