@@ -9,7 +9,8 @@ public header) and ffi/src (the facade) are two folders here. The check fails wh
     beyond the exceptions listed in UP (at most one, each with its reason);
   - the folders' include graph has a circle;
   - a folder below the facade includes the umbrella header radix_mlp.h, or a part of it other than
-    radix_mlp/types.h from a file that defines no entry point (RMLP_EXPORT) the part declares;
+    the types (radix_mlp/types.h, or one module's radix_mlp/types/<module>.h) from a file that
+    defines no entry point (RMLP_EXPORT) the part declares;
   - a file defines an entry point (RMLP_EXPORT) without including a header that declares it.
 
     scripts/check_layers.py            # check; prints one line per folder and what it includes
@@ -45,6 +46,7 @@ RANKS = {
 BELOW_FACADE = {f for f, r in RANKS.items() if 0 < r < RANKS["ffi/src"]}
 # The dependencies allowed to run up the layers, (from, to): why. At most one.
 UP = {}
+TYPES = re.compile(r"^%s/radix_mlp/(types|types/\w+)\.h$" % re.escape(PUBLIC))  # the public types, no entry points
 SOURCE = re.compile(r"\.(c|h|cu|cuh|cpp)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 EXPORT = re.compile(r"^RMLP_EXPORT\b[^(]*?\b(rmlp_\w+)\s*\(", re.M)
@@ -129,7 +131,7 @@ def main():
             if there is None or there == here:
                 continue
             edges.setdefault(here, {}).setdefault(there, []).append("%s -> %s" % (path, target))
-            if here in BELOW_FACADE and there == PUBLIC and target != PUBLIC + "/radix_mlp/types.h":
+            if here in BELOW_FACADE and there == PUBLIC and not TYPES.match(target):
                 if target == PUBLIC + "/radix_mlp.h":
                     failures.append("%s includes the umbrella radix_mlp.h: below the facade, include "
                                     "radix_mlp/types.h (or the part that declares an entry point it defines)" % path)
@@ -137,7 +139,7 @@ def main():
                     names = declared.setdefault(target, set(DECLARED.findall(read(target))))
                     if not names & set(EXPORT.findall(source)):
                         failures.append("%s includes %s but defines none of its entry points: include "
-                                        "radix_mlp/types.h for the types" % (path, name))
+                                        "radix_mlp/types.h (or radix_mlp/types/<module>.h) for the types" % (path, name))
         exported = set(EXPORT.findall(source))
         if exported:
             seen = set()
@@ -145,8 +147,10 @@ def main():
                 if target and folder_of(target) == PUBLIC:
                     seen |= declared.setdefault(target, set(DECLARED.findall(read(target))))
                     if target == PUBLIC + "/radix_mlp.h":
-                        for part in os.listdir(os.path.join(ROOT, PUBLIC, "radix_mlp")):
+                        for part in sorted(os.listdir(os.path.join(ROOT, PUBLIC, "radix_mlp"))):
                             p = PUBLIC + "/radix_mlp/" + part
+                            if not part.endswith(".h") or TYPES.match(p):
+                                continue  # the types/ folder, types.h: no declarations
                             seen |= declared.setdefault(p, set(DECLARED.findall(read(p))))
             missing = sorted(exported - seen)
             if missing:

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Generates the C headers of libradix_mlp from the ABI crate (bindings/rust/radix-mlp-sys).
 
-Every type and constant of the crate, module by module in the order src/lib.rs declares them, in
-ffi/include/radix_mlp/types.h (cbindgen run on each module's file with its functions left out): what
-the library's own layers below the facade include, the public types without the entry points. Then
-one header per module, ffi/include/radix_mlp/<module>.h, its functions (cbindgen on that module's
-file with only its functions), including types.h, so each compiles on its own; and
-ffi/include/radix_mlp.h, which includes types.h and the parts in lib.rs's order. A module that
-imports (`use crate::`) from one declared after it is an error here (reorder lib.rs): types.h
-defines the types in that order. Settings shared by the parts come from cbindgen.toml; its
-`header` is radix_mlp.h's opening comment.
+For each module of the crate, in the order src/lib.rs declares them:
+  - ffi/include/radix_mlp/types/<module>.h: the module's types and constants (cbindgen run on its
+    file with its functions left out), including the type headers of the modules it imports from
+    (`use crate::`), so each compiles on its own;
+  - ffi/include/radix_mlp/<module>.h, the part: the module's functions (cbindgen on that module's
+    file with only its functions), including types/<module>.h.
+Then ffi/include/radix_mlp/types.h, which includes every types/<module>.h in lib.rs's order (what
+the library's own layers below the facade include: the public types without the entry points), and
+ffi/include/radix_mlp.h, which includes types.h and the parts in that order. A module that imports
+from one declared after it is an error here (reorder lib.rs). Settings shared by the headers come
+from cbindgen.toml; its `header` is radix_mlp.h's opening comment.
 
-Usage: scripts/gen_header.py [OUTDIR]   (default: ffi/include; writes OUTDIR/radix_mlp.h and
-OUTDIR/radix_mlp/*.h, and removes other *.h files from OUTDIR/radix_mlp/)
+Usage: scripts/gen_header.py [OUTDIR]   (default: ffi/include; writes OUTDIR/radix_mlp.h,
+OUTDIR/radix_mlp/*.h and OUTDIR/radix_mlp/types/*.h, and removes other *.h files from those two
+folders)
 """
 import json
 import os
@@ -39,6 +42,12 @@ def modules_in_order():
     """The modules src/lib.rs declares, in its order."""
     with open(os.path.join(CRATE, "src", "lib.rs")) as f:
         return re.findall(r"^mod (\w+);", f.read(), re.M)
+
+
+def module_notes():
+    """The note after each `mod x;` of src/lib.rs (`mod plan; // the planner and the plan`)."""
+    with open(os.path.join(CRATE, "src", "lib.rs")) as f:
+        return dict(re.findall(r"^mod (\w+);[ \t]*//[ \t]*(.+?)[ \t]*$", f.read(), re.M))
 
 
 def read_module(name):
@@ -94,15 +103,15 @@ def comment(text):
 
 
 def part_config(base, module, source):
-    """A part: the module's functions, its types named from types.h."""
-    opening = "radix_mlp/%s.h: %s Its types are in radix_mlp/types.h. A part of radix_mlp.h, which " \
-              "includes every part in order: hosts include that one." % (module, summary(source, module))
+    """A part: the module's functions, its types named from types/<module>.h."""
+    opening = "radix_mlp/%s.h: %s Its types are in radix_mlp/types/%s.h. A part of radix_mlp.h, which " \
+              "includes every part in order: hosts include that one." % (module, summary(source, module), module)
     config = {k: v for k, v in base.items() if k not in ("header", "include_guard", "autogen_warning")}
     config["header"] = comment(opening)
     config["include_guard"] = "RADIX_MLP_%s_H" % module.upper()
     config["autogen_warning"] = AUTOGEN % module
-    config["includes"] = ["types.h"]
-    config["style"] = "type"  # name the types as types.h's typedefs do (cbindgen writes `struct x` otherwise)
+    config["includes"] = ["types/%s.h" % module]
+    config["style"] = "type"  # name the types as the type headers' typedefs do (cbindgen writes `struct x` otherwise)
     export = dict(base.get("export", {}))
     export["item_types"] = ["functions"]
     config["export"] = export
@@ -110,7 +119,7 @@ def part_config(base, module, source):
 
 
 def types_config(base, source):
-    """The module's types and constants alone, bare (types.h wraps them)."""
+    """The module's types and constants alone, bare (module_types_header wraps them)."""
     config = {k: v for k, v in base.items() if k not in ("header", "include_guard", "autogen_warning")}
     config["sys_includes"] = []
     config["no_includes"] = True
@@ -122,19 +131,34 @@ def types_config(base, source):
     return config
 
 
-def types_header(base, chunks):
-    """radix_mlp/types.h: every module's types, in lib.rs's order, under a line naming the module."""
-    opening = "radix_mlp/types.h: every type and constant of the C ABI, module by module (each part " \
-              "radix_mlp/<module>.h declares that module's functions), without the entry points: " \
-              "what the library's layers below its facade include. Hosts include radix_mlp.h."
-    lines = [comment(opening), "", "#ifndef RADIX_MLP_TYPES_H", "#define RADIX_MLP_TYPES_H", "",
-             "/* Generated by cbindgen from the modules of bindings/rust/radix-mlp-sys/src/: do not edit. "
-             "Regenerate with scripts/gen_header.sh. */", ""]
+def module_types_header(base, module, note, deps, text):
+    """radix_mlp/types/<module>.h: the module's types and constants, after the type headers of the
+    modules it imports from (this folder's, named without the folder)."""
+    opening = "radix_mlp/types/%s.h: the types and constants of src/%s.rs (%s), without its functions, " \
+              "which the part radix_mlp/%s.h declares; it includes the type headers of the modules it " \
+              "uses. radix_mlp/types.h includes every module's in order; hosts include radix_mlp.h." % \
+              (module, module, note, module)
+    guard = "RADIX_MLP_TYPES_%s_H" % module.upper()
+    lines = [comment(opening), "", "#ifndef " + guard, "#define " + guard, "", AUTOGEN % module, ""]
     lines += ["#include <%s>" % h for h in base.get("sys_includes", [])]
-    for module, text in chunks:
-        body = text.strip("\n")
-        if body:
-            lines += ["", "/* ---- %s.rs " % module + "-" * (90 - len(module)) + " */", "", body]
+    lines += ['#include "%s.h"' % d for d in deps]  # this folder's: types/<dep>.h
+    body = text.strip("\n")
+    if body:
+        lines += ["", body]
+    lines += ["", "#endif /* %s */" % guard, ""]
+    return "\n".join(lines)
+
+
+def types_header(modules):
+    """radix_mlp/types.h: every module's type header, in lib.rs's order."""
+    opening = "radix_mlp/types.h: every type and constant of the C ABI, one header per module under " \
+              "radix_mlp/types/ (each part radix_mlp/<module>.h declares that module's functions), " \
+              "without the entry points: what the library's layers below its facade include. Hosts " \
+              "include radix_mlp.h."
+    lines = [comment(opening), "", "#ifndef RADIX_MLP_TYPES_H", "#define RADIX_MLP_TYPES_H", "",
+             "/* Generated by scripts/gen_header.sh from bindings/rust/radix-mlp-sys/src/lib.rs: do not "
+             "edit. */", ""]
+    lines += ['#include "types/%s.h"' % m for m in modules]
     lines += ["", "#endif /* RADIX_MLP_TYPES_H */", ""]
     return "\n".join(lines)
 
@@ -155,17 +179,24 @@ def main():
     with open(os.path.join(CRATE, "cbindgen.toml"), "rb") as f:
         base = tomllib.load(f)
     modules = modules_in_order()
+    notes = module_notes()
+    for m in modules:
+        if m not in notes:
+            fail("src/lib.rs: `mod %s;` has no note after it (`mod %s; // what it holds`)" % (m, m))
+    if "types" in modules:
+        fail("src/lib.rs declares a module named types: its part would be radix_mlp/types.h, the types' umbrella")
     sources = {m: read_module(m) for m in modules}
     owner = {}
     for m in modules:
         for name in defined_names(sources[m]):
             owner[name] = m
     parts_dir = os.path.join(out, "radix_mlp")
-    os.makedirs(parts_dir, exist_ok=True)
-    written = set()
-    chunks = []
+    types_dir = os.path.join(parts_dir, "types")
+    os.makedirs(types_dir, exist_ok=True)
+    written = {parts_dir: set(), types_dir: set()}
     with tempfile.TemporaryDirectory() as scratch:
         for i, m in enumerate(modules):
+            deps = set()
             for name in imported_names(sources[m]):
                 if name not in owner:
                     fail("src/%s.rs imports %s, which no module of lib.rs defines" % (m, name))
@@ -173,6 +204,7 @@ def main():
                 if modules.index(dep) >= i:
                     fail("src/%s.rs uses %s of module %s, declared after it in lib.rs: reorder" %
                          (m, name, dep))
+                deps.add(dep)
             source = os.path.join(CRATE, "src", m + ".rs")
             config = os.path.join(scratch, m + ".types.toml")
             with open(config, "w") as f:
@@ -181,20 +213,24 @@ def main():
             subprocess.run(["cbindgen", "--quiet", "--config", config, "--lang", "c", "--output", chunk, source],
                            check=True)
             with open(chunk) as f:
-                chunks.append((m, f.read()))
+                text = f.read()
+            with open(os.path.join(types_dir, m + ".h"), "w") as f:
+                f.write(module_types_header(base, m, notes[m], sorted(deps, key=modules.index), text))
+            written[types_dir].add(m + ".h")
             config = os.path.join(scratch, m + ".toml")
             with open(config, "w") as f:
                 f.write(toml_text(part_config(base, m, sources[m])))
             target = os.path.join(parts_dir, m + ".h")
             subprocess.run(["cbindgen", "--quiet", "--config", config, "--lang", "c", "--output", target, source],
                            check=True)
-            written.add(m + ".h")
-        with open(os.path.join(parts_dir, "types.h"), "w") as f:
-            f.write(types_header(base, chunks))
-        written.add("types.h")
-    for stale in os.listdir(parts_dir):
-        if stale.endswith(".h") and stale not in written:
-            os.remove(os.path.join(parts_dir, stale))
+            written[parts_dir].add(m + ".h")
+    with open(os.path.join(parts_dir, "types.h"), "w") as f:
+        f.write(types_header(modules))
+    written[parts_dir].add("types.h")
+    for folder, names in written.items():
+        for stale in os.listdir(folder):
+            if stale.endswith(".h") and stale not in names:
+                os.remove(os.path.join(folder, stale))
     with open(os.path.join(out, "radix_mlp.h"), "w") as f:
         f.write(umbrella(base, modules))
 

@@ -2,7 +2,7 @@
 """check_arch_table.py: the copies of the architecture list agree with the C table (model/arch.h),
 which `test_arch_table --list` prints as "<id> <model_type>" lines (the first row of an id names
 it). Checked against it, each by the name RMLP_ARCH_<MODEL_TYPE in capitals>:
-  - the header ffi/include/radix_mlp/types.h: its `#define RMLP_ARCH_*` values;
+  - the header's types, ffi/include/radix_mlp/types/*.h: their `#define RMLP_ARCH_*` values;
   - the Rust -sys crate: every `pub const RMLP_ARCH_*: rmlp_arch` under its src/;
   - the Rust crate: the `Architecture` enum (variant = the model_type in CamelCase, "Unknown"
     aside) and both conversions (`sys::RMLP_ARCH_X => Architecture::X`, and back) under its src/;
@@ -98,9 +98,8 @@ def main():
     table = c_table(sys.argv[1])
     check(len(table) >= 1, "the C table printed no rows")
     want = {"RMLP_ARCH_" + model_type.upper(): code for code, model_type in table.items()}
-    check_constants("ffi/include/radix_mlp/types.h",
-                    constants(read(os.path.join(root, "ffi/include/radix_mlp/types.h")), r"#define (RMLP_ARCH_\w+) (\d+)"),
-                    want)
+    headers = "".join(read(h) for h in sorted(glob.glob(os.path.join(root, "ffi/include/radix_mlp/types/*.h"))))
+    check_constants("ffi/include/radix_mlp/types/*.h", constants(headers, r"#define (RMLP_ARCH_\w+) (\d+)"), want)
     check_constants("radix-mlp-sys", constants(rust_sources(root, "radix-mlp-sys"),
                                                r"pub const (RMLP_ARCH_\w+): rmlp_arch = (\d+);"), want)
     check_rust_enum(root, want)

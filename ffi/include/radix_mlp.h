@@ -8,8 +8,9 @@
  * compact space. Outputs are those of the plain forward, up to fp32 rounding.
  *
  * The types and constants of every object are in radix_mlp/types.h (what the library's own layers
- * include); the functions of each object in a part of their own under radix_mlp/, included below
- * in this order (each part includes types.h, so it compiles alone; hosts include this header):
+ * include; one header per object under radix_mlp/types/); the functions of each object in a part
+ * of their own under radix_mlp/, included below in this order (each part includes its object's
+ * types, so it compiles alone; hosts include this header):
  *   status      rmlp_status, enum rmlp_status_code, rmlp_status_string, rmlp_last_error
  *   handles     the opaque handles: rmlp_planner, rmlp_model, rmlp_context, rmlp_batcher
  *   library     version, build flags, the CPU path's threads

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs a built radix_mlp into a scratch prefix, then builds and runs C hosts against it every
-# documented way and checks what each binary loads (model_host.c uses the model, plan_host.c only
-# the planner):
+# Installs a built radix_mlp into a scratch prefix (checking every header of ffi/include is there,
+# as it is), then builds and runs C hosts against it every documented way and checks what each
+# binary loads (model_host.c uses the model, plan_host.c only the planner):
 #   1. CMake, a C-only project: find_package(radix_mlp), the shared, static and planner targets;
 #   2. the same in a consumer image without the CUDA toolkit and pkg-config (both hidden from CMake):
 #      the shared and planner targets work, COMPONENTS static fails naming what is missing;
@@ -31,6 +31,10 @@ static_of_radix_mlp() { # BINARY: must not need any shared libradix_mlp*
 
 prefix="$scratch/prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
+# Every header of ffi/include (radix_mlp.h, its parts, radix_mlp/types/) is installed, as it is.
+includedir=$(dirname "$(find "$prefix" -name radix_mlp.h)")
+diff -r "$here/../../ffi/include" "$includedir" >"$scratch/headers.diff" ||
+  fail "the installed headers differ from ffi/include: $(cat "$scratch/headers.diff")"
 libdir=$(dirname "$(find "$prefix" -name radix_mlp.pc)")/..
 libdir=$(cd "$libdir" && pwd)
 cuda_build=false

@@ -42,7 +42,7 @@ sys.path.insert(0, str(root / "integration_tests" / "tei-host" / "clients"))
 sys.path.insert(0, str(root / "integration_tests" / "tei-host" / "bench"))
 import common  # noqa: E402  (tei-host's bench helpers: process groups killed at exit, the rerank template)
 import real_model_texts as texts  # noqa: E402
-import test_clients  # noqa: E402  (radixmlp_run, max_abs)
+import test_clients  # noqa: E402  (radixmlp_run, max_abs, Checks)
 import yaml  # noqa: E402  (truss's dependency)
 from truss.base.truss_config import TrussConfig  # noqa: E402
 from truss.truss_handle.truss_handle import TrussHandle  # noqa: E402
@@ -346,18 +346,7 @@ def main():
     for name in ("radixmlp", "tei_host", "fixtures", "model"):  # the loader runs in the app's folder
         if getattr(args, name):
             setattr(args, name, os.path.abspath(getattr(args, name)))
-    passed = failed = 0
-
-    def check(name, fn, *a):
-        nonlocal passed, failed
-        start_time = time.time()
-        try:
-            print("ok   %s (%.1f s)" % (fn(*a), time.time() - start_time), flush=True)
-            passed += 1
-        except Exception as e:  # report every check, then fail
-            print("FAIL %s: %s: %s" % (name, type(e).__name__, e), flush=True)
-            failed += 1
-
+    check = test_clients.Checks()
     check("config", check_config, args)
     check("radix-mlp on the fixture", check_fixture_model, args)
     seqs = fixture_batch(args)
@@ -371,8 +360,7 @@ def main():
         check("tei-host on SmolLM2", check_docker_server, args, args.model, docs, vectors, REAL_ABS)
     else:
         print("SKIPPED the SmolLM2 checks: no converted model with tokenizer.json (integration_tests/real_model/run.sh)")
-    print("truss examples: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return check.summary("truss examples")
 
 
 if __name__ == "__main__":

@@ -133,7 +133,8 @@ def test_layout_matches_header_compiled():
 
 
 def test_header_declares_every_prototype():
-    # radix_mlp.h includes its parts, radix_mlp/<module>.h, which hold the declarations (types.h: none).
+    # radix_mlp.h includes its parts, radix_mlp/<module>.h, which hold the declarations (types.h and
+    # radix_mlp/types/*.h: none).
     parts = sorted(glob.glob(os.path.join(os.path.dirname(HEADER), "radix_mlp", "*.h")))
     assert len(parts) >= 10, parts
     header = ""

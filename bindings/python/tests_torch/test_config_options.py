@@ -21,16 +21,13 @@ checked to be named: dynamic and longrope RoPE (with the reason), a sliding_wind
 RADIX_MLP_OPTION_DRAWS (default 24) and RADIX_MLP_OPTION_SEED (default 0) pick the draws.
 """
 
-import os
-import tempfile
 import unittest
 
 import numpy as np
 import torch
 import transformers
 
-import radix_mlp
-from test_config_keys import check_loaded, load, save_checkpoint, transformers_model, transformers_rows
+from _checkpoints import check_draw, check_refused, draw_settings
 
 transformers.logging.set_verbosity_error()  # yarn's factor against max_position_embeddings: a warning per draw
 
@@ -104,50 +101,17 @@ def draw(rng, option):
     return what, model_type, kwargs, changes, dtype, bool(rng.random() < 0.3)
 
 
-def batch(rng, vocab):
-    """Sequences sharing a head of 8 to 14 tokens (longer than every window), two branches of it, a
-    repeated sequence and a prefix of another."""
-    head = [int(t) for t in rng.integers(0, vocab, int(rng.integers(8, 15)))]
-    seqs = [head + [int(t) for t in rng.integers(0, vocab, int(rng.integers(1, 16)))] for _ in range(4)]
-    seqs.append(list(seqs[1]))
-    seqs.append(seqs[0][: max(1, len(seqs[0]) - 3)])
-    return seqs
-
-
-def cached_forwards(model, seqs):
-    """{mode: rows} of the forward through a prefix cache: the first batch (cold), then again (warm)."""
-    ids = np.concatenate([np.array(s, dtype=np.uint32) for s in seqs])
-    pos = np.concatenate([np.arange(len(s), dtype=np.uint32) for s in seqs])
-    cu = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.uint32)
-    slot = radix_mlp.generation._slot_bytes(model.config)
-    out = {}
-    with radix_mlp.Planner() as planner, model.context(len(ids), cache_bytes=(len(ids) + 8) * slot) as ctx:
-        plan = planner.build(ids, pos, cu, threshold=1.0)
-        for mode in ("cache cold", "cache warm"):
-            hidden = ctx.forward(plan)
-            out[mode] = [hidden[cu[s]:cu[s + 1]] for s in range(len(seqs))]
-    return out
-
-
 class TestConfigOptions(unittest.TestCase):
     def test_random_options(self):
-        draws = int(os.environ.get("RADIX_MLP_OPTION_DRAWS", "24"))
-        seed = int(os.environ.get("RADIX_MLP_OPTION_SEED", "0"))
-        rng = np.random.default_rng(seed)
+        draws, seed, rng = draw_settings("OPTION")
         matched, generated, options = 0, 0, set()
         for i in range(draws):
             what, model_type, kwargs, changes, dtype, base = draw(rng, OPTIONS[i % len(OPTIONS)])
             label = "draw %d (seed %d): %s, %s, config.json changes %s, %s%s" % (
                 i, seed, what, kwargs, changes, dtype, ", base model" if base else "")
-            with self.subTest(label), tempfile.TemporaryDirectory() as folder:
-                seqs = batch(rng, kwargs["vocab_size"])
-                save_checkpoint(folder, model_type, changes, seed=i, dtype=dtype, base=base, **kwargs)
-                reference = transformers_model(folder, base)
-                want = transformers_rows(folder, seqs, base, reference)
-                model, error = load(folder)
-                self.assertIsNone(error, label)
-                generated += check_loaded(self, model, folder, seqs, want, reference, base, dtype, label,
-                                          cached_forwards)
+            result = check_draw(self, rng, label, model_type, kwargs, changes, i, dtype, base)
+            if result is not None:
+                generated += result
                 matched += 1
                 options.add(what.split(" on ")[0])
         print("\nconfig options: %d draws matched transformers (%d generating too), options %s" %
@@ -163,14 +127,7 @@ class TestConfigOptions(unittest.TestCase):
                   "longrope", "depend on the sequence's length"),
                  ("llama", {"sliding_window": 4}, "sliding_window", "sliding_window is set"))
         for model_type, changes, key, reason in cases:
-            with self.subTest(model_type=model_type, key=key), tempfile.TemporaryDirectory() as folder:
-                save_checkpoint(folder, model_type, changes)
-                model, error = load(folder)
-                if model is not None:
-                    model.close()
-                self.assertIsNotNone(error, "%s with %s loaded" % (model_type, changes))
-                self.assertIn(key, error)
-                self.assertIn(reason, error)
+            check_refused(self, model_type, changes, key, reason)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,12 @@ and the multimodal Gemma 3's model_type. RADIX_MLP_GEMMA_DRAWS (default 24) and
 RADIX_MLP_GEMMA_SEED (default 0) pick the draws.
 """
 
-import os
-import tempfile
 import unittest
 
-import numpy as np
 import torch
 import transformers
 
-from test_config_keys import check_loaded, load, save_checkpoint, transformers_model, transformers_rows
-from test_config_options import batch, cached_forwards
+from _checkpoints import check_draw, check_refused, draw_settings
 
 transformers.logging.set_verbosity_error()
 
@@ -90,9 +86,7 @@ def draw(rng, model_type):
 
 class TestGemma(unittest.TestCase):
     def test_random_configs(self):
-        draws = int(os.environ.get("RADIX_MLP_GEMMA_DRAWS", "24"))
-        seed = int(os.environ.get("RADIX_MLP_GEMMA_SEED", "0"))
-        rng = np.random.default_rng(seed)
+        draws, seed, rng = draw_settings("GEMMA")
         matched, generated, seen = 0, 0, set()
         for i in range(draws):
             model_type = MODEL_TYPES[i % len(MODEL_TYPES)]
@@ -101,16 +95,9 @@ class TestGemma(unittest.TestCase):
             base = bool(rng.random() < 0.25)
             label = "draw %d (seed %d): %s %s, config.json changes %s, %s%s" % (
                 i, seed, model_type, kwargs, changes, dtype, ", base model" if base else "")
-            with self.subTest(label), tempfile.TemporaryDirectory() as folder:
-                seqs = batch(rng, kwargs["vocab_size"])
-                save_checkpoint(folder, model_type, changes, seed=i, dtype=dtype, base=base, **kwargs)
-                reference = transformers_model(folder, base)
-                want = transformers_rows(folder, seqs, base, reference)
-                model, error = load(folder)
-                self.assertIsNone(error, label)
-                self.assertEqual(model.config.architecture, model_type, label)
-                generated += check_loaded(self, model, folder, seqs, want, reference, base, dtype, label,
-                                          cached_forwards)
+            result = check_draw(self, rng, label, model_type, kwargs, changes, i, dtype, base, same_architecture=True)
+            if result is not None:
+                generated += result
                 matched += 1
                 seen.add(model_type)
         print("\ngemma: %d draws matched transformers (%d generating too), architectures %s" %
@@ -127,14 +114,8 @@ class TestGemma(unittest.TestCase):
                  ("gemma2", {"sliding_window": None}, {"layer_types": None}, "sliding_window",
                   "transformers cannot build its mask"))
         for model_type, kwargs, changes, key, reason in cases:
-            with self.subTest(model_type=model_type, key=key), tempfile.TemporaryDirectory() as folder:
-                save_checkpoint(folder, model_type, changes, **kwargs)
-                model, error = load(folder)
-                if model is not None:
-                    model.close()
-                self.assertIsNotNone(error, "%s with %s, %s loaded" % (model_type, kwargs, changes))
-                self.assertIn(key, error)
-                self.assertIn(reason, error)
+            check_refused(self, model_type, changes, key, reason, **kwargs)
+
 
 if __name__ == "__main__":
     unittest.main()

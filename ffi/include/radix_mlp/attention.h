@@ -3,8 +3,8 @@
  * attention (TEI's flash-attention): the embedding, the two halves of each layer around attention
  * and the final norm, in full or compact space; `rmlp_attention_args` is what a host's attention
  * gets (also as the callback of a whole forward), and `rmlp_attention` / `rmlp_attention_compact`
- * the library's own. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes
- * every part in order: hosts include that one.
+ * the library's own. Its types are in radix_mlp/types/attention.h. A part of radix_mlp.h, which
+ * includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_ATTENTION_H
@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/attention.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,8 +2,8 @@
  * radix_mlp/batcher.h: The batcher (issue 33): a queue of pending requests that hands out batches
  * sharing the deepest prefixes first (`rmlp_batcher_*`), or, with a context's prefix cache
  * attached, the oldest first with what the cache holds first among requests arriving together. Its
- * types are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts
- * include that one.
+ * types are in radix_mlp/types/batcher.h. A part of radix_mlp.h, which includes every part in
+ * order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_BATCHER_H
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/batcher.h"
 
 #ifdef __cplusplus
 extern "C" {

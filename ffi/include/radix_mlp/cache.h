@@ -1,8 +1,8 @@
 /*
  * radix_mlp/cache.h: The prefix KV cache of a context (`rmlp_context_params::cache_bytes`): its
  * counters, emptying it, and a read-only look at how much of a request it holds. Its types are in
- * radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts include that
- * one.
+ * radix_mlp/types/cache.h. A part of radix_mlp.h, which includes every part in order: hosts
+ * include that one.
  */
 
 #ifndef RADIX_MLP_CACHE_H
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/cache.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,8 +2,8 @@
  * radix_mlp/context.h: Contexts: the workspace of one thread (or stream) on a model, sized at
  * creation so that the calls through it never allocate; the whole forward of a batch, in full or
  * compact space, and its read-outs (pooling, reranker scores); where a CPU context's forwards
- * spend their time. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes
- * every part in order: hosts include that one.
+ * spend their time. Its types are in radix_mlp/types/context.h. A part of radix_mlp.h, which
+ * includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_CONTEXT_H
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/context.h"
 
 #ifdef __cplusplus
 extern "C" {

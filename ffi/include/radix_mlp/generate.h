@@ -1,7 +1,7 @@
 /*
  * radix_mlp/generate.h: Generation: a decoding session on a context with a prefix cache. Its types
- * are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts
- * include that one.
+ * are in radix_mlp/types/generate.h. A part of radix_mlp.h, which includes every part in order:
+ * hosts include that one.
  */
 
 #ifndef RADIX_MLP_GENERATE_H
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/generate.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,7 @@
 /*
  * radix_mlp/gpu.h: CUDA: the device count, the kernel a CUDA context's built-in attention runs,
- * and what it ran (`rmlp_gpu_stats`). Its types are in radix_mlp/types.h. A part of radix_mlp.h,
- * which includes every part in order: hosts include that one.
+ * and what it ran (`rmlp_gpu_stats`). Its types are in radix_mlp/types/gpu.h. A part of
+ * radix_mlp.h, which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_GPU_H
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/gpu.h"
 
 #ifdef __cplusplus
 extern "C" {

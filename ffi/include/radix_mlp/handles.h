@@ -1,6 +1,6 @@
 /*
  * radix_mlp/handles.h: The opaque handles, one per object that keeps state between calls: a
- * planner, a model, a context, a batcher. Its types are in radix_mlp/types.h. A part of
+ * planner, a model, a context, a batcher. Its types are in radix_mlp/types/handles.h. A part of
  * radix_mlp.h, which includes every part in order: hosts include that one.
  */
 
@@ -12,6 +12,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/handles.h"
 
 #endif /* RADIX_MLP_HANDLES_H */

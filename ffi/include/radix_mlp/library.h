@@ -1,8 +1,8 @@
 /*
  * radix_mlp/library.h: The library as a whole: its version (the SONAME carries the major version,
  * and before 1.0 the minor one too), what this build of it contains, and the threads of the CPU
- * path. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in
- * order: hosts include that one.
+ * path. Its types are in radix_mlp/types/library.h. A part of radix_mlp.h, which includes every
+ * part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_LIBRARY_H
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/library.h"
 
 #ifdef __cplusplus
 extern "C" {

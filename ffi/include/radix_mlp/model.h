@@ -1,8 +1,8 @@
 /*
  * radix_mlp/model.h: Models: a checkpoint (config.json and safetensors) loaded onto the CPU or a
  * CUDA device, or CUDA weights a host already holds, bound in place. Its types are in
- * radix_mlp/types.h. A part of radix_mlp.h, which includes every part in order: hosts include that
- * one.
+ * radix_mlp/types/model.h. A part of radix_mlp.h, which includes every part in order: hosts
+ * include that one.
  */
 
 #ifndef RADIX_MLP_MODEL_H
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/model.h"
 
 #ifdef __cplusplus
 extern "C" {

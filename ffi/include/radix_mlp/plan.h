@@ -2,8 +2,8 @@
  * radix_mlp/plan.h: The planner and the plan: `rmlp_plan_build` turns a batch (token ids,
  * positions, `cu_seqlens`) into the maps between its rows ("full space", N) and its distinct
  * (token, position) paths ("compact space", N'), or the identity where the gate finds too little
- * shared. Its types are in radix_mlp/types.h. A part of radix_mlp.h, which includes every part in
- * order: hosts include that one.
+ * shared. Its types are in radix_mlp/types/plan.h. A part of radix_mlp.h, which includes every
+ * part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_PLAN_H
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/plan.h"
 
 #ifdef __cplusplus
 extern "C" {

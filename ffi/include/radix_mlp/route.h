@@ -1,8 +1,8 @@
 /*
  * radix_mlp/route.h: The routing key (issue 33): a 64-bit key of a request's leading prefix for
  * load balancers that hash a header (`rmlp_route_key*`), so that requests sharing a prefix reach
- * the replica whose cache holds it. Its types are in radix_mlp/types.h. A part of radix_mlp.h,
- * which includes every part in order: hosts include that one.
+ * the replica whose cache holds it. Its types are in radix_mlp/types/route.h. A part of
+ * radix_mlp.h, which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_ROUTE_H
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/route.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 /*
- * radix_mlp/status.h: Status codes and the last error. Its types are in radix_mlp/types.h. A part
- * of radix_mlp.h, which includes every part in order: hosts include that one.
+ * radix_mlp/status.h: Status codes and the last error. Its types are in radix_mlp/types/status.h.
+ * A part of radix_mlp.h, which includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_STATUS_H
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "types.h"
+#include "types/status.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -161,6 +161,28 @@ def check_equality(args, tokenizer, threshold, attention):
         "on" if threshold == "1" else "off", attention, ABS)
 
 
+class Checks:
+    """Runs named checks (also test_truss.py's): each a function returning what it checked, printed
+    `ok   <that> (<seconds> s)`, or its exception, printed `FAIL <name>: ...`; every check runs."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def __call__(self, name, fn, *args):
+        began = time.time()
+        try:
+            print("ok   %s (%.1f s)" % (fn(*args), time.time() - began), flush=True)
+            self.passed += 1
+        except Exception as e:  # report every check, then fail
+            print("FAIL %s: %s: %s" % (name, type(e).__name__, e), flush=True)
+            self.failed += 1
+
+    def summary(self, what):
+        """Prints the counts under `what`; the exit status: 1 when a check failed, else 0."""
+        print("%s: %d passed, %d failed" % (what, self.passed, self.failed))
+        return 1 if self.failed else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for flag in ("--host", "--radixmlp", "--model", "--pydeps"):
@@ -169,18 +191,7 @@ def main():
     sys.path.insert(0, args.pydeps)
     from tokenizers import Tokenizer
     tokenizer = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
-    passed = failed = 0
-
-    def check(name, fn, *a):
-        nonlocal passed, failed
-        start = time.time()
-        try:
-            print("ok   %s (%.1f s)" % (fn(*a), time.time() - start), flush=True)
-            passed += 1
-        except Exception as e:  # report every check, then fail
-            print("FAIL %s: %s: %s" % (name, type(e).__name__, e), flush=True)
-            failed += 1
-
+    check = Checks()
     host = start_host(args)
     try:
         for name, fn in (("openai", check_openai), ("huggingface_hub", check_huggingface_hub),
@@ -190,8 +201,7 @@ def main():
         check("graceful stop", lambda: stop(host) or "SIGTERM: tei-host stopped gracefully with status 0")
     for threshold, attention in (("1", "library"), ("0", "library"), ("1", "host"), ("0", "host")):
         check("equality", check_equality, args, tokenizer, threshold, attention)
-    print("tei-host clients: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return check.summary("tei-host clients")
 
 
 if __name__ == "__main__":

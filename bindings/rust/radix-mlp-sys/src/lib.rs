@@ -1,11 +1,12 @@
 //! Raw ABI of libradix_mlp: the one declaration of every type, constant and entry point, one
 //! module per object.
 //!
-//! The C header is generated from this crate (`scripts/gen_header.sh`): cbindgen writes every
-//! module's types and constants, in the order the modules are declared below, into
-//! `ffi/include/radix_mlp/types.h`, and one part per module, `ffi/include/radix_mlp/<module>.h`, with
-//! that module's functions; `ffi/include/radix_mlp.h` includes types.h and the parts in that order.
-//! A module comes after those whose types it imports (`use crate::...`). The C sources include the
+//! The C header is generated from this crate (`scripts/gen_header.sh`): cbindgen writes each
+//! module's types and constants into `ffi/include/radix_mlp/types/<module>.h` and its functions
+//! into a part, `ffi/include/radix_mlp/<module>.h`; `ffi/include/radix_mlp/types.h` includes the
+//! type headers and `ffi/include/radix_mlp.h` includes types.h and the parts, each in the order the
+//! modules are declared below. A module comes after those whose types it imports (`use crate::...`),
+//! and its note after `mod` opens its type header. The C sources include the
 //! header, so the C compiler checks each definition against what is declared here. Change the ABI
 //! here, regenerate, commit both.
 //!
