@@ -41,7 +41,7 @@ if [ ! -s "$batches" ] || [ "$root/tools/real_model_texts.py" -nt "$batches" ] |
   mv "$batches.tmp" "$batches"
 fi
 
-# 4. the run (radixmlp's OpenBLAS with the short spin docs/backends.md asks of a CPU host)
-export RADIX_MLP_LIB_DIR="$build" OPENBLAS_THREAD_TIMEOUT="${OPENBLAS_THREAD_TIMEOUT:-4}"
+# 4. the run
+export RADIX_MLP_LIB_DIR="$build"
 locked "$venv/bin/python" "$root/bench/peers_cpu.py" --model "$model" --batches "$batches" --workdir "$peers" \
   --json "$peers/results.jsonl" --markdown "$peers/table.md" "${args[@]}" "$@"

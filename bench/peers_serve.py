@@ -167,7 +167,7 @@ class Server:
                      "--max-client-batch-size", "256"]
             self.host = common.Host(args.tei_host, args.model, flags, env, log=log)
             self.port, self.proc = self.host.port, self.host.proc
-            self.info = "OPENBLAS_THREAD_TIMEOUT %s" % os.environ.get("OPENBLAS_THREAD_TIMEOUT", "unset (host default 4)")
+            self.info = "%d CPU threads, OpenBLAS single-threaded inside each" % args.threads
 
     def send(self, request, kind, timeout):
         """One traffic request; the HTTP status."""

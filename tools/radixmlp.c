@@ -8,12 +8,8 @@
  * `radixmlp COMMAND --help` describes each command's options. A command whose standard output
  * could not be written (a full disk) exits 1 with a message, whatever it returned.
  */
-#define _POSIX_C_SOURCE 200809L
-
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench/cli.h"
 #include "commands.h"
@@ -45,19 +41,7 @@ static int command(int argc, char **argv) {
     return usage(stderr);
 }
 
-/* OpenBLAS's idle threads spin (sched_yield) for 2^28 cycles after each of its calls unless
- * OPENBLAS_THREAD_TIMEOUT, read once when OpenBLAS loads, says less; meanwhile they take the cores
- * from the library's own threads (a CPU context's elementwise passes and attention, generation):
- * attention 140 -> 85 ms on the bench's rerank case with 4 (docs/bench/cpu-path.md). Unless the
- * variable is set, the CLI starts itself again with 4, the least OpenBLAS takes; where that fails it
- * goes on as it is. */
-static void short_openblas_spin(char **argv) {
-    if (getenv("OPENBLAS_THREAD_TIMEOUT") != NULL || setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-}
-
 int main(int argc, char **argv) {
-    short_openblas_spin(argv);
     int rc = command(argc, argv);
     if (rc == 0 && cli_finish_output(stdout, "standard output") != 0) rc = 1; /* a failure said why already */
     return rc;

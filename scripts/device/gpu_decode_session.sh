@@ -11,9 +11,10 @@
 #      library's own chain kernels beside FlashInfer's batch decode) interleaved in the same run
 #      (--gpu-variant; a radixmlp without it runs the default only, and the record says so);
 #   3. radixmlp bench --decode --json on the machine's CPU cores (all of them, the built-in 2-layer
-#      model, fp32), with OPENBLAS_THREAD_TIMEOUT=4 so OpenBLAS's idle threads sleep instead of
-#      spinning beside the session's own threads (docs/backends.md, "CPU threads");
-#   4. the M = 32 cases with one OpenBLAS thread, as on the development VM, when time is left.
+#      model, fp32; the session's own threads, each GEMM one single-threaded OpenBLAS call:
+#      docs/backends.md, "CPU threads");
+#   4. the M = 32 cases on one thread (OPENBLAS_NUM_THREADS=1, the CPU path's first count), as on the
+#      development VM, when time is left.
 # Every step runs under `timeout -k 15` within the budget and is recorded as it ends; each bench
 # writes one JSON line per case as it goes (scripts/device/device_steps.sh). Without a GPU it records SKIP and
 # exits 0 having run nothing, unless RMLP_GPU_DRY_RUN=1, which runs every step anyway.
@@ -74,7 +75,7 @@ cuda_model=()
 [ -f "$model/model.safetensors" ] && cuda_model=(--model "$model")
 decode "decode on CUDA${cuda_model:+ ($model)}" 150 90 -- --device cuda --dtype bf16 "${cuda_model[@]}" \
   "${variant_args[@]}"
-decode "decode on $(nproc) CPU cores" 100 30 OPENBLAS_THREAD_TIMEOUT=4 --
+decode "decode on $(nproc) CPU cores" 100 30 --
 decode "decode on 1 CPU thread, M = 32" 60 0 OPENBLAS_NUM_THREADS=1 -- --case p1024_m32 --case p2048_m32
 
 rmlp_record "gpu_decode_session.sh done" 0 0 0 "status $status (1: a step above failed), $(rmlp_left) s of its budget left"

@@ -4,14 +4,13 @@ loopback, radix off, on, and on with prefix batching and the prefix cache, on re
 no-sharing traffic (common.py; `rerank32`: rerank calls of 32 passages). Each configuration is its
 own host; their runs are interleaved in --rounds slices of --seconds in all (after a warm-up of
 --warmup requests each), so that the shared machine's slow spells fall on all of them alike. The
-hosts run with OPENBLAS_THREAD_TIMEOUT=4 unless the environment sets it (docs/backends.md, CPU
-threads; `radixmlp bench` sets the same for itself, so forward_batches.py's batches of the same
-traffic are timed alike). Prints a Markdown table (docs/bench/tei-host.md).
+hosts run their GEMMs on --cpu-threads threads, each one single-threaded OpenBLAS call
+(docs/backends.md, CPU threads), as `radixmlp bench` does, so forward_batches.py's batches of the
+same traffic are timed alike. Prints a Markdown table (docs/bench/tei-host.md).
 
 Usage: load.py --host BIN --model DIR --pydeps DIR [--seconds 40] [--clients 8] [--traffic rerank rerank32 ...]
 (--pydeps: the folder with `tokenizers` for the host's workers, BUILD/real_model/pydeps)."""
 import argparse
-import os
 
 import common
 
@@ -27,8 +26,7 @@ CONFIGS = [
 def measure(args, kind):
     """Every configuration of CONFIGS on `kind`, each on its own host, in --rounds interleaved slices
     of the run (a slow spell of the shared machine falls on all of them alike)."""
-    blas = {"OPENBLAS_THREAD_TIMEOUT": os.environ.get("OPENBLAS_THREAD_TIMEOUT", "4")}
-    hosts = [common.Host(args.host, args.model, ["--cpu-threads", str(args.cpu_threads), *flags], dict(env, **blas),
+    hosts = [common.Host(args.host, args.model, ["--cpu-threads", str(args.cpu_threads), *flags], env,
                          args.pydeps) for _, env, flags in CONFIGS]
     requests = common.traffic(kind, 2000, seed=7)
     totals = [{"ok": 0, "other": 0, "wall": 0.0, "latencies": [], "before": None, "after": None} for _ in CONFIGS]

@@ -104,7 +104,7 @@ pub const USAGE: &str = "usage: tei-host --model DIR [options]
   --no-tokenizer                  token ids only
   --tokenization-workers N        default 2 Python workers running the tokenizers package
   --python PATH                   default python3
-  --cpu-threads N                 OpenBLAS threads (default: its own choice)
+  --cpu-threads N                 the CPU path's threads (default: OPENBLAS_NUM_THREADS, else one per core)
   --max-queued-tokens N           the batcher's capacity in tokens, default 1048576
   --load-delay-ms N               stay 'loading' (503) this long after the model loaded
   --max-client-batch-tokens N     tokens one request may hold in all (413 past it), default 4 x max-batch-tokens
@@ -118,7 +118,6 @@ pub const USAGE: &str = "usage: tei-host --model DIR [options]
 environment: RADIX_MLP_THRESHOLD, RADIX_MLP_PAD, RADIX_MLP_GATE (the plan: 0 turns radix off),
   RADIX_MLP_BATCHER=prefix|fifo (default prefix), RADIX_MLP_BATCH_MAX_WAIT_MS (default 100),
   RADIX_MLP_BATCH_MAX_ROWS (a batch's compact rows; default: no bound beyond --max-batch-tokens),
-  OPENBLAS_THREAD_TIMEOUT (default 4: tei-host starts itself again with it unless it is set),
   TOKENIZERS_PARALLELISM (the tokenizer workers'; default false)";
 
 /// The unsigned integers a flag holds, with their largest value.

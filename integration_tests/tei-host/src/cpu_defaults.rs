@@ -1,46 +1,29 @@
-//! What a CPU host sets for itself before libradix_mlp (and with it OpenBLAS) loads (issue 51).
-//! OpenBLAS's idle threads busy-wait for 2^OPENBLAS_THREAD_TIMEOUT cycles after each of its calls
-//! (2^28, about 0.1 s, by default): between two GEMMs they take the cores from the context's own
-//! threads (elementwise passes, attention). OpenBLAS reads the variable once, in its constructor,
-//! before `main` runs, so setting it from `main` is too late: unless the variable is set (a user's
-//! value, even an empty one, is kept), tei-host starts itself again (exec: the same process id,
-//! arguments and environment) with 4, the least OpenBLAS takes, as `radixmlp` does. The tokenizer
-//! workers run `encode_batch` without the tokenizers package's own thread pool
-//! (`TOKENIZERS_PARALLELISM=false` unless set): the workers are processes already, and a pool per
-//! worker would compete with the forward for the same cores.
+//! What a CPU host sets for itself and says at startup. The tokenizer workers run `encode_batch`
+//! without the tokenizers package's own thread pool (`TOKENIZERS_PARALLELISM=false` unless set):
+//! the workers are processes already, and a pool per worker would compete with the forward for the
+//! same cores. The library runs its GEMMs on its own threads (`--cpu-threads`), each one
+//! single-threaded OpenBLAS call, and sets OpenBLAS's own count to 1 (docs/backends.md, CPU
+//! threads): OpenBLAS's threads never get work, so their idle spin (`OPENBLAS_THREAD_TIMEOUT`) does
+//! not matter and the host leaves it alone; the startup line says both counts as they are.
 use std::ffi::{c_char, c_int, c_void};
-use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-/// The variable and the value tei-host sets when it is unset.
-pub const SPIN_VAR: &str = "OPENBLAS_THREAD_TIMEOUT";
-pub const SPIN_DEFAULT: &str = "4";
-
-/// Starts this program again with `OPENBLAS_THREAD_TIMEOUT=4` unless the variable is set; returns
-/// only when it is set or the restart failed (said on stderr: the host goes on with OpenBLAS's
-/// default).
-pub fn short_openblas_spin() {
-    if std::env::var_os(SPIN_VAR).is_some() {
-        return;
+/// Sets `name` to `value` in `cmd` unless this process's environment has it.
+pub fn default_env(cmd: &mut Command, name: &str, value: &str) {
+    if std::env::var_os(name).is_none() {
+        cmd.env(name, value);
     }
-    let mut args = std::env::args_os();
-    let mut cmd = Command::new("/proc/self/exe");
-    if let Some(arg0) = args.next() {
-        cmd.arg0(arg0);
-    }
-    let err = cmd.args(args).env(SPIN_VAR, SPIN_DEFAULT).exec();
-    eprintln!("tei-host: cannot start again with {SPIN_VAR}={SPIN_DEFAULT} ({err}); OpenBLAS keeps its long spin");
 }
 
 extern "C" {
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
 }
 
-/// What OpenBLAS read from `OPENBLAS_THREAD_TIMEOUT` when it loaded (its `openblas_thread_timeout`;
-/// 0: unset, OpenBLAS's default), or None where the process has no OpenBLAS with that call.
-pub fn openblas_thread_timeout() -> Option<i32> {
+/// OpenBLAS's own thread count now (its `openblas_get_num_threads`), or None where the process has
+/// no OpenBLAS with that call.
+pub fn openblas_threads() -> Option<i32> {
     // RTLD_DEFAULT (a null handle): the symbol in any object loaded into the process.
-    let f = unsafe { dlsym(std::ptr::null_mut(), c"openblas_thread_timeout".as_ptr()) };
+    let f = unsafe { dlsym(std::ptr::null_mut(), c"openblas_get_num_threads".as_ptr()) };
     if f.is_null() {
         return None;
     }
@@ -48,21 +31,12 @@ pub fn openblas_thread_timeout() -> Option<i32> {
     Some(f())
 }
 
-/// The line tei-host prints at startup: what OpenBLAS's idle threads do.
-pub fn spin_report() -> String {
-    match openblas_thread_timeout() {
-        Some(0) => format!("tei-host: OpenBLAS read no {SPIN_VAR}: its idle threads spin 2^28 cycles after each call"),
-        Some(n) => format!("tei-host: OpenBLAS read {SPIN_VAR}={n}: its idle threads spin 2^{} cycles", n.clamp(4, 30)),
-        None => format!(
-            "tei-host: no OpenBLAS in the process ({SPIN_VAR}={})",
-            std::env::var(SPIN_VAR).unwrap_or_else(|_| "unset".into())
-        ),
-    }
-}
-
-/// Sets `name` to `value` in `cmd` unless this process's environment has it.
-pub fn default_env(cmd: &mut Command, name: &str, value: &str) {
-    if std::env::var_os(name).is_none() {
-        cmd.env(name, value);
+/// The line tei-host prints at startup: the CPU path's thread count and OpenBLAS's inside each.
+/// Reading the library's count first is what makes it set OpenBLAS's to 1, so read it before.
+pub fn threads_report() -> String {
+    let n = radix_mlp::cpu_threads();
+    match openblas_threads() {
+        Some(m) => format!("tei-host: the CPU path runs on {n} threads, OpenBLAS on {m} inside each"),
+        None => format!("tei-host: the CPU path runs on {n} threads, no OpenBLAS in the process"),
     }
 }

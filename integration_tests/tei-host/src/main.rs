@@ -1,9 +1,8 @@
 //! `tei-host --model DIR [options]` (`--help`): serves TEI's routes on the model until SIGTERM or
 //! SIGINT, then drains the queue and exits 0; exits 1 with a message when the model, the tokenizer
 //! or the flags are wrong, 2 on bad flags. Prints `listening on ADDR` once bound and
-//! `tei-host: ready` once the model is loaded (the routes answer 503 until then). Before anything
-//! else it starts itself again with OpenBLAS's short spin unless OPENBLAS_THREAD_TIMEOUT is set
-//! (cpu_defaults.rs), and says on stderr what OpenBLAS read.
+//! `tei-host: ready` once the model is loaded (the routes answer 503 until then). Says on stderr
+//! how many threads the CPU path runs on and OpenBLAS's count inside each (cpu_defaults.rs).
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -11,7 +10,6 @@ use std::time::Instant;
 use tei_host::{Config, Server};
 
 fn main() -> ExitCode {
-    tei_host::cpu_defaults::short_openblas_spin();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let config = match Config::from_args(&args) {
         Ok(Some(c)) => c,
@@ -30,7 +28,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    eprintln!("{}", tei_host::cpu_defaults::spin_report());
+    eprintln!("{}", tei_host::cpu_defaults::threads_report());
     let start = Instant::now();
     let mut server = match Server::start(config, true) {
         Ok(s) => s,

@@ -1,9 +1,8 @@
-//! What the binary sets for itself before the library loads (cpu_defaults.rs, issue 51): without
-//! OPENBLAS_THREAD_TIMEOUT in its environment it starts itself again with 4, so that OpenBLAS, which
-//! reads the variable in its constructor before `main`, reads 4; a user's own value is what OpenBLAS
-//! reads. The test reads what OpenBLAS reported (its `openblas_thread_timeout()`, printed at startup)
-//! and the environment of the running process (/proc/PID/environ), and checks that the re-exec kept
-//! the process id and the arguments (the host answers on the port it printed).
+//! The binary's CPU threads (cpu_defaults.rs): it runs as it was started, without starting itself
+//! again with an OpenBLAS variable of its own (no OPENBLAS_THREAD_TIMEOUT in /proc/PID/environ when
+//! the test leaves it unset), and OpenBLAS runs on one thread inside the CPU path's threads: the
+//! startup line gives OpenBLAS's own count as OpenBLAS reports it (`openblas_get_num_threads`) and
+//! the library's, with OPENBLAS_NUM_THREADS=2 so that OpenBLAS would start on 2 of its own.
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -12,23 +11,20 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_tei-host");
 
-/// Starts the host on the fixture with `spin` as OPENBLAS_THREAD_TIMEOUT (None: unset); returns its
-/// startup report on OpenBLAS and the variable in its running environment.
-fn start(spin: Option<&str>) -> (String, Option<String>) {
+/// Starts the host on the fixture with `extra` flags, OPENBLAS_NUM_THREADS=2 and no
+/// OPENBLAS_THREAD_TIMEOUT; returns its startup line on threads and its running environment.
+fn start(extra: &[&str]) -> (String, Vec<String>) {
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/qwen3_tiny");
     let mut cmd = Command::new(BIN);
     cmd.args(["--model", model.to_str().unwrap(), "--port", "0", "--score-tokens", "1,2", "--no-tokenizer"]);
-    match spin {
-        Some(v) => cmd.env("OPENBLAS_THREAD_TIMEOUT", v),
-        None => cmd.env_remove("OPENBLAS_THREAD_TIMEOUT"),
-    };
+    cmd.args(extra).env("OPENBLAS_NUM_THREADS", "2").env_remove("OPENBLAS_THREAD_TIMEOUT");
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start tei-host");
     let pid = child.id();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("OpenBLAS") || line.contains("OPENBLAS") {
+            if line.contains("OpenBLAS") {
                 let _ = tx.send(line);
             }
         }
@@ -38,25 +34,24 @@ fn start(spin: Option<&str>) -> (String, Option<String>) {
     assert!(first.starts_with("listening on "), "tei-host did not start: {first:?}");
     let report = rx.recv_timeout(Duration::from_secs(30)).expect("a startup line on OpenBLAS");
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
-    let value = environ
-        .split(|&b| b == 0)
-        .filter_map(|kv| std::str::from_utf8(kv).ok()?.strip_prefix("OPENBLAS_THREAD_TIMEOUT=").map(String::from))
-        .next();
+    let environ = environ.split(|&b| b == 0).filter_map(|kv| String::from_utf8(kv.to_vec()).ok()).collect();
     let _ = child.kill();
     let _ = child.wait();
-    (report, value)
+    (report, environ)
 }
 
 #[test]
-fn the_host_sets_openblas_short_spin_when_unset() {
-    let (report, value) = start(None);
-    assert_eq!(value.as_deref(), Some("4"), "the running host's environment");
-    assert!(report.contains("OPENBLAS_THREAD_TIMEOUT=4"), "what OpenBLAS read: {report}");
+fn the_host_does_not_start_itself_again_with_an_openblas_variable() {
+    let (_, environ) = start(&[]);
+    assert!(environ.iter().any(|kv| kv == "OPENBLAS_NUM_THREADS=2"), "the test's environment: {environ:?}");
+    let spin: Vec<_> = environ.iter().filter(|kv| kv.starts_with("OPENBLAS_THREAD_TIMEOUT")).collect();
+    assert!(spin.is_empty(), "the running host's environment has {spin:?}");
 }
 
 #[test]
-fn the_host_keeps_a_users_openblas_spin() {
-    let (report, value) = start(Some("9"));
-    assert_eq!(value.as_deref(), Some("9"));
-    assert!(report.contains("OPENBLAS_THREAD_TIMEOUT=9"), "what OpenBLAS read: {report}");
+fn openblas_runs_on_one_thread_inside_the_cpu_paths_threads() {
+    let (report, _) = start(&[]);
+    assert_eq!(report, "tei-host: the CPU path runs on 2 threads, OpenBLAS on 1 inside each");
+    let (report, _) = start(&["--cpu-threads", "3"]);
+    assert_eq!(report, "tei-host: the CPU path runs on 3 threads, OpenBLAS on 1 inside each");
 }
