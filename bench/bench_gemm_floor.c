@@ -79,20 +79,32 @@ int main(int argc, char **argv) {
         }
     }
     if (n_m == 0) ms[n_m++] = 964, ms[n_m++] = 1934; /* SmolLM2's rerank batch: N', N */
-    if (layers < 1 || rounds < 1 || threads < 1 || hidden < 1 || inter < 1 || q < 1 || kv < 1) return 2;
+    if (layers < 1 || rounds < 1 || threads < 1 || hidden < 1 || inter < 1 || q < 1 || kv < 1) {
+        fprintf(stderr, "bench_gemm_floor: --layers, --rounds, --threads and the sizes must be at least 1\n");
+        return 2;
+    }
     shapes s = {{hidden, q, hidden, inter}, {q + 2 * kv, hidden, 2 * inter, hidden}};
     size_t max_m = 0, widest = 0;
     for (size_t i = 0; i < n_m; i++) max_m = ms[i] > max_m ? ms[i] : max_m;
-    for (int g = 0; g < 4; g++) widest = s.in[g] > widest ? s.in[g] : widest, widest = s.out[g] > widest ? s.out[g] : widest;
+    for (int g = 0; g < 4; g++) {
+        widest = s.in[g] > widest ? s.in[g] : widest;
+        widest = s.out[g] > widest ? s.out[g] : widest;
+    }
     float **w = calloc(layers * 4, sizeof(float *)), *x = malloc(max_m * widest * sizeof(float));
     float *y = malloc(max_m * widest * sizeof(float));
     workers *pool = workers_create((size_t)threads, &error);
-    if (w == NULL || x == NULL || y == NULL || (threads > 1 && pool == NULL)) return fprintf(stderr, "setup failed\n"), 1;
+    if (w == NULL || x == NULL || y == NULL || (threads > 1 && pool == NULL)) {
+        fprintf(stderr, "bench_gemm_floor: setup failed\n");
+        return 1;
+    }
     for (size_t i = 0; i < max_m * widest; i++) x[i] = (float)(i % 17) * 0.01f - 0.08f;
     for (size_t l = 0; l < layers; l++)
         for (int g = 0; g < 4; g++) {
             size_t n = s.in[g] * s.out[g];
-            if ((w[l * 4 + (size_t)g] = malloc(n * sizeof(float))) == NULL) return fprintf(stderr, "setup failed\n"), 1;
+            if ((w[l * 4 + (size_t)g] = malloc(n * sizeof(float))) == NULL) {
+                fprintf(stderr, "bench_gemm_floor: setup failed\n");
+                return 1;
+            }
             for (size_t i = 0; i < n; i++) w[l * 4 + (size_t)g][i] = (float)((i + l) % 13) * 0.01f - 0.06f;
         }
     const char *names[3] = {"cpu_linear on the pool", "one thread alone", "OpenBLAS's own threads"};

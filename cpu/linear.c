@@ -5,9 +5,10 @@
  * threads spun while the pool ran the elementwise passes and attention (SmolLM2's rerank forward:
  * 0.86-0.89x the time of OpenBLAS's threads with their default spin, level with a short one:
  * docs/bench/cpu-path.md). Each task's block is fixed by its index, so a pool size gives the same
- * bits on every run; another size rounds differently. OpenBLAS allocates its own work buffers outside common/alloc.h and outside
- * our control: when that fails OpenBLAS handles it itself (it prints, and may stop the process),
- * and no status of ours can carry it; test_alloc_failure covers every allocation but those.
+ * bits on every run; another size rounds differently. OpenBLAS allocates its own work buffers
+ * outside common/alloc.h and outside our control: when that fails OpenBLAS handles it itself (it
+ * prints, and may stop the process), and no status of ours can carry it; test_alloc_failure covers
+ * every allocation but those.
  */
 #include <stdbool.h>
 #include <string.h>
