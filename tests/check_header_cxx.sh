@@ -29,6 +29,7 @@ for part in "$include"/radix_mlp/*.h "$include"/radix_mlp/types/*.h; do
   parts=$((parts + 1))
 done
 [ "$parts" -ge 20 ] && [ "$types" -ge 10 ] ||
-  { echo "expected the header's parts under $include/radix_mlp/ and radix_mlp/types/, found $parts ($types types)" >&2; exit 1; }
+  { echo "expected the header's parts under $include/radix_mlp/ and radix_mlp/types/," \
+      "found $parts ($types types)" >&2; exit 1; }
 echo "header_cxx: radix_mlp.h compiles as C++11 ($cxx), status codes a typed enum, rmlp_status int32_t;" \
   "its $parts parts ($types of them type headers) each compile alone as C99, C11 and C++11"

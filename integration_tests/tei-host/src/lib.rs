@@ -5,11 +5,12 @@
 //! prefix cache and the library's prefix-aware batcher (backend.rs, forward.rs; the host's own
 //! attention between the library's layer pieces: host_attention.rs), Prometheus metrics with TEI's
 //! names and the per-batch profile (metrics.rs, profile.rs), what a CPU host sets for its tokenizer
-//! workers and says of its threads (cpu_defaults.rs), flags and the `RADIX_MLP_*` switches (config.rs), and the server's life
-//! with graceful shutdown (server.rs, connections.rs). Against hostile clients (issue 49): request
-//! framing checked before hyper (framing.rs, framed_io.rs), HTTP's rules and CORS (protocol.rs,
-//! cors.rs), each connection's life (connection.rs), live jobs only (jobs.rs) taking turns into the
-//! batcher (fairness.rs). docs/tei-host.md tells how to run and test it.
+//! workers and says of its threads (cpu_defaults.rs), flags and the `RADIX_MLP_*` switches
+//! (config.rs), and the server's life with graceful shutdown (server.rs, connections.rs). Against
+//! hostile clients (issue 49): request framing checked before hyper (framing.rs, framed_io.rs),
+//! HTTP's rules and CORS (protocol.rs, cors.rs), each connection's life (connection.rs), live jobs
+//! only (jobs.rs) taking turns into the batcher (fairness.rs). docs/tei-host.md tells how to run and
+//! test it.
 pub mod backend;
 pub mod config;
 pub mod connection;
