@@ -11,8 +11,6 @@
 #include "radix_mlp/status.h"
 #include "status.h"
 
-#define RMLP_ERROR_CAPACITY 512
-
 static _Thread_local char last_error[RMLP_ERROR_CAPACITY];
 
 void rmlp_clear_error(void) { last_error[0] = '\0'; }

@@ -10,6 +10,9 @@
 #include "export.h"
 #include "radix_mlp/types.h"
 
+/* The longest last error kept, its NUL included (longer ones are cut). */
+#define RMLP_ERROR_CAPACITY 512
+
 /* Records "<function>: <detail>" as the calling thread's last error and returns status. */
 rmlp_status rmlp_fail(rmlp_status status, const char *function, const char *fmt, ...) RMLP_PRINTF(3, 4);
 

@@ -241,10 +241,6 @@ static rmlp_status check_config(const char *fn, const rmlp_model_config *c) {
                              "query_pre_attn_scalar=%g or attn_logit_softcapping=%g is out of range (0 for none)",
                              c->embedding_scale, c->final_logit_softcapping, c->query_pre_attn_scalar,
                              c->attn_logit_softcapping);
-    if (arch->windows == ARCH_WINDOWS_LAYER_TYPES && c->sliding_window != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->sliding_window=%u for %s, whose layers slide by layer type: "
-                         "rmlp_model_config does not say which layers slide (load the checkpoint with "
-                         "rmlp_model_load, which reads config.json's layer_types)", c->sliding_window, arch->model_type);
     return RMLP_OK;
 }
 

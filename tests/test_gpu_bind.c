@@ -1,7 +1,8 @@
 /*
  * test_gpu_bind.c: models bound from the host's device pointers (rmlp_model_bind_cuda: separate,
- * stacked and back-to-back tensors, every bias of llama_bias too) against the same checkpoint
- * loaded on the device, bit for bit, in F32, F16 and BF16, and bad bindings refused with the
+ * stacked and back-to-back tensors, every bias of llama_bias too; rmlp_model_bind_cuda_config: the
+ * fixtures with windows, soft-caps and RoPE scaling) against the same checkpoint loaded on the
+ * device, bit for bit, in F32, F16 and BF16, and bad bindings refused with the
  * context still working afterwards (helpers shared with test_gpu_model.c: gpu_model_util.h).
  * Without a CUDA device it prints SKIP and exits 77.
  * Usage: test_gpu_bind FIXTURES_DIR
@@ -103,11 +104,15 @@ static void make_bindings(binding_set *set, const char *path, const rmlp_model_c
         static const char *const singles[] = {"input_layernorm.weight",  "post_attention_layernorm.weight",
                                               "self_attn.o_proj.weight", "mlp.down_proj.weight",
                                               "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-                                              "self_attn.o_proj.bias",   "mlp.down_proj.bias"};
-        const uint64_t single_rows[] = {h, h, h, h, hd, hd, h, h}, single_cols[] = {0, 0, qd, inter, 0, 0, 0, 0};
+                                              "self_attn.o_proj.bias",   "mlp.down_proj.bias",
+                                              "pre_feedforward_layernorm.weight",
+                                              "post_feedforward_layernorm.weight"};
+        const uint64_t single_rows[] = {h, h, h, h, hd, hd, h, h, h, h},
+                       single_cols[] = {0, 0, qd, inter, 0, 0, 0, 0, 0, 0};
         for (size_t i = 0; i < COUNT(singles); i++) {
             if ((i == 4 || i == 5) && !c->qk_norm) continue;
             if ((i == 6 && !c->o_proj_bias) || (i == 7 && !c->mlp_bias)) continue;
+            if ((i == 8 || i == 9) && !c->sandwich_norms) continue;
             NAMES(0, "layers.%u.%s", l, singles[i]);
             one[0] = single_rows[i];
             bind_group(set, ck, cnp, bnp, one, single_cols[i], 1, NULL, 0, dt);
@@ -201,7 +206,11 @@ static void test_bind_errors(const char *path, const rmlp_model_config *c) {
     free_bindings(&set);
 }
 
-static void test_bind(const char *dir, const char *name) {
+/* Bound (each binding mode) against loaded, F32 and BF16. from_config: the checkpoints whose
+ * config.json says more than rmlp_model_config can (per-layer windows, soft-caps, RoPE scaling,
+ * Gemma 3's local RoPE base), bound with rmlp_model_bind_cuda_config from their folder, stacked
+ * only (the loaded model's GEMM shapes). */
+static void test_bind(const char *dir, const char *name, int from_config) {
     char path[PATH_LEN];
     reference r;
     if (!fixture_reference(dir, name, 0, path, &r)) return;
@@ -213,13 +222,18 @@ static void test_bind(const char *dir, const char *name) {
         rmlp_context *lctx = load_cuda(path, dt, r.b.n_tokens, &loaded);
         void *d_out = dev_alloc(n * elem_size(dt));
         float *want = lctx ? device_forward(lctx, &r, &r.plans[1], dt, d_out, NULL, NULL, "loaded") : NULL;
-        for (int mode = 0; want != NULL && mode < 3; mode++) {
+        for (int mode = from_config; want != NULL && mode < (from_config ? 2 : 3); mode++) {
             static binding_set set;
             make_bindings(&set, path, &r.cfg, mode, dt);
             rmlp_model *model = NULL;
-            rmlp_status status = bind(&r.cfg, &set, dt, &model);
+            rmlp_model_params params = rmlp_model_default_params();
+            params.device = RMLP_DEVICE_CUDA;
+            params.dtype = dt;
+            rmlp_status status = from_config ? rmlp_model_bind_cuda_config(path, set.t, set.n, &params, &model)
+                                             : bind(&r.cfg, &set, dt, &model);
             char what[160];
-            snprintf(what, sizeof what, "%s: bound (%s) vs loaded", name, modes[mode]);
+            snprintf(what, sizeof what, "%s: bound (%s%s) vs loaded", name, modes[mode],
+                     from_config ? ", from config.json" : "");
             if (CHECK(status == RMLP_OK, "%s: %s", what, rmlp_last_error())) {
                 rmlp_model_config bc;
                 CHECK(rmlp_model_get_config(model, &bc) == RMLP_OK && bc.has_lm_head == r.cfg.has_lm_head,
@@ -240,16 +254,19 @@ static void test_bind(const char *dir, const char *name) {
         rmlp_context_free(lctx);
         rmlp_model_free(loaded);
     }
-    if (strcmp(name, "qwen3_tiny") == 0) test_bind_errors(path, &r.cfg);
+    if (strcmp(name, "qwen3_tiny") == 0 && !from_config) test_bind_errors(path, &r.cfg);
     reference_free(&r);
 }
 
 int main(int argc, char **argv) {
     int rc = gpu_model_begin(argc, argv);
     if (rc >= 0) return rc;
-    test_bind(argv[1], "qwen3_tiny");
-    test_bind(argv[1], "qwen2_sharded");
-    test_bind(argv[1], "qwen3_bf16");
-    test_bind(argv[1], "llama_bias"); /* every bias: q/k/v and gate/up stacked or not, o_proj and down */
+    test_bind(argv[1], "qwen3_tiny", 0);
+    test_bind(argv[1], "qwen2_sharded", 0);
+    test_bind(argv[1], "qwen3_bf16", 0);
+    test_bind(argv[1], "llama_bias", 0); /* every bias: q/k/v and gate/up stacked or not, o_proj and down */
+    static const char *const from_config[] = {"gemma2_window", "gemma3_text", "llama3_rope", "qwen2_yarn",
+                                              "qwen2_window"};
+    for (size_t i = 0; i < COUNT(from_config); i++) test_bind(argv[1], from_config[i], 1);
     return gpu_model_end();
 }

@@ -6,9 +6,14 @@
  * is present, the load succeeds instead (said on a line of its own). On the CPU,
  * rmlp_context_set_stream and rmlp_context_set_plan are accepted no-ops, rmlp_context_pool
  * equals rmlp_pool, and a host attention callback gets cu_seqlens_device and max_seqlen.
+ * rmlp_model_bind_cuda_config reads config.json before it looks for the device, so its errors
+ * are checked here on any machine.
  * Usage: test_gpu_errors FIXTURES_DIR
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <math.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -150,12 +155,86 @@ done:
     rmlp_model_free(model);
 }
 
+/* rmlp_model_bind_cuda_config: config.json (the file or its folder) is read first, as
+ * rmlp_model_load reads it, so its errors show on any machine under this call's name; then the
+ * device is looked for. The struct bind refuses Gemma 2's window and names the one that takes it. */
+static void test_cuda_bind_config(const char *dir) {
+    const char *substring = NULL;
+    rmlp_status want = cuda_expectation(&substring);
+    rmlp_model_params params = rmlp_model_default_params();
+    params.device = RMLP_DEVICE_CUDA;
+    rmlp_model *model = (rmlp_model *)1;
+    expect(rmlp_model_bind_cuda_config(NULL, NULL, 0, &params, &model), RMLP_ERR_INVALID_ARGUMENT,
+           "rmlp_model_bind_cuda_config: config_path or params is NULL", "bind_config without a path");
+    CHECK(model == NULL, "out is NULL after a refused bind_config");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/no_such_model", dir);
+    expect(rmlp_model_bind_cuda_config(path, NULL, 0, &params, &model), RMLP_ERR_IO,
+           "rmlp_model_bind_cuda_config: ", "bind_config of a missing config.json");
+    CHECK(strstr(rmlp_last_error(), "no_such_model") != NULL, "the message names the path: %s", rmlp_last_error());
+
+    /* a key refused by name: llama3_rope's config with a RoPE that depends on the length */
+    char tmp[] = "/tmp/rmlp_bind_config_XXXXXX", file[1100], fixture[1100];
+    snprintf(fixture, sizeof fixture, "%s/llama3_rope/config.json", dir);
+    size_t len = 0;
+    unsigned char *bytes = tu_read_file(fixture, &len);
+    char *text = bytes != NULL ? tu_xmalloc(len + 1) : NULL; /* NUL-terminated for strstr */
+    if (text != NULL) memcpy(text, bytes, len), text[len] = '\0';
+    free(bytes);
+    char *type = text != NULL ? strstr(text, "\"llama3\"") : NULL;
+    if (CHECK(type != NULL && mkdtemp(tmp) != NULL, "%s: no \"llama3\" rope type, or no temporary folder", fixture)) {
+        snprintf(file, sizeof file, "%s/config.json", tmp);
+        FILE *f = fopen(file, "wb");
+        CHECK(f != NULL, "%s: cannot write", file);
+        if (f != NULL) {
+            fprintf(f, "%.*s\"dynamic\"%s", (int)(type - text), text, type + strlen("\"llama3\""));
+            fclose(f);
+        }
+        expect(rmlp_model_bind_cuda_config(tmp, NULL, 0, &params, &model), RMLP_ERR_MODEL, "dynamic",
+               "bind_config of a dynamic rope_scaling");
+        CHECK(strncmp(rmlp_last_error(), "rmlp_model_bind_cuda_config: ", 29) == 0, "named by the call: %s",
+              rmlp_last_error());
+        remove(file);
+        rmdir(tmp);
+    }
+    free(text);
+
+    /* configs the struct cannot carry, by folder and by file: past the config, the device */
+    static const char *const names[] = {"gemma2_window", "gemma3_text", "llama3_rope", "qwen2_yarn"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        for (int as_file = 0; as_file < 2; as_file++) {
+            snprintf(path, sizeof path, "%s/%s%s", dir, names[i], as_file ? "/config.json" : "");
+            rmlp_status got = rmlp_model_bind_cuda_config(path, NULL, 0, &params, &model);
+            if (want == RMLP_OK)
+                expect(got, RMLP_ERR_MODEL, "missing tensor", path);
+            else
+                expect(got, want, substring, path);
+            CHECK(model == NULL, "%s: out is NULL after the refused bind", path);
+        }
+    params.device = RMLP_DEVICE_CPU;
+    expect(rmlp_model_bind_cuda_config(path, NULL, 0, &params, &model), RMLP_ERR_INVALID_ARGUMENT,
+           "needs RMLP_DEVICE_CUDA", "bind_config with RMLP_DEVICE_CPU");
+
+    rmlp_model *cpu = NULL;
+    rmlp_model_config cfg;
+    snprintf(path, sizeof path, "%s/gemma2_window", dir);
+    if (!CHECK(rmlp_model_load(path, NULL, &cpu) == RMLP_OK && rmlp_model_get_config(cpu, &cfg) == RMLP_OK,
+               "CPU load of %s: %s", path, rmlp_last_error()))
+        return;
+    rmlp_model_free(cpu);
+    CHECK(cfg.sliding_window != 0, "%s has a window", path);
+    params.device = RMLP_DEVICE_CUDA;
+    expect(rmlp_model_bind_cuda(&cfg, NULL, 0, &params, &model), RMLP_ERR_MODEL, "rmlp_model_bind_cuda_config",
+           "struct bind of Gemma 2 with a window");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_gpu_errors FIXTURES_DIR\n");
         return 2;
     }
     test_cuda_load(argv[1]);
+    test_cuda_bind_config(argv[1]);
     test_cpu_additions(argv[1]);
     return tu_summary();
 }

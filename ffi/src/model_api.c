@@ -1,17 +1,20 @@
 /*
  * model_api.c: the exported model entry points: load a checkpoint (or bind the host's device
- * tensors) on the backend of the params' device (backends.h), free it, read its config and load
- * report. The checkpoint's config and audit are the same for every device (model/); the backend
+ * tensors, described by an rmlp_model_config or by the checkpoint's config.json) on the backend of
+ * the params' device (backends.h), free it, read its config and load report. The checkpoint's config and audit are the same for every device (model/); the backend
  * reads the weights. Contexts are context_api.c's.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backends.h"
 #include "common/alloc.h"
 #include "common/export.h"
 #include "common/guard.h"
 #include "common/status.h"
+#include "model/arch.h"
 #include "model/audit.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -137,13 +140,42 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
     return RMLP_OK;
 }
 
-RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, const rmlp_weight_binding *tensors,
-                                             size_t n_tensors, const rmlp_model_params *params, rmlp_model **out) {
-    static const char fn[] = "rmlp_model_bind_cuda";
+/* The config.json at `path`, or in the folder `path`, into model->config and model->ext (every key
+ * checked as rmlp_model_load checks it) and its findings into model->load_report. */
+static rmlp_status read_bound_config(const char *fn, const char *path, rmlp_model *model) {
+    struct stat st;
+    char *file = NULL;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        size_t len = strlen(path) + sizeof "/config.json";
+        if ((file = rmlp_malloc(len)) == NULL)
+            return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating a path (%zu bytes) failed", len);
+        snprintf(file, len, "%s/config.json", path);
+    }
+    rmlp_status status =
+        config_read_reported(file != NULL ? file : path, &model->config, &model->ext, &model->load_report);
+    free(file);
+    /* model/ names rmlp_model_load in its messages: this call's name instead */
+    static const char load[] = "rmlp_model_load: ";
+    const char *message = rmlp_last_error();
+    if (status != RMLP_OK && strncmp(message, load, sizeof load - 1) == 0) {
+        char detail[RMLP_ERROR_CAPACITY];
+        snprintf(detail, sizeof detail, "%s", message + sizeof load - 1);
+        rmlp_fail(status, fn, "%s", detail);
+    }
+    return status;
+}
+
+/* Both binds: *config as it is (plain RoPE, sliding_window on every layer), or (from_json) the
+ * config of config.json at config_path, read before the device is looked for so that its errors
+ * show on any machine. */
+static rmlp_status bind_model(const char *fn, bool from_json, const rmlp_model_config *config, const char *config_path,
+                              const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params,
+                              rmlp_model **out) {
     rmlp_clear_error();
     if (out == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "out is NULL");
     *out = NULL;
-    if (config == NULL || params == NULL) return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "config or params is NULL");
+    if ((from_json ? (const void *)config_path : (const void *)config) == NULL || params == NULL)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "%s or params is NULL", from_json ? "config_path" : "config");
     rmlp_model_params read;
     rmlp_status status = read_model_params(fn, params, &read);
     if (status != RMLP_OK) return status;
@@ -151,24 +183,44 @@ RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, co
     if (params->device != RMLP_DEVICE_CUDA)
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "params->device=%d: binding device pointers needs "
                          "RMLP_DEVICE_CUDA", params->device);
-    const rmlp_backend *backend = NULL;
-    status = pick_backend(fn, params, &backend);
-    if (status != RMLP_OK) return status;
-    rmlp_model *model = new_model(backend, params);
+    const arch_info *arch = config != NULL ? arch_by_id(config->architecture) : NULL;
+    if (arch != NULL && arch->windows == ARCH_WINDOWS_LAYER_TYPES && config->sliding_window != 0)
+        return rmlp_fail(RMLP_ERR_MODEL, fn, "config->sliding_window=%u for %s, whose layers slide by layer type: "
+                         "rmlp_model_config does not say which layers slide (bind with "
+                         "rmlp_model_bind_cuda_config, which reads config.json's layer_types)",
+                         config->sliding_window, arch->model_type);
+    rmlp_model *model = new_model(NULL, params);
     if (model == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the model (%zu bytes) failed", sizeof *model);
-    model->config = *config;
-    status = model_ext_init(fn, &model->config, &model->ext);
+    if (from_json) {
+        status = read_bound_config(fn, config_path, model);
+    } else {
+        model->config = *config;
+        status = model_ext_init(fn, &model->config, &model->ext);
+    }
+    if (status == RMLP_OK) status = pick_backend(fn, params, &model->backend);
     if (status == RMLP_OK)
-        status = backend->cuda->model_bind(fn, &model->config, &model->ext, tensors, n_tensors, params,
-                                           &model->backend_model);
+        status = model->backend->cuda->model_bind(fn, &model->config, &model->ext, tensors, n_tensors, params,
+                                                  &model->backend_model);
     if (status != RMLP_OK) {
+        free(model->load_report);
         model_ext_free(&model->ext);
         free(model);
         return status;
     }
     *out = model;
     return RMLP_OK;
+}
+
+RMLP_EXPORT rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, const rmlp_weight_binding *tensors,
+                                             size_t n_tensors, const rmlp_model_params *params, rmlp_model **out) {
+    return bind_model("rmlp_model_bind_cuda", false, config, NULL, tensors, n_tensors, params, out);
+}
+
+RMLP_EXPORT rmlp_status rmlp_model_bind_cuda_config(const char *config_path, const rmlp_weight_binding *tensors,
+                                                    size_t n_tensors, const rmlp_model_params *params,
+                                                    rmlp_model **out) {
+    return bind_model("rmlp_model_bind_cuda_config", true, NULL, config_path, tensors, n_tensors, params, out);
 }
 
 RMLP_EXPORT void rmlp_model_free(rmlp_model *model) {

@@ -393,6 +393,10 @@ PROTOTYPES = {
         rmlp_status,
         [POINTER(rmlp_model_config), POINTER(rmlp_weight_binding), c_size_t, POINTER(rmlp_model_params), _handle_p],
     ),
+    "rmlp_model_bind_cuda_config": (
+        rmlp_status,
+        [c_char_p, POINTER(rmlp_weight_binding), c_size_t, POINTER(rmlp_model_params), _handle_p],
+    ),
     "rmlp_model_free": (None, [_handle]),
     "rmlp_model_get_config": (rmlp_status, [_handle, POINTER(rmlp_model_config)]),
     "rmlp_model_layer_attention": (rmlp_status, [_handle, c_uint32, POINTER(rmlp_layer_attention)]),

@@ -33,7 +33,20 @@ extern rmlp_status rmlp_model_load(const char *path, const rmlp_model_params *pa
 // `tie_word_embeddings`); `tensors` (n_tensors) must hold every tensor the config calls for,
 // each with the shape it calls for and `params->dtype`, and nothing else; `params->device`
 // must be `RMLP_DEVICE_CUDA`. Errors name the tensor. `RMLP_ERR_UNSUPPORTED` without CUDA.
+// The struct cannot say what config.json says beyond it: every layer rotates by plain RoPE
+// of `rope_theta` and slides by `sliding_window`, and a Gemma 2 or 3 config with a window is
+// refused. A checkpoint with `rope_scaling`, per-layer windows or Gemma 3's local RoPE base
+// binds with `rmlp_model_bind_cuda_config`.
 extern rmlp_status rmlp_model_bind_cuda(const rmlp_model_config *config, const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params, rmlp_model **out);
+
+// `rmlp_model_bind_cuda` with the model described by the checkpoint's config.json instead of
+// a struct: `config_path` is the file or the folder holding it, read as `rmlp_model_load`
+// reads it (every key implemented or refused by name; which layers slide and by how much,
+// RoPE scaling and per-layer RoPE bases, soft-caps and scales all taken from it), so a
+// bound model computes what the same checkpoint loaded computes. Its config's errors come
+// before the device is looked for; its findings (keys transformers does not read) are in
+// `rmlp_model_load_report`.
+extern rmlp_status rmlp_model_bind_cuda_config(const char *config_path, const rmlp_weight_binding *tensors, size_t n_tensors, const rmlp_model_params *params, rmlp_model **out);
 
 // Frees a model. NULL is a no-op. Contexts of the model must be freed first: a model that
 // still has contexts is not freed (so they never run on freed weights), nor is a handle that
@@ -51,7 +64,8 @@ extern rmlp_status rmlp_model_get_config(const rmlp_model *model, rmlp_model_con
 // that transformers does not read for the architecture either (docs/backends.md), and an
 // `auto_map` naming custom model code that transformers runs only on request. `*out` is a
 // NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
-// nothing to report (and for bound models), else one line per finding, each ending in '\n'.
+// nothing to report (and for models bound from a struct), else one line per finding, each
+// ending in '\n'.
 extern rmlp_status rmlp_model_load_report(const rmlp_model *model, const char **out);
 
 // Which GEMM the model's layers run on bf16 matrices: `*kind` is `RMLP_CPU_BF16_GEMM_WIDEN`

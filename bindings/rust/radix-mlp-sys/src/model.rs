@@ -134,7 +134,8 @@ pub struct rmlp_model_config {
     /// `sliding_window` keys of its sequence. Which layers slide is config.json's (Qwen2/Qwen3:
     /// `layer_types`, or `use_sliding_window` and `max_window_layers`; Mistral: every layer); a
     /// model bound with `rmlp_model_bind_cuda` slides every layer by it (Gemma 2 and 3, whose layers
-    /// slide by layer type, are refused there with a window).
+    /// slide by layer type, are refused there with a window: `rmlp_model_bind_cuda_config` binds
+    /// them).
     pub sliding_window: u32,
     pub rms_norm_eps: f64,
     pub rope_theta: f64,
@@ -228,8 +229,26 @@ extern "C" {
     /// `tie_word_embeddings`); `tensors` (n_tensors) must hold every tensor the config calls for,
     /// each with the shape it calls for and `params->dtype`, and nothing else; `params->device`
     /// must be `RMLP_DEVICE_CUDA`. Errors name the tensor. `RMLP_ERR_UNSUPPORTED` without CUDA.
+    /// The struct cannot say what config.json says beyond it: every layer rotates by plain RoPE
+    /// of `rope_theta` and slides by `sliding_window`, and a Gemma 2 or 3 config with a window is
+    /// refused. A checkpoint with `rope_scaling`, per-layer windows or Gemma 3's local RoPE base
+    /// binds with `rmlp_model_bind_cuda_config`.
     pub fn rmlp_model_bind_cuda(
         config: *const rmlp_model_config,
+        tensors: *const rmlp_weight_binding,
+        n_tensors: usize,
+        params: *const rmlp_model_params,
+        out: *mut *mut rmlp_model,
+    ) -> rmlp_status;
+    /// `rmlp_model_bind_cuda` with the model described by the checkpoint's config.json instead of
+    /// a struct: `config_path` is the file or the folder holding it, read as `rmlp_model_load`
+    /// reads it (every key implemented or refused by name; which layers slide and by how much,
+    /// RoPE scaling and per-layer RoPE bases, soft-caps and scales all taken from it), so a
+    /// bound model computes what the same checkpoint loaded computes. Its config's errors come
+    /// before the device is looked for; its findings (keys transformers does not read) are in
+    /// `rmlp_model_load_report`.
+    pub fn rmlp_model_bind_cuda_config(
+        config_path: *const c_char,
         tensors: *const rmlp_weight_binding,
         n_tensors: usize,
         params: *const rmlp_model_params,
@@ -249,7 +268,8 @@ extern "C" {
     /// that transformers does not read for the architecture either (docs/backends.md), and an
     /// `auto_map` naming custom model code that transformers runs only on request. `*out` is a
     /// NUL-terminated text owned by the model, valid until `rmlp_model_free`: empty when there is
-    /// nothing to report (and for bound models), else one line per finding, each ending in '\n'.
+    /// nothing to report (and for models bound from a struct), else one line per finding, each
+    /// ending in '\n'.
     pub fn rmlp_model_load_report(model: *const rmlp_model, out: *mut *const c_char) -> rmlp_status;
     /// Which GEMM the model's layers run on bf16 matrices: `*kind` is `RMLP_CPU_BF16_GEMM_WIDEN`
     /// or `RMLP_CPU_BF16_GEMM_ONEDNN` for a bf16-weight CPU model, `RMLP_CPU_BF16_GEMM_NONE`

@@ -63,7 +63,9 @@ impl Model {
     }
 
     /// A CUDA model over weight tensors the host already holds on device `device_index`, in
-    /// `dtype` (`rmlp_model_bind_cuda`): no copy is made.
+    /// `dtype` (`rmlp_model_bind_cuda`): no copy is made. `config` cannot carry RoPE scaling,
+    /// per-layer windows or Gemma 3's local RoPE base: such checkpoints bind with
+    /// [`bind_cuda_config`](Self::bind_cuda_config).
     ///
     /// # Safety
     /// Every `data` pointer must be device memory of that device holding the tensor of its name
@@ -74,16 +76,67 @@ impl Model {
         device_index: i32,
         dtype: DType,
     ) -> Result<Model, Error> {
-        const FN: &str = "radix_mlp::Model::bind_cuda";
+        let raw_config = sys::rmlp_model_config::from(config);
+        // SAFETY: the caller's contract is this function's; `raw_config` outlives the call.
+        unsafe {
+            Model::bind_with("radix_mlp::Model::bind_cuda", tensors, device_index, dtype, |t, n, p, out| {
+                sys::rmlp_model_bind_cuda(&raw_config, t, n, p, out)
+            })
+        }
+    }
+
+    /// [`bind_cuda`](Self::bind_cuda) with the model described by the checkpoint's config.json
+    /// (`rmlp_model_bind_cuda_config`): `config_path` is the file or the folder holding it, read
+    /// as [`load`](Self::load) reads it, so the bound model computes what the loaded one does
+    /// (RoPE scaling, per-layer windows and RoPE bases included). Its findings are in
+    /// [`load_report`](Self::load_report).
+    ///
+    /// # Safety
+    /// As for [`bind_cuda`](Self::bind_cuda).
+    pub unsafe fn bind_cuda_config(
+        config_path: impl AsRef<Path>,
+        tensors: &[WeightBinding<'_>],
+        device_index: i32,
+        dtype: DType,
+    ) -> Result<Model, Error> {
+        const FN: &str = "radix_mlp::Model::bind_cuda_config";
+        let path = config_path.as_ref();
+        let c_path = path_cstring(path)
+            .ok_or_else(|| Error::new(Status::InvalidArgument, format!("{FN}: {path:?} is not a valid C path")))?;
+        // SAFETY: the caller's contract is this function's; `c_path` is NUL-terminated and outlives the call.
+        unsafe {
+            Model::bind_with(FN, tensors, device_index, dtype, |t, n, p, out| {
+                sys::rmlp_model_bind_cuda_config(c_path.as_ptr(), t, n, p, out)
+            })
+        }
+    }
+
+    /// Both binds: the tensors as the ABI takes them, then `bind` (one of the two C entry points).
+    ///
+    /// # Safety
+    /// As for [`bind_cuda`](Self::bind_cuda).
+    unsafe fn bind_with(
+        fn_name: &str,
+        tensors: &[WeightBinding<'_>],
+        device_index: i32,
+        dtype: DType,
+        bind: impl FnOnce(
+            *const sys::rmlp_weight_binding,
+            usize,
+            *const sys::rmlp_model_params,
+            *mut *mut sys::rmlp_model,
+        ) -> sys::rmlp_status,
+    ) -> Result<Model, Error> {
         let mut names = Vec::with_capacity(tensors.len());
         let mut raw_tensors = Vec::with_capacity(tensors.len());
         for t in tensors {
-            let name = CString::new(t.name)
-                .map_err(|_| Error::new(Status::InvalidArgument, format!("{FN}: name {:?} has a NUL byte", t.name)))?;
+            let name = CString::new(t.name).map_err(|_| {
+                Error::new(Status::InvalidArgument, format!("{fn_name}: name {:?} has a NUL byte", t.name))
+            })?;
             if t.shape.is_empty() || t.shape.len() > 2 {
                 return Err(Error::new(
                     Status::InvalidArgument,
-                    format!("{FN}: '{}' has {} dims", t.name, t.shape.len()),
+                    format!("{fn_name}: '{}' has {} dims", t.name, t.shape.len()),
                 ));
             }
             raw_tensors.push(sys::rmlp_weight_binding {
@@ -97,16 +150,13 @@ impl Model {
         }
         let params = ModelParams { device: Device::Cuda(device_index), dtype, ..ModelParams::default() };
         let raw_params = params.raw();
-        let raw_config = sys::rmlp_model_config::from(config);
         let mut raw = core::ptr::null_mut();
-        // SAFETY: config, tensors (with their names) and params outlive the call; the caller
-        // vouches for the device pointers.
-        Error::check(unsafe {
-            sys::rmlp_model_bind_cuda(&raw_config, raw_tensors.as_ptr(), raw_tensors.len(), &raw_params, &mut raw)
-        })?;
+        // tensors (with their names) and params outlive the call; the caller vouches for the
+        // device pointers.
+        Error::check(bind(raw_tensors.as_ptr(), raw_tensors.len(), &raw_params, &mut raw))?;
         drop(names);
         let raw = NonNull::new(raw)
-            .ok_or_else(|| Error::new(Status::Internal, "rmlp_model_bind_cuda returned OK and NULL".into()))?;
+            .ok_or_else(|| Error::new(Status::Internal, format!("{fn_name}: the bind returned OK and NULL")))?;
         Model::wrap(raw, params)
     }
 

@@ -10,6 +10,8 @@
 //! uploaded and bound in TEI's stacked layout (`Model::bind_cuda`), as a candle host would, and
 //! matches the CPU's forward; so do the device attention callback and the device read-outs.
 //! Without a CUDA build or device that test prints SKIP on stderr and passes.
+//! `Model::bind_cuda_config` (the model from config.json) is checked on every machine up to the
+//! device: its config's errors, and the windowed and RoPE-scaled fixtures read past their config.
 mod common;
 mod cuda_driver;
 
@@ -419,5 +421,29 @@ fn bound_weights_on_device_buffers() {
         assert!(err.message.contains("out is a host slice, but the model runs on CUDA device 0"), "{err}");
         drop(ctx);
         drop(model); // before the weights it binds
+    }
+}
+
+#[test]
+fn bind_cuda_config_reads_config_json_before_the_device() {
+    // Runs on every machine: config.json's errors come first, under the call's own name.
+    let bound = |path: &std::path::Path| unsafe { Model::bind_cuda_config(path, &[], 0, DType::F32) };
+    let missing = Fixture::load("gemma2_window").dir.join("no_such_config.json");
+    let e = bound(&missing).err().expect("a missing config.json binds nothing");
+    assert_eq!(e.status, Status::Io, "{e}");
+    assert!(e.message.contains("rmlp_model_bind_cuda_config") && e.message.contains("no_such_config"), "{e}");
+    // Gemma 2's per-layer windows and Llama 3's rope_scaling, which the struct cannot carry:
+    // past the config, the device (or, with one, the tensors) decides.
+    for name in ["gemma2_window", "llama3_rope"] {
+        let dir = Fixture::load(name).dir;
+        for path in [dir.clone(), dir.join("config.json")] {
+            let e = bound(&path).err().expect("no tensors bind nothing");
+            let device = radix_mlp::cuda_device_count().map_or(false, |n| n > 0);
+            if device {
+                assert!(e.status == Status::Model && e.message.contains("missing tensor"), "{name}: {e}");
+            } else {
+                assert!(matches!(e.status, Status::NoDevice | Status::Unsupported), "{name}: {e}");
+            }
+        }
     }
 }

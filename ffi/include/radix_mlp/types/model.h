@@ -86,7 +86,8 @@ typedef struct rmlp_model_config {
   // `sliding_window` keys of its sequence. Which layers slide is config.json's (Qwen2/Qwen3:
   // `layer_types`, or `use_sliding_window` and `max_window_layers`; Mistral: every layer); a
   // model bound with `rmlp_model_bind_cuda` slides every layer by it (Gemma 2 and 3, whose layers
-  // slide by layer type, are refused there with a window).
+  // slide by layer type, are refused there with a window: `rmlp_model_bind_cuda_config` binds
+  // them).
   uint32_t sliding_window;
   double rms_norm_eps;
   double rope_theta;
