@@ -183,6 +183,12 @@ class Server:
         """tei-host's /metrics (None for vLLM)."""
         return None if self.kind == "vllm" else common.read_metrics(self.port)
 
+    def prefix_hits(self):
+        """vLLM's prefix cache counters from its /metrics: (tokens looked up, tokens found)."""
+        m = common.read_metrics(self.port)
+        total = lambda name: sum(v for key, v in m.items() if key.startswith(name) and "_created" not in key)
+        return total("vllm:prefix_cache_queries"), total("vllm:prefix_cache_hits")
+
     def embeddings(self, seqs):
         """Normalised vectors of `seqs` (lists of ids)."""
         if self.kind == "vllm":
@@ -270,7 +276,9 @@ def run_open_loop(server, kind, requests, rate, slo_s, seed):
 
 def bisect(server, kind, traffic, slo_s, lo, hi, args, log):
     """The most offered rate whose run keeps p99 <= slo_s, in [lo, hi]: (result at it or None, runs)."""
-    seed = [zlib.crc32(("%s %s %g" % (server.kind, kind, slo_s)).encode()) & 0xFFFF]
+    # the same seeds for every server: run k of a bisection sends the same texts on the same arrival
+    # pattern (scaled by its rate) to each; a run's seed is new within a server's runs
+    seed = [zlib.crc32(("%s %g" % (kind, slo_s)).encode()) & 0xFFFF]
 
     def at(rate):
         n = min(args.max_requests, max(args.min_requests, int(round(rate * args.seconds))))
@@ -336,7 +344,7 @@ def main(argv=None):
             jsonl.flush()
 
     samples = {k: [p + s for p, ss in traffic.make(k, args.sample, 99) for s in ss] for k in args.traffic}
-    answers, results, infos = {}, {}, {}
+    answers, results, infos, skipped = {}, {}, {}, {}
     for kind in args.servers:
         print("peers_serve: starting %s" % NAMES[kind], file=sys.stderr, flush=True)
         t0 = time.time()
@@ -353,6 +361,7 @@ def main(argv=None):
                     if code != 200:
                         raise SystemExit("%s answered %s to a %s request (log: %s)" % (kind, code, k, server.log))
                 guess = 3 / max(time.time() - t1, 1e-3)
+                hits_before = server.prefix_hits() if kind == "vllm" else None
                 bounds = [guess / 4, guess * 4]
                 for slo in sorted(args.slos, reverse=True):  # the looser bound first, its rate caps the next
                     best, runs, refused = bisect(server, k, traffic, slo / 1e3, bounds[0], bounds[1], args, log)
@@ -362,6 +371,11 @@ def main(argv=None):
                          "p99": best["p99"] if best else None, "below": None if best else refused})
                     if best:
                         bounds[1] = max(bounds[0] * 1.2, best["offered"] * 1.05)
+                if hits_before is not None:  # the share of prompt tokens vLLM's block cache skipped
+                    after = server.prefix_hits()
+                    looked = after[0] - hits_before[0]
+                    skipped[k] = (after[1] - hits_before[1]) / looked if looked > 0 else None
+                    log({"server": kind, "traffic": k, "prefix_cache_tokens": looked, "skipped": skipped[k]})
         finally:
             server.stop()
 
@@ -407,6 +421,17 @@ def main(argv=None):
             out("| %s | %s | %g | %d | %.1f | %.0f | %.0f | %.0f%% | %.1f%% |" % (
                 k, NAMES[kind], slo / 1e3, p["batches"], p["seqs"], p["tokens"], p["compact"],
                 100 * busy["forward"] / best["wall"], 100 * (sum(busy.values()) - busy["forward"]) / best["wall"]))
+    if skipped:
+        out()
+        out("Prompt tokens each server did not compute, over its runs of a traffic: vLLM's prefix cache hits "
+            "(its /metrics), tei-host's 1 - N'/N (the best run at the loosest bound)")
+        out()
+        out("| traffic | vLLM | tei-host, radix on |")
+        out("| --- | --- | --- |")
+        for k in args.traffic:
+            p = (results.get(("radix", k, max(args.slos)), (None,))[0] or {}).get("profile")
+            ours = "%.1f%%" % (100 * (1 - p["compact"] / p["tokens"])) if p and p["tokens"] else "-"
+            out("| %s | %s | %s |" % (k, "%.1f%%" % (100 * skipped[k]) if skipped.get(k) is not None else "-", ours))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")

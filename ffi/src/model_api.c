@@ -1,8 +1,9 @@
 /*
  * model_api.c: the exported model entry points: load a checkpoint (or bind the host's device
  * tensors, described by an rmlp_model_config or by the checkpoint's config.json) on the backend of
- * the params' device (backends.h), free it, read its config and load report. The checkpoint's config and audit are the same for every device (model/); the backend
- * reads the weights. Contexts are context_api.c's.
+ * the params' device (backends.h), free it, read its config and load report. The checkpoint's
+ * config and audit are the same for every device (model/); the backend reads the weights.
+ * Contexts are context_api.c's.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -16,7 +16,8 @@
 //! [`Plan`] ([`AsPlan`]).
 //!
 //! On a CUDA model (loaded with [`Device::Cuda`], or bound over the host's own device tensors
-//! with [`Model::bind_cuda`], as a candle backend holds them) the same calls take device buffers:
+//! with [`Model::bind_cuda`], or [`Model::bind_cuda_config`] where config.json says more than
+//! [`ModelConfig`] can, as a candle backend holds them) the same calls take device buffers:
 //! a [`DeviceSlice`] / [`DeviceSliceMut`] (a device pointer, a length and a dtype, made `unsafe`
 //! by a caller who vouches for them) where a CPU model takes `&[f32]` / `&mut [f32]`; both are a
 //! [`Buffer`] / [`BufferMut`], checked alike against the model (memory, dtype, rows) on one path.
