@@ -148,12 +148,19 @@ static void free_bindings(binding_set *set) {
     set->n_allocs = set->n = 0;
 }
 
-static rmlp_status bind(const rmlp_model_config *c, const binding_set *set, rmlp_dtype dt, rmlp_model **out) {
+/* The set bound in dt: described by c, or (config_path not NULL) by that config.json. */
+static rmlp_status bind_from(const rmlp_model_config *c, const char *config_path, const binding_set *set,
+                             rmlp_dtype dt, rmlp_model **out) {
     rmlp_model_params params = rmlp_model_default_params();
     params.device = RMLP_DEVICE_CUDA;
     params.dtype = dt;
     *out = NULL;
-    return rmlp_model_bind_cuda(c, set->t, set->n, &params, out);
+    return config_path != NULL ? rmlp_model_bind_cuda_config(config_path, set->t, set->n, &params, out)
+                               : rmlp_model_bind_cuda(c, set->t, set->n, &params, out);
+}
+
+static rmlp_status bind(const rmlp_model_config *c, const binding_set *set, rmlp_dtype dt, rmlp_model **out) {
+    return bind_from(c, NULL, set, dt, out);
 }
 
 /* Bad bindings: each a status naming the tensor, no model. */
@@ -226,11 +233,7 @@ static void test_bind(const char *dir, const char *name, int from_config) {
             static binding_set set;
             make_bindings(&set, path, &r.cfg, mode, dt);
             rmlp_model *model = NULL;
-            rmlp_model_params params = rmlp_model_default_params();
-            params.device = RMLP_DEVICE_CUDA;
-            params.dtype = dt;
-            rmlp_status status = from_config ? rmlp_model_bind_cuda_config(path, set.t, set.n, &params, &model)
-                                             : bind(&r.cfg, &set, dt, &model);
+            rmlp_status status = bind_from(&r.cfg, from_config ? path : NULL, &set, dt, &model);
             char what[160];
             snprintf(what, sizeof what, "%s: bound (%s%s) vs loaded", name, modes[mode],
                      from_config ? ", from config.json" : "");
