@@ -12,7 +12,7 @@ pip_deps() {
   rm -rf "$deps"
   echo "$label: pip install --target $deps $*"
   local log network="connection|resolve|unreachable|timed out|max retries|proxy|ssl|could not fetch"
-  if ! log=$("$py" -m pip install --quiet --disable-pip-version-check "${flags[@]}" --timeout 30 --retries 2 \
+  if ! log=$("$py" -m pip install --quiet --disable-pip-version-check --no-cache-dir "${flags[@]}" --timeout 30 --retries 2 \
     --target "$deps" "$@" 2>&1); then
     rm -rf "$deps"
     if grep -qiE "$network" <<<"$log"; then

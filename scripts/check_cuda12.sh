@@ -44,7 +44,7 @@ stamp="${wheels[*]}"
 if [ "$(cat "$site/.rmlp-wheels" 2>/dev/null)" != "$stamp" ]; then
   rm -rf "$site"
   echo "cuda12: fetching ${wheels[*]} from PyPI into $site"
-  if ! timeout 900 python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$site" \
+  if ! timeout 900 python3 -m pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps --target "$site" \
     "${wheels[@]}" >"$top.pip.log" 2>&1; then
     if grep -q -i -E 'connection|resolve|network|unreachable|timed out|No matching distribution' "$top.pip.log"; then
       echo "SKIP: CUDA 12.9 not checked: PyPI cannot be reached ($(grep -m1 -i -E 'error|warning' "$top.pip.log" | cut -c1-160))"

@@ -8,8 +8,9 @@
 # first of `python3` on PATH and /usr/bin/python3 that has them. Where none has them, it installs the
 # tested versions from PyPI with pip into LIB_DIR/torch_pydeps (pip --target, nothing system-wide; the
 # torch wheel from PyPI brings its CUDA libraries: several GB, once) unless RADIX_MLP_TORCH_INSTALL=0;
-# where that cannot be done it says SKIPPED and why, and exits 0. The tests are unittest modules (no
-# pytest needed); about a minute on 2 cores.
+# where that cannot be done (no pip, PyPI unreachable, under 10 GiB free on LIB_DIR's disk) it says
+# SKIPPED and why, and exits 0. The tests are unittest modules (no pytest needed); about a minute on
+# 2 cores.
 set -euo pipefail
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
   echo "usage: $0 LIB_DIR (the folder holding libradix_mlp.so.0.3)" >&2
@@ -56,8 +57,12 @@ if [ -z "$py" ]; then
     [ "${RADIX_MLP_TORCH_INSTALL:-1}" != 0 ] ||
       skip "no python with torch and transformers (RADIX_MLP_TORCH_INSTALL=0: not installing ${packages[*]})"
     rm -rf "$deps"
+    # The wheels unpack to ~6 GB; a disk that fills mid-install would starve the steps after this one.
+    free_kb=$(df -Pk "$lib" | awk 'NR == 2 { print $4 }')
+    [ "${free_kb:-0}" -ge $((10 * 1024 * 1024)) ] ||
+      skip "$((${free_kb:-0} / 1024)) MiB free on the disk of $lib, 10 GiB needed to install ${packages[*]}"
     echo "radix_mlp.torch tests: pip install --target $deps ${packages[*]} (from PyPI, several GB with CUDA libraries)"
-    if ! log=$("$py" -m pip install --quiet --disable-pip-version-check --timeout 60 --retries 2 \
+    if ! log=$("$py" -m pip install --quiet --disable-pip-version-check --no-cache-dir --timeout 60 --retries 2 \
       --target "$deps" "${packages[@]}" 2>&1); then
       rm -rf "$deps"
       skip "pip could not install ${packages[*]} from PyPI: $(tail -n 1 <<<"$log")"
