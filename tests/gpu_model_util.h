@@ -33,7 +33,7 @@
 static const rmlp_dtype DTYPES[] = {RMLP_DTYPE_F32, RMLP_DTYPE_F16, RMLP_DTYPE_BF16};
 static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"};
 /* F32: max |got - ref| <= rel * max |ref|; F16/BF16: ||got - ref|| <= rel * ||ref||. */
-static const double TOLS[] = {1e-4, 5e-3, 2e-2};
+static const double TOLS[] = {1e-4, 5e-3, 4e-2};
 #define FIXTURE_ATOL 1e-4 /* F32 against transformers, as the CPU path */
 
 static cudaStream_t stream; /* non-blocking: the library must order everything on the stream it is given */

@@ -5,7 +5,7 @@
  *   - contexts made with gpu_attention = reference, flashinfer and auto, and with
  *     RADIX_MLP_GPU_ATTENTION=reference: the kernel and layout of every launch, as
  *     rmlp_context_gpu_stats counts them; FlashInfer's outputs against the reference kernel's
- *     within test_gpu_model's bounds (relative norm 5e-3 for f16, 2e-2 for bf16);
+ *     within test_gpu_model's bounds (relative norm 5e-3 for f16, 4e-2 for bf16);
  *   - full space reading K/V from the compact rows through the scatter (RADIX_MLP_GPU_FULL_KV=paged,
  *     the default) against scattered copies (=scatter): bit for bit with the reference kernel (the
  *     same kernel and GEMMs), within the bounds with FlashInfer (its paged and ragged kernels);
@@ -38,7 +38,7 @@
 
 static const rmlp_dtype DTYPES[] = {RMLP_DTYPE_F32, RMLP_DTYPE_F16, RMLP_DTYPE_BF16};
 static const char *const DTYPE_NAMES[] = {"f32", "f16", "bf16"};
-static const double REL_NORM[] = {1e-4, 5e-3, 2e-2}; /* test_gpu_model's bounds; f32 never meets FlashInfer */
+static const double REL_NORM[] = {1e-4, 5e-3, 4e-2}; /* test_gpu_model's bounds; f32 never meets FlashInfer */
 
 static cudaStream_t stream;
 

@@ -16,7 +16,7 @@
  *     and per path (F32); in F32 the greedy ids equal transformers'; after the session nothing is
  *     locked.
  * Tolerances: F32 1e-4 of the largest value (cuBLAS sums another number of rows in another order
- * when fewer rows are computed), BF16 2e-2 relative norm (test_gpu_model.c explains both).
+ * when fewer rows are computed), BF16 4e-2 relative norm (test_gpu_model.c explains both).
  * Without a CUDA device it prints SKIP and exits 77.
  * Usage: test_gpu_cache FIXTURES_DIR
  */
@@ -91,7 +91,7 @@ static rmlp_context *context_with_cache(rmlp_model *model, uint64_t bytes, int o
 
 static void test_dtype(const char *path, rmlp_model *cpu_model, rmlp_dtype dt, const char *dt_name) {
     static const uint64_t slot_budgets[] = {0, 3, 60, 300, 3000};
-    double limit = dt == RMLP_DTYPE_F32 ? 1e-4 : 2e-2;
+    double limit = dt == RMLP_DTYPE_F32 ? 1e-4 : 4e-2;
     rmlp_model_params mp = rmlp_model_default_params();
     mp.device = RMLP_DEVICE_CUDA, mp.dtype = dt;
     rmlp_model *model = NULL;
@@ -227,7 +227,7 @@ static void test_generate(const char *dir, const char *name, rmlp_dtype dt, cons
     snprintf(path, sizeof path, "%s/%s", dir, name);
     gen_fixture f;
     if (!CHECK(read_fixture(path, &f) == 0, "%s: generate.json", name)) return;
-    double limit = dt == RMLP_DTYPE_F32 ? 1e-4 : 2e-2;
+    double limit = dt == RMLP_DTYPE_F32 ? 1e-4 : 4e-2;
     rmlp_model_params mp = rmlp_model_default_params();
     mp.device = RMLP_DEVICE_CUDA, mp.dtype = dt;
     rmlp_model *model = NULL, *cpu_model = NULL;
