@@ -159,7 +159,7 @@ int bench_cuda_available(char *name, size_t cap) {
         return -1;
     snprintf(name, cap, "%s (sm_%d%d, %d SMs, %.0f GiB; attention: %s)", prop.name, prop.major, prop.minor,
              prop.multiProcessorCount, (double)prop.totalGlobalMem / 1073741824.0,
-             (rmlp_build_flags() & RMLP_BUILD_FLASHINFER) ? "FlashInfer for f16/bf16 head_dim 64/128"
+             (rmlp_build_flags() & RMLP_BUILD_FLASHINFER) ? "FlashInfer for f16/bf16 head_dim 64/128/256"
                                                          : "the reference kernel, no FlashInfer in this build");
     return 0;
 }

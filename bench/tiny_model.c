@@ -78,7 +78,8 @@ static size_t list_tensors(const rmlp_model_config *c, tensor_spec *specs) {
 /* config.json with the keys transformers' config class of the architecture has (so the load reports
  * none as unread): the bias flags where the architecture reads them, the activation by the
  * architecture's key, sliding_window null unless set (Gemma 2 and 3: 4096, transformers' default);
- * Gemma 2 and 3's query scale as head_dim, their logit soft-capping as c's (null: none). */
+ * Gemma 2 and 3's query_pre_attn_scalar as c's (0: head_dim), their attention and final logit
+ * soft-capping as c's (0: null, none). */
 static int write_config(const char *dir, const rmlp_model_config *c) {
     char path[4096], flags[256] = "", window[32] = "null";
     const arch_info *arch = arch_by_id(c->architecture);
@@ -89,11 +90,12 @@ static int write_config(const char *dir, const rmlp_model_config *c) {
     if (arch->reads_mlp_bias)
         snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " \"mlp_bias\": %s,", c->mlp_bias ? "true" : "false");
     if (arch->sandwich_norms) { /* Gemma 2 and 3 */
-        char cap[32] = "null";
+        char cap[32] = "null", attn_cap[32] = "null";
         if (c->final_logit_softcapping != 0.0) snprintf(cap, sizeof cap, "%g", c->final_logit_softcapping);
+        if (c->attn_logit_softcapping != 0.0) snprintf(attn_cap, sizeof attn_cap, "%g", c->attn_logit_softcapping);
         snprintf(flags + strlen(flags), sizeof flags - strlen(flags),
-                 " \"query_pre_attn_scalar\": %u, \"attn_logit_softcapping\": null, \"final_logit_softcapping\": %s,",
-                 c->head_dim, cap);
+                 " \"query_pre_attn_scalar\": %g, \"attn_logit_softcapping\": %s, \"final_logit_softcapping\": %s,",
+                 c->query_pre_attn_scalar != 0.0 ? c->query_pre_attn_scalar : (double)c->head_dim, attn_cap, cap);
     }
     if (c->sliding_window != 0) snprintf(window, sizeof window, "%u", c->sliding_window);
     /* Gemma 2 and 3 slide some layers whatever the config says: their default window */

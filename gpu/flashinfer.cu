@@ -3,12 +3,16 @@
  * it first: layouts, plan/run split, capture). The kernels are FlashInfer's FA2 templates
  * (attention/prefill.cuh, sm_80 and up: mma.sync on tensor cores, cp.async, online softmax in fp32)
  * from the pinned headers scripts/setup.sh fetches; this file only fills their parameter structs and
- * instantiates them: {ragged, paged} x {f16, bf16} x head_dim {64, 128}, causal, no positional
- * encoding in the kernel (RoPE ran before), query tiles of 128 rows (CTA_TILE_Q; FlashInfer's choice
- * in CUDA-graph mode whenever (rows - sequences + 1) x group > 64, i.e. for any batch but tiny ones,
- * which the reference kernel takes), for every architecture the build targets. Each instantiation
- * compiles one kernel per key tile size FlashInfer may pick at run time (from the device's shared
- * memory), so the list is kept this short: see docs/building.md ("CMake") for build times.
+ * instantiates them: {ragged, paged} x {f16, bf16} x head_dim {64, 128, 256} with a sliding window
+ * (window_left -1 where the layer has none), and head_dim 256 with a window and a logit soft-cap
+ * (Gemma 2 2B and 9B; at 128, Gemma 2 27B's, it would cost about as much compile time as the
+ * head_dim-256 soft-cap for one model, so such layers take the reference kernel), causal, no
+ * positional encoding in the kernel (RoPE ran before), for every architecture the build targets. Query tiles: 128 rows at head_dim 64 and 128, 64 rows at 256
+ * (CTA_TILE_Q: FlashInfer's choice in CUDA-graph mode whenever (rows - sequences + 1) x group is
+ * above 64, resp. 16, i.e. for any batch but tiny ones, which the reference kernel takes). Each
+ * instantiation compiles one kernel per key tile size FlashInfer may pick at run time (from the
+ * device's shared memory), so the list is kept to what the models need: see docs/gpu_attention.md
+ * ("Which layers FlashInfer takes") for which layers, and docs/building.md ("CMake") for build times.
  *
  * FlashInfer reports bad configurations with C++ exceptions and, in debug builds, prints failed
  * CUDA calls: this file is compiled with exceptions (CMakeLists.txt), catches every one at the C
@@ -40,13 +44,38 @@
 
 namespace fi = flashinfer;
 
-/* The one query tile size instantiated (see the top). */
-#define FI_CTA_TILE_Q 128
+/* The query tile instantiated per head_dim (see the top): FlashInfer's FA2DetermineCtaTileQ picks
+ * 128 rows below head_dim 256 and 64 at 256 for all but tiny batches. */
+static constexpr uint32_t cta_tile_q(uint32_t head_dim) { return head_dim == 256 ? 64 : 128; }
 /* Offsets are computed in 32 bits in places (IdType row index x stride): rows x stride must fit. */
 #define FI_MAX_ELEMENTS ((size_t)INT32_MAX)
 
-typedef fi::DefaultAttention</*custom mask*/ false, /*sliding window*/ false, /*soft cap*/ false, /*alibi*/ false>
-    FiVariant;
+/* Every layer without a soft-cap: FlashInfer's default variant with the sliding-window flag. A
+ * query at position i of its sequence (qo_len queries, the last of kv_len keys: i = kv_len - qo_len
+ * + its index) keeps key j where j + window_left >= i, i.e. i - window_left <= j <= i with the
+ * causal mask; window_left -1 means kv_len, which keeps every key the causal mask keeps, and the
+ * masked key tiles are the same as without the flag (their count is computed from window_left
+ * whatever the flag), so a layer without a window gets what the plain variant gives. */
+typedef fi::DefaultAttention</*custom mask*/ false, /*sliding window*/ true, /*soft cap*/ false, /*alibi*/ false>
+    FiWindowed;
+
+/* Soft-capped layers (Gemma 2): FlashInfer's soft-cap variant turns the logit x = q.k into
+ * tanh(x * sm_scale / cap) and scales it by cap in the softmax (sm_scale_log2 = cap log2 e), so
+ * the capped score is cap * tanh(sm_scale x / cap): the scale first, then the cap, as the library
+ * and transformers compute it (model/model_ext.h). FlashInfer evaluates tanh with tanh.approx.f32
+ * (a relative error of about 2^-11, some 0.01 on a score of 25 under Gemma 2's cap of 50); this
+ * variant keeps its closure and mask and takes the accurate tanhf instead, as the reference
+ * kernel and the CPU path do. */
+struct FiCapped : fi::DefaultAttention<false, /*sliding window*/ true, /*soft cap*/ true, false> {
+    typedef fi::DefaultAttention<false, true, true, false> Base;
+    template <typename Params>
+    __device__ __host__ FiCapped(const Params &params, uint32_t batch_idx, uint8_t *smem)
+        : Base(params, batch_idx, smem) {
+        soft_cap_pre_tanh_scale = params.sm_scale / params.logits_soft_cap; /* not FlashInfer's approximate rcp */
+    }
+    REGISTER_LOGITS_TRANSFORM(params, logits, batch_idx, qo_idx, kv_idx, qo_head_idx, kv_head_idx,
+                              { return tanhf(logits * soft_cap_pre_tanh_scale); })
+};
 
 struct gpu_flashinfer {
     rmlp_dtype dtype;
@@ -61,7 +90,7 @@ struct gpu_flashinfer {
     struct plan {
         gpu_fi_reason reason; /* GPU_FI_OK: planned for n_seqs, n_rows; else why not */
         fi::PrefillPlanInfo info;
-        size_t n_seqs, n_rows;
+        size_t n_seqs, n_rows, n_keys; /* n_keys: kv_indptr[n_seqs], a count (the graph's bound) */
         void *ints, *staging; /* int_bytes each: device, page-locked */
     } plans[2];
 };
@@ -69,8 +98,14 @@ struct gpu_flashinfer {
 extern "C" bool gpu_flashinfer_built(void) { return true; }
 
 extern "C" bool gpu_flashinfer_supports(rmlp_dtype dtype, size_t n_heads, size_t n_kv_heads, size_t head_dim) {
-    return (dtype == RMLP_DTYPE_F16 || dtype == RMLP_DTYPE_BF16) && (head_dim == 64 || head_dim == 128) &&
-           n_kv_heads > 0 && n_heads >= n_kv_heads && n_heads % n_kv_heads == 0 && n_heads <= 65535;
+    return (dtype == RMLP_DTYPE_F16 || dtype == RMLP_DTYPE_BF16) &&
+           (head_dim == 64 || head_dim == 128 || head_dim == 256) && n_kv_heads > 0 && n_heads >= n_kv_heads &&
+           n_heads % n_kv_heads == 0 && n_heads <= 65535;
+}
+
+extern "C" bool gpu_flashinfer_takes_layer(size_t head_dim, uint32_t window, float softcap) {
+    (void)window; /* every head_dim has the window */
+    return (head_dim == 64 || head_dim == 128 || head_dim == 256) && (softcap == 0.0f || head_dim == 256);
 }
 
 extern "C" void gpu_flashinfer_free(gpu_flashinfer *f) {
@@ -99,7 +134,7 @@ extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype dtype, s
     *out = NULL;
     char why[200];
     if (!gpu_flashinfer_supports(dtype, n_heads, n_kv_heads, head_dim)) {
-        snprintf(why, sizeof why, "its kernels here are for f16 and bf16 models of head_dim 64 or 128 whose query "
+        snprintf(why, sizeof why, "its kernels here are for f16 and bf16 models of head_dim 64, 128 or 256 whose query "
                  "heads are a multiple of the KV heads (this model: %s, head_dim %zu, %zu query / %zu KV heads)",
                  dtype == RMLP_DTYPE_F32 ? "f32" : dtype == RMLP_DTYPE_F16 ? "f16" : "bf16", head_dim, n_heads,
                  n_kv_heads);
@@ -221,9 +256,9 @@ static gpu_fi_reason plan_layout(gpu_flashinfer *f, gpu_fi_layout layout, const 
                  layout_name(layout), n_rows, n_seqs, what);
         return GPU_FI_PLAN_ERROR;
     }
-    if (info.cta_tile_q != FI_CTA_TILE_Q || info.split_kv) return GPU_FI_SMALL_BATCH; /* not instantiated */
+    if (info.cta_tile_q != cta_tile_q(f->head_dim) || info.split_kv) return GPU_FI_SMALL_BATCH; /* not instantiated */
     p->info = info;
-    p->n_seqs = n_seqs, p->n_rows = n_rows;
+    p->n_seqs = n_seqs, p->n_rows = n_rows, p->n_keys = n_keys;
     return GPU_FI_OK;
 }
 
@@ -270,8 +305,10 @@ extern "C" gpu_fi_reason gpu_flashinfer_ready(const gpu_flashinfer *f, gpu_fi_la
     return readable ? GPU_FI_OK : GPU_FI_BUFFERS;
 }
 
-/* The plan's arrays in the device workspace, into either parameter struct. */
-template <class Params> static void set_plan(Params &p, const gpu_flashinfer::plan &plan) {
+/* The plan's arrays in the device workspace, and the layer's window and soft-cap, into either
+ * parameter struct. */
+template <class Params>
+static void set_plan(Params &p, const gpu_flashinfer::plan &plan, int32_t window_left, float softcap) {
     const fi::PrefillPlanInfo &info = plan.info;
     char *ints = (char *)plan.ints;
     p.request_indices = (int32_t *)(ints + info.request_indices_offset);
@@ -285,72 +322,105 @@ template <class Params> static void set_plan(Params &p, const gpu_flashinfer::pl
     p.max_total_num_rows = (uint32_t)info.total_num_rows;
     p.padded_batch_size = (uint32_t)info.padded_batch_size;
     p.partition_kv = false;
-    p.window_left = -1;
-    p.logits_soft_cap = 0.0f;
+    p.window_left = window_left;
+    p.logits_soft_cap = softcap;
 }
 
-template <class T, uint32_t HEAD_DIM>
-static cudaError_t run_ragged(const gpu_flashinfer *f, const gpu_compact_rows *r, const uint32_t *qo_indptr,
-                              const uint32_t *kv_indptr, float scale, cudaStream_t stream) {
+/* What one launch runs: the buffers, the device index arrays, the layer's scoring. */
+struct launch {
+    const gpu_flashinfer *f;
+    gpu_fi_layout layout;
+    const gpu_compact_rows *r;
+    const uint32_t *qo_indptr, *kv_indptr, *kv_indices;
+    float scale, softcap;
+    int32_t window_left;
+    cudaStream_t stream;
+};
+
+template <class T, uint32_t HEAD_DIM, class Variant> static cudaError_t run_ragged(const launch &l) {
     typedef fi::BatchPrefillRaggedParams<T, T, T, int32_t> Params;
+    const gpu_flashinfer *f = l.f;
+    const gpu_compact_rows *r = l.r;
     Params p;
     p.q = (T *)r->q, p.k = (T *)r->k, p.v = (T *)r->v, p.o = (T *)r->out;
-    p.q_indptr = (int32_t *)qo_indptr, p.kv_indptr = (int32_t *)kv_indptr;
+    p.q_indptr = (int32_t *)l.qo_indptr, p.kv_indptr = (int32_t *)l.kv_indptr;
     p.num_qo_heads = f->n_heads, p.num_kv_heads = f->n_kv_heads;
     p.group_size = fi::uint_fastdiv(f->n_heads / f->n_kv_heads);
     p.q_stride_n = (uint32_t)r->q_stride, p.q_stride_h = HEAD_DIM;
     p.k_stride_n = (uint32_t)r->k_stride, p.k_stride_h = HEAD_DIM;
     p.v_stride_n = (uint32_t)r->v_stride, p.v_stride_h = HEAD_DIM;
-    p.sm_scale = scale;
-    set_plan(p, f->plans[GPU_FI_FULL]);
-    return fi::BatchPrefillWithRaggedKVCacheDispatched<FI_CTA_TILE_Q, HEAD_DIM, HEAD_DIM, fi::PosEncodingMode::kNone,
-                                                       /*fp16 qk reduction*/ false, fi::MaskMode::kCausal, FiVariant,
-                                                       Params>(p, /*tmp_v*/ nullptr, /*tmp_s*/ nullptr,
-                                                               /*enable_pdl*/ false, stream);
+    p.sm_scale = l.scale;
+    set_plan(p, f->plans[GPU_FI_FULL], l.window_left, l.softcap);
+    return fi::BatchPrefillWithRaggedKVCacheDispatched<cta_tile_q(HEAD_DIM), HEAD_DIM, HEAD_DIM,
+                                                       fi::PosEncodingMode::kNone, /*fp16 qk reduction*/ false,
+                                                       fi::MaskMode::kCausal, Variant, Params>(
+        p, /*tmp_v*/ nullptr, /*tmp_s*/ nullptr, /*enable_pdl*/ false, l.stream);
 }
 
-template <class T, uint32_t HEAD_DIM>
-static cudaError_t run_paged(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,
-                             const uint32_t *qo_indptr, const uint32_t *kv_indptr, const uint32_t *kv_indices,
-                             float scale, cudaStream_t stream) {
+template <class T, uint32_t HEAD_DIM, class Variant> static cudaError_t run_paged(const launch &l) {
     typedef fi::BatchPrefillPagedParams<T, T, T, int32_t> Params;
-    const gpu_flashinfer::plan &plan = f->plans[layout];
+    const gpu_flashinfer *f = l.f;
+    const gpu_compact_rows *r = l.r;
+    const gpu_flashinfer::plan &plan = f->plans[l.layout];
     /* Pages of one row: page stride = row stride; NHD: (page, entry, head, dim) strides. */
     const int64_t strides[3] = {(int64_t)r->k_stride, (int64_t)r->k_stride, HEAD_DIM};
     Params p;
     p.paged_kv = fi::paged_kv_t<T, int32_t>(f->n_kv_heads, /*page_size*/ 1, HEAD_DIM, (uint32_t)plan.n_seqs,
                                             fi::QKVLayout::kNHD, (T *)r->k, (T *)r->v, strides,
-                                            (int32_t *)kv_indices, (int32_t *)kv_indptr, f->ones);
+                                            (int32_t *)l.kv_indices, (int32_t *)l.kv_indptr, f->ones);
     p.q = (T *)r->q, p.o = (T *)r->out;
-    p.q_indptr = (int32_t *)qo_indptr;
+    p.q_indptr = (int32_t *)l.qo_indptr;
     p.num_qo_heads = f->n_heads;
     p.group_size = fi::uint_fastdiv(f->n_heads / f->n_kv_heads);
     p.q_stride_n = (int32_t)r->q_stride, p.q_stride_h = HEAD_DIM;
-    p.sm_scale = scale;
-    set_plan(p, plan);
-    return fi::BatchPrefillWithPagedKVCacheDispatched</*same kv strides*/ true, FI_CTA_TILE_Q, HEAD_DIM, HEAD_DIM,
-                                                      fi::PosEncodingMode::kNone, false, fi::MaskMode::kCausal,
-                                                      FiVariant, Params>(p, nullptr, nullptr, false, stream);
+    p.sm_scale = l.scale;
+    set_plan(p, plan, l.window_left, l.softcap);
+    return fi::BatchPrefillWithPagedKVCacheDispatched</*same kv strides*/ true, cta_tile_q(HEAD_DIM), HEAD_DIM,
+                                                      HEAD_DIM, fi::PosEncodingMode::kNone, false,
+                                                      fi::MaskMode::kCausal, Variant, Params>(p, nullptr, nullptr,
+                                                                                              false, l.stream);
 }
 
-template <class T, uint32_t HEAD_DIM>
-static cudaError_t run_layout(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,
-                              const uint32_t *qo_indptr, const uint32_t *kv_indptr, const uint32_t *kv_indices,
-                              float scale, cudaStream_t stream) {
-    if (kv_indices == NULL) return run_ragged<T, HEAD_DIM>(f, r, qo_indptr, kv_indptr, scale, stream);
-    return run_paged<T, HEAD_DIM>(f, layout, r, qo_indptr, kv_indptr, kv_indices, scale, stream);
+template <class T, uint32_t HEAD_DIM, class Variant> static cudaError_t run_layout(const launch &l) {
+    return l.kv_indices == NULL ? run_ragged<T, HEAD_DIM, Variant>(l) : run_paged<T, HEAD_DIM, Variant>(l);
+}
+
+/* The instantiations (the list at the top): the soft-cap variant where the layer caps (head_dim 256
+ * only: gpu_flashinfer_takes_layer said yes before). */
+template <class T> static cudaError_t run_dtype(const launch &l) {
+    bool capped = l.softcap != 0.0f;
+    switch (l.f->head_dim) {
+    case 64: return run_layout<T, 64, FiWindowed>(l);
+    case 128: return run_layout<T, 128, FiWindowed>(l);
+    default: return capped ? run_layout<T, 256, FiCapped>(l) : run_layout<T, 256, FiWindowed>(l);
+    }
+}
+
+/* FlashInfer's window_left for a layer's window: keys i - window_left .. i for a query at i, the
+ * layer's `window` keys up to and including its own (model/model_ext.h), so window - 1; -1 (none)
+ * for no window or one no sequence of the planned counts can outgrow (at least their n_keys keys
+ * in all), a bound on the counts alone, so a captured launch stays right for any batch it is
+ * replayed over. */
+static int32_t window_left_of(uint32_t window, size_t n_keys) {
+    return window == 0 || window >= n_keys ? -1 : (int32_t)(window - 1);
 }
 
 extern "C" cudaError_t gpu_flashinfer_run(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,
                                           const uint32_t *qo_indptr, const uint32_t *kv_indptr,
-                                          const uint32_t *kv_indices, float scale, cudaStream_t stream, bool *sm90) {
+                                          const uint32_t *kv_indices, layer_attention la, cudaStream_t stream,
+                                          bool *sm90) {
     if (sm90 != NULL) *sm90 = false;
-    if (f == NULL || f->plans[layout].reason != GPU_FI_OK || (layout == GPU_FI_COMPACT && kv_indices == NULL))
+    if (f == NULL || f->plans[layout].reason != GPU_FI_OK || (layout == GPU_FI_COMPACT && kv_indices == NULL) ||
+        !gpu_flashinfer_takes_layer(f->head_dim, la.window, la.softcap))
         return cudaErrorInvalidValue;
-#ifdef RMLP_WITH_FLASHINFER_SM90
     const gpu_flashinfer::plan &p = f->plans[layout];
-    if (kv_indices != NULL && gpu_fi_sm90_ready(f->sm90, layout, p.n_seqs, p.n_rows)) {
-        cudaError_t error = gpu_fi_sm90_run(f->sm90, layout, r, kv_indices, scale, stream);
+    launch l = {f, layout, r, qo_indptr, kv_indptr, kv_indices, la.scale, la.softcap,
+                window_left_of(la.window, p.n_keys), stream};
+#ifdef RMLP_WITH_FLASHINFER_SM90
+    /* the Hopper kernels have neither a window nor a soft-cap: such layers run FA2 */
+    if (kv_indices != NULL && l.window_left < 0 && l.softcap == 0.0f &&
+        gpu_fi_sm90_ready(f->sm90, layout, p.n_seqs, p.n_rows)) {
+        cudaError_t error = gpu_fi_sm90_run(f->sm90, layout, r, kv_indices, la.scale, stream);
         if (error != cudaErrorNotSupported) { /* refused before launching: the FA2 kernels take it */
             if (sm90 != NULL) *sm90 = true;
             return error;
@@ -358,12 +428,7 @@ extern "C" cudaError_t gpu_flashinfer_run(const gpu_flashinfer *f, gpu_fi_layout
     }
 #endif
     try {
-        bool bf16 = f->dtype == RMLP_DTYPE_BF16;
-        if (f->head_dim == 64)
-            return bf16 ? run_layout<nv_bfloat16, 64>(f, layout, r, qo_indptr, kv_indptr, kv_indices, scale, stream)
-                        : run_layout<half, 64>(f, layout, r, qo_indptr, kv_indptr, kv_indices, scale, stream);
-        return bf16 ? run_layout<nv_bfloat16, 128>(f, layout, r, qo_indptr, kv_indptr, kv_indices, scale, stream)
-                    : run_layout<half, 128>(f, layout, r, qo_indptr, kv_indptr, kv_indices, scale, stream);
+        return f->dtype == RMLP_DTYPE_BF16 ? run_dtype<nv_bfloat16>(l) : run_dtype<half>(l);
     } catch (...) { /* a configuration FlashInfer refuses on this device (shared memory) */
         return cudaErrorNotSupported;
     }
@@ -374,6 +439,8 @@ extern "C" cudaError_t gpu_flashinfer_run(const gpu_flashinfer *f, gpu_fi_layout
 extern "C" bool gpu_flashinfer_built(void) { return false; }
 
 extern "C" bool gpu_flashinfer_supports(rmlp_dtype, size_t, size_t, size_t) { return false; }
+
+extern "C" bool gpu_flashinfer_takes_layer(size_t, uint32_t, float) { return false; }
 
 extern "C" rmlp_status gpu_flashinfer_create(const char *fn, rmlp_dtype, size_t, size_t, size_t, size_t, size_t,
                                              const char *setting, bool, gpu_flashinfer **out) {
@@ -402,8 +469,8 @@ extern "C" gpu_fi_reason gpu_flashinfer_ready(const gpu_flashinfer *, gpu_fi_lay
 }
 
 extern "C" cudaError_t gpu_flashinfer_run(const gpu_flashinfer *, gpu_fi_layout, const gpu_compact_rows *,
-                                          const uint32_t *, const uint32_t *, const uint32_t *, float, cudaStream_t,
-                                          bool *sm90) {
+                                          const uint32_t *, const uint32_t *, const uint32_t *, layer_attention,
+                                          cudaStream_t, bool *sm90) {
     if (sm90 != NULL) *sm90 = false;
     return cudaErrorInvalidValue;
 }

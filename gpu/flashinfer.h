@@ -1,8 +1,10 @@
 /*
  * flashinfer.h: the fast path of the built-in CUDA attention: FlashInfer's batch prefill kernels
  * (FlashAttention-2 style, tensor cores), instantiated in gpu/flashinfer.cu for f16/bf16, head_dim
- * 64 and 128, causal, from the headers scripts/setup.sh fetches (RMLP_FLASHINFER in CMake). Both
- * layouts of gpu/attention.cu (which stays the reference, and runs whatever this does not):
+ * 64, 128 and 256, causal, with each layer's sliding window (model/model_ext.h) and, at head_dim
+ * 256, its logit soft-cap (gpu_flashinfer_takes_layer), from the headers scripts/setup.sh
+ * fetches (RMLP_FLASHINFER in CMake). Both layouts of gpu/attention.cu (which stays the reference,
+ * and runs whatever this does not):
  *   full space:    batch prefill with a ragged KV cache: qo_indptr = kv_indptr = cu_seqlens;
  *   compact space: batch prefill with a paged KV cache of page size 1 (NHD): the compact K/V rows
  *                  are the pages, kv_indptr = cu_seqlens, kv_indices = the plan's scatter,
@@ -10,7 +12,8 @@
  * FlashInfer splits the work on the host: a plan (which query tile of which sequence each thread
  * block takes) written to page-locked memory and copied to the device, then the kernel reads it.
  * Here the plan is made in rmlp_context_set_plan, for both layouts, in FlashInfer's CUDA-graph mode
- * (every launch shape depends on the counts n_rows and n_seqs only, never on the lengths) and
+ * (every launch shape depends on the counts n_rows and n_seqs only, never on the lengths; whether
+ * a layer's window applies, on the key count: gpu_flashinfer_run) and
  * without splitting keys across blocks (no merge pass, no float workspace, same result whatever
  * the device); the forward then only launches: nothing allocates, synchronises or plans there,
  * and a captured graph replays over any batch of the same counts set by rmlp_context_set_plan.
@@ -21,7 +24,8 @@
  * calls says why (gpu_fi_reason), and the caller counts it (rmlp_gpu_stats).
  * On a Hopper device (compute capability 9.0) a build with RMLP_WITH_FLASHINFER_SM90 also plans
  * FlashInfer's Hopper kernels (gpu/flashinfer_sm90.h) for the layouts read as pages, and runs them
- * where planned; the FA2 kernels take whatever they do not (and must be ready themselves).
+ * where planned, for layers without a window or soft-cap; the FA2 kernels take whatever they do
+ * not (and must be ready themselves).
  * Internal to the library; in a build without FlashInfer every context gets NULL (no fast path).
  */
 #ifndef RMLP_GPU_FLASHINFER_H
@@ -53,17 +57,23 @@ typedef enum gpu_fi_reason {
     GPU_FI_UNPLANNED,   /* not the batch planned (other counts, offsets or arrays), or none planned */
     GPU_FI_BUFFERS,     /* strides, alignment or shape it cannot read */
     GPU_FI_LAUNCHER,    /* its launcher refused the configuration on this device */
-    GPU_FI_VARIANT,     /* a layer's sliding window or logit soft-cap: the variants instantiated here have neither
-                           (no field of rmlp_gpu_stats, whose size is fixed: counted in its reference_* only) */
+    GPU_FI_VARIANT,     /* a layer's logit soft-cap at a head_dim without the soft-cap variant (64, 128): see
+                           gpu_flashinfer_takes_layer (no field of rmlp_gpu_stats, whose size is fixed:
+                           counted in its reference_* only) */
     GPU_FI_REASONS
 } gpu_fi_reason;
 
 /* Were FlashInfer's kernels compiled into this build? */
 bool gpu_flashinfer_built(void);
 
-/* Are there kernels for this shape: f16 or bf16, head_dim 64 or 128, n_heads a multiple of
+/* Are there kernels for this shape: f16 or bf16, head_dim 64, 128 or 256, n_heads a multiple of
  * n_kv_heads (and a build with FlashInfer)? */
 bool gpu_flashinfer_supports(rmlp_dtype dtype, size_t n_heads, size_t n_kv_heads, size_t head_dim);
+
+/* Is the variant for a layer of this head_dim with this sliding window (0: none) and logit soft-cap
+ * (0: none) instantiated (and the build has FlashInfer)? Windows at every head_dim above, soft-caps
+ * at 256 (Gemma 2 2B and 9B); a layer it says no to runs on the reference kernel (GPU_FI_VARIANT). */
+bool gpu_flashinfer_takes_layer(size_t head_dim, uint32_t window, float softcap);
 
 /* The state of one context on the current device: device memory for both layouts' plans and the
  * last-page lengths (all 1), page-locked staging for the plans, all allocated here, once, for
@@ -107,16 +117,20 @@ gpu_fi_reason gpu_flashinfer_ready(const gpu_flashinfer *fi, gpu_fi_layout layou
 
 /* Causal attention as gpu_attention (full: qo_indptr = kv_indptr = cu_seqlens, kv_indices NULL)
  * or gpu_compact_attention (kv_indices given: compact space, or full space reading K/V through the
- * scatter) computes it, with the planned work split of `layout`; the index arrays are device
- * memory (uint32, values below 2^31). Only after gpu_flashinfer_ready said GPU_FI_OK (with paged
- * = kv_indices != NULL). Enqueues on `stream` and returns at once (never allocates or
- * synchronises; capturable). cudaErrorNotSupported: FlashInfer's launcher refused the
- * configuration on this device before launching anything (the caller runs the reference kernel
- * instead). Pages of a layout the Hopper kernels planned run on them (*sm90 set true; may be NULL),
- * and on the FA2 kernels if their launcher refuses. */
+ * scatter) computes it for a layer `la` (its scale, sliding window and soft-cap; la.rope is not
+ * read), with the planned work split of `layout`; the index arrays are device memory (uint32,
+ * values below 2^31). Only after gpu_flashinfer_ready said GPU_FI_OK (with paged = kv_indices !=
+ * NULL) and for a layer gpu_flashinfer_takes_layer takes (else cudaErrorInvalidValue). Enqueues on
+ * `stream` and returns at once (never allocates or synchronises; capturable). A window is applied
+ * unless the planned batch holds no more keys in all than it (kv_indptr[n_seqs]: then it cuts
+ * nothing); a captured launch holds that choice, so replay it over plans of the same key count too
+ * (the library's plans: n_tokens, one of the counts its graphs hold). cudaErrorNotSupported: FlashInfer's launcher refused the configuration on this
+ * device before launching anything (the caller runs the reference kernel instead). Pages of a
+ * layout the Hopper kernels planned run on them where the layer has no window (as just said) and
+ * no soft-cap (*sm90 set true; may be NULL), and on the FA2 kernels if their launcher refuses. */
 cudaError_t gpu_flashinfer_run(const gpu_flashinfer *fi, gpu_fi_layout layout, const gpu_compact_rows *rows,
                                const uint32_t *qo_indptr, const uint32_t *kv_indptr, const uint32_t *kv_indices,
-                               float scale, cudaStream_t stream, bool *sm90);
+                               layer_attention la, cudaStream_t stream, bool *sm90);
 
 /* For tests only: the next n plans of fi get too small a workspace, so FlashInfer's planner raises
  * its out-of-space error (the path a real planner error takes). fi may be NULL. */

@@ -299,10 +299,11 @@ static gpu_fi_reason flashinfer_reason(const gpu_context *ctx, const rmlp_attent
                                 a->head_dim);
 }
 
-/* Whether layer a->layer slides or soft-caps (model/model_ext.h): FlashInfer's kernels here do neither. */
+/* Whether layer a->layer's window and soft-cap (model/model_ext.h) are a variant FlashInfer's
+ * kernels here lack (gpu_flashinfer_takes_layer: a soft-cap at head_dim 64 or 128). */
 static bool needs_variant(const gpu_context *ctx, const rmlp_attention_args *a) {
     const layer_attention *la = &ctx->model->ext->layers[a->layer];
-    return la->window != 0 || la->softcap != 0.0f;
+    return !gpu_flashinfer_takes_layer(a->head_dim, la->window, la->softcap);
 }
 
 extern "C" bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp_attention_args *a, bool compact) {
@@ -333,8 +334,8 @@ static void count_launch(gpu_context *ctx, gpu_att_layout layout, gpu_fi_reason 
  * for this batch and it takes these buffers (gpu/flashinfer.h), else the reference kernel of
  * gpu/attention.cu (f32, other head dims, other batches, odd strides, a plan FlashInfer failed to
  * make, or a configuration its launcher refuses on this device before launching anything, or a
- * layer with a sliding window or soft-cap, which the FlashInfer variants instantiated here do not
- * take). The scale is a->scale; the window and soft-cap are layer a->layer's (model/model_ext.h). */
+ * layer whose soft-cap the FlashInfer variants instantiated here do not take: GPU_FI_VARIANT).
+ * The scale is a->scale; the window and soft-cap are layer a->layer's (model/model_ext.h). */
 static rmlp_status builtin_attention(const char *fn, gpu_context *ctx, const rmlp_attention_args *a,
                                      const gpu_compact_rows *rows, const uint32_t *qo, const uint32_t *kv_indptr,
                                      const uint32_t *kv_indices, gpu_att_layout layout) {
@@ -347,7 +348,7 @@ static rmlp_status builtin_attention(const char *fn, gpu_context *ctx, const rml
     if (reason == GPU_FI_OK) {
         bool sm90 = false;
         cudaError_t error = gpu_flashinfer_run(ctx->fi, layout == GPU_ATT_COMPACT ? GPU_FI_COMPACT : GPU_FI_FULL, rows,
-                                               qo, kv_indptr, kv_indices, a->scale, ctx->stream, &sm90);
+                                               qo, kv_indptr, kv_indices, la, ctx->stream, &sm90);
         if (error != cudaErrorNotSupported) { /* NotSupported: refused before launching anything */
             LAUNCH(sm90                 ? "FlashInfer Hopper batch prefill (paged KV, page size 1)"
                    : kv_indices != NULL ? "FlashInfer batch prefill (paged KV, page size 1)"

@@ -189,12 +189,13 @@ static inline void two_paths(uint32_t l0, uint32_t shared, uint32_t l1, uint32_t
     for (uint32_t i = 0; i < l1; i++) idx[l0 + shared + i] = l0 + i;
 }
 
-/* FlashInfer's query tile in CUDA-graph mode (FA2DetermineCtaTileQ of (rows - sequences + 1) x the
- * GQA group, computed in 32 bits): the 128-row tiles gpu/flashinfer.cu instantiates when above 64;
- * other batches take the reference attention. */
-static inline int flashinfer_tiles_128(size_t n_rows, size_t n_seqs, size_t group) {
+/* Does FlashInfer pick the query tile gpu/flashinfer.cu instantiates for this batch? Its choice in
+ * CUDA-graph mode (FA2DetermineCtaTileQ of (rows - sequences + 1) x the GQA group, computed in 32
+ * bits): 128-row tiles above 64 below head_dim 256, 64-row tiles above 16 at 256; other batches
+ * take the reference attention. */
+static inline int flashinfer_tiles(size_t n_rows, size_t n_seqs, size_t group, size_t head_dim) {
     uint32_t longest = (uint32_t)n_rows - (uint32_t)n_seqs + 1u;
-    return (uint64_t)longest * group > 64;
+    return (uint64_t)longest * group > (head_dim == 256 ? 16u : 64u);
 }
 
 /* ---- comparison of kernel outputs ------------------------------------------------------------ */

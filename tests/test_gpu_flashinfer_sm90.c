@@ -81,7 +81,7 @@ static void check_case(int di, size_t nh, size_t nkv, gpu_fi_layout layout, cons
         gpu_compact_rows rows = {d_q, d_k, d_v, d_out[f], qd, kvd, kvd, qd};
         bool sm90 = false;
         if (reasons[0] == GPU_FI_OK &&
-            launched(gpu_flashinfer_run(fis[f], layout, &rows, d_qo, d_kv, d_idx, scale, stream, &sm90), what))
+            launched(gpu_flashinfer_run(fis[f], layout, &rows, d_qo, d_kv, d_idx, plain, stream, &sm90), what))
             CHECK(sm90 == (f == 0), "%s: ran the Hopper kernels: %d, want %d", what, sm90, f == 0);
     }
     gpu_compact_rows rows = {d_q, d_k, d_v, d_out[2], qd, kvd, kvd, qd};
@@ -131,7 +131,7 @@ static void test_layouts(uint64_t *rng, int di) {
                 snprintf(what, sizeof what, "%s %s N=%u N'=%u seqs=%u heads=%zu/%zu", DTYPE_NAMES[di],
                          l ? "full space, K/V as pages" : "compact", plan.n_tokens, plan.n_compact, plan.n_seqs,
                          heads[h][0], heads[h][1]);
-                if (flashinfer_tiles_128(cases[l].n_rows, cases[l].n_seqs, heads[h][0] / heads[h][1]))
+                if (flashinfer_tiles(cases[l].n_rows, cases[l].n_seqs, heads[h][0] / heads[h][1], HD))
                     check_case(di, heads[h][0], heads[h][1], l ? GPU_FI_FULL : GPU_FI_COMPACT, &cases[l], rng, what);
             }
         free(reverse);

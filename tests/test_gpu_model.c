@@ -1,9 +1,11 @@
 /*
  * test_gpu_model.c: the whole model on a CUDA device (RMLP_DEVICE_CUDA) against the CPU path
  * and the Hugging Face transformers fixtures, in F32, F16 and BF16. For every fixture in
- * integration_tests/fixtures, a random model whose sizes are not multiples of 8 and one of
- * head_dim 64 (whose built-in attention in F16/BF16 is FlashInfer's, gpu/flashinfer.h):
- *   - which attention kernel the built-in attention takes, in both layouts;
+ * integration_tests/fixtures, a random model whose sizes are not multiples of 8, one of head_dim
+ * 64, and a Gemma 2 and a Gemma 3 of head_dim 256 with sliding windows (and Gemma 2's soft-cap)
+ * (whose built-in attention in F16/BF16 is FlashInfer's, gpu/flashinfer.h; the fixtures' heads
+ * are too narrow for it):
+ *   - which attention kernel the built-in attention takes, per layer, in both layouts;
  *   - rmlp_forward, radix off and on, against the CPU path's rmlp_forward and (F32) against
  *     transformers' last_hidden; radix on against radix off on the device;
  *   - rmlp_context_pool (last, mean, normalised) and rmlp_score_pair on the device output;
@@ -227,24 +229,36 @@ static rmlp_attention_args kernel_args(const rmlp_plan *plan, const uint32_t *cu
 }
 
 /* The built-in attention of ctx takes FlashInfer's kernel exactly where it should (gpu/flashinfer.h:
- * f16/bf16, head_dim 64 or 128, a build with FlashInfer, batches it tiles by 128 rows), in both
- * layouts, on `plan` once set (internal: the context's CUDA half); and not after the plan's offsets
- * change in place (a planner rebuilding it with the same counts) until it is set again. */
-static void check_attention_kernel(rmlp_context *ctx, const rmlp_plan *plan, const rmlp_model_config *c,
-                                   rmlp_dtype dt, const char *name) {
+ * f16/bf16, head_dim 64, 128 or 256, a layer whose window and soft-cap it has a variant for, a build
+ * with FlashInfer, batches it tiles as instantiated), for every layer, in both layouts, on `plan`
+ * once set (internal: the context's CUDA half); and not after the plan's offsets change in place (a
+ * planner rebuilding it with the same counts) until it is set again. */
+static void check_attention_kernel(rmlp_context *ctx, const rmlp_model *model, const rmlp_plan *plan,
+                                   const rmlp_model_config *c, rmlp_dtype dt, const char *name) {
     if (!CHECK(rmlp_context_set_plan(ctx, plan) == RMLP_OK, "%s: set_plan: %s", name, rmlp_last_error())) return;
     void *d = dev_alloc(256); /* aligned: only the pointers are looked at */
     size_t group = c->num_attention_heads / c->num_key_value_heads;
     int fi = gpu_flashinfer_supports(dt, c->num_attention_heads, c->num_key_value_heads, c->head_dim);
-    for (int compact = 0; compact < 2; compact++) {
-        rmlp_attention_args a = kernel_args(plan, plan->cu_seqlens, c, dt, d);
-        int want = fi && flashinfer_tiles_128(compact ? plan->n_compact : plan->n_tokens, plan->n_seqs, group);
-        int got = gpu_attention_uses_flashinfer(ctx->backend_ctx, &a, compact);
-        CHECK(got == want, "%s: %s attention (radix %s) takes %s, want %s", name, compact ? "compact" : "full",
-              plan->use_radix ? "on" : "off", got ? "FlashInfer" : "the reference kernel",
-              want ? "FlashInfer" : "the reference kernel");
-        printf("  %-58s %s\n", compact ? "attention kernel, compact" : "attention kernel, full space",
-               got ? "FlashInfer" : "reference");
+    for (uint32_t layer = 0; layer < c->num_hidden_layers; layer++) {
+        rmlp_layer_attention la;
+        if (!CHECK(rmlp_model_layer_attention(model, layer, &la) == RMLP_OK, "%s: layer attention: %s", name,
+                   rmlp_last_error()))
+            break;
+        int variant = gpu_flashinfer_takes_layer(c->head_dim, la.sliding_window, la.softcap);
+        char line[96];
+        for (int compact = 0; compact < 2; compact++) {
+            rmlp_attention_args a = kernel_args(plan, plan->cu_seqlens, c, dt, d);
+            a.layer = layer;
+            int want = fi && variant &&
+                       flashinfer_tiles(compact ? plan->n_compact : plan->n_tokens, plan->n_seqs, group, c->head_dim);
+            int got = gpu_attention_uses_flashinfer(ctx->backend_ctx, &a, compact);
+            CHECK(got == want, "%s: layer %u (window %u, softcap %g): %s attention (radix %s) takes %s, want %s", name,
+                  layer, la.sliding_window, la.softcap, compact ? "compact" : "full", plan->use_radix ? "on" : "off",
+                  got ? "FlashInfer" : "the reference kernel", want ? "FlashInfer" : "the reference kernel");
+            snprintf(line, sizeof line, "attention kernel, layer %u (window %u, softcap %g), %s", layer,
+                     la.sliding_window, la.softcap, compact ? "compact" : "full space");
+            printf("  %-58s %s\n", line, got ? "FlashInfer" : "reference");
+        }
     }
     uint32_t *cu = tu_xmalloc((plan->n_seqs + 1) * sizeof *cu);
     memcpy(cu, plan->cu_seqlens, (plan->n_seqs + 1) * sizeof *cu);
@@ -321,7 +335,7 @@ static void test_model_dtype(const char *path, const char *name, const reference
         if (pl) expect_identical("per-layer entry points + rmlp_attention", pl, got[1], n, di, 0);
         free(pl);
     }
-    for (int radix = 0; radix < 2; radix++) check_attention_kernel(ctx, &r->plans[radix], &r->cfg, dt, name);
+    for (int radix = 0; radix < 2; radix++) check_attention_kernel(ctx, model, &r->plans[radix], &r->cfg, dt, name);
     for (int radix = 0; radix < 2; radix++) test_compact_dtype(ctx, model, r, radix, dt, di, name, got[radix]);
     free(got[0]), free(got[1]);
     cudaFree(d_out);
@@ -389,5 +403,20 @@ int main(int argc, char **argv) {
     fi_shaped.hidden_size = 96, fi_shaped.intermediate_size = 160, fi_shaped.num_attention_heads = 4;
     fi_shaped.num_key_value_heads = 2, fi_shaped.head_dim = 64;
     test_random_model(&fi_shaped, "model of head_dim 64");
+    /* Gemma-shaped, head_dim 256 (FlashInfer's 64-row tiles): Gemma 2 with its soft-cap on both
+     * layers and a window of 12 keys on layer 0 (shorter than the batch's shared prefix of 16), the
+     * scale and cap chosen so that the cap bites on these small random weights; Gemma 3 with both
+     * layers sliding (every layer but each 6th) and no cap */
+    const rmlp_model_config gemma2 = {.architecture = RMLP_ARCH_GEMMA2, .vocab_size = 101, .hidden_size = 96,
+                                      .intermediate_size = 160, .num_hidden_layers = 2, .num_attention_heads = 4,
+                                      .num_key_value_heads = 2, .head_dim = 256, .max_position_embeddings = 1024,
+                                      .rms_norm_eps = 1e-6, .rope_theta = 1e4, .tie_word_embeddings = true,
+                                      .activation = RMLP_ACTIVATION_GELU_TANH, .sliding_window = 12,
+                                      .query_pre_attn_scalar = 1, .attn_logit_softcapping = 0.5};
+    test_random_model(&gemma2, "Gemma 2 model of head_dim 256");
+    rmlp_model_config gemma3 = gemma2;
+    gemma3.architecture = RMLP_ARCH_GEMMA3_TEXT, gemma3.qk_norm = true, gemma3.attn_logit_softcapping = 0;
+    gemma3.query_pre_attn_scalar = 0;
+    test_random_model(&gemma3, "Gemma 3 model of head_dim 256");
     return gpu_model_end();
 }

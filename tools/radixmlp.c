@@ -29,7 +29,7 @@ static int command(int argc, char **argv) {
     if (strcmp(argv[1], "version") == 0) {
         uint32_t flags = rmlp_build_flags();
         const char *attention = (flags & RMLP_BUILD_FLASHINFER)
-                                    ? " (attention: FlashInfer for f16/bf16 head_dim 64/128)"
+                                    ? " (attention: FlashInfer for f16/bf16 head_dim 64/128/256)"
                                     : " (attention: the reference kernel, no FlashInfer)";
         printf("radixmlp %s (header %d.%d.%d)%s%s\n", rmlp_version_string(), RMLP_VERSION_MAJOR, RMLP_VERSION_MINOR,
                RMLP_VERSION_PATCH, (flags & RMLP_BUILD_CUDA) ? ", CUDA" : "",
