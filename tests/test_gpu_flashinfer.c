@@ -362,6 +362,7 @@ static void test_graph(uint64_t *rng, bool sm90) {
             CUDA_MUST(cudaMemcpy(d_qo, qo, sizeof qo, cudaMemcpyHostToDevice));
             CUDA_MUST(cudaMemcpy(d_kv, kv, sizeof kv, cudaMemcpyHostToDevice));
             CUDA_MUST(cudaMemset(d_out, 0xFF, rows_n * qd * elem_size(dt)));
+            uploads_landed();
             gpu_compact_rows rows = {d_q, d_k, d_v, d_out, qd, kvd, kvd, qd};
             char what[160];
             snprintf(what, sizeof what, "graph %s%s bf16 heads=8/2 head_dim=128, %s", sm90 ? "hopper " : "",
