@@ -51,7 +51,7 @@ echo "the tree: $(mib "$tree") ($(mib "$tree_b") of bytes): $(git ls-files | wc 
   "(not ignored) $(mib "$untracked")$([ -d shared ] && echo ", shared/ $(mib "$shared")")"
 for l in "${lists[@]}"; do
   read -r cmd paths <<<"$l"
-  total=$tree total_b=$tree_b parts=
+  total=$tree total_b=$tree_b parts='' absent=''
   for p in $paths; do
     if [ -e "$p" ]; then
       read -r n b < <(find "$p" \( -type f -o -type l \) -print0 | sizes)
@@ -62,7 +62,7 @@ for l in "${lists[@]}"; do
     else
       [ -n "${missing[$p]:-}" ] || echo "carry_size: $p is missing here (scripts/device/device_deps.sh fetch .debs;" \
         "scripts/setup.sh fetches third_party/flashinfer)" >&2
-      missing[$p]=1 status=2
+      missing[$p]=1 status=2 absent+=" $p"
       continue
     fi
     total=$((total + n)) total_b=$((total_b + b))
@@ -71,6 +71,8 @@ for l in "${lists[@]}"; do
   if ((total > limit)); then
     verdict="OVER $(mib "$limit"): the call would be refused"
     ((status == 0)) && status=1
+  elif [ -n "$absent" ]; then
+    verdict="INCOMPLETE: missing here:$absent"
   elif ((total > warn)); then
     verdict="WARN: above $(mib "$warn"), $(mib $((limit - total))) from a refused call"
   fi
