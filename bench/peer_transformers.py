@@ -86,8 +86,26 @@ def read_cases(path, only):
                 yield case
 
 
+# The one weight a base model may leave unused: the LM head of a checkpoint with untied embeddings
+# (the 8B shape writes one, as Qwen3-8B ships one: tie_word_embeddings false). AutoModel is the
+# model below the head, whose last hidden states the bench computes, so the head takes no part.
+LM_HEAD_KEYS = ("lm_head.weight",)
+
+
+def loading_faults(info, has_lm_head):
+    """What a load left unloaded or unused that would change the function the peer computes, from
+    transformers' loading info: every missing or mismatched weight, and every unexpected one but
+    an LM head where the loaded model has none (a base model). {kind: [keys]}, empty when none."""
+    bad = {k: sorted(str(x) for x in (info.get(k) or [])) for k in ("missing_keys", "mismatched_keys",
+                                                                     "unexpected_keys")}
+    if not has_lm_head:
+        bad["unexpected_keys"] = [k for k in bad["unexpected_keys"] if k not in LM_HEAD_KEYS]
+    return {k: v for k, v in bad.items() if v}
+
+
 def load_model(torch, path, dtype, impl, device):
-    """AutoModel in dtype with the given attention; refuses a load that left weights at random."""
+    """AutoModel in dtype with the given attention; refuses a load that left weights at random or
+    unused (loading_faults), and says when it left the checkpoint's LM head out."""
     import transformers
     from transformers import AutoModel
 
@@ -95,10 +113,15 @@ def load_model(torch, path, dtype, impl, device):
     kw = {"attn_implementation": impl, "output_loading_info": True}
     kw["dtype" if version >= (4, 56) else "torch_dtype"] = dtype
     model, info = AutoModel.from_pretrained(path, **kw)
-    bad = {k: sorted(info.get(k) or []) for k in ("missing_keys", "mismatched_keys", "unexpected_keys")}
-    if any(bad.values()):
-        sys.exit(f"peer: loading {path} with transformers left weights unloaded or unused: {bad}; "
+    has_lm_head = getattr(model, "lm_head", None) is not None
+    faults = loading_faults(info, has_lm_head)
+    if faults:
+        sys.exit(f"peer: loading {path} with transformers left weights unloaded or unused: {faults}; "
                  "the peer would not compute the bench's function")
+    head = [k for k in (info.get("unexpected_keys") or []) if k in LM_HEAD_KEYS]
+    if head:
+        print(f"# peer: {path}'s {', '.join(head)} is not loaded: the base model's last hidden states, "
+              "which the bench computes, do not use the LM head", flush=True)
     if model.dtype != dtype:
         sys.exit(f"peer: asked for {dtype}, transformers loaded {model.dtype}")
     return model.to(device).eval()

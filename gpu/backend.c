@@ -279,11 +279,16 @@ static rmlp_status generate_open(const char *fn, void *ctx, const rmlp_model_con
     return RMLP_OK;
 }
 
-/* On the device, the plan set on the context; no output needed. */
+/* The cached forward on the device, no output needed. It reads the plan set on the context: begin
+ * sets it itself, as rmlp_context_set_plan does, unless the host set this one already. Begin
+ * synchronises and cannot be captured anyway, so nothing is lost by not asking the host, and a
+ * host begins a session alike on the CPU and on CUDA. */
 static rmlp_status generate_prefill(const char *fn, void *ctx, void *cache_side, kv_cache *cache, void *state,
                                     const rmlp_plan *plan, bool *skipped) {
     (void)state;
-    return forward_cached(fn, ctx, cache_side, cache, plan, NULL, true, skipped);
+    *skipped = false;
+    rmlp_status status = gpu_context_plan_is_set(ctx, plan) ? RMLP_OK : gpu_context_set_plan(fn, ctx, plan);
+    return status == RMLP_OK ? forward_cached(fn, ctx, cache_side, cache, plan, NULL, true, skipped) : status;
 }
 
 /* The chains packed for the device (gpu_decode_chains), with each row's memberships. */

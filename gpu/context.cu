@@ -235,25 +235,20 @@ extern "C" bool gpu_plan_offsets_unchanged(const gpu_plan_state *p, const uint32
                           memcmp(qo, p->staged + at_cu + ns + 1, (ns + 1) * sizeof(uint32_t)) == 0);
 }
 
-extern "C" rmlp_status gpu_context_check_plan(const char *fn, const gpu_context *ctx, const rmlp_plan *plan,
-                                              bool contents) {
+/* What keeps `plan` from being the one set on ctx: "none" (no plan set), "counts" (other counts or
+ * array pointers), a map's name (with `contents`: it changed since it was copied), NULL when it
+ * is that one. */
+static const char *plan_difference(const gpu_context *ctx, const rmlp_plan *plan, bool contents) {
     const gpu_plan_state *p = &ctx->plan;
-    if (!p->set)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "no plan is set on this CUDA context: call rmlp_context_set_plan(context, plan) once per "
-                         "batch, before its first call");
+    if (!p->set) return "none";
     const rmlp_plan *s = &p->plan;
     if (plan->n_tokens != s->n_tokens || plan->n_seqs != s->n_seqs || plan->n_compact != s->n_compact ||
         plan->n_compact_padded != s->n_compact_padded || plan->use_radix != s->use_radix ||
         plan->fold_gather != s->fold_gather || plan->scatter != s->scatter ||
         plan->compact_input_ids != s->compact_input_ids || plan->compact_position_ids != s->compact_position_ids ||
         plan->cu_seqlens != s->cu_seqlens || plan->qo_indptr != s->qo_indptr)
-        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                         "the plan (%u tokens, %u compact rows, scatter %p) is not the one set on this CUDA context "
-                         "(%u tokens, %u compact rows, scatter %p): call rmlp_context_set_plan with it first",
-                         plan->n_tokens, plan->n_compact_padded, (const void *)plan->scatter, s->n_tokens,
-                         s->n_compact_padded, (const void *)s->scatter);
-    if (!contents) return RMLP_OK;
+        return "counts";
+    if (!contents) return NULL;
     size_t nc = plan->n_compact_padded, nt = plan->n_tokens, ns = plan->n_seqs;
     const uint32_t *staged = p->staged;
     struct {
@@ -269,11 +264,32 @@ extern "C" rmlp_status gpu_context_check_plan(const char *fn, const gpu_context 
         {"qo_indptr", plan->qo_indptr, 3 * nc + nt + ns + 1, plan->qo_indptr != NULL ? ns + 1 : 0},
     };
     for (const auto &m : maps)
-        if (m.n > 0 && memcmp(m.host, staged + m.offset, m.n * sizeof(uint32_t)) != 0)
-            return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
-                             "plan->%s changed since rmlp_context_set_plan (the planner rebuilt it in place?): call "
-                             "rmlp_context_set_plan again before running it", m.name);
-    return RMLP_OK;
+        if (m.n > 0 && memcmp(m.host, staged + m.offset, m.n * sizeof(uint32_t)) != 0) return m.name;
+    return NULL;
+}
+
+extern "C" bool gpu_context_plan_is_set(const gpu_context *ctx, const rmlp_plan *plan) {
+    return plan_difference(ctx, plan, true) == NULL;
+}
+
+extern "C" rmlp_status gpu_context_check_plan(const char *fn, const gpu_context *ctx, const rmlp_plan *plan,
+                                              bool contents) {
+    const char *difference = plan_difference(ctx, plan, contents);
+    if (difference == NULL) return RMLP_OK;
+    if (strcmp(difference, "none") == 0)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "no plan is set on this CUDA context: call rmlp_context_set_plan(context, plan) once per "
+                         "batch, before its first call");
+    const rmlp_plan *s = &ctx->plan.plan;
+    if (strcmp(difference, "counts") == 0)
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                         "the plan (%u tokens, %u compact rows, scatter %p) is not the one set on this CUDA context "
+                         "(%u tokens, %u compact rows, scatter %p): call rmlp_context_set_plan with it first",
+                         plan->n_tokens, plan->n_compact_padded, (const void *)plan->scatter, s->n_tokens,
+                         s->n_compact_padded, (const void *)s->scatter);
+    return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn,
+                     "plan->%s changed since rmlp_context_set_plan (the planner rebuilt it in place?): call "
+                     "rmlp_context_set_plan again before running it", difference);
 }
 
 extern "C" rmlp_status gpu_context_check_buffer(const char *fn, const gpu_context *ctx, const char *name,

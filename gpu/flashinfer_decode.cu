@@ -217,7 +217,10 @@ extern "C" rmlp_status gpu_fi_decode_create(const char *fn, rmlp_dtype dtype, si
         f->lse = (float *)((char *)f->device + partial_bytes);
         f->ones = (int32_t *)((char *)f->device + partial_bytes + lse_bytes);
         for (size_t i = 0; i < max_rows; i++) ones[i] = 1;
+        /* from pageable memory on the legacy stream, which may return before the copy lands and which
+         * a non-blocking context stream does not wait for: the steps would read unset lengths */
         error = cudaMemcpy(f->ones, ones, max_rows * sizeof(int32_t), cudaMemcpyHostToDevice);
+        if (error == cudaSuccess) error = cudaStreamSynchronize(cudaStreamLegacy);
         if (error != cudaSuccess) status = gpu_fail(fn, "cudaMemcpy (FlashInfer decode last page lengths)", error);
     }
     free(ones);

@@ -9,6 +9,8 @@
  * Its planner (attention/scheduler.cuh, PrefillSM90Plan) balances query tiles over the SMs, every
  * head its own work; in CUDA-graph mode its arrays are sized from the counts, and the kernel is
  * persistent (one block per SM), so a captured launch replays over any batch of the same counts.
+ * The kernel's output store is ours (gpu/flashinfer_sm90_epilogue.cuh): FlashInfer's races between
+ * its warps and can copy rows of the last V tile to the output.
  * Compiled with exceptions, for sm_90a only, each C entry catching everything (CMakeLists.txt);
  * NDEBUG so FlashInfer prints nothing.
  */
@@ -28,6 +30,8 @@
 #include <flashinfer/attention/hopper/prefill_sm90.cuh>
 #include <flashinfer/attention/hopper/variants.cuh>
 #include <flashinfer/attention/scheduler.cuh>
+
+#include "flashinfer_sm90_epilogue.cuh" /* the kernel's output store, race-free (read why there) */
 
 namespace fi = flashinfer;
 

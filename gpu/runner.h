@@ -53,6 +53,9 @@ rmlp_status gpu_context_set_plan(const char *fn, gpu_context *ctx, const rmlp_pl
 /* RMLP_OK when `plan` is the one last set (same counts and array pointers; with `contents`, the
  * maps also still hold what was copied to the device), else RMLP_ERR_INVALID_ARGUMENT saying so. */
 rmlp_status gpu_context_check_plan(const char *fn, const gpu_context *ctx, const rmlp_plan *plan, bool contents);
+/* Whether `plan` is the one last set, its maps unchanged (gpu_context_check_plan with contents, as
+ * a question: no error recorded). */
+bool gpu_context_plan_is_set(const gpu_context *ctx, const rmlp_plan *plan);
 /* RMLP_OK when `ptr` is device (or managed) memory usable on the model's device; skipped (OK)
  * while the context's stream is capturing. `name` names the argument in the message. */
 rmlp_status gpu_context_check_buffer(const char *fn, const gpu_context *ctx, const char *name, const void *ptr);

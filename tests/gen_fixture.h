@@ -2,8 +2,9 @@
  * gen_fixture.h: the greedy-generation fixtures (integration_tests/fixtures/<name>/generate.json,
  * made by tools/make_generate_fixtures.py from transformers' greedy generate), as test_generate.c
  * and test_gpu_cache.c read them, and the loop both run on them: two generation sessions in lockstep
- * on the greedy ids of the first, the generated ids checked against transformers'. Include after
- * test_util.h; link jansson.
+ * on the greedy ids of the first, the generated ids checked against transformers'; and
+ * rmlp_generate_begin's contract with rmlp_context_set_plan, which both check on their backend.
+ * Include after test_util.h; link jansson.
  */
 #ifndef RMLP_GEN_FIXTURE_H
 #define RMLP_GEN_FIXTURE_H
@@ -119,6 +120,65 @@ static inline void gen_check_generated(const gen_lockstep *g, const char *name) 
               tu_fmt_array(g->got[s], g->got_len[s], a, sizeof a),
               tu_fmt_array(g->f->want[s], g->f->want_len[s], b, sizeof b));
     }
+}
+
+/* The plan of the fixture's first n prompts (positions from 0), every shared row merged. */
+static inline rmlp_status gen_plan(rmlp_planner *planner, const gen_fixture *f, uint32_t n, rmlp_plan *plan) {
+    static uint32_t ids[MAX_SEQS * MAX_LEN], pos[MAX_SEQS * MAX_LEN], cu[MAX_SEQS + 1];
+    cu[0] = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        for (uint32_t t = 0; t < f->prompt_len[s]; t++) ids[cu[s] + t] = f->prompt[s][t], pos[cu[s] + t] = t;
+        cu[s + 1] = cu[s] + f->prompt_len[s];
+    }
+    rmlp_plan_params params = tu_params(1.0, 0);
+    return rmlp_plan_build(planner, ids, pos, cu[n], cu, n, &params, plan);
+}
+
+/* rmlp_generate_begin's contract on every backend: the host need not call rmlp_context_set_plan
+ * first (CUDA's begin sets the plan itself, replacing the one set, unless it is that one). On ctx,
+ * a context with a prefix cache on which no plan was set yet, three sessions over f's prompts, the
+ * cache cleared before the second and third: begin with no plan set, with another batch's plan set
+ * (the first prompt alone, a copy), and after rmlp_context_set_plan of its own plan; then one step
+ * on the first session's greedy tokens. Every call succeeds, and the later sessions' logits are
+ * within `limit` of the largest |logit| of the first's (the same rows through the same kernels).
+ * The cache is left cleared. */
+static inline void gen_check_begin_plan(rmlp_context *ctx, const gen_fixture *f, size_t vocab, double limit,
+                                        const char *name) {
+    static const char *const how[3] = {"no plan set", "another batch's plan set", "its plan set first"};
+    size_t per = 2 * (size_t)f->n * vocab; /* begin's logits, then the step's */
+    float *logits[3] = {tu_xmalloc(per * 4), tu_xmalloc(per * 4), tu_xmalloc(per * 4)};
+    uint32_t tokens[MAX_SEQS];
+    rmlp_planner *planner = NULL;
+    rmlp_plan plan, other = {0};
+    int ok = CHECK(rmlp_planner_create(&planner) == RMLP_OK && gen_plan(planner, f, 1, &plan) == RMLP_OK,
+                   "%s: the first prompt's plan: %s", name, rmlp_last_error());
+    if (ok) other = tu_plan_copy(&plan);
+    ok = ok && CHECK(gen_plan(planner, f, f->n, &plan) == RMLP_OK, "%s: plan: %s", name, rmlp_last_error());
+    rmlp_generate_params gp = rmlp_generate_default_params();
+    gp.max_new_tokens = 2;
+    double worst = 0.0;
+    for (int w = 0; ok && w < 3; w++) {
+        rmlp_status status = w == 0 ? RMLP_OK : rmlp_context_cache_clear(ctx);
+        if (status == RMLP_OK && w > 0) status = rmlp_context_set_plan(ctx, w == 1 ? &other : &plan);
+        if (status == RMLP_OK) status = rmlp_generate_begin(ctx, &plan, &gp, logits[w]);
+        for (uint32_t s = 0; w == 0 && s < f->n; s++) tokens[s] = argmax(logits[0] + s * vocab, vocab);
+        if (status == RMLP_OK) status = rmlp_generate_step(ctx, tokens, f->n, logits[w] + per / 2);
+        char why[512]; /* rmlp_generate_end clears the last error */
+        snprintf(why, sizeof why, "%s", rmlp_last_error());
+        ok = CHECK(rmlp_generate_end(ctx) == RMLP_OK && status == RMLP_OK, "%s: begin and a step with %s: %s", name,
+                   how[w], why);
+        double r = 0.0, d = ok && w > 0 ? tu_max_abs_diff(logits[w], logits[0], per, &r) : 0.0;
+        ok = ok && CHECK(d <= limit * r, "%s: the logits with %s differ from those with %s by %.3g (largest %.3g)",
+                         name, how[w], how[0], d, r);
+        worst = r > 0 && d / r > worst ? d / r : worst;
+    }
+    CHECK(rmlp_context_cache_clear(ctx) == RMLP_OK, "%s: clearing the cache: %s", name, rmlp_last_error());
+    if (ok)
+        printf("%s: begin needs no rmlp_context_set_plan: with none, another batch's, its own: logits within %.3g\n",
+               name, worst);
+    if (other.fold_gather != NULL) tu_plan_copy_free(&other);
+    rmlp_planner_free(planner);
+    for (int w = 0; w < 3; w++) free(logits[w]);
 }
 
 #endif

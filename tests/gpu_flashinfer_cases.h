@@ -341,6 +341,7 @@ static void graph_case(uint64_t *rng, bool sm90, size_t hd, layer_attention la) 
             CUDA_MUST(cudaMemcpy(d_qo, qo, sizeof qo, cudaMemcpyHostToDevice));
             CUDA_MUST(cudaMemcpy(d_kv, kv, sizeof kv, cudaMemcpyHostToDevice));
             CUDA_MUST(cudaMemset(d_out, 0xFF, rows_n * qd * elem_size(dt)));
+            uploads_landed();
             gpu_compact_rows rows = {d_q, d_k, d_v, d_out, qd, kvd, kvd, qd};
             char what[200];
             snprintf(what, sizeof what, "graph %s%s bf16 heads=8/2 head_dim=%zu%s, %s", sm90 ? "hopper " : "",

@@ -111,18 +111,23 @@ static inline rmlp_gpu_stats gpu_stats_of(rmlp_context *ctx) {
         }                                                                                                              \
     } while (0)
 
+/* Waits until the uploads (cudaMemcpy from pageable memory may return before its DMA lands) and
+ * cudaMemsets (asynchronous on device memory) before it have written the device: both run on the
+ * legacy default stream, which the tests' non-blocking streams do not wait for. Outside captures. */
+static inline void uploads_landed(void) { CUDA_MUST(cudaDeviceSynchronize()); }
+
 static inline void *dev_alloc(size_t bytes) {
     void *p = NULL;
     CUDA_MUST(cudaMalloc(&p, bytes ? bytes : 1));
     return p;
 }
 
-/* n fp32 values stored as dtype dt at device address d (cudaMemcpy: synchronous for the host,
- * ordered on the legacy default stream only). */
+/* n fp32 values stored as dtype dt at device address d, landed (uploads_landed). */
 static inline void upload_as(void *d, const float *x, size_t n, rmlp_dtype dt) {
     unsigned char *h = tu_xmalloc(n * elem_size(dt));
     f32_to_dtype(x, n, dt, h);
     CUDA_MUST(cudaMemcpy(d, h, n * elem_size(dt), cudaMemcpyHostToDevice));
+    uploads_landed();
     free(h);
 }
 
@@ -146,6 +151,7 @@ static inline void *upload(const float *x, size_t n, rmlp_dtype dt) {
 static inline void *upload_u32(const uint32_t *x, size_t n) {
     void *d = dev_alloc(n * sizeof(uint32_t));
     CUDA_MUST(cudaMemcpy(d, x, n * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    uploads_landed();
     return d;
 }
 
@@ -153,6 +159,7 @@ static inline void *upload_u32(const uint32_t *x, size_t n) {
 static inline void *poisoned(size_t n, rmlp_dtype dt) {
     void *d = dev_alloc(n * elem_size(dt));
     CUDA_MUST(cudaMemset(d, 0xFF, n * elem_size(dt)));
+    uploads_landed();
     return d;
 }
 

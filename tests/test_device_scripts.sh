@@ -10,6 +10,11 @@
 #   - rmlp_build retries with FlashInfer off when the build fails, once per command, and says so; a
 #     build the budget leaves no time for is recorded as not run (no shell error); the configure
 #     builds one architecture (CUDA_COMPUTE_CAP: the device's, 90 without one, or the caller's).
+#   - oneDNN's .debs come from .debs-onednn; fetch's .debs lose their static libraries;
+#   - bf16_cpu.sh builds in its own CPU-only folder, configured again when oneDNN's header came later;
+#   - scripts/device/carry_size.sh on a checkout of known sizes (the sums, the warning, the refusal), then
+#     on this one: every call of gpu/CHECKLIST.md's windows under 64 MiB, the folders absent here
+#     (a fresh clone has no .debs) at their expected sizes.
 # Usage: tests/test_device_scripts.sh (from anywhere; ctest runs it, label cpu).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -168,6 +173,101 @@ check "rmlp_build: FlashInfer off after a failed build, once per command, and NO
     grep -q '"rc": "not run: ' "$OUT/steps.jsonl"
 )
 check "rmlp_build: a build with no budget left is not run and recorded, without a shell error" test $? = 0
+
+# --- oneDNN's .debs in their own folder, and .debs without static libraries ---------------------------------
+make_deb libdnnl2_9_amd64 xz "$lib/libdnnl.so.2=fake"
+make_deb libdnnl-dev_9_amd64 xz "usr/include/oneapi/dnnl/dnnl.h=/* fake */\n" \
+  "usr/include/oneapi/dnnl/dnnl_version.h=#define DNNL_VERSION_MAJOR 9\n#define DNNL_VERSION_MINOR 8\n#define DNNL_VERSION_PATCH 7\n"
+make_deb ocl-icd-libopencl1_9_amd64 gzip "$lib/libOpenCL.so.1=fake"
+mkdir -p "$tmp/onednn-checkout/.debs-onednn" && mv "$tmp"/debs/lib{dnnl2,dnnl-dev}_9_amd64.deb \
+  "$tmp"/debs/ocl-icd-libopencl1_9_amd64.deb "$tmp/onednn-checkout/.debs-onednn/"
+(
+  export OUT=$tmp/out-onednn CPATH= LD_LIBRARY_PATH= RMLP_DNNL_PREFIX=$tmp/dnnl RMLP_DEPS_NO_DPKG=1
+  mkdir -p "$OUT"
+  . scripts/device/device_env.sh
+  cd "$tmp/onednn-checkout" || exit 1
+  CC=false rmlp_setup "oneDNN" rmlp_onednn_deps >/dev/null || exit 1 # CC=false: no header on "this machine"
+  [ "${CPATH%%:*}" = "$tmp/dnnl/usr/include" ] && [ -f "$tmp/dnnl/usr/include/oneapi/dnnl/dnnl.h" ] &&
+    [ "${LD_LIBRARY_PATH%%:*}" = "$tmp/dnnl/usr/lib/x86_64-linux-gnu" ] && grep -q 'oneDNN 9.8.7 unpacked' "$OUT/steps.jsonl"
+)
+check "rmlp_onednn_deps unpacks oneDNN's .debs from .debs-onednn (CPATH, LD_LIBRARY_PATH)" test $? = 0
+bad=$(grep -n -E 'rmlp_onednn_deps[^(]*\.debs($| )' scripts/device/*.sh)
+check "rmlp_prepare looks for oneDNN in .debs-onednn, not in .debs: $bad" test -z "$bad"
+if command -v dpkg-deb >/dev/null; then # fetch's rebuild of a .deb without its static libraries
+  mkdir -p "$tmp/pkg/DEBIAN" "$tmp/pkg/$lib"
+  printf 'Package: fake-dev\nVersion: 1\nArchitecture: amd64\nMaintainer: t <t@example.org>\nDescription: fake\n' \
+    >"$tmp/pkg/DEBIAN/control"
+  head -c 300000 /dev/urandom >"$tmp/pkg/$lib/libfake.a" && echo so >"$tmp/pkg/$lib/libfake.so"
+  dpkg-deb -b "$tmp/pkg" "$tmp/fake-dev.deb" >/dev/null
+  (
+    . scripts/device/device_deps.sh install /dev/null /dev/null >/dev/null 2>&1 # the functions (install fails)
+    rmlp_deps_no_static "$tmp/fake-dev.deb" >/dev/null && listing=$(dpkg-deb -c "$tmp/fake-dev.deb") &&
+      grep -q 'libfake\.so$' <<<"$listing" && ! grep -q 'libfake\.a$' <<<"$listing" &&
+      (($(stat -c %s "$tmp/fake-dev.deb") < 100000))
+  )
+  check "device_deps.sh rebuilds a .deb without its static library, keeping the rest" test $? = 0
+fi
+
+# --- the bf16 CPU step: its own CPU-only build with oneDNN's header, on a fake cmake ------------------------
+# configure: the cache records the arguments, and oneDNN's header as $FAKE_ONEDNN says; --build DIR: a
+# test_bf16_onednn that prints a SKIP line
+mkdir -p "$tmp/bcbin"
+printf '%s\n' '#!/bin/sh' 'if [ "$1" = --build ]; then' \
+  '  mkdir -p "$2/tests" && printf "#!/bin/sh\necho \"SKIP: fake\"\necho \"1 passed, 0 failed\"\n" >"$2/tests/test_bf16_onednn"' \
+  '  chmod +x "$2/tests/test_bf16_onednn" && echo built && exit 0' 'fi' \
+  'mkdir -p "$4" && { echo "$*"; echo "RMLP_HAVE_ONEDNN_H:INTERNAL=${FAKE_ONEDNN:-}"; } >"$4/CMakeCache.txt" &&' \
+  '  echo "-- radix_mlp 0.0: CUDA OFF" && echo "-- radix_mlp: oneDNN bf16 GEMMs ${FAKE_ONEDNN:-}"' >"$tmp/bcbin/cmake"
+chmod +x "$tmp/bcbin/cmake"
+(
+  export OUT=$tmp/out-bc PATH=$tmp/bcbin:$PATH RMLP_PREPARED=1 RMLP_BC_BUILD=$tmp/bc
+  unset RMLP_WINDOW RMLP_DEADLINE
+  configures() { grep -c "\"step\": \"configure $tmp/bc\"" "$OUT/steps.jsonl"; }
+  CC=false bash scripts/device/bf16_cpu.sh >/dev/null || exit 1 # no header: nothing built
+  [ ! -e "$tmp/bc" ] && grep -q '"NOTE: bf16 CPU step not run"' "$OUT/steps.jsonl" || exit 1
+  CC=true bash scripts/device/bf16_cpu.sh >/dev/null || exit 1 # "found" by CC, not by the configure
+  grep -q -- '-DRMLP_CUDA=OFF' "$tmp/bc/CMakeCache.txt" && ! grep -q -- '-DRMLP_CUDA=ON' "$tmp/bc/CMakeCache.txt" &&
+    [ "$(configures)" = 1 ] && grep -q '"step": "test_bf16_onednn", "rc": 0' "$OUT/steps.jsonl" || exit 1
+  FAKE_ONEDNN=1 CC=true bash scripts/device/bf16_cpu.sh >/dev/null || exit 1 # the header is there now
+  grep -q "\"NOTE: $tmp/bc configured again\"" "$OUT/steps.jsonl" && [ "$(configures)" = 1 ] &&
+    grep -q 'oneDNN bf16 GEMMs 1' "$OUT/steps.jsonl" || exit 1
+  CC=true bash scripts/device/bf16_cpu.sh >/dev/null && [ "$(configures)" = 0 ] # configured with it: built only
+)
+check "bf16_cpu.sh: its own CPU-only build, configured again when oneDNN's header came later, none without it" test $? = 0
+
+# --- what a window's call carries: under 64 MiB --------------------------------------------------------------
+# A checkout of known sizes (sparse files): the sums, the warning, the refusal, a missing folder.
+mkdir -p "$tmp/carry/gpu" "$tmp/carry/big" "$tmp/carry/third_party/flashinfer"
+(
+  cd "$tmp/carry" && git init -q . && git config user.email t@example.org && git config user.name t || exit 1
+  printf '/big/\n/third_party/\n/.debs/\n/ignored\n' >.gitignore
+  printf '%s\n' '| A | `run(command="bash scripts/device/window.sh 1", timeout_s=580, carry=[".debs", "third_party/flashinfer"])` |' \
+    ' `run(command="X=<L-70> bash scripts/device/window.sh 4", timeout_s=<L-30>, carry=["big"])` |' >gpu/CHECKLIST.md
+  truncate -s $((3 << 20)) tracked.bin && git add .gitignore gpu tracked.bin && git commit -q -m t || exit 1
+  truncate -s 4097 untracked.bin && truncate -s $((9 << 20)) ignored && truncate -s $((59 << 20)) big/a &&
+    truncate -s $((1 << 20)) third_party/flashinfer/h
+)
+carry() { (cd "$tmp/carry" && bash "$root/scripts/device/carry_size.sh" "$@"); }
+out=$(carry --estimate) # 3 MiB + 2 small files tracked, 4097 bytes untracked (8 KiB in blocks); .debs: its estimate
+want=$(awk -v b=$(((3 << 20) + 2 * 4096 + 8192 + (1 << 20) + 8000000)) 'BEGIN {printf "%.1f MiB", b / 1048576}')
+check "carry_size.sh: the sum per command in 4 KiB blocks, ignored files left out, an absent .debs estimated ($want: $out)" \
+  grep -q "^command 1 \[.debs, third_party/flashinfer\]: $want of 64.0 MiB.*absent here.*: OK$" <<<"$out"
+check "carry_size.sh warns above 60 MiB and still passes: 62 MiB ($out)" \
+  grep -q '^command 4 \[big\]: 62.0 MiB of 64.0 MiB.*: WARN' <<<"$out"
+truncate -s $((61 << 20)) "$tmp/carry/big/a"
+carry --estimate >"$tmp/carry.out" 2>&1
+rc=$?
+check "carry_size.sh fails above 64 MiB ($(cat "$tmp/carry.out"))" test $rc = 1
+check "carry_size.sh names the call that would be refused" grep -q '^command 4 \[big\]: 64.0 MiB.*OVER' "$tmp/carry.out"
+carry >"$tmp/carry.out" 2>&1
+rc=$?
+check "carry_size.sh fails on a carried folder that is missing, unless estimating ($(cat "$tmp/carry.out"))" test $rc = 2
+# This checkout: the tree and the carry lists of gpu/CHECKLIST.md, the folders absent here (CI) at their
+# expected sizes: fails when the tracked tree outgrows a call.
+out=$(scripts/device/carry_size.sh --estimate 2>&1)
+check "every call of gpu/CHECKLIST.md's windows carries under 64 MiB:
+$out" test $? = 0
+check "gpu/CHECKLIST.md's windows carry oneDNN's .debs in command 4 alone ($out)" \
+  test "$(grep -c '^command [0-9] .*\.debs-onednn' <<<"$out")" = 1 -a "$(grep -c '^command 4 .*\.debs-onednn' <<<"$out")" = 1
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -14,6 +14,9 @@
  *   - The same session on 1 and on 4 CPU threads (the decode attention's pool): the same logits up
  *     to OpenBLAS's rounding on more threads (1e-5 of the largest, as the other fp32 comparisons;
  *     about 1e-6 seen; with OpenBLAS on one thread they were the same bit for bit).
+ *   - Begin needs no rmlp_context_set_plan: with none set, with another batch's plan set, and with
+ *     its own set first, the same logits bit for bit (gen_check_begin_plan; test_gpu_cache runs
+ *     the same check on the device, where begin sets the plan itself).
  *   - After every session nothing stays locked (kv_pool_check), and a small cache evicts finished
  *     sequences' rows to make room.
  *   - Bad input: no cache, no LM head, no session, wrong n_tokens, a token out of the vocabulary,
@@ -267,6 +270,21 @@ static void test_finish(const char *dir) {
     rmlp_model_free(model);
 }
 
+/* Begin needs no rmlp_context_set_plan (gen_check_begin_plan): on the CPU the three sessions
+ * compute the same rows through the same kernels, so their logits are the same bit for bit. */
+static void test_begin_plan(const char *dir) {
+    gen_fixture f;
+    rmlp_model *model = NULL;
+    rmlp_model_config cfg;
+    rmlp_planner *planner = NULL;
+    if (load_tiny(dir, &f, &model, &cfg, &planner) != 0) return;
+    rmlp_context *ctx = cached_context(model, &cfg, 4096);
+    if (CHECK(ctx != NULL, "context: %s", rmlp_last_error())) gen_check_begin_plan(ctx, &f, cfg.vocab_size, 0.0, "cpu");
+    rmlp_context_free(ctx);
+    rmlp_planner_free(planner);
+    rmlp_model_free(model);
+}
+
 /* The same session on one CPU thread and on four (the decode attention and the steps' few-row
  * linear layers then run on a pool of the session's threads, cpu/workers.c): the same logits, up
  * to OpenBLAS's rounding on more threads in the prefill and the one-row steps (1e-5 of the
@@ -416,6 +434,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) test_greedy(argv[1], names[i]);
     test_finish(argv[1]);
     test_threads(argv[1]);
+    test_begin_plan(argv[1]);
     test_bad_input(argv[1]);
     return tu_summary();
 }

@@ -14,7 +14,8 @@
  *     a CPU one in lockstep on the device's tokens, every logits row of begin and of each step
  *     within the dtype's tolerance of the CPU's, the device's attention by shared chains (F32, BF16)
  *     and per path (F32); in F32 the greedy ids equal transformers'; after the session nothing is
- *     locked.
+ *     locked; rmlp_generate_begin needs no rmlp_context_set_plan (gen_check_begin_plan: with none
+ *     set, with another batch's plan set, with its own, the same logits within the tolerance).
  * Tolerances: F32 1e-4 of the largest value (cuBLAS sums another number of rows in another order
  * when fewer rows are computed), BF16 4e-2 relative norm (test_gpu_model.c explains both).
  * Without a CUDA device it prints SKIP and exits 77.
@@ -248,14 +249,11 @@ static void test_generate(const char *dir, const char *name, rmlp_dtype dt, cons
     params.cache_bytes = 4096 * kv_cache_slot_bytes(&cfg, sizeof(float));
     if (status == RMLP_OK) status = rmlp_context_create_with_params(cpu_model, CAP, &params, &cpu);
     float *ld = tu_xmalloc(MAX_SEQS * vocab * 4), *lc = tu_xmalloc(MAX_SEQS * vocab * 4);
-    uint32_t ids[MAX_SEQS * MAX_LEN], pos[MAX_SEQS * MAX_LEN], cu[MAX_SEQS + 1] = {0};
-    for (uint32_t s = 0; s < f.n; s++) {
-        for (uint32_t t = 0; t < f.prompt_len[s]; t++) ids[cu[s] + t] = f.prompt[s][t], pos[cu[s] + t] = t;
-        cu[s + 1] = cu[s] + f.prompt_len[s];
-    }
-    rmlp_plan_params pp = tu_params(1.0, 0);
+    char label[200];
+    snprintf(label, sizeof label, "%s %s", name, dt_name);
+    if (status == RMLP_OK && shared) gen_check_begin_plan(dev, &f, vocab, limit, label); /* no plan set on dev yet */
     rmlp_plan plan, owned = {0};
-    if (status == RMLP_OK) status = rmlp_plan_build(planner, ids, pos, cu[f.n], cu, f.n, &pp, &plan);
+    if (status == RMLP_OK) status = gen_plan(planner, &f, f.n, &plan);
     if (status == RMLP_OK) owned = tu_plan_copy(&plan), status = rmlp_context_set_plan(dev, &owned);
     rmlp_generate_params gp = rmlp_generate_default_params();
     gp.max_new_tokens = f.max_new;
@@ -263,8 +261,6 @@ static void test_generate(const char *dir, const char *name, rmlp_dtype dt, cons
     if (status == RMLP_OK) status = rmlp_generate_begin(dev, &owned, &gp, ld);
     if (status == RMLP_OK) status = rmlp_generate_begin(cpu, &owned, &gp, lc);
     int ok = CHECK(status == RMLP_OK, "%s %s: setup and begin: %s", name, dt_name, rmlp_last_error());
-    char label[200];
-    snprintf(label, sizeof label, "%s %s", name, dt_name);
     device_vs_cpu c = {label, dt, limit, 0.0};
     gen_lockstep g = {.f = &f, .a = dev, .b = cpu, .la = ld, .lb = lc, .vocab = vocab};
     if (ok) ok = gen_run_lockstep(&g, label, compare_device, &c);

@@ -131,6 +131,7 @@ static void kernel_case(uint64_t *rng, int di, size_t nh, size_t nkv, size_t hd,
                                    d + s.at_o_indptr, d + s.at_chunk, n, s.n_chunks};
         gpu_compact_rows fi_rows = {d_q, d_k, d_v, d_out, qd, kvd, kvd, qd};
         CUDA_MUST(cudaMemset(d_out, 0xFF, n * qd * elem_size(dt)));
+        uploads_landed();
         char line[300];
         snprintf(line, sizeof line, "flashinfer %s, %u chunks of %u", what, s.n_chunks, s.chunk);
         if (CHECK(gpu_fi_decode_ready(&step, &fi_rows), "%s: not ready", line) &&

@@ -273,6 +273,7 @@ static void test_graph_capture(uint64_t *rng) {
         float *scratch_b = tu_xmalloc(cpu_attention_scratch_floats(187, ahd) * 4);
         cpu_attention(q, k, v, cu_b, n_seqs, anh, ankv, ahd, &plain, scratch_b, attn_ref);
         CUDA_MUST(cudaMemset(d_out, 0xFF, an * elem_size(dt)));
+        uploads_landed();
         CUDA_MUST(cudaGraphLaunch(exec, stream));
         CUDA_MUST(cudaStreamSynchronize(stream));
         got_attn = download_as(d_out, an, dt);

@@ -107,22 +107,20 @@ static int write_model(const char *dir, const rmlp_model_config *cfg, float norm
 
 /* ---- the CPU forwards: the fixture overflows where the test says --------------------------------- */
 
-static void test_cpu(const char *finite_dir, const char *overflow_dir, rmlp_planner *planner) {
+/* The plan is main's: building another here would make it stale for the CUDA contexts after. */
+static void test_cpu(const char *finite_dir, const char *overflow_dir, const rmlp_plan *plan) {
     for (int overflow = 0; overflow < 2; overflow++) {
         rmlp_model *model = NULL;
         rmlp_context *ctx = NULL;
-        rmlp_plan plan;
-        rmlp_plan_params pp = tu_params(1.0, 0);
         if (!CHECK(rmlp_model_load(overflow ? overflow_dir : finite_dir, NULL, &model) == RMLP_OK &&
-                       rmlp_context_create(model, N_TOKENS, &ctx) == RMLP_OK &&
-                       rmlp_plan_build(planner, IDS, POS, N_TOKENS, CU, 3, &pp, &plan) == RMLP_OK,
+                       rmlp_context_create(model, N_TOKENS, &ctx) == RMLP_OK,
                    "CPU model: %s", rmlp_last_error())) {
             rmlp_context_free(ctx), rmlp_model_free(model);
             continue;
         }
         float out[N_TOKENS * HIDDEN];
         for (int compact = 0; compact < 2; compact++) {
-            rmlp_status status = tu_forward(ctx, &plan, compact, out);
+            rmlp_status status = tu_forward(ctx, plan, compact, out);
             char want[128];
             snprintf(want, sizeof want, "the output is not finite: %s row %u holds an infinity at element %u of %u",
                      compact ? "compact" : "batch", compact ? FIRST_COMPACT_ROW : FIRST_BATCH_ROW, J, HIDDEN);
@@ -139,10 +137,13 @@ static void test_cpu(const char *finite_dir, const char *overflow_dir, rmlp_plan
 
 /* ---- the scan on planted values ------------------------------------------------------------------- */
 
+/* Every copy and scan of this part is on `stream`, which is non-blocking: it does not wait for the
+ * legacy default stream, where cudaMemcpy from pageable memory may still be copying after it
+ * returns (a scan then reads the previous contents). */
 static gpu_nonfinite read_counter(const gpu_nonfinite *d_state) {
     gpu_nonfinite s;
+    CUDA_MUST(cudaMemcpyAsync(&s, d_state, sizeof s, cudaMemcpyDeviceToHost, stream));
     CUDA_MUST(cudaStreamSynchronize(stream));
-    CUDA_MUST(cudaMemcpy(&s, d_state, sizeof s, cudaMemcpyDeviceToHost));
     return s;
 }
 
@@ -165,7 +166,7 @@ static void scan_case(const char *what, int di, unsigned char *h, void *d, size_
     rmlp_dtype dt = DTYPES[di];
     size_t es = elem_size(dt);
     gpu_nonfinite before = read_counter(d_state);
-    CUDA_MUST(cudaMemcpy(d, h, n * es, cudaMemcpyHostToDevice));
+    CUDA_MUST(cudaMemcpyAsync(d, h, n * es, cudaMemcpyHostToDevice, stream));
     cudaError_t error = gpu_nonfinite_scan((const char *)d + from * es, n - from, width, dt, d_state, stream);
     CHECK(error == cudaSuccess, "%s %s: launch: %s", DTYPE_NAMES[di], what, cudaGetErrorString(error));
     gpu_nonfinite s = read_counter(d_state);
@@ -190,7 +191,7 @@ static void test_scan(void) {
         for (size_t i = 0; i < n; i++) put(h, dt, i, i % 3 == 0 ? largest : i % 3 == 1 ? largest | sign : 0);
         void *d = dev_alloc(n * es);
         gpu_nonfinite *d_state = dev_alloc(sizeof(gpu_nonfinite));
-        CUDA_MUST(cudaMemset(d_state, 0, sizeof(gpu_nonfinite)));
+        CUDA_MUST(cudaMemsetAsync(d_state, 0, sizeof(gpu_nonfinite), stream));
         uint64_t outputs = 0;
         scan_case("largest finite values", di, h, d, n, 0, width, d_state, &outputs, 0, 0);
         struct {
@@ -333,7 +334,7 @@ int main(void) {
                "writing the models: %s", rmlp_last_error()))
         return tu_summary();
     CHECK(plan.n_compact == 9, "the plan has %u compact rows, want 9", plan.n_compact);
-    test_cpu(finite_dir, overflow_dir, planner);
+    test_cpu(finite_dir, overflow_dir, &plan);
     struct cudaDeviceProp prop;
     int device = gpu_test_device(&prop);
     if (device) {

@@ -28,9 +28,12 @@
 #                              warnings NOT errors (RMLP_WERROR=OFF: a newer compiler's warnings go to the
 #                              log), the static CUDA runtime where the toolkit has libcudart_static.a,
 #                              else the shared one; ARGs after those (-DRMLP_FLASHINFER=OFF).
+#   rmlp_cpu_cmake_args DIR [ARG...]  the same for a CPU-only configure (-DRMLP_CUDA=OFF).
+#   rmlp_onednn_deps [DIR]     oneDNN's header (CPATH) and library for the bf16 CPU step: the
+#                              machine's, else the carried .debs-onednn unpacked (below).
 #   rmlp_environment           prints the machine: GPU, driver, nvcc, gcc, cmake, sanitizer, torch.
-#   rmlp_prepare               the four setup steps every script starts with (the machine, OpenBLAS and
-#                              jansson, FlashInfer's headers, cuBLAS), each recorded; once per command:
+#   rmlp_prepare               the five setup steps every script starts with (the machine, OpenBLAS and
+#                              jansson, FlashInfer's headers, oneDNN, cuBLAS), each recorded; once per command:
 #                              it exports RMLP_PREPARED=1 and what it found, which the scripts scripts/device/window.sh
 #                              runs after it inherit. Returns 1 when the build cannot work (no OpenBLAS).
 #   RMLP_OLD_PATHS             the paths each newer one replaced (gpu/options.h), as one bench variant
@@ -133,20 +136,30 @@ rmlp_device_deps() {
   . "$RMLP_GPU_DIR/device_deps.sh" install "$debs" /tmp/rmlp-deps
 }
 
+# rmlp_onednn_header: whether the C compiler ($CC, else cc) finds oneDNN's header (CPATH included).
+# A here-string, not a pipe: a compiler that does not read all of stdin would fail the pipeline.
+rmlp_onednn_header() { ${CC:-cc} -E -x c - <<<'#include <oneapi/dnnl/dnnl.h>' >/dev/null 2>&1; }
+
 # rmlp_onednn_deps [DIR]: oneDNN's header and library for the bf16 CPU GEMMs (scripts/device/bf16_cpu.sh),
-# from the machine when it has them, else from the carried .debs (rmlp_device_deps unpacked them
-# with the rest where it unpacked anything). Never fatal: without it the bf16 step says so.
+# from the machine when it has them, else from the carried DIR (default .debs-onednn, which
+# `scripts/device/device_deps.sh fetch .debs` fills and command 4 alone carries; .debs as an older
+# fetch left it), unpacked into $RMLP_DNNL_PREFIX (/tmp/rmlp-dnnl). Never fatal: without it the bf16
+# step says so and is not run.
 rmlp_onednn_deps() {
-  local debs=${1:-.debs}
-  if echo '#include <oneapi/dnnl/dnnl.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
-    echo "oneDNN: its header is found (CPATH ${CPATH:-unset}): the build has the bf16 CPU GEMMs"
+  local d debs=
+  if rmlp_onednn_header; then
+    echo "oneDNN: its header is found (CPATH ${CPATH:-unset}): a build configured now has the bf16 CPU GEMMs"
     return 0
   fi
-  if ! ls "$debs"/libdnnl2_*.deb >/dev/null 2>&1; then
-    echo "oneDNN: no header and no libdnnl2 .deb in $debs: the build has the widening bf16 path only"
+  for d in ${1:-.debs-onednn .debs}; do
+    ls "$d"/libdnnl2_*.deb >/dev/null 2>&1 && debs=$d && break
+  done
+  if [ -z "$debs" ]; then
+    echo "oneDNN: no header and no libdnnl2 .deb in ${1:-.debs-onednn} (carry [\".debs-onednn\"]): builds have the" \
+      "widening bf16 path only, and the bf16 CPU step is not run"
     return 0
   fi
-  . "$RMLP_GPU_DIR/device_deps.sh" install-onednn "$debs" /tmp/rmlp-dnnl
+  . "$RMLP_GPU_DIR/device_deps.sh" install-onednn "$debs" "${RMLP_DNNL_PREFIX:-/tmp/rmlp-dnnl}"
 }
 
 rmlp_flashinfer_headers() {
@@ -185,6 +198,15 @@ rmlp_cmake_args() {
     -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "$@")
 }
 
+# rmlp_cpu_cmake_args DIR [ARG...]: sets RMLP_CMAKE_ARGS, a CPU-only configure of DIR (Ninja when
+# there; Release, RMLP_WERROR=OFF as above): what scripts/device/bf16_cpu.sh builds.
+rmlp_cpu_cmake_args() {
+  local dir=$1 gen=()
+  shift
+  [ ! -f "$dir/CMakeCache.txt" ] && command -v ninja >/dev/null && gen=(-G Ninja)
+  RMLP_CMAKE_ARGS=(-S . -B "$dir" "${gen[@]}" -DRMLP_CUDA=OFF -DCMAKE_BUILD_TYPE=Release -DRMLP_WERROR=OFF "$@")
+}
+
 rmlp_environment() {
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
   # The host CPU and its bf16 matrix instructions (issue 32: a bf16 GEMM needs AVX512-BF16 or AMX).
@@ -217,7 +239,7 @@ rmlp_prepare() {
     return 1
   fi
   rmlp_setup "FlashInfer headers" rmlp_flashinfer_headers
-  rmlp_setup "oneDNN (bf16 CPU GEMMs)" rmlp_onednn_deps .debs
+  rmlp_setup "oneDNN (bf16 CPU GEMMs)" rmlp_onednn_deps
   rmlp_setup "cuBLAS" rmlp_find_cublas
   export RMLP_PREPARED=1 RMLP_CUBLAS_DIR PATH LD_LIBRARY_PATH PKG_CONFIG_PATH CPATH
   return 0

@@ -155,20 +155,21 @@ rmlp_gpu_or_skip() {
   return 1
 }
 
-# rmlp_build_in DIR MAX RESERVE TARGETS ARGS: one attempt (configure when needed, then build); TARGETS
-# and ARGS (cmake's configure arguments) are words of one string each.
+# rmlp_build_in DIR MAX RESERVE TARGETS ARGS [HOW]: one attempt (configure when needed, then build);
+# TARGETS and ARGS (cmake's configure arguments) are words of one string each; HOW sets the configure's
+# RMLP_CMAKE_ARGS (rmlp_cmake_args, a CUDA build, unless given: rmlp_cpu_cmake_args).
 rmlp_build_in() {
-  local dir=$1 max=$2 reserve=$3 log=$OUT/build.log n0 warnings
+  local dir=$1 max=$2 reserve=$3 how=${6:-rmlp_cmake_args} log=$OUT/build.log n0 warnings
   local -a targets args
   read -r -a targets <<<"$4"
   read -r -a args <<<"${5:-}"
   if [ ! -f "$dir/CMakeCache.txt" ]; then
-    rmlp_cmake_args "$dir" "${args[@]}"
+    "$how" "$dir" "${args[@]}"
     n0=$(wc -l <"$log")
     rmlp_step "configure $dir${5:+ ($5)}" 90 $((reserve + 30)) "$log" "$log" cmake "${RMLP_CMAKE_ARGS[@]}"
     local rc=$?
     rmlp_new_lines "$log" "$n0" | grep -m1 'radix_mlp .*CUDA' >"$dir/.rmlp_configured" 2>/dev/null
-    rmlp_done "$(rmlp_new_lines "$log" "$n0" | grep -E -m4 'radix_mlp .*CUDA|radix_mlp: .*Hopper|CMake Error|not found')"
+    rmlp_done "$(rmlp_new_lines "$log" "$n0" | grep -E -m5 'radix_mlp .*CUDA|radix_mlp: .*(Hopper|oneDNN)|CMake Error|not found')"
     if ((rc != 0)); then
       rm -f "$dir/CMakeCache.txt"
       return 1

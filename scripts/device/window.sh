@@ -16,7 +16,8 @@
 #                          but rerank, same sides and variants) with their peers (scripts/device/gpu_session.sh)
 #   bash scripts/device/window.sh 3   decode: CUDA with FlashInfer's decode and with the own kernels, then the
 #                          machine's CPU cores (scripts/device/gpu_decode_session.sh)
-#   bash scripts/device/window.sh 4   oneDNN's bf16 GEMMs on the host CPU, at most 90 s (scripts/device/bf16_cpu.sh);
+#   bash scripts/device/window.sh 4   oneDNN's bf16 GEMMs on the host CPU, its own CPU-only build, at most 90 s
+#                          (RMLP_BC_BUDGET; scripts/device/bf16_cpu.sh);
 #                          compute-sanitizer: memcheck, racecheck, synccheck, initcheck on the GPU
 #                          tests (scripts/device/first_run.sh)
 # gpu/CHECKLIST.md has the exact `run` calls and what each must show. Without a GPU it records SKIP
@@ -75,7 +76,7 @@ case $1 in
   ;;
 4)
   # issue 32's one chance at a CPU with bf16 instructions, capped, before the sanitizers take the rest
-  RMLP_BC_BUDGET=90 bash scripts/device/bf16_cpu.sh || status=1
+  RMLP_BC_BUDGET=${RMLP_BC_BUDGET:-90} bash scripts/device/bf16_cpu.sh || status=1
   RMLP_FR_TESTS=0 RMLP_FR_SANITIZE=1 bash scripts/device/first_run.sh || status=1
   ;;
 esac

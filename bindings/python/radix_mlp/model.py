@@ -401,6 +401,7 @@ class Context(_Handle):
         (``cache_bytes`` > 0) of a model with an LM head: prefills the plan's sequences
         (each non-empty) through the cache, shared prefixes once, and returns the logits at each
         prompt's last token, ``(plan.n_seqs, vocab_size)`` float32. Every sequence is then active.
+        No ``set_plan`` is needed first on any device (on CUDA begin sets the plan itself).
         ``max_new_tokens``: the most tokens a sequence may append; ``shared_prefix_attention``:
         a shared prefix's keys read once per step for every sequence below it (False: each
         sequence alone; the same up to fp32 rounding). One session per context

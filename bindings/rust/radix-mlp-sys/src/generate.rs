@@ -42,12 +42,15 @@ extern "C" {
     /// The defaults of `rmlp_generate_params` (`struct_size` set, 256 new tokens, shared-prefix
     /// attention on).
     pub fn rmlp_generate_default_params() -> rmlp_generate_params;
-    /// Begins a generation session on a context with a prefix cache (`cache_bytes != 0`; CPU) and a
+    /// Begins a generation session on a context with a prefix cache (`cache_bytes != 0`) and a
     /// model with an LM head: prefills the plan's sequences (every one non-empty) through the cache,
     /// so prompt rows become cache slots shared where the prompts share, and writes `logits`
-    /// (n_seqs, vocab_size): the LM head at each prompt's last token. Every sequence is then active,
-    /// its last row locked in the cache. `params`: NULL for the defaults. One session per context:
-    /// `rmlp_generate_end` it before the next. Allocates the session's state (freed by
+    /// (n_seqs, vocab_size, host memory on every device): the LM head at each prompt's last token.
+    /// Every sequence is then active, its last row locked in the cache. No `rmlp_context_set_plan`
+    /// is needed first on any device: on CUDA begin sets the plan on the context itself (as that
+    /// call does, replacing the one set) unless it is the one set already; begin synchronises the
+    /// context's stream and cannot be captured. `params`: NULL for the defaults. One session per
+    /// context: `rmlp_generate_end` it before the next. Allocates the session's state (freed by
     /// `rmlp_generate_end` or `rmlp_context_free`); the steps allocate nothing. On the CPU with
     /// `rmlp_cpu_threads()` above 1 the session also starts that many threads less one for its
     /// steps (the decode attention, and the linear layers and LM head of 2 to 128 rows, which

@@ -75,9 +75,10 @@ impl<'m, M: ModelHolder> Context<'m, M> {
     /// ([`ContextParams::cache_bytes`](crate::ContextParams::cache_bytes) > 0) of a model with an
     /// LM head: prefills the plan's sequences (every one non-empty) and returns the session and
     /// the logits at each prompt's last token (host memory, n_seqs x vocab_size, row s for
-    /// sequence s). Every sequence is then active. `Status::Unsupported` without a cache or an LM
-    /// head, `Status::TooLarge` when the prompts (or a prompt plus `max_new_tokens`) do not fit
-    /// the cache.
+    /// sequence s). Every sequence is then active. On any device no `set_plan` is needed first (on
+    /// CUDA begin sets the plan itself). `Status::Unsupported` without a cache or an LM head,
+    /// `Status::TooLarge` when the prompts (or a prompt plus `max_new_tokens`) do not fit the
+    /// cache.
     pub fn generate_begin<P: AsPlan + ?Sized>(
         &mut self,
         plan: &P,

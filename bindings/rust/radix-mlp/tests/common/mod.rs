@@ -65,8 +65,12 @@ impl Fixture {
     }
 }
 
-/// `integration_tests/fixtures`, found from the crate's folder upwards.
+/// `integration_tests/fixtures`: `RADIX_MLP_FIXTURES` where set (a test binary built on one machine
+/// and run on another: tests/rust_device_buffers.sh), else found from the crate's folder upwards.
 pub fn fixtures_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RADIX_MLP_FIXTURES") {
+        return PathBuf::from(dir);
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .map(|dir| dir.join("integration_tests/fixtures"))
