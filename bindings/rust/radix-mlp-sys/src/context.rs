@@ -152,6 +152,27 @@ extern "C" {
         user_data: *mut c_void,
         out: *mut c_void,
     ) -> rmlp_status;
+    /// The whole model on one batch for a host that reads only each sequence's last token (a
+    /// last-token embedding, a reranker's score): `out` (n_seqs, hidden_size) receives, for
+    /// sequence s, the final-normed hidden state of batch row `cu_seqlens[s + 1] - 1`, the row
+    /// `rmlp_forward` writes there (equal within the GEMMs' rounding: fewer rows may take another
+    /// blocking). Attention runs as in `rmlp_forward` (the context's `attention_space`, the
+    /// callback or the built-in one, every row of every layer, since later rows read earlier
+    /// keys), but the last layer's O projection, MLP and the final norm run on the n_seqs last
+    /// rows only, not on all N' compact rows: about one layer's position-wise work less. With a
+    /// prefix cache the cached forward runs whole (the cache keeps every row's final state for
+    /// later batches) and the last rows are read from its slots. Then `rmlp_pool` (or
+    /// `rmlp_context_pool` on CUDA) with `cu_seqlens` = 0, 1, ..., n_seqs and any pooling, or
+    /// `rmlp_score_pair` the same way, reads `out`. CUDA as for `rmlp_forward` (device memory in
+    /// the model's dtype, `rmlp_context_set_plan` first, enqueued only, capturable without a
+    /// prefix cache).
+    pub fn rmlp_forward_last(
+        context: *mut rmlp_context,
+        plan: *const rmlp_plan,
+        attention: rmlp_attention_fn,
+        user_data: *mut c_void,
+        out: *mut c_void,
+    ) -> rmlp_status;
 
     /// Pools hidden states per sequence (host memory, f32): `hidden` (n_tokens, hidden_size),
     /// `cu_seqlens` (n_seqs + 1), `out` (n_seqs, hidden_size); `normalize` scales each row to unit
