@@ -126,7 +126,7 @@ if [ "$sanitize" = 1 ]; then
     IFS='|' read -r tool test extra <<<"$r"
     n_left=$((n_left - 1))
     args=()
-    case "$test" in test_gpu_model | test_gpu_bind | test_gpu_graph | test_gpu_cache) args=("$fixtures") ;; esac
+    case "$test" in test_gpu_model | test_gpu_bind | test_gpu_graph | test_gpu_cache | test_gpu_forward_last) args=("$fixtures") ;; esac
     n0=$(wc -l <"$OUT/sanitizers.log")
     # shellcheck disable=SC2086 # $extra is a word list
     rmlp_step "compute-sanitizer --tool $tool $test" 200 $((n_left * 15)) "$OUT/sanitizers.log" "$OUT/sanitizers.log" \
