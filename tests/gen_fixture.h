@@ -122,16 +122,25 @@ static inline void gen_check_generated(const gen_lockstep *g, const char *name) 
     }
 }
 
-/* The plan of the fixture's first n prompts (positions from 0), every shared row merged. */
-static inline rmlp_status gen_plan(rmlp_planner *planner, const gen_fixture *f, uint32_t n, rmlp_plan *plan) {
-    static uint32_t ids[MAX_SEQS * MAX_LEN], pos[MAX_SEQS * MAX_LEN], cu[MAX_SEQS + 1];
+/* The plan of sequences seqs[0 .. n) (len[s] <= 2 MAX_LEN tokens each, positions from 0), every
+ * shared row merged. */
+static inline rmlp_status gen_plan_rows(rmlp_planner *planner, const uint32_t *const *seqs, const uint32_t *len,
+                                        uint32_t n, rmlp_plan *plan) {
+    static uint32_t ids[MAX_SEQS * MAX_LEN * 2], pos[MAX_SEQS * MAX_LEN * 2], cu[MAX_SEQS + 1];
     cu[0] = 0;
     for (uint32_t s = 0; s < n; s++) {
-        for (uint32_t t = 0; t < f->prompt_len[s]; t++) ids[cu[s] + t] = f->prompt[s][t], pos[cu[s] + t] = t;
-        cu[s + 1] = cu[s] + f->prompt_len[s];
+        for (uint32_t t = 0; t < len[s]; t++) ids[cu[s] + t] = seqs[s][t], pos[cu[s] + t] = t;
+        cu[s + 1] = cu[s] + len[s];
     }
     rmlp_plan_params params = tu_params(1.0, 0);
     return rmlp_plan_build(planner, ids, pos, cu[n], cu, n, &params, plan);
+}
+
+/* The plan of f's first n prompts (gen_plan_rows). */
+static inline rmlp_status gen_plan(rmlp_planner *planner, const gen_fixture *f, uint32_t n, rmlp_plan *plan) {
+    const uint32_t *seqs[MAX_SEQS];
+    for (uint32_t s = 0; s < n; s++) seqs[s] = f->prompt[s];
+    return gen_plan_rows(planner, seqs, f->prompt_len, n, plan);
 }
 
 /* rmlp_generate_begin's contract on every backend: the host need not call rmlp_context_set_plan

@@ -38,14 +38,9 @@
 /* The plan of sequences seqs[0 .. n) (len[s] tokens, positions 0..). */
 static int plan_of(rmlp_planner *planner, uint32_t (*seqs)[MAX_LEN * 2], const uint32_t *len, uint32_t n,
                    rmlp_plan *plan) {
-    static uint32_t ids[MAX_SEQS * MAX_LEN * 2], pos[MAX_SEQS * MAX_LEN * 2], cu[MAX_SEQS + 1];
-    cu[0] = 0;
-    for (uint32_t s = 0; s < n; s++) {
-        for (uint32_t t = 0; t < len[s]; t++) ids[cu[s] + t] = seqs[s][t], pos[cu[s] + t] = t;
-        cu[s + 1] = cu[s] + len[s];
-    }
-    rmlp_plan_params params = tu_params(1.0, 0);
-    return rmlp_plan_build(planner, ids, pos, cu[n], cu, n, &params, plan) == RMLP_OK ? 0 : -1;
+    const uint32_t *rows[MAX_SEQS];
+    for (uint32_t s = 0; s < n; s++) rows[s] = seqs[s];
+    return gen_plan_rows(planner, rows, len, n, plan) == RMLP_OK ? 0 : -1;
 }
 
 /* logits (vocab) of a full forward of seq (len tokens) at its last row, on a context without a cache,
