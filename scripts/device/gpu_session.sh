@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_session.sh: the CUDA benchmark on a lent GPU. scripts/device/window.sh runs it for the plan of
 # gpu/CHECKLIST.md: in command 1 the 0.6B shape (RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0), in command 2
-# the gather and the 8B and 4B shapes (RMLP_GS_SHAPES="8b 4b"); alone it does what its environment says.
+# the gather, the 8B and 4B shapes and the Gemma-2B one (RMLP_GS_SHAPES="8b 4b gemma-2b"); alone it does
+# what its environment says.
 #   1. the setup and build of scripts/device/first_run.sh (radixmlp and bench_gather only; a no-op on a warm
 #      machine, configured first on a bare one, retried once with FlashInfer off);
 #   2. build-gpu/bench/bench_gather --json (RMLP_GS_GATHER=1, the default): the row gather's bandwidth
@@ -9,7 +10,8 @@
 #   3. per shape of RMLP_GS_SHAPES (default "0.6b"), one `radixmlp bench --device cuda --json` run
 #      per case, each under its own time limit: 0.6b (Qwen3-0.6B-shaped random model, 28 layers):
 #      b32_p2048_s256, rerank, no_sharing; 4b, 8b (RMLP_GS_LAYERS layers, default 8): b32_p2048_s256,
-#      no_sharing. Every case radix off, on and on with attention in compact space, each side for the
+#      no_sharing; gemma-2b (the same layers; issue 52's reranker shape): rerank, without a peer.
+#      Every case radix off, on and on with attention in compact space, each side for the
 #      default paths and for every variant of RMLP_GS_VARIANTS (default: the old paths,
 #      $RMLP_OLD_PATHS of scripts/device/device_env.sh), interleaved in the same run (--gpu-variant); a radixmlp
 #      without --gpu-variant runs the default paths only and the record says so. The shape's first
@@ -120,10 +122,16 @@ $(rmlp_new_lines "$OUT/bench.log" "$n0" | grep -v '^== ' | tail -n 3)"
 for ((i = 0; i < ${#shapes[@]}; i++)); do
   shape=${shapes[i]}
   later=$(((${#shapes[@]} - i - 1) * 120)) # kept for the shapes after this one
+  with_peer=1 # the transformers peer on the same checkpoint, which the bench then keeps
   if [ "$shape" = 0.6b ]; then
     dir=$model
     cases=(b32_p2048_s256 rerank no_sharing)
     make=()
+  elif [ "$shape" = gemma-2b ]; then # issue 52: compact/off on a reranker's batch against 0.6b's
+    dir=$model-$shape
+    cases=(rerank)
+    make=(--shape "$shape" --layers "${RMLP_GS_LAYERS:-8}")
+    with_peer=0
   else
     dir=$model-$shape
     cases=(b32_p2048_s256 no_sharing)
@@ -135,12 +143,18 @@ for ((i = 0; i < ${#shapes[@]}; i++)); do
     case_name=${cases[c]}
     # what the cases after this one and the peer need at least
     reserve=$(((${#cases[@]} - c - 1) * 40 + 60 + later))
-    if [ -f "$dir/model.safetensors" ]; then from=(--model "$dir"); else from=("${make[@]}" --keep-model "$dir"); fi
+    if [ -f "$dir/model.safetensors" ]; then
+      from=(--model "$dir")
+    elif ((with_peer)); then
+      from=("${make[@]}" --keep-model "$dir")
+    else
+      from=("${make[@]}")
+    fi
     bench "$shape $case_name" $((c == 0 ? 150 : 90)) "$reserve" "${from[@]}" --case "$case_name" \
       --dump-batches "$dumps/$shape-$case_name.jsonl" "${variant_args[@]}"
     batches+=("$dumps/$shape-$case_name.jsonl")
   done
-  peer "$shape" "$dir" 150 "$later" "${batches[@]}"
+  ((with_peer)) && peer "$shape" "$dir" 150 "$later" "${batches[@]}"
   if [ "$shape" = 0.6b ] && [ -n "$late_variant" ] && [ -f "$dir/model.safetensors" ]; then
     bench "$shape b32_p2048_s256, $late_variant" 90 "$later" --model "$dir" --case b32_p2048_s256 \
       --gpu-variant "$late_variant"

@@ -13,7 +13,8 @@
 #                          the reference attention kernel too when time is left
 #                          (scripts/device/first_run.sh, then scripts/device/gpu_session.sh)
 #   bash scripts/device/window.sh 2   the gather's bandwidth, the 8B and 4B shapes (8 layers, same cases
-#                          but rerank, same sides and variants) with their peers (scripts/device/gpu_session.sh)
+#                          but rerank, same sides and variants) with their peers, then the Gemma-2B
+#                          shape's rerank case (8 layers, no peer) (scripts/device/gpu_session.sh)
 #   bash scripts/device/window.sh 3   decode: CUDA with FlashInfer's decode and with the own kernels, then the
 #                          machine's CPU cores (scripts/device/gpu_decode_session.sh)
 #   bash scripts/device/window.sh 4   oneDNN's bf16 GEMMs on the host CPU, its own CPU-only build, at most 90 s
@@ -69,7 +70,7 @@ case $1 in
   RMLP_GS_SHAPES=0.6b RMLP_GS_GATHER=0 bash scripts/device/gpu_session.sh || status=1
   ;;
 2)
-  RMLP_GS_SHAPES="8b 4b" RMLP_GS_GATHER=1 RMLP_GS_LATE_VARIANT='' bash scripts/device/gpu_session.sh || status=1
+  RMLP_GS_SHAPES="8b 4b gemma-2b" RMLP_GS_GATHER=1 RMLP_GS_LATE_VARIANT='' bash scripts/device/gpu_session.sh || status=1
   ;;
 3)
   bash scripts/device/gpu_decode_session.sh || status=1
