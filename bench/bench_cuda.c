@@ -233,17 +233,17 @@ static const char *kernel_name(const unsigned long long (*l)[3]) {
  * and plan errors of both). */
 static int describe_attention(const bench_dev *d, bench_cuda_result *r) {
     static const char *const layouts[3] = {"full", "full_paged", "compact"};
-    rmlp_gpu_stats s, l;
-    if (!gpu_stats(d->ctx, &s) || !gpu_stats(d->ctx_last, &l)) return -1;
+    rmlp_gpu_stats s, t; /* t: ctx_last's */
+    if (!gpu_stats(d->ctx, &s) || !gpu_stats(d->ctx_last, &t)) return -1;
     snprintf(r->attention, sizeof r->attention, "%s",
              s.attention == RMLP_GPU_ATTENTION_FLASHINFER  ? "flashinfer"
              : s.attention == RMLP_GPU_ATTENTION_REFERENCE ? "reference"
                                                             : "auto");
     r->flashinfer = s.flashinfer, r->sm90 = s.sm90;
-    r->plan_errors = s.plan_errors + l.plan_errors, r->sm90_fallbacks = s.sm90_fallbacks + l.sm90_fallbacks;
+    r->plan_errors = s.plan_errors + t.plan_errors, r->sm90_fallbacks = s.sm90_fallbacks + t.sm90_fallbacks;
     r->fallbacks = s.fallback_plan_error + s.fallback_small_batch + s.fallback_too_large + s.fallback_unplanned +
-                   s.fallback_buffers + s.fallback_launcher + l.fallback_plan_error + l.fallback_small_batch +
-                   l.fallback_too_large + l.fallback_unplanned + l.fallback_buffers + l.fallback_launcher;
+                   s.fallback_buffers + s.fallback_launcher + t.fallback_plan_error + t.fallback_small_batch +
+                   t.fallback_too_large + t.fallback_unplanned + t.fallback_buffers + t.fallback_launcher;
     for (int side = 0; side < BENCH_SIDES; side++) {
         const unsigned long long(*l)[3] = d->launches[side];
         snprintf(r->kernel[side], sizeof r->kernel[side], "%s", kernel_name(l));
