@@ -72,7 +72,7 @@ kv_cache *kv_cache_new(const rmlp_model_config *cfg, uint64_t budget, size_t ele
     return c;
 }
 
-int kv_cache_begin(kv_cache *c, const rmlp_plan *plan, bool compact_out) {
+int kv_cache_begin(kv_cache *c, const rmlp_plan *plan, forward_rows rows) {
     kv_batch *b = &c->batch;
     if (kv_pool_begin(c->pool, plan, b) != 0) return 1;
     for (size_t r = 0; r < b->n_computed; r++) {
@@ -80,8 +80,13 @@ int kv_cache_begin(kv_cache *c, const rmlp_plan *plan, bool compact_out) {
         c->ids[r] = plan->compact_input_ids[j], c->pos[r] = plan->compact_position_ids[j], c->slots[r] = b->slot_of[j];
     }
     for (size_t i = 0; i < plan->n_tokens; i++) c->path[i] = b->slot_of[plan->scatter[i]];
-    c->n_out = compact_out ? plan->n_compact : plan->n_tokens;
-    for (size_t i = 0; i < c->n_out; i++) c->out_slots[i] = compact_out ? b->slot_of[i] : c->path[i];
+    if (rows == FORWARD_LAST_ROWS) { /* the whole forward ran: the last rows are read from their slots */
+        c->n_out = plan->n_seqs;
+        for (size_t s = 0; s < c->n_out; s++) c->out_slots[s] = c->path[plan->cu_seqlens[s + 1] - 1];
+    } else {
+        c->n_out = rows == FORWARD_COMPACT_ROWS ? plan->n_compact : plan->n_tokens;
+        for (size_t i = 0; i < c->n_out; i++) c->out_slots[i] = rows == FORWARD_COMPACT_ROWS ? b->slot_of[i] : c->path[i];
+    }
     return 0;
 }
 

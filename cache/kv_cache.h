@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/forward_rows.h"
 #include "kv_pool.h"
 #include "radix_mlp/types.h"
 
@@ -31,7 +32,7 @@ typedef struct kv_cache {
      * (cap_compact each), the slot of each output row (cap_compact) */
     kv_batch batch;
     uint32_t *path, *ids, *pos, *slots, *out_slots;
-    uint32_t n_out; /* output rows of the batch begun: n_compact or n_tokens */
+    uint32_t n_out; /* output rows of the batch begun: n_tokens, n_compact or n_seqs */
 } kv_cache;
 
 /* Bytes of one slot for this model with elem_bytes per element (4: fp32, 2: f16/bf16):
@@ -48,10 +49,11 @@ void kv_cache_free(kv_cache *cache);
 
 /* Begins a batch on the cache (kv_pool_begin) and fills the batch arrays: ids, pos, slots of the
  * batch.n_computed rows to compute, path (n_tokens: the slot of every batch row), out_slots (n_out:
- * the slot of every output row, compact rows with compact_out, else batch rows). Returns 0, or 1
+ * the slot of every output row: batch rows, compact rows, or each sequence's last row, as `rows`
+ * says). Returns 0, or 1
  * when the batch's new rows do not fit (nothing changed; it runs without the cache). End it with
  * kv_pool_end(cache->pool, plan, &cache->batch, keep). */
-int kv_cache_begin(kv_cache *cache, const rmlp_plan *plan, bool compact_out);
+int kv_cache_begin(kv_cache *cache, const rmlp_plan *plan, forward_rows rows);
 
 /* The cache's counters as the ABI reports them. */
 rmlp_cache_stats kv_cache_stats(const kv_cache *cache);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "forward_rows.h"
 #include "radix_mlp/types.h"
 
 struct checkpoint;   /* model/checkpoint.h */
@@ -113,10 +114,10 @@ typedef struct rmlp_backend {
     rmlp_status (*attention)(const char *fn, void *ctx, const rmlp_attention_args *args, bool compact);
 
     /* ---- whole forwards --------------------------------------------------------------------- */
-    /* space: RMLP_ATTENTION_FULL or COMPACT (resolved); out: batch rows, or compact rows with
-     * compact_out; the output checked for infinities and NaN as the backend can. */
+    /* space: RMLP_ATTENTION_FULL or COMPACT (resolved); out: the rows `rows` names
+     * (forward_rows.h); the output checked for infinities and NaN as the backend can. */
     rmlp_status (*forward)(const char *fn, void *ctx, const rmlp_plan *plan, rmlp_attention_space space,
-                           rmlp_attention_fn attention, void *user_data, void *out, bool compact_out);
+                           rmlp_attention_fn attention, void *user_data, void *out, forward_rows rows);
     /* The backend's side of a context's prefix cache (cache made already: its index), in *out
      * (NULL where the backend needs none); cache_free(NULL) does nothing. */
     rmlp_status (*cache_create)(const char *fn, void *ctx, struct kv_cache *cache, void **out);
@@ -124,7 +125,7 @@ typedef struct rmlp_backend {
     /* The forward through the prefix cache (plan checked as a compact plan); *bypassed (nothing
      * done, RMLP_OK) when the batch's new rows do not fit the cache. */
     rmlp_status (*forward_cached)(const char *fn, void *ctx, void *cache_side, struct kv_cache *cache,
-                                  const rmlp_plan *plan, void *out, bool compact_out, bool *bypassed);
+                                  const rmlp_plan *plan, void *out, forward_rows rows, bool *bypassed);
 
     /* ---- generation steps (generate/session.c): a session's state for steps of up to n_seqs
      * rows over paths of up to max_path slots ---------------------------------------------------- */

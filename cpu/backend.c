@@ -201,9 +201,9 @@ static rmlp_status attention(const char *fn, void *ctx, const rmlp_attention_arg
 }
 
 static rmlp_status forward(const char *fn, void *ctx, const rmlp_plan *plan, rmlp_attention_space space,
-                           rmlp_attention_fn attention_fn, void *user_data, void *out, bool compact_out) {
-    rmlp_status status = cpu_forward(fn, ctx, plan, space, attention_fn, user_data, out, compact_out);
-    return status == RMLP_OK ? cpu_check_output(fn, ctx, plan, out, compact_out) : status;
+                           rmlp_attention_fn attention_fn, void *user_data, void *out, forward_rows rows) {
+    rmlp_status status = cpu_forward(fn, ctx, plan, space, attention_fn, user_data, out, rows);
+    return status == RMLP_OK ? cpu_check_output(fn, ctx, plan, out, rows) : status;
 }
 
 static rmlp_status cache_create(const char *fn, void *ctx, kv_cache *cache, void **out) {
@@ -215,10 +215,10 @@ static rmlp_status cache_create(const char *fn, void *ctx, kv_cache *cache, void
 static void cache_free(void *cache_side) { (void)cache_side; }
 
 static rmlp_status forward_cached(const char *fn, void *ctx, void *cache_side, kv_cache *cache, const rmlp_plan *plan,
-                                  void *out, bool compact_out, bool *bypassed) {
+                                  void *out, forward_rows rows, bool *bypassed) {
     (void)cache_side;
-    *bypassed = cpu_forward_cached(ctx, cache, plan, out, compact_out) != 0;
-    return *bypassed ? RMLP_OK : cpu_check_output(fn, ctx, plan, out, compact_out);
+    *bypassed = cpu_forward_cached(ctx, cache, plan, out, rows) != 0;
+    return *bypassed ? RMLP_OK : cpu_check_output(fn, ctx, plan, out, rows);
 }
 
 static rmlp_status generate_open(const char *fn, void *ctx, const rmlp_model_config *config, size_t n_seqs,
@@ -243,9 +243,10 @@ static rmlp_status generate_prefill(const char *fn, void *ctx, void *cache_side,
     if (out == NULL)
         return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating 'prefill output' of the generation session (%zu "
                          "bytes) failed", bytes);
-    *skipped = cpu_forward_cached(ctx, cache, plan, out, true) != 0;
-    rmlp_status status = *skipped ? cpu_forward(fn, ctx, plan, RMLP_ATTENTION_COMPACT, NULL, NULL, out, true) : RMLP_OK;
-    if (status == RMLP_OK) status = cpu_check_output(fn, ctx, plan, out, true);
+    *skipped = cpu_forward_cached(ctx, cache, plan, out, FORWARD_COMPACT_ROWS) != 0;
+    rmlp_status status =
+        *skipped ? cpu_forward(fn, ctx, plan, RMLP_ATTENTION_COMPACT, NULL, NULL, out, FORWARD_COMPACT_ROWS) : RMLP_OK;
+    if (status == RMLP_OK) status = cpu_check_output(fn, ctx, plan, out, FORWARD_COMPACT_ROWS);
     free(out);
     return status;
 }

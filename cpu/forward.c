@@ -14,6 +14,10 @@
  * from the slots (kv_indices = the slots of the path), and their final hidden states go into the
  * slots too; the output is then read from the slots of all rows, cached or computed.
  *
+ * rmlp_forward_last runs the same forward but for the last layer's post-attention and the final
+ * norm, which take each sequence's last row alone (common/forward_rows.h); through a cache its
+ * rows are read from their slots like the others.
+ *
  * A CPU forward's output is checked to be finite (RMLP_ERR_MODEL naming the first row that is
  * not: finite weights large enough to overflow fp32 pass the load's check).
  */
@@ -64,9 +68,32 @@ static rmlp_status forward_end(cpu_workspace *ws, rmlp_status status) {
     return status;
 }
 
-/* The CPU forward: embedding, layers, final norm into out (batch rows, or compact rows). */
+/* rmlp_forward_last's last layer after its attention: the n_seqs last rows alone through the O
+ * projection, the MLP and the final norm into out (n_seqs, hidden). attn: the layer's attention
+ * output, batch rows (full space; read at each row's fold_gather representative, as
+ * cpu_post_attention reads them) or compact rows. */
+static void post_attention_last(const rmlp_model_config *cfg, const model_weights *w, const layer_weights *lw,
+                                cpu_workspace *ws, const rmlp_plan *plan, const float *attn, bool batch_rows,
+                                float *out) {
+    size_t hsz = cfg->hidden_size, qd = (size_t)cfg->num_attention_heads * cfg->head_dim;
+    float *attn_last = ws->q; /* (n_seqs <= n_tokens, q_dim): q is spent once attention has run */
+    for (size_t s = 0; s < plan->n_seqs; s++) {
+        size_t c = plan->scatter[plan->cu_seqlens[s + 1] - 1];
+        memcpy(attn_last + s * qd, attn + (batch_rows ? (size_t)plan->fold_gather[c] : c) * qd, qd * sizeof(float));
+        memcpy(out + s * hsz, ws->hidden + c * hsz, hsz * sizeof(float));
+    }
+    cpu_profile_mark(&ws->profile, CPU_PHASE_GATHER);
+    rmlp_plan last = *plan; /* the position-wise calls on the n_seqs rows as compact rows */
+    last.n_compact = last.n_compact_padded = plan->n_seqs;
+    cpu_post_attention_compact(cfg, lw, ws, &last, attn_last, out);
+    cpu_final_norm_compact(cfg, w, ws, &last, out, ws->normed);
+    memcpy(out, ws->normed, plan->n_seqs * hsz * sizeof(float));
+    cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
+}
+
+/* The CPU forward: embedding, layers, final norm into out (the rows `rows` names). */
 rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan, rmlp_attention_space space,
-                        rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+                        rmlp_attention_fn attention, void *user_data, void *out, forward_rows rows) {
     const rmlp_model_config *cfg = ctx->config;
     const model_weights *w = ctx->weights;
     cpu_workspace *ws = &ctx->ws;
@@ -85,6 +112,8 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
     for (uint32_t layer = 0; layer < cfg->num_hidden_layers; layer++) {
         const layer_weights *lw = &w->layers[layer];
         const layer_attention *la = &w->ext->layers[layer];
+        /* rmlp_forward_last: the last layer's post-attention on the last rows alone, then return */
+        bool last = rows == FORWARD_LAST_ROWS && layer + 1 == cfg->num_hidden_layers;
         args.layer = layer;
         args.scale = la->scale, args.sliding_window = la->window, args.softcap = la->softcap;
         if (!compact) {
@@ -97,25 +126,28 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
                                 args.n_kv_heads, args.head_dim, la, ws->attn);
             }
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
-            cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
+            if (last) post_attention_last(cfg, w, lw, ws, plan, ws->attn, true, out);
+            else cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
         } else if (attention != NULL) {
             cpu_pre_attention_compact(cfg, lw, la, ws, plan, ws->hidden, plan->n_compact, ws->q, ws->k, ws->v);
             rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
             if (status != RMLP_OK) return forward_end(ws, status);
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
-            cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
+            if (last) post_attention_last(cfg, w, lw, ws, plan, ws->attn_c, false, out);
+            else cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         } else {
             cpu_project_qkv(cfg, lw, la, ws, plan, ws->hidden);
             cpu_attend_compact(ws, &fused, plan->qo_indptr, plan->cu_seqlens, plan->scatter, plan->n_seqs,
                                args.n_heads, args.n_kv_heads, args.head_dim, la);
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
-            cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
+            if (last) post_attention_last(cfg, w, lw, ws, plan, ws->attn_c, false, out);
+            else cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         }
     }
-    if (compact_out) {
+    if (rows == FORWARD_COMPACT_ROWS) {
         cpu_final_norm_compact(cfg, w, ws, plan, ws->hidden, out);
         cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
-    } else {
+    } else if (rows == FORWARD_BATCH_ROWS) {
         cpu_final_norm(cfg, w, ws, plan, ws->hidden, out);
     }
     return forward_end(ws, RMLP_OK);
@@ -136,8 +168,8 @@ static void attend_paths(void *arg, const cpu_attention_rows *rows, const layer_
                        cfg->num_attention_heads, cfg->num_key_value_heads, cfg->head_dim, la);
 }
 
-int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, void *out, bool compact_out) {
-    if (kv_cache_begin(c, plan, compact_out) != 0) return 1;
+int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, void *out, forward_rows out_rows) {
+    if (kv_cache_begin(c, plan, out_rows) != 0) return 1;
     size_t hsz = ctx->config->hidden_size;
     /* the computed rows as a plan of their own for the position-wise calls */
     rmlp_plan rows = *plan;
@@ -147,11 +179,11 @@ int cpu_forward_cached(cpu_context *ctx, kv_cache *c, const rmlp_plan *plan, voi
     cpu_profile_begin(&ctx->ws.profile);
     if (rows.n_compact > 0) cpu_cached_rows_run(ctx, c, &rows, c->slots, attend_paths, &attention);
     kv_pool_end(c->pool, plan, &c->batch, 1);
-    /* the output, read from the slots: compact rows, or batch rows through scatter */
+    /* the output, read from the slots: compact rows, batch rows through scatter, or the last rows */
     float *o = out;
     for (size_t i = 0; i < c->n_out; i++)
         memcpy(o + i * hsz, c->hidden + (size_t)c->out_slots[i] * hsz, hsz * sizeof(float));
-    if (compact_out)
+    if (out_rows == FORWARD_COMPACT_ROWS)
         memset(o + plan->n_compact * hsz, 0, (plan->n_compact_padded - plan->n_compact) * hsz * sizeof(float));
     cpu_profile_end(&ctx->ws.profile);
     return 0;
@@ -179,14 +211,20 @@ static size_t first_not_finite(const float *x, size_t n) {
  * forward counts it instead (gpu/backend.c, gpu/nonfinite.h; the forward is asynchronous, so no
  * status can say it). */
 rmlp_status cpu_check_output(const char *fn, const cpu_context *ctx, const rmlp_plan *plan, const float *out,
-                             bool compact_out) {
-    size_t hsz = ctx->config->hidden_size, rows = compact_out ? plan->n_compact : plan->n_tokens;
+                             forward_rows out_rows) {
+    size_t hsz = ctx->config->hidden_size;
+    size_t rows = out_rows == FORWARD_COMPACT_ROWS ? plan->n_compact
+                  : out_rows == FORWARD_LAST_ROWS  ? plan->n_seqs
+                                                   : plan->n_tokens;
     size_t at = first_not_finite(out, rows * hsz);
     if (at == rows * hsz) return RMLP_OK;
     size_t row = at / hsz;
+    const char *kind = out_rows == FORWARD_COMPACT_ROWS ? "compact row"
+                       : out_rows == FORWARD_LAST_ROWS  ? "the last row of sequence"
+                                                        : "batch row";
     return rmlp_fail(RMLP_ERR_MODEL, fn,
-                     "the output is not finite: %s row %zu holds %s at element %zu of %zu (the model's activations "
+                     "the output is not finite: %s %zu holds %s at element %zu of %zu (the model's activations "
                      "overflow fp32: weights too large for this batch); out holds the output as computed",
-                     compact_out ? "compact" : "batch", row, isnan(out[at]) ? "NaN" : "an infinity", at % hsz, hsz);
+                     kind, row, isnan(out[at]) ? "NaN" : "an infinity", at % hsz, hsz);
 }
 

@@ -45,17 +45,18 @@ void cpu_context_free(cpu_context *ctx);
 
 /* ---- whole forwards (forward.c) ------------------------------------------------------------- */
 
-/* Embedding, layers, final norm into out (batch rows, or compact rows with compact_out), attention
- * in `space` (FULL or COMPACT): `attention` (the host's, its status returned) or the built-in. */
+/* Embedding, layers, final norm into out (the rows `rows` names: common/forward_rows.h; with the
+ * last rows, the last layer's post-attention runs on them alone), attention in `space` (FULL or
+ * COMPACT): `attention` (the host's, its status returned) or the built-in. */
 rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan, rmlp_attention_space space,
-                        rmlp_attention_fn attention, void *user_data, void *out, bool compact_out);
+                        rmlp_attention_fn attention, void *user_data, void *out, forward_rows rows);
 /* The forward against the prefix cache: only the rows the cache lacks are computed, the output
  * read from the slots. Returns 1 (nothing done) when the batch's new rows do not fit the cache. */
-int cpu_forward_cached(cpu_context *ctx, struct kv_cache *cache, const rmlp_plan *plan, void *out, bool compact_out);
-/* A forward's output (fp32, batch or compact rows) all finite, or RMLP_ERR_MODEL naming the first
+int cpu_forward_cached(cpu_context *ctx, struct kv_cache *cache, const rmlp_plan *plan, void *out, forward_rows rows);
+/* A forward's output (fp32, the rows `rows` names) all finite, or RMLP_ERR_MODEL naming the first
  * row and element that is not (weights so large that fp32 overflows pass the load's check). */
 rmlp_status cpu_check_output(const char *fn, const cpu_context *ctx, const rmlp_plan *plan, const float *out,
-                             bool compact_out);
+                             forward_rows rows);
 
 /* ---- new rows against a prefix cache's slots (cached_rows.c): the cached forward's and a
  * generation step's. The rows (a plan whose compact rows are they: ids, positions, n_compact) run

@@ -187,12 +187,17 @@ static rmlp_status attention(const char *fn, void *ctx, const rmlp_attention_arg
     return status == RMLP_OK ? gpu_attention_compact_run(fn, ctx, args) : status;
 }
 
+/* The rows a forward writes (common/forward_rows.h) that the non-finite scan reads. */
+static size_t output_rows(const rmlp_plan *plan, forward_rows rows) {
+    return rows == FORWARD_COMPACT_ROWS ? plan->n_compact : rows == FORWARD_LAST_ROWS ? plan->n_seqs : plan->n_tokens;
+}
+
 static rmlp_status forward(const char *fn, void *ctx, const rmlp_plan *plan, rmlp_attention_space space,
-                           rmlp_attention_fn attention_fn, void *user_data, void *out, bool compact_out) {
+                           rmlp_attention_fn attention_fn, void *user_data, void *out, forward_rows rows) {
     rmlp_status status = gpu_context_check_plan(fn, ctx, plan, true);
     if (status == RMLP_OK) status = check_device_buffers(fn, ctx, (const void *[]){out}, (const char *[]){"out"}, 1);
-    if (status == RMLP_OK) status = gpu_forward(fn, ctx, space, attention_fn, user_data, out, compact_out);
-    return status == RMLP_OK ? gpu_check_output(fn, ctx, out, compact_out ? plan->n_compact : plan->n_tokens) : status;
+    if (status == RMLP_OK) status = gpu_forward(fn, ctx, space, attention_fn, user_data, out, rows);
+    return status == RMLP_OK ? gpu_check_output(fn, ctx, out, output_rows(plan, rows)) : status;
 }
 
 static rmlp_status cache_create(const char *fn, void *ctx, kv_cache *cache, void **out) {
@@ -206,22 +211,22 @@ static void cache_free(void *cache_side) { gpu_cache_free(cache_side); }
 
 /* out NULL: no output (a generation's prefill: the rows are cached). */
 static rmlp_status forward_cached(const char *fn, void *ctx, void *cache_side, kv_cache *c, const rmlp_plan *plan,
-                                  void *out, bool compact_out, bool *bypassed) {
+                                  void *out, forward_rows rows, bool *bypassed) {
     *bypassed = false;
     rmlp_status status = gpu_context_check_plan(fn, ctx, plan, true);
     if (status == RMLP_OK && out != NULL)
         status = check_device_buffers(fn, ctx, (const void *[]){out}, (const char *[]){"out"}, 1);
     if (status != RMLP_OK) return status;
-    if (kv_cache_begin(c, plan, compact_out) != 0) {
+    if (kv_cache_begin(c, plan, rows) != 0) {
         *bypassed = true;
         return RMLP_OK;
     }
     gpu_cached_batch batch = {c->ids, c->pos, c->slots, c->path, c->batch.cqo_indptr, c->out_slots,
                               c->batch.n_computed, c->n_out};
-    status = gpu_forward_cached(fn, ctx, cache_side, &batch, out, compact_out);
+    status = gpu_forward_cached(fn, ctx, cache_side, &batch, out, rows);
     kv_pool_end(c->pool, plan, &c->batch, status == RMLP_OK); /* after a failure its new rows hold nothing */
     if (status != RMLP_OK || out == NULL) return status;
-    return gpu_check_output(fn, ctx, out, compact_out ? plan->n_compact : plan->n_tokens);
+    return gpu_check_output(fn, ctx, out, output_rows(plan, rows));
 }
 
 /* A session's device arrays (decode.cu) and its chains packed for them (gpu_decode_chains):
@@ -288,7 +293,7 @@ static rmlp_status generate_prefill(const char *fn, void *ctx, void *cache_side,
     (void)state;
     *skipped = false;
     rmlp_status status = gpu_context_plan_is_set(ctx, plan) ? RMLP_OK : gpu_context_set_plan(fn, ctx, plan);
-    return status == RMLP_OK ? forward_cached(fn, ctx, cache_side, cache, plan, NULL, true, skipped) : status;
+    return status == RMLP_OK ? forward_cached(fn, ctx, cache_side, cache, plan, NULL, FORWARD_COMPACT_ROWS, skipped) : status;
 }
 
 /* The chains packed for the device (gpu_decode_chains), with each row's memberships. */

@@ -131,7 +131,7 @@ extern "C" rmlp_status gpu_cache_check_capture(const char *fn, const gpu_context
 }
 
 extern "C" rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_cache *cache,
-                                          const gpu_cached_batch *b, void *out, bool compact_out) {
+                                          const gpu_cached_batch *b, void *out, forward_rows out_rows) {
     const gpu_model *m = ctx->model;
     GPU_ON_DEVICE(fn, m->device);
     rmlp_status status = gpu_cache_check_capture(fn, ctx);
@@ -161,11 +161,12 @@ extern "C" rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_
     gpu_cache_rows run = {d, d + at_pos, d + at_slots, d + at_cqo, set->cu, d + at_path, rows, n_seqs, NULL, NULL,
                           NULL, NULL, NULL};
     status = gpu_cache_run_rows(fn, ctx, cache, &run);
-    /* the output, read from the slots: compact rows (padding zeroed), or batch rows; none without out */
+    /* the output, read from the slots: compact rows (padding zeroed), batch rows or the last rows;
+     * none without out */
     if (status != RMLP_OK || out == NULL) return status;
     LAUNCHED("gpu_gather_rows (output from slots)", -1,
              gpu_gather_rows(out, cache->hidden, h, d + at_out, b->n_out, h, m->dtype, ctx->stream));
-    if (compact_out && set->plan.n_compact_padded > b->n_out)
+    if (out_rows == FORWARD_COMPACT_ROWS && set->plan.n_compact_padded > b->n_out)
         GPU_TRY(fn, cudaMemsetAsync((char *)out + b->n_out * h * es, 0, (set->plan.n_compact_padded - b->n_out) * h * es,
                                     ctx->stream));
     return RMLP_OK;

@@ -34,6 +34,14 @@ extern "C" {
 cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *index, size_t rows,
                             size_t dim, rmlp_dtype dtype, cudaStream_t stream);
 
+/* dst (n_seqs, dim) = the row of src holding sequence s's last batch row, cu[s + 1] - 1: that row
+ * itself, or with scatter (n_tokens) its compact row scatter[..], and with fold too (n_compact) that
+ * compact row's representative batch row fold[scatter[..]] (rmlp_forward_last's reads); cu
+ * (n_seqs + 1). src rows at src_row_stride >= dim. */
+cudaError_t gpu_gather_last_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *cu,
+                                 const uint32_t *scatter, const uint32_t *fold, size_t n_seqs, size_t dim,
+                                 rmlp_dtype dtype, cudaStream_t stream);
+
 /* dst[index[r]] = src[r] for r < rows: computed rows into the prefix cache's slots. dst (any rows,
  * dst_row_stride >= dim); src (rows, src_row_stride >= dim); index (rows), distinct. */
 cudaError_t gpu_put_rows(void *dst, size_t dst_row_stride, const uint32_t *index, const void *src,

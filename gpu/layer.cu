@@ -195,13 +195,14 @@ extern "C" rmlp_status gpu_pre_attention_compact(const char *fn, gpu_context *ct
     return project_qkv(fn, ctx, layer, hidden, true, q, k, v);
 }
 
-extern "C" rmlp_status gpu_post_attention_compact(const char *fn, gpu_context *ctx, uint32_t layer,
-                                                  const void *attn_c, void *hidden) {
-    GPU_ON_DEVICE(fn, ctx->model->device);
+/* hidden (rows, hidden) += O(attn_c) then += MLP(norm(hidden)), the post-attention of `rows` rows
+ * (the compact rows, or rmlp_forward_last's last rows). */
+static rmlp_status post_attention_rows(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn_c,
+                                       void *hidden, size_t rows) {
     const gpu_model *m = ctx->model;
     const rmlp_model_config *c = &m->config;
     const gpu_layer *lw = &m->layers[layer];
-    size_t rows = ctx->plan.plan.n_compact_padded, h = c->hidden_size, inter = c->intermediate_size, qd = q_dim(c);
+    size_t h = c->hidden_size, inter = c->intermediate_size, qd = q_dim(c);
     cudaStream_t s = ctx->stream;
     float offset = norm_offset(c);
     bool sandwich = c->sandwich_norms; /* Gemma 2: O and down into normed, normed before their adds */
@@ -226,6 +227,12 @@ extern "C" rmlp_status gpu_post_attention_compact(const char *fn, gpu_context *c
            gpu_norm_add_rmsnorm(hidden, ctx->normed, lw->mlp_out_norm, NULL, offset, rows, h, c->rms_norm_eps, NULL,
                                 m->dtype, s));
     return RMLP_OK;
+}
+
+extern "C" rmlp_status gpu_post_attention_compact(const char *fn, gpu_context *ctx, uint32_t layer,
+                                                  const void *attn_c, void *hidden) {
+    GPU_ON_DEVICE(fn, ctx->model->device);
+    return post_attention_rows(fn, ctx, layer, attn_c, hidden, ctx->plan.plan.n_compact_padded);
 }
 
 extern "C" rmlp_status gpu_post_attention(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn,
@@ -263,6 +270,28 @@ extern "C" rmlp_status gpu_final_norm(const char *fn, gpu_context *ctx, const vo
 extern "C" rmlp_status gpu_final_norm_compact(const char *fn, gpu_context *ctx, const void *hidden, void *out) {
     GPU_ON_DEVICE(fn, ctx->model->device);
     return final_rmsnorm(fn, ctx, hidden, ctx->plan.plan.n_compact_padded, out);
+}
+
+/* rmlp_forward_last's last layer after its attention: the n_seqs last rows alone through the O
+ * projection, the MLP and the final norm into out (n_seqs, hidden). attn: the layer's attention
+ * output, batch rows (full space; read at each row's fold representative, as gpu_post_attention
+ * reads them) or compact rows. The rows' attention goes to q, spent once attention has run. */
+static rmlp_status post_attention_last(const char *fn, gpu_context *ctx, uint32_t layer, const void *attn,
+                                       bool batch_rows, void *out) {
+    const gpu_model *m = ctx->model;
+    const gpu_plan_state *p = &ctx->plan;
+    size_t n = p->plan.n_seqs, h = m->config.hidden_size, qd = q_dim(&m->config);
+    const uint32_t *scatter = p->identity ? NULL : p->scatter, *fold = batch_rows && !p->identity ? p->fold : NULL;
+    LAUNCH("gpu_gather_last_rows (attention)", layer,
+           gpu_gather_last_rows(ctx->q, attn, qd, p->cu, scatter, fold, n, qd, m->dtype, ctx->stream));
+    LAUNCH("gpu_gather_last_rows (hidden)", layer,
+           gpu_gather_last_rows(out, ctx->hidden, h, p->cu, scatter, NULL, n, h, m->dtype, ctx->stream));
+    rmlp_status status = post_attention_rows(fn, ctx, layer, ctx->q, out, n);
+    if (status == RMLP_OK) status = final_rmsnorm(fn, ctx, out, n, ctx->normed);
+    if (status != RMLP_OK) return status;
+    GPU_TRY(fn, cudaMemcpyAsync(out, ctx->normed, n * h * gpu_dtype_bytes(m->dtype), cudaMemcpyDeviceToDevice,
+                                ctx->stream));
+    return RMLP_OK;
 }
 
 /* The built-in attention's limits, for both layouts. */
@@ -411,7 +440,7 @@ extern "C" rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ct
 }
 
 extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_space space,
-                                   rmlp_attention_fn attention, void *user_data, void *out, bool compact_out) {
+                                   rmlp_attention_fn attention, void *user_data, void *out, forward_rows rows) {
     GPU_ON_DEVICE(fn, ctx->model->device); /* the host's attention runs with the model's device current */
     const gpu_model *m = ctx->model;
     const rmlp_model_config *c = &m->config;
@@ -448,8 +477,10 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
     const char *qkv = (const char *)ctx->qkv;
     gpu_compact_rows fused = {qkv, qkv + qd * es, qkv + (qd + kvd) * es, ctx->attn_c, width, width, width, qd};
     gpu_compact_rows paged = {ctx->q, fused.k, fused.v, ctx->attn, qd, width, width, qd};
-    bool full_paged = !compact && attention == NULL && ctx->options.full_kv_paged && !p->identity;
+    bool full_paged = !compact && attention == NULL && ctx->options.full_kv_paged && !p->identity, last = false;
     for (uint32_t layer = 0; layer < c->num_hidden_layers; layer++) {
+        /* rmlp_forward_last: the last layer's post-attention on the last rows alone, then return */
+        if (rows == FORWARD_LAST_ROWS && layer + 1 == c->num_hidden_layers) last = true;
         args.layer = layer;
         const layer_attention *la = &m->ext->layers[layer]; /* the layer's (model/model_ext.h) */
         args.scale = la->scale, args.sliding_window = la->window, args.softcap = la->softcap;
@@ -458,24 +489,27 @@ extern "C" rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attent
             if (status == RMLP_OK) status = scatter_qkv(fn, ctx, layer, ctx->q, NULL, NULL);
             if (status == RMLP_OK)
                 status = builtin_attention(fn, ctx, &args, &paged, p->cu, p->cu, p->scatter, GPU_ATT_FULL_PAGED);
-            if (status == RMLP_OK) status = gpu_post_attention(fn, ctx, layer, ctx->attn, ctx->hidden);
         } else if (!compact) {
             status = gpu_pre_attention(fn, ctx, layer, ctx->hidden, ctx->q, ctx->k, ctx->v);
             if (status == RMLP_OK)
                 status = attention != NULL ? rmlp_call_attention(fn, attention, user_data, &args)
                                            : gpu_attention_run(fn, ctx, &args);
-            if (status == RMLP_OK) status = gpu_post_attention(fn, ctx, layer, ctx->attn, ctx->hidden);
         } else if (attention != NULL) { /* the host's attention gets separate, dense q, k, v */
             status = project_qkv(fn, ctx, layer, ctx->hidden, true, ctx->q, ctx->k, ctx->v);
             if (status == RMLP_OK) status = rmlp_call_attention(fn, attention, user_data, &args);
-            if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
         } else {
             status = project_qkv(fn, ctx, layer, ctx->hidden, false, NULL, NULL, NULL);
             if (status == RMLP_OK)
                 status = builtin_attention(fn, ctx, &args, &fused, p->qo, p->cu, p->scatter, GPU_ATT_COMPACT);
-            if (status == RMLP_OK) status = gpu_post_attention_compact(fn, ctx, layer, ctx->attn_c, ctx->hidden);
         }
+        /* full space: the batch rows' output (folded to the compact rows); compact: attn_c */
+        const void *attn = compact ? ctx->attn_c : ctx->attn;
+        if (status == RMLP_OK && last) return post_attention_last(fn, ctx, layer, attn, !compact, out);
+        if (status == RMLP_OK)
+            status = compact ? gpu_post_attention_compact(fn, ctx, layer, attn, ctx->hidden)
+                             : gpu_post_attention(fn, ctx, layer, attn, ctx->hidden);
         if (status != RMLP_OK) return status;
     }
-    return compact_out ? gpu_final_norm_compact(fn, ctx, ctx->hidden, out) : gpu_final_norm(fn, ctx, ctx->hidden, out);
+    return rows == FORWARD_COMPACT_ROWS ? gpu_final_norm_compact(fn, ctx, ctx->hidden, out)
+                                        : gpu_final_norm(fn, ctx, ctx->hidden, out);
 }

@@ -1,5 +1,5 @@
 /*
- * rows.cu: row gather, dst[r] = src[index[r]], row put, dst[index[r]] = src[r], row broadcast, dst[r] = src, and row add,
+ * rows.cu: row gather, dst[r] = src[index[r]] (or each sequence's last row), row put, dst[index[r]] = src[r], row broadcast, dst[r] = src, and row add,
  * dst[r] += src. The gather serves the embedding lookup of compact ids, the scatter of compact
  * rows to the batch's full rows, and the gather of full rows back to compact ones; the
  * put writes computed rows into the prefix cache's slots; the broadcast writes a bias into every row of a GEMM output before the GEMM accumulates onto it,
@@ -12,36 +12,66 @@
 #include "common.cuh"
 #include "kernels.h"
 
-/* dst (rows, units) = src[index[r]] (units), src rows at src_stride; U is the unit copied. */
-template <typename U>
+/* Which source row the gather copies to row r: index[r]. */
+struct listed_rows {
+    const uint32_t *index;
+    __device__ uint32_t operator()(size_t r) const { return index[r]; }
+};
+
+/* Sequence s's last row, cu[s + 1] - 1, through scatter to its compact row and then through fold
+ * to its representative batch row, each where given (rmlp_forward_last's reads). */
+struct last_rows {
+    const uint32_t *cu, *scatter, *fold;
+    __device__ uint32_t operator()(size_t s) const {
+        uint32_t r = cu[s + 1] - 1;
+        if (scatter != NULL) r = scatter[r];
+        return fold != NULL ? fold[r] : r;
+    }
+};
+
+/* dst (rows, units) = src[row_of(r)] (units), src rows at src_stride; U is the unit copied. */
+template <typename U, typename Rows>
 static __global__ void gather_rows_kernel(U *__restrict__ dst, const U *__restrict__ src, size_t src_stride,
-                                          const uint32_t *__restrict__ index, size_t rows, size_t units) {
+                                          Rows row_of, size_t rows, size_t units) {
     size_t r = (size_t)blockIdx.x * blockDim.y + threadIdx.y;
     if (r >= rows) return;
-    const U *s = src + (size_t)index[r] * src_stride;
+    const U *s = src + (size_t)row_of(r) * src_stride;
     U *d = dst + r * units;
     for (size_t c = threadIdx.x; c < units; c += blockDim.x) d[c] = s[c];
 }
 
-template <typename U>
-static cudaError_t launch_gather(void *dst, const void *src, size_t src_stride, const uint32_t *index, size_t rows,
+template <typename U, typename Rows>
+static cudaError_t launch_gather(void *dst, const void *src, size_t src_stride, Rows row_of, size_t rows,
                                  size_t units, cudaStream_t stream) {
     dim3 block = row_block(units);
-    gather_rows_kernel<U>
-        <<<row_grid(rows, block), block, 0, stream>>>((U *)dst, (const U *)src, src_stride, index, rows, units);
+    gather_rows_kernel<U, Rows>
+        <<<row_grid(rows, block), block, 0, stream>>>((U *)dst, (const U *)src, src_stride, row_of, rows, units);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *index,
-                                       size_t rows, size_t dim, rmlp_dtype dtype, cudaStream_t stream) {
+/* The gather in the widest unit the row size, the strides and the pointers allow. */
+template <typename Rows>
+static cudaError_t gather(void *dst, const void *src, size_t src_row_stride, Rows row_of, size_t rows, size_t dim,
+                          rmlp_dtype dtype, cudaStream_t stream) {
     size_t elem = dtype_size(dtype);
     if (elem == 0 || src_row_stride < dim || rows > INT32_MAX) return cudaErrorInvalidValue;
     if (rows == 0 || dim == 0) return cudaSuccess;
     size_t row_bytes = dim * elem, stride_bytes = src_row_stride * elem;
     if (row_bytes % 16 == 0 && stride_bytes % 16 == 0 && aligned16(dst) && aligned16(src))
-        return launch_gather<uint4>(dst, src, stride_bytes / 16, index, rows, row_bytes / 16, stream);
-    if (elem == 4) return launch_gather<uint32_t>(dst, src, src_row_stride, index, rows, dim, stream);
-    return launch_gather<uint16_t>(dst, src, src_row_stride, index, rows, dim, stream);
+        return launch_gather<uint4>(dst, src, stride_bytes / 16, row_of, rows, row_bytes / 16, stream);
+    if (elem == 4) return launch_gather<uint32_t>(dst, src, src_row_stride, row_of, rows, dim, stream);
+    return launch_gather<uint16_t>(dst, src, src_row_stride, row_of, rows, dim, stream);
+}
+
+extern "C" cudaError_t gpu_gather_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *index,
+                                       size_t rows, size_t dim, rmlp_dtype dtype, cudaStream_t stream) {
+    return gather(dst, src, src_row_stride, listed_rows{index}, rows, dim, dtype, stream);
+}
+
+extern "C" cudaError_t gpu_gather_last_rows(void *dst, const void *src, size_t src_row_stride, const uint32_t *cu,
+                                            const uint32_t *scatter, const uint32_t *fold, size_t n_seqs, size_t dim,
+                                            rmlp_dtype dtype, cudaStream_t stream) {
+    return gather(dst, src, src_row_stride, last_rows{cu, scatter, fold}, n_seqs, dim, dtype, stream);
 }
 
 /* dst[index[r]] (units), dst rows at dst_stride = src (rows, units), src rows at src_stride. */

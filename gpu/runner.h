@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/forward_rows.h"
 #include "radix_mlp/types.h"
 
 #ifdef __cplusplus
@@ -88,10 +89,11 @@ rmlp_status gpu_attention_compact_run(const char *fn, gpu_context *ctx, const rm
 bool gpu_attention_uses_flashinfer(const gpu_context *ctx, const rmlp_attention_args *args, bool compact);
 
 /* The whole model on the set plan: internal buffers, `attention` (or the built-in) in full or
- * compact space (RMLP_ATTENTION_FULL / COMPACT), `out`: batch rows (n_tokens, hidden), or with
- * compact_out the compact rows (n_compact_padded, hidden). */
+ * compact space (RMLP_ATTENTION_FULL / COMPACT), `out`: the rows `rows` names (common/forward_rows.h:
+ * batch rows (n_tokens, hidden), compact rows (n_compact_padded, hidden), or each sequence's last
+ * row (n_seqs, hidden), the last layer's post-attention on those rows alone). */
 rmlp_status gpu_forward(const char *fn, gpu_context *ctx, rmlp_attention_space space, rmlp_attention_fn attention,
-                        void *user_data, void *out, bool compact_out);
+                        void *user_data, void *out, forward_rows rows);
 
 /* ---- the prefix cache's device side (cache.cu) ------------------------------------------------ */
 
@@ -134,11 +136,11 @@ rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_cache *cach
 rmlp_status gpu_cache_check_capture(const char *fn, const gpu_context *ctx);
 
 /* The forward through the cache: computes the new rows into their slots, then out = the slots'
- * hidden states of the output rows (batch rows, or with compact_out the compact rows, padding
- * zeroed; nothing when out is NULL: a generation's prefill). Synchronises on the previous cached
- * forward's copy; refused while capturing. */
+ * hidden states of the output rows (batch.out_slots: batch rows, the compact rows with their
+ * padding zeroed when `rows` says so, or the last rows; nothing when out is NULL: a generation's
+ * prefill). Synchronises on the previous cached forward's copy; refused while capturing. */
 rmlp_status gpu_forward_cached(const char *fn, gpu_context *ctx, gpu_cache *cache, const gpu_cached_batch *batch,
-                               void *out, bool compact_out);
+                               void *out, forward_rows rows);
 
 /* ---- generation (decode.cu): a session's device arrays ------------------------------------ */
 

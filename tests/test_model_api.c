@@ -326,7 +326,10 @@ static void test_sliding_window(void) {
         a.sliding_window = 4, a.softcap = 30.0f;
         expect(rmlp_attention(ctx, &a), RMLP_ERR_INVALID_ARGUMENT,
                "args->softcap=30 but layer 0 soft-caps its scores at 0", "attention args with another soft-cap");
-        a.softcap = 0.0f;
+        a.softcap = 0.0f, a.layout = RMLP_ATTENTION_COMPACT; /* a compact callback's args, read as full ones */
+        expect(rmlp_attention(ctx, &a), RMLP_ERR_INVALID_ARGUMENT,
+               "args->layout=1, rmlp_attention takes RMLP_ATTENTION_FULL", "compact-layout args to rmlp_attention");
+        a.layout = RMLP_ATTENTION_FULL;
         CHECK(rmlp_attention(ctx, &a) == RMLP_OK, "attention with the layer's window: %s", rmlp_last_error());
         rmlp_layer_attention la = {0};
         CHECK(rmlp_model_layer_attention(model, 0, &la) == RMLP_OK && la.sliding_window == 4 && la.softcap == 0.0f &&

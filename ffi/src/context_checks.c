@@ -57,6 +57,9 @@ rmlp_status rmlp_check_attention_args(const char *fn, const rmlp_context *contex
                          a->n_tokens, context->cap_tokens);
     if (a->n_tokens > 0 && (a->q == NULL || a->k == NULL || a->v == NULL || a->out == NULL))
         return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->q, k, v or out is NULL");
+    if (!compact && a->layout != RMLP_ATTENTION_FULL) /* compact args read as full ones: a wrong result */
+        return rmlp_fail(RMLP_ERR_INVALID_ARGUMENT, fn, "args->layout=%d, rmlp_attention takes RMLP_ATTENTION_FULL "
+                         "(a compact-layout callback calls rmlp_attention_compact)", a->layout);
     const uint32_t *cu = compact ? a->kv_indptr : a->cu_seqlens;
     rmlp_status status = rmlp_check_cu_seqlens(fn, cu, a->n_seqs, a->n_tokens);
     if (status == RMLP_OK && a->layer >= context->model->ext.n_layers)
