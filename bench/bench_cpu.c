@@ -12,8 +12,8 @@
 #include "bench_dump.h"
 #include "cli.h"
 
-enum { OFF, ON, COMPACT, MODES };
-static const char *const MODE_NAMES[MODES] = {"off", "on", "compact"};
+enum { OFF, ON, COMPACT, LAST, MODES };
+static const char *const MODE_NAMES[MODES] = {"off", "on", "compact", "last"};
 
 typedef struct run_result {
     double ms, plan_us;
@@ -21,10 +21,11 @@ typedef struct run_result {
     rmlp_plan plan;
 } run_result;
 
-/* One plan and forward (attention in full space, or with `compact` the whole forward in compact
- * space, out then holding compact rows), the built-in attention; with repeats, the fastest
- * forward is kept with its profile. */
-static int run_once(rmlp_planner *planner, rmlp_context *ctx, const workload *w, double threshold, bool compact,
+/* One plan and forward of `mode` (OFF, ON: rmlp_forward, attention in ctx's space; COMPACT: the
+ * whole forward in compact space, out then holding compact rows; LAST: rmlp_forward_last, out
+ * holding each sequence's last row), the built-in attention; with repeats, the fastest forward is
+ * kept with its profile. */
+static int run_once(rmlp_planner *planner, rmlp_context *ctx, const workload *w, double threshold, int mode,
                     float *out, run_result *r) {
     rmlp_plan_params params = rmlp_plan_default_params();
     params.threshold = threshold;
@@ -34,9 +35,10 @@ static int run_once(rmlp_planner *planner, rmlp_context *ctx, const workload *w,
         rmlp_context_cpu_profile(ctx, true, NULL) != RMLP_OK)
         return -1;
     double start = cli_now_ms();
-    if ((compact ? rmlp_forward_compact(ctx, &r->plan, NULL, NULL, out) : rmlp_forward(ctx, &r->plan, NULL, NULL, out)) !=
-        RMLP_OK)
-        return -1;
+    rmlp_status status = mode == COMPACT ? rmlp_forward_compact(ctx, &r->plan, NULL, NULL, out)
+                         : mode == LAST  ? rmlp_forward_last(ctx, &r->plan, NULL, NULL, out)
+                                         : rmlp_forward(ctx, &r->plan, NULL, NULL, out);
+    if (status != RMLP_OK) return -1;
     double ms = cli_now_ms() - start;
     if (rmlp_context_cpu_profile(ctx, false, &profile) != RMLP_OK) return -1;
     if (r->ms > 0.0 && r->ms <= ms) return 0;
@@ -94,8 +96,9 @@ void bench_cpu_print_header(const bench_args *a) {
     printf("# cpu, %u threads, %s weight matrices; ms: the fastest of %lu runs of each mode, alternating; below each "
            "case where that forward's time went (rmlp_context_cpu_profile) and the plan's build\n",
            rmlp_cpu_threads(), a->cpu_weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", a->repeat);
-    printf("%-22s %7s %7s %6s %10s %10s %10s %8s %8s %9s %11s %11s\n", "case", "N", "N'", "ratio", "ms off", "ms on",
-           "ms compact", "speedup", "spd cmp", "predicted", "max|off-on|", "max|off-cmp|");
+    printf("%-22s %7s %7s %6s %10s %10s %10s %10s %8s %8s %8s %9s %11s %12s %13s\n", "case", "N", "N'", "ratio",
+           "ms off", "ms on", "ms compact", "ms last", "speedup", "spd cmp", "spd last", "predicted", "max|off-on|",
+           "max|off-cmp|", "max|off-last|");
 }
 
 /* max |off - on| over the batch rows, and max |off - compact| reading compact rows through scatter. */
@@ -110,27 +113,43 @@ static void max_diffs(const float *off, const float *on, const float *compact, c
     }
 }
 
+/* max |off - last| over each sequence's last row (`last`: n_seqs rows). */
+static double max_diff_last(const float *off, const float *last, const workload *w, size_t hsz) {
+    double diff = 0.0;
+    for (size_t s = 0; s < w->n_seqs; s++)
+        for (size_t j = 0; j < hsz; j++) {
+            double d = fabs((double)off[((size_t)w->cu_seqlens[s + 1] - 1) * hsz + j] - last[s * hsz + j]);
+            diff = isnan(d) ? INFINITY : (d > diff ? d : diff);
+        }
+    return diff;
+}
+
 int bench_cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_config *cfg, const char *name,
                    double threshold, const workload *w, FILE *dump) {
-    rmlp_context *ctx = NULL;
+    rmlp_context *ctx = NULL, *ctx_last = NULL; /* ctx_last: attention in compact space */
     rmlp_planner *planner = NULL;
+    rmlp_context_params last_params = rmlp_context_default_params();
+    last_params.attention_space = RMLP_ATTENTION_COMPACT;
     size_t hsz = cfg->hidden_size, pooled = dump ? w->n_seqs * hsz : 0;
     float *out_off = malloc(w->n_tokens * hsz * sizeof(float));
     float *out_on = malloc(w->n_tokens * hsz * sizeof(float));
     float *out_compact = malloc((w->n_tokens + RMLP_MAX_PAD_MULTIPLE) * hsz * sizeof(float));
+    float *out_last = malloc((w->n_seqs ? w->n_seqs : 1) * hsz * sizeof(float));
     float *last = dump ? malloc(2 * pooled * sizeof(float)) : NULL;
     run_result r[MODES] = {{0}};
-    int rc = out_off && out_on && out_compact && (!dump || last) &&
+    int rc = out_off && out_on && out_compact && out_last && (!dump || last) &&
                      rmlp_context_create(model, w->n_tokens, &ctx) == RMLP_OK &&
+                     rmlp_context_create_with_params(model, w->n_tokens, &last_params, &ctx_last) == RMLP_OK &&
                      rmlp_planner_create(&planner) == RMLP_OK
                  ? 0
                  : 1;
-    /* Off, on and on with compact attention alternate, so a slow spell of a shared machine hits
-     * all alike. The compact run's plan is built last, so it stays the planner's current one. */
+    /* Off, on, last and compact alternate, so a slow spell of a shared machine hits all alike.
+     * The compact run's plan is built last, so it stays the planner's current one. */
     for (unsigned long rep = 0; rc == 0 && rep < a->repeat; rep++)
-        rc = run_once(planner, ctx, w, 0.0, false, out_off, &r[OFF]) == 0 &&
-                     run_once(planner, ctx, w, threshold, false, out_on, &r[ON]) == 0 &&
-                     run_once(planner, ctx, w, threshold, true, out_compact, &r[COMPACT]) == 0
+        rc = run_once(planner, ctx, w, 0.0, OFF, out_off, &r[OFF]) == 0 &&
+                     run_once(planner, ctx, w, threshold, ON, out_on, &r[ON]) == 0 &&
+                     run_once(planner, ctx_last, w, threshold, LAST, out_last, &r[LAST]) == 0 &&
+                     run_once(planner, ctx, w, threshold, COMPACT, out_compact, &r[COMPACT]) == 0
                  ? 0
                  : 1;
     if (rc == 0 && dump) rc = pool_for_dump(out_on, w, cfg->hidden_size, last, last + pooled) == 0 ? 0 : 1;
@@ -139,6 +158,7 @@ int bench_cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_conf
     } else {
         double diff, diff_compact;
         max_diffs(out_off, out_on, out_compact, r[COMPACT].plan.scatter, w->n_tokens, hsz, &diff, &diff_compact);
+        double diff_last = max_diff_last(out_off, out_last, w, hsz), speedup_last = r[OFF].ms / r[LAST].ms;
         const rmlp_plan *on = &r[ON].plan;
         double f = 1.0 - r[OFF].profile.attention_ms / r[OFF].ms, ratio = (double)w->n_tokens / on->n_compact;
         double predicted = 1.0 / ((1.0 - f) + f / ratio), speedup = r[OFF].ms / r[ON].ms;
@@ -148,17 +168,19 @@ int bench_cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_conf
                    "\"use_radix\": %s, \"layers\": %lu, \"ms_off\": %.2f, \"ms_on\": %.2f, \"ms_compact\": %.2f, "
                    "\"plan_us\": %.1f, \"speedup\": %.3f, \"speedup_compact\": %.3f, \"attention_ms_off\": %.2f, "
                    "\"attention_ms_on\": %.2f, \"attention_ms_compact\": %.2f, \"f_position_wise\": %.4f, "
-                   "\"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g, \"max_abs_diff_compact\": %.3g",
+                   "\"predicted_speedup\": %.3f, \"max_abs_diff\": %.3g, \"max_abs_diff_compact\": %.3g, "
+                   "\"ms_last\": %.2f, \"speedup_last\": %.3f, \"attention_ms_last\": %.2f, \"max_abs_diff_last\": %.3g",
                    name, rmlp_cpu_threads(), a->cpu_weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", bf16_gemm_name(model), w->n_seqs, w->n_tokens, on->n_compact, on->use_radix ? "true" : "false",
                    a->layers, r[OFF].ms, r[ON].ms, r[COMPACT].ms, r[ON].plan_us, speedup, speedup_compact,
                    r[OFF].profile.attention_ms, r[ON].profile.attention_ms, r[COMPACT].profile.attention_ms, f,
-                   predicted, diff, diff_compact);
+                   predicted, diff, diff_compact, r[LAST].ms, speedup_last, r[LAST].profile.attention_ms, diff_last);
             print_profile_json(r);
             printf("}\n");
         } else {
-            printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %10.1f %7.2fx %7.2fx %8.2fx %11.3g %11.3g\n", name, w->n_tokens,
-                   on->n_compact, (double)on->n_compact / w->n_tokens, r[OFF].ms, r[ON].ms, r[COMPACT].ms, speedup,
-                   speedup_compact, predicted, diff, diff_compact);
+            printf("%-22s %7zu %7u %6.3f %10.1f %10.1f %10.1f %10.1f %7.2fx %7.2fx %7.2fx %8.2fx %11.3g %12.3g %13.3g\n",
+                   name, w->n_tokens, on->n_compact, (double)on->n_compact / w->n_tokens, r[OFF].ms, r[ON].ms,
+                   r[COMPACT].ms, r[LAST].ms, speedup, speedup_compact, speedup_last, predicted, diff, diff_compact,
+                   diff_last);
             print_profile_text(r);
         }
         rc = cli_finish_output(stdout, "standard output") == 0 ? 0 : 1; /* a full disk stops the bench */
@@ -168,8 +190,9 @@ int bench_cpu_case(const bench_args *a, rmlp_model *model, const rmlp_model_conf
             rc = bench_dump_write(dump, a->dump_path, w, &row) == 0 ? 0 : 1;
         }
     }
-    free(out_off), free(out_on), free(out_compact), free(last);
+    free(out_off), free(out_on), free(out_compact), free(out_last), free(last);
     rmlp_planner_free(planner);
     rmlp_context_free(ctx);
+    rmlp_context_free(ctx_last);
     return rc;
 }

@@ -1,6 +1,8 @@
 /*
- * bench_cpu.h: one case of `radixmlp bench` on the CPU (cmd_bench.c): radix off, on, and on with
- * the whole forward in compact space, alternating --repeat times, the fastest of each kept, with
+ * bench_cpu.h: one case of `radixmlp bench` on the CPU (cmd_bench.c): radix off, on, on with the
+ * whole forward in compact space, and "last" (on, attention in compact space, the last layer's
+ * post-attention work on each sequence's last row only: rmlp_forward_last), alternating --repeat
+ * times, the fastest of each kept, with
  * the built-in attention; per mode the library's profile of that forward (rmlp_context_cpu_profile:
  * GEMMs, attention, elementwise work, gathers and scatters) and the plan's build time.
  */

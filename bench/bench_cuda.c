@@ -2,17 +2,18 @@
  * bench_cuda.c: one case of `radixmlp bench --device cuda` (see bench_cuda.h). Everything runs on
  * a non-blocking stream of the tool's own, handed to the context with rmlp_context_set_stream:
  * per run the plan is built and set (both timed on the host), then the forward is bracketed by
- * two events on that stream and the host waits for the second. Three sides alternate: radix off
- * (rmlp_forward, threshold 0), on (rmlp_forward, attention in full space) and on with attention in
+ * two events on that stream and the host waits for the second. Four sides alternate: radix off
+ * (rmlp_forward, threshold 0), on (rmlp_forward, attention in full space), on with attention in
  * compact space (rmlp_forward_compact: compact rows out, read through the plan's scatter when
- * compared). Each side has its planner, so its plan stays valid between its runs. Attention's
+ * compared) and last (rmlp_forward_last on a second context, attention in compact space: each
+ * sequence's last row, compared with the off run's last rows). Each side has its planner, so its plan stays valid between its runs. Attention's
  * share is measured in separate runs through the attention callback, which brackets the library's
  * built-in attention (rmlp_attention or rmlp_attention_compact) with events per layer, so the
  * timed runs are the plain forward a host would call. The tool links its own static CUDA runtime
  * (the library's is hidden inside it); streams, events and device pointers are the driver's
  * handles, valid in both. Built without CUDA, the two entry points print that and fail.
  * Each --gpu-variant has a bench_dev of its own (context, planners, outputs), made with its
- * variables set; a round runs every variant's three sides before the next round.
+ * variables set; a round runs every variant's four sides before the next round.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -98,7 +99,7 @@ void bench_cuda_variant_restore(bench_env_saved *saved, size_t n) {
     }
 }
 
-static const char *const SIDE_NAMES[BENCH_SIDES] = {"off", "on", "compact"};
+static const char *const SIDE_NAMES[BENCH_SIDES] = {"off", "on", "compact", "last"};
 
 const char *bench_cuda_json_keys(const bench_cuda_result *r, char *buf, size_t cap) {
     int used = snprintf(buf, cap, ", \"variant\": \"%s\", \"attention\": \"%s\", \"flashinfer\": %s, \"sm90\": %s",
@@ -119,8 +120,8 @@ const char *bench_cuda_json_keys(const bench_cuda_result *r, char *buf, size_t c
 }
 
 const char *bench_cuda_text_keys(const bench_cuda_result *r, char *buf, size_t cap) {
-    snprintf(buf, cap, "  %s: %s/%s/%s%s", r->variant, r->kernel[BENCH_OFF], r->kernel[BENCH_ON],
-             r->kernel[BENCH_COMPACT], r->fallbacks ? " (fallbacks)" : "");
+    snprintf(buf, cap, "  %s: %s/%s/%s/%s%s", r->variant, r->kernel[BENCH_OFF], r->kernel[BENCH_ON],
+             r->kernel[BENCH_COMPACT], r->kernel[BENCH_LAST], r->fallbacks ? " (fallbacks)" : "");
     return buf;
 }
 
@@ -185,14 +186,15 @@ static rmlp_status timed_attention(void *user_data, const rmlp_attention_args *a
 }
 
 typedef struct bench_dev {
-    rmlp_context *ctx;
+    rmlp_context *ctx, *ctx_last; /* ctx_last: attention in compact space, for BENCH_LAST */
     cudaStream_t stream;
     cudaEvent_t start, stop;
     attn_timer timer;
     rmlp_planner *planner[BENCH_SIDES]; /* each side's plan stays valid between its runs */
     rmlp_plan plan[BENCH_SIDES];        /* each side's last plan */
     /* Device memory in the model's dtype: (n_tokens, hidden) batch rows; the compact side's
-     * (n_tokens + RMLP_MAX_PAD_MULTIPLE, hidden), of which it writes n_compact_padded rows. */
+     * (n_tokens + RMLP_MAX_PAD_MULTIPLE, hidden), of which it writes n_compact_padded rows; the
+     * last side writes n_seqs rows. */
     void *out[BENCH_SIDES];
     size_t hidden, elem_bytes, out_bytes; /* out_bytes: of the batch rows */
     /* the timed forwards' attention launches per side: [side][0 FlashInfer, 1 reference, 2 of the
@@ -227,19 +229,21 @@ static const char *kernel_name(const unsigned long long (*l)[3]) {
     return ref ? "reference" : "none";
 }
 
-/* r's attention keys from d's counters and the context's stats. */
+/* r's attention keys from d's counters and the contexts' stats (the setting of ctx; the fallbacks
+ * and plan errors of both). */
 static int describe_attention(const bench_dev *d, bench_cuda_result *r) {
     static const char *const layouts[3] = {"full", "full_paged", "compact"};
-    rmlp_gpu_stats s;
-    if (!gpu_stats(d->ctx, &s)) return -1;
+    rmlp_gpu_stats s, t; /* t: ctx_last's */
+    if (!gpu_stats(d->ctx, &s) || !gpu_stats(d->ctx_last, &t)) return -1;
     snprintf(r->attention, sizeof r->attention, "%s",
              s.attention == RMLP_GPU_ATTENTION_FLASHINFER  ? "flashinfer"
              : s.attention == RMLP_GPU_ATTENTION_REFERENCE ? "reference"
                                                             : "auto");
     r->flashinfer = s.flashinfer, r->sm90 = s.sm90;
-    r->plan_errors = s.plan_errors, r->sm90_fallbacks = s.sm90_fallbacks;
+    r->plan_errors = s.plan_errors + t.plan_errors, r->sm90_fallbacks = s.sm90_fallbacks + t.sm90_fallbacks;
     r->fallbacks = s.fallback_plan_error + s.fallback_small_batch + s.fallback_too_large + s.fallback_unplanned +
-                   s.fallback_buffers + s.fallback_launcher;
+                   s.fallback_buffers + s.fallback_launcher + t.fallback_plan_error + t.fallback_small_batch +
+                   t.fallback_too_large + t.fallback_unplanned + t.fallback_buffers + t.fallback_launcher;
     for (int side = 0; side < BENCH_SIDES; side++) {
         const unsigned long long(*l)[3] = d->launches[side];
         snprintf(r->kernel[side], sizeof r->kernel[side], "%s", kernel_name(l));
@@ -258,8 +262,8 @@ typedef struct sample {
     bool use_radix;
 } sample;
 
-/* Plan, set_plan and forward of one side (BENCH_OFF: threshold 0; BENCH_ON, BENCH_COMPACT:
- * `threshold`), the forward timed with events; instrumented: through timed_attention, summing its
+/* Plan, set_plan and forward of one side (BENCH_OFF: threshold 0; the others: `threshold`; on
+ * ctx_last for BENCH_LAST), the forward timed with events; instrumented: through timed_attention, summing its
  * per-layer times into attn_ms. */
 static int run_side(bench_dev *d, const workload *w, double threshold, int side, int instrumented, sample *s) {
     rmlp_plan_params params = rmlp_plan_default_params();
@@ -269,23 +273,27 @@ static int run_side(bench_dev *d, const workload *w, double threshold, int side,
                                  w->n_seqs, &params, plan),
                  "rmlp_plan_build"))
         return -1;
+    rmlp_context *ctx = side == BENCH_LAST ? d->ctx_last : d->ctx;
     double t0 = cli_now_ms();
-    if (!rmlp_ok(rmlp_context_set_plan(d->ctx, plan), "rmlp_context_set_plan")) return -1;
+    if (!rmlp_ok(rmlp_context_set_plan(ctx, plan), "rmlp_context_set_plan")) return -1;
     s->set_plan_us = (cli_now_ms() - t0) * 1e3;
     s->plan_us = plan->build_us;
     s->n_compact = plan->n_compact;
     s->use_radix = plan->use_radix;
     d->timer.error = cudaSuccess;
+    d->timer.ctx = ctx; /* a callback may call the attention of the context running it */
     rmlp_attention_fn attention = instrumented ? timed_attention : NULL;
-    bool compact = side == BENCH_COMPACT;
     rmlp_gpu_stats before, after;
-    if (!gpu_stats(d->ctx, &before) || !cuda_ok(cudaEventRecord(d->start, d->stream), "cudaEventRecord") ||
-        !rmlp_ok(compact ? rmlp_forward_compact(d->ctx, plan, attention, &d->timer, d->out[side])
-                         : rmlp_forward(d->ctx, plan, attention, &d->timer, d->out[side]),
-                 compact ? "rmlp_forward_compact" : "rmlp_forward") ||
+    if (!gpu_stats(ctx, &before) || !cuda_ok(cudaEventRecord(d->start, d->stream), "cudaEventRecord") ||
+        !rmlp_ok(side == BENCH_COMPACT ? rmlp_forward_compact(ctx, plan, attention, &d->timer, d->out[side])
+                 : side == BENCH_LAST  ? rmlp_forward_last(ctx, plan, attention, &d->timer, d->out[side])
+                                       : rmlp_forward(ctx, plan, attention, &d->timer, d->out[side]),
+                 side == BENCH_COMPACT ? "rmlp_forward_compact"
+                 : side == BENCH_LAST  ? "rmlp_forward_last"
+                                       : "rmlp_forward") ||
         !cuda_ok(cudaEventRecord(d->stop, d->stream), "cudaEventRecord") ||
         !cuda_ok(cudaEventSynchronize(d->stop), "the forward (cudaEventSynchronize)") ||
-        !cuda_ok(d->timer.error, "cudaEventRecord (attention timer)") || !gpu_stats(d->ctx, &after))
+        !cuda_ok(d->timer.error, "cudaEventRecord (attention timer)") || !gpu_stats(ctx, &after))
         return -1;
     if (!instrumented) count_launches(d, side, &before, &after);
     float ms = 0.0f;
@@ -323,10 +331,12 @@ static float element(const unsigned char *p, size_t i, rmlp_dtype dt) {
     return (h & 0x8000u) ? -v : v;
 }
 
-/* Side `side` of d's output copied back (batch rows, or the compact side's padded compact rows),
- * NULL after printing why. */
+/* Side `side` of d's output copied back (batch rows, the compact side's padded compact rows, the
+ * last side's n_seqs rows), NULL after printing why. */
 static unsigned char *download_side(bench_dev *d, int side) {
-    size_t bytes = side == BENCH_COMPACT ? (size_t)d->plan[side].n_compact_padded * d->hidden * d->elem_bytes
+    size_t row_bytes = d->hidden * d->elem_bytes;
+    size_t bytes = side == BENCH_COMPACT ? (size_t)d->plan[side].n_compact_padded * row_bytes
+                   : side == BENCH_LAST  ? (size_t)d->plan[side].n_seqs * row_bytes
                                          : d->out_bytes;
     unsigned char *host = malloc(bytes ? bytes : 1);
     if (host == NULL) {
@@ -340,8 +350,15 @@ static unsigned char *download_side(bench_dev *d, int side) {
     return host;
 }
 
-/* max |x - y| and ||x - y|| / ||x|| over every batch row, x side sa of a's output, y side sb of b's
- * (a compact side's rows read through its plan's scatter); NaN anywhere (an unwritten row keeps the
+/* Where batch row b's element j is in side s of d's output: a compact side's rows read through its
+ * plan's scatter, the last side's row r holding sequence r's last row (b = cu_seqlens[r + 1] - 1). */
+static size_t output_index(const bench_dev *d, int s, size_t r, size_t b, size_t j) {
+    size_t row = s == BENCH_COMPACT ? d->plan[s].scatter[b] : s == BENCH_LAST ? r : b;
+    return row * d->hidden + j;
+}
+
+/* max |x - y| and ||x - y|| / ||x|| over every batch row (each sequence's last row where a side is
+ * BENCH_LAST), x side sa of a's output, y side sb of b's; NaN anywhere (an unwritten row keeps the
  * 0xFF poison, NaN in every dtype) makes both NaN and says so. */
 static int compare_outputs(bench_dev *a, int sa, bench_dev *b, int sb, rmlp_dtype dt, double *max_abs_diff,
                            double *rel_norm_diff) {
@@ -350,11 +367,13 @@ static int compare_outputs(bench_dev *a, int sa, bench_dev *b, int sb, rmlp_dtyp
         free(x);
         return -1;
     }
-    size_t hsz = a->hidden, n = a->out_bytes / a->elem_bytes, nans = 0;
+    bool last = sa == BENCH_LAST || sb == BENCH_LAST;
+    const rmlp_plan *p = &a->plan[sa];
+    size_t hsz = a->hidden, rows = last ? p->n_seqs : a->out_bytes / a->elem_bytes / hsz, n = rows * hsz, nans = 0;
     double max_abs = 0.0, sq_diff = 0.0, sq_ref = 0.0;
     for (size_t i = 0; i < n; i++) {
-        size_t ix = sa == BENCH_COMPACT ? (size_t)a->plan[sa].scatter[i / hsz] * hsz + i % hsz : i;
-        size_t iy = sb == BENCH_COMPACT ? (size_t)b->plan[sb].scatter[i / hsz] * hsz + i % hsz : i;
+        size_t r = i / hsz, row = last ? (size_t)p->cu_seqlens[r + 1] - 1 : r;
+        size_t ix = output_index(a, sa, r, row, i % hsz), iy = output_index(b, sb, r, row, i % hsz);
         double u = element(x, ix, dt), v = element(y, iy, dt), diff = fabs(u - v);
         if (isnan(u) || isnan(v)) {
             nans++;
@@ -376,6 +395,7 @@ static int compare_outputs(bench_dev *a, int sa, bench_dev *b, int sb, rmlp_dtyp
 static void bench_dev_free(bench_dev *d) {
     if (d->stream) cudaStreamSynchronize(d->stream);
     rmlp_context_free(d->ctx);
+    rmlp_context_free(d->ctx_last);
     for (int s = 0; s < BENCH_SIDES; s++) {
         rmlp_planner_free(d->planner[s]);
         if (d->out[s]) cudaFree(d->out[s]);
@@ -405,10 +425,14 @@ static int bench_dev_init(bench_dev *d, const rmlp_model *model, const rmlp_mode
         if (!cuda_ok(cudaEventCreate(&d->timer.events[i]), "cudaEventCreate")) return -1;
     bench_env_saved saved[BENCH_VARIANT_MAX_VARS];
     size_t n_saved = variant != NULL ? bench_cuda_variant_apply(variant, saved) : 0;
+    rmlp_context_params last_params = rmlp_context_default_params();
+    last_params.attention_space = RMLP_ATTENTION_COMPACT;
     rmlp_status created = rmlp_context_create(model, n_tokens, &d->ctx);
+    if (created == RMLP_OK) created = rmlp_context_create_with_params(model, n_tokens, &last_params, &d->ctx_last);
     bench_cuda_variant_restore(saved, n_saved);
     if (!rmlp_ok(created, variant != NULL ? variant : "rmlp_context_create") ||
-        !rmlp_ok(rmlp_context_set_stream(d->ctx, d->stream), "rmlp_context_set_stream"))
+        !rmlp_ok(rmlp_context_set_stream(d->ctx, d->stream), "rmlp_context_set_stream") ||
+        !rmlp_ok(rmlp_context_set_stream(d->ctx_last, d->stream), "rmlp_context_set_stream"))
         return -1;
     d->timer.ctx = d->ctx;
     for (int s = 0; s < BENCH_SIDES; s++) { /* poisoned: a row no forward writes stays NaN */

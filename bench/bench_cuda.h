@@ -1,16 +1,17 @@
 /*
  * bench_cuda.h: the device side of `radixmlp bench --device cuda`: one case, radix off vs on vs on
- * with attention in compact space, on a model loaded with RMLP_DEVICE_CUDA, timed on the device
- * with CUDA events around the forward (a warm-up round first, then R rounds of the three sides in
+ * with attention in compact space vs "last" (on, attention in compact space, each sequence's last
+ * row only: rmlp_forward_last), on a model loaded with RMLP_DEVICE_CUDA, timed on the device
+ * with CUDA events around the forward (a warm-up round first, then R rounds of the four sides in
  * turn: median and min), plan build and rmlp_context_set_plan timed on the host, attention's share
  * measured through the attention callback with events around the built-in attention, and the on
- * and compact outputs (device memory in the model's dtype) copied back and compared in fp32 with
- * the off one. The CUDA code sits behind
+ * compact and last outputs (device memory in the model's dtype) copied back and compared in fp32
+ * with the off one (last: its rows against off's last rows). The CUDA code sits behind
  * RMLP_WITH_CUDA in bench_cuda.c; in a build without CUDA these functions say so and fail.
  *
  * Variants (--gpu-variant NAME=VALUE[,NAME=VALUE...], NAME one of the RADIX_MLP_GPU_* variables of
- * gpu/options.h): each adds a context of its own, made with those variables set (and the
- * environment restored right after), whose three sides take their turns in the same rounds as the
+ * gpu/options.h): each adds contexts of its own, made with those variables set (and the
+ * environment restored right after), whose four sides take their turns in the same rounds as the
  * default context's, so old and new paths are timed side by side under the same conditions. Which
  * attention kernel ran in each side's timed forwards comes from rmlp_context_gpu_stats.
  */
@@ -24,20 +25,22 @@
 #include "workload.h"
 
 /* The sides of a case, the index of the per-side figures: radix off; on, attention in full space;
- * on, attention in compact space (rmlp_forward_compact). */
-enum { BENCH_OFF, BENCH_ON, BENCH_COMPACT, BENCH_SIDES };
+ * on, attention in compact space (rmlp_forward_compact); on, each sequence's last row only
+ * (rmlp_forward_last on a context with attention in compact space). */
+enum { BENCH_OFF, BENCH_ON, BENCH_COMPACT, BENCH_LAST, BENCH_SIDES };
 
 typedef struct bench_cuda_result {
     const char *variant; /* "default", or the --gpu-variant setting */
     uint32_t n_compact; /* N' of the on plan */
     bool use_radix;     /* the on plan's gate decision */
     unsigned long repeat;
-    /* per side (BENCH_OFF, BENCH_ON, BENCH_COMPACT): */
+    /* per side (BENCH_OFF, BENCH_ON, BENCH_COMPACT, BENCH_LAST): */
     double ms[BENCH_SIDES], ms_min[BENCH_SIDES]; /* median and fastest forward over the repeats (events) */
     double plan_us[BENCH_SIDES];                 /* median rmlp_plan_build time (the plan's build_us) */
     double set_plan_us[BENCH_SIDES];             /* median host time of rmlp_context_set_plan */
     double attn_ms[BENCH_SIDES], fwd_ms[BENCH_SIDES]; /* instrumented runs: attention and whole forward (events) */
-    /* the last hidden states of every batch row (fp32) against the off run's; [BENCH_OFF] is 0: */
+    /* the last hidden states of every batch row (BENCH_LAST: of each sequence's last row; fp32)
+     * against the off run's; [BENCH_OFF] is 0: */
     double max_abs_diff[BENCH_SIDES];  /* max |off - x| */
     double rel_norm_diff[BENCH_SIDES]; /* ||off - x|| / ||off|| */
     /* a variant's outputs against the default context's, side by side: ||default - x|| / ||default||
@@ -60,8 +63,8 @@ typedef struct bench_cuda_result {
  * without CUDA", "no CUDA device: ...") and returns -1. */
 int bench_cuda_available(char *name, size_t cap);
 
-/* One case on `model` (loaded with RMLP_DEVICE_CUDA in `dtype`): off (threshold 0) vs on and
- * compact (`threshold`), `repeat` rounds of the three in turn after one warm-up round, on the
+/* One case on `model` (loaded with RMLP_DEVICE_CUDA in `dtype`): off (threshold 0) vs on, compact
+ * and last (`threshold`), `repeat` rounds of the four in turn after one warm-up round, on the
  * default context and on one context per variant (variants[0 .. n_variants), checked), in turn.
  * r: 1 + n_variants results, the default's first. pooled_last and pooled_mean (n_seqs,
  * hidden_size) host f32, either may be NULL: the default context's on run's last hidden states

@@ -16,19 +16,22 @@
  * 1/((1-f)+f/r) with f the position-wise share of the off run's time and r = N/N', and the max
  * |off - on| of the last hidden states; on the CPU also "compact": radix on with the whole forward
  * in compact space (rmlp_forward_compact, attention over paths), its time, speedup over off and
- * max |off - compact|. --quick: the three smallest grid cases; --case NAME: only
+ * max |off - compact|, and "last": rmlp_forward_last on a context with attention in compact space
+ * (each sequence's last row only, the last layer's post-attention work on those rows: what a
+ * last-token embedder or a reranker needs), its time, speedup over off and max |off - last| over
+ * the last rows. --quick: the three smallest grid cases; --case NAME: only
  * the cases whose name contains NAME (may be given several times); --dump-batches FILE: each
  * case's batch and pooled outputs as a JSON line (bench_dump.h), for bench/peer_transformers.py;
  * --batches FILE: the batches of FILE (bench_batches.h: real text, or what --dump-batches wrote)
  * instead of the built-in cases, radix on at threshold 1 (always).
  *
- * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on/compact runs and
+ * --device cpu (default): fp32, 2 layers by default; --repeat R alternates R off/on/last/compact runs and
  * keeps the fastest of each, timed with the wall clock, with the built-in attention; under each case
  * where each mode's time went (bench_cpu.h: GEMMs, attention, elementwise work, gathers, planning).
  * --device cuda: the model on CUDA device 0 in --dtype (bf16 by default), all the shape's layers by
  * default (28 or 36: the published figures are whole-model), timed on the device (bench_cuda.c):
- * off, on and on with attention in compact space, a warm-up round, then R rounds (default 5),
- * median and min; also the rel-norm of on - off and compact - off. --gpu-variant
+ * off, on, on with attention in compact space and last, a warm-up round, then R rounds (default
+ * 5), median and min; also the rel-norm of on - off, compact - off and last - off's last rows. --gpu-variant
  * NAME=VALUE[,NAME=VALUE...] (repeatable; NAME a RADIX_MLP_GPU_* variable of gpu/options.h) adds a
  * context made with those variables set, whose sides run in the same rounds (bench_cuda.h): one
  * row per case and variant ("variant": "default" or the setting), with the kernel each side ran.
@@ -113,7 +116,7 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
         free(last);
         return 1;
     }
-    enum { OFF = BENCH_OFF, ON = BENCH_ON, CMP = BENCH_COMPACT };
+    enum { OFF = BENCH_OFF, ON = BENCH_ON, CMP = BENCH_COMPACT, LAST = BENCH_LAST };
     for (size_t v = 0; v <= a->n_variants; v++) { /* a row per variant, the default's first */
     const bench_cuda_result r = results[v];
     char keys[1024];
@@ -121,11 +124,12 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
     double predicted = 1.0 / ((1.0 - f) + f * ratio);
     double speedup = r.ms[OFF] / r.ms[ON], speedup_min = r.ms_min[OFF] / r.ms_min[ON];
     double speedup_cmp = r.ms[OFF] / r.ms[CMP], speedup_cmp_min = r.ms_min[OFF] / r.ms_min[CMP];
+    double speedup_last = r.ms[OFF] / r.ms[LAST], speedup_last_min = r.ms_min[OFF] / r.ms_min[LAST];
     /* The position-wise part alone (forward minus attention, from the instrumented runs): what
      * RadixMLP compacts, whatever attention the host brings. */
     double pw_off = r.fwd_ms[OFF] - r.attn_ms[OFF], pw_on = r.fwd_ms[ON] - r.attn_ms[ON], pw_speedup = pw_off / pw_on;
     if (a->json) {
-        char b[7][32], device_json[512], model_json[512];
+        char b[9][32], device_json[512], model_json[512];
         printf("{\"case\": \"%s\", \"device\": \"cuda\", \"device_name\": \"%s\", \"model\": \"%s\", "
                "\"hidden_size\": %u, \"dtype\": \"%s\", \"n_seqs\": %zu, \"n_tokens\": %zu, \"n_compact\": %u, "
                "\"use_radix\": %s, \"layers\": %lu, \"repeat\": %lu, "
@@ -138,7 +142,9 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                "\"ms_compact\": %.3f, \"ms_compact_min\": %.3f, \"speedup_compact\": %.3f, "
                "\"speedup_compact_min\": %.3f, \"set_plan_us_compact\": %.1f, \"attention_ms_compact\": %.3f, "
                "\"forward_ms_compact_timed_attention\": %.3f, \"max_abs_diff_compact\": %s, "
-               "\"rel_norm_diff_compact\": %s%s}\n",
+               "\"rel_norm_diff_compact\": %s, \"ms_last\": %.3f, \"ms_last_min\": %.3f, \"speedup_last\": %.3f, "
+               "\"speedup_last_min\": %.3f, \"attention_ms_last\": %.3f, \"forward_ms_last_timed_attention\": %.3f, "
+               "\"max_abs_diff_last\": %s, \"rel_norm_diff_last\": %s%s}\n",
                c->name, jstr(device_json, sizeof device_json, device_name),
                jstr(model_json, sizeof model_json, a->model_name), cfg->hidden_size, BENCH_DTYPE_NAMES[a->dtype], w->n_seqs,
                w->n_tokens, r.n_compact, r.use_radix ? "true" : "false", a->layers, a->repeat, r.ms[OFF], r.ms[ON],
@@ -148,13 +154,16 @@ static int cuda_case(const bench_args *a, const char *device_name, rmlp_model *m
                jnum(b[4], 32, "%.3f", pw_speedup), jnum(b[2], 32, "%.3g", r.max_abs_diff[ON]),
                jnum(b[3], 32, "%.3g", r.rel_norm_diff[ON]), r.ms[CMP], r.ms_min[CMP], speedup_cmp, speedup_cmp_min,
                r.set_plan_us[CMP], r.attn_ms[CMP], r.fwd_ms[CMP], jnum(b[5], 32, "%.3g", r.max_abs_diff[CMP]),
-               jnum(b[6], 32, "%.3g", r.rel_norm_diff[CMP]), bench_cuda_json_keys(&r, keys, sizeof keys));
+               jnum(b[6], 32, "%.3g", r.rel_norm_diff[CMP]), r.ms[LAST], r.ms_min[LAST], speedup_last, speedup_last_min,
+               r.attn_ms[LAST], r.fwd_ms[LAST], jnum(b[7], 32, "%.3g", r.max_abs_diff[LAST]),
+               jnum(b[8], 32, "%.3g", r.rel_norm_diff[LAST]), bench_cuda_json_keys(&r, keys, sizeof keys));
     } else {
-        printf("%-20s %6zu %6u %6.3f %9.2f %9.2f %7.2fx %9.2f %9.2f %7.2fx %9.2f %7.2fx %6.3f %8.2fx %8.2fx %11.3g "
-               "%9.2g %9.2g %8.1f %8.1f%s\n",
+        printf("%-20s %6zu %6u %6.3f %9.2f %9.2f %7.2fx %9.2f %9.2f %7.2fx %9.2f %7.2fx %9.2f %8.2fx %6.3f %8.2fx "
+               "%8.2fx %11.3g %9.2g %9.2g %9.2g %8.1f %8.1f%s\n",
                c->name, w->n_tokens, r.n_compact, ratio, r.ms[OFF], r.ms[ON], speedup, r.ms_min[OFF], r.ms_min[ON],
-               speedup_min, r.ms[CMP], speedup_cmp, f, predicted, pw_speedup, r.max_abs_diff[ON], r.rel_norm_diff[ON],
-               r.rel_norm_diff[CMP], r.plan_us[ON], r.set_plan_us[ON], bench_cuda_text_keys(&r, keys, sizeof keys));
+               speedup_min, r.ms[CMP], speedup_cmp, r.ms[LAST], speedup_last, f, predicted, pw_speedup,
+               r.max_abs_diff[ON], r.rel_norm_diff[ON], r.rel_norm_diff[CMP], r.rel_norm_diff[LAST], r.plan_us[ON],
+               r.set_plan_us[ON], bench_cuda_text_keys(&r, keys, sizeof keys));
     }
     }
     const bench_cuda_result r = results[0];
@@ -284,15 +293,16 @@ static double key_pairs(const uint32_t *pos, size_t rows) {
     return pairs;
 }
 
-/* Seconds of the case's forwards (--repeat rounds of off, on and compact) at the reference rates. */
+/* Seconds of the case's forwards (--repeat rounds of off, on, compact and last) at the reference
+ * rates; last counts as compact (one layer's MLP on fewer rows is within the model's error). */
 static double case_work_s(const bench_args *a, const rmlp_model_config *cfg, const workload *w, const rmlp_plan *on) {
     double q = (double)cfg->num_attention_heads * cfg->head_dim, kv = (double)cfg->num_key_value_heads * cfg->head_dim;
     double row_flops = 2.0 * cfg->hidden_size * (2.0 * q + 2.0 * kv + 3.0 * cfg->intermediate_size);
     double full_pairs = key_pairs(w->position_ids, w->n_tokens);
     double compact_rows = on->use_radix ? on->n_compact_padded : (double)w->n_tokens;
     double compact_pairs = on->use_radix ? key_pairs(on->compact_position_ids, on->n_compact) : full_pairs;
-    double gemm = row_flops * ((double)w->n_tokens + 2.0 * compact_rows);  /* off, on, compact */
-    double attention = 4.0 * q * (2.0 * full_pairs + compact_pairs);        /* full space twice, paths */
+    double gemm = row_flops * ((double)w->n_tokens + 3.0 * compact_rows);  /* off, on, compact, last */
+    double attention = 4.0 * q * (2.0 * full_pairs + 2.0 * compact_pairs);  /* full space twice, paths twice */
     double threads = rmlp_cpu_threads();
     return (double)a->layers * a->repeat *
            (gemm / (REF_GEMM_FLOPS_PER_THREAD * threads) + attention / (REF_ATTENTION_FLOPS_PER_THREAD * threads));
@@ -370,7 +380,7 @@ static int print_list(const bench_args *a, const planned_case *p, size_t n) {
     if (!isnan(total)) snprintf(all, sizeof all, "; about %.0f s in all, plus the model's setup", total);
     if (!a->json)
         printf("# the cases of `radixmlp bench%s`: N, N' of the on run, the regime each shows, and the seconds its\n"
-               "# off, on and compact forwards (--repeat %lu, %lu layers) should take on %u CPU threads at the\n"
+               "# off, on, compact and last forwards (--repeat %lu, %lu layers) should take on %u CPU threads at the\n"
                "# reference machine's rates (- on CUDA)%s\n%-22s %7s %7s %6s %8s  %s\n",
                a->full ? " --full" : a->quick ? " --quick" : "", a->repeat, a->layers, rmlp_cpu_threads(), all, "case",
                "N", "N'", "ratio", "est s", "regime");
@@ -477,13 +487,16 @@ int cmd_bench(int argc, char **argv) {
     if (!a.cuda) bench_cpu_print_header(&a);
     if (!a.json && a.cuda) {
         printf("# %s, %s, %s, %lu layers; ms: CUDA events around the forward, median and min of %lu rounds of off, "
-               "on and cmp (on, attention in compact space: rmlp_forward_compact) in turn after a warm-up round; f: "
+               "on, cmp (on, attention in compact space: rmlp_forward_compact) and last (on, compact attention, each "
+               "sequence's last row only: rmlp_forward_last) in turn after a warm-up round; f: "
                "position-wise share of the off run (built-in attention timed apart); pw spd: speedup of the "
-               "position-wise part alone; rel-norm: of on - off, and of cmp - off; plan/set us: host, on run\n",
+               "position-wise part alone; rel-norm: of on - off, of cmp - off, of last - off's last rows; plan/set "
+               "us: host, on run\n",
                device_name, a.model_name, BENCH_DTYPE_NAMES[a.dtype], a.layers, a.repeat);
-        printf("%-20s %6s %6s %6s %9s %9s %8s %9s %9s %8s %9s %8s %6s %9s %9s %11s %9s %9s %8s %8s\n", "case", "N",
-               "N'", "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "ms cmp", "spd cmp", "f",
-               "predicted", "pw spd", "max|off-on|", "rel-norm", "rel cmp", "plan us", "set us");
+        printf("%-20s %6s %6s %6s %9s %9s %8s %9s %9s %8s %9s %8s %9s %9s %6s %9s %9s %11s %9s %9s %9s %8s %8s\n",
+               "case", "N", "N'", "ratio", "ms off", "ms on", "speedup", "min off", "min on", "spd min", "ms cmp",
+               "spd cmp", "ms last", "spd last", "f", "predicted", "pw spd", "max|off-on|", "rel-norm", "rel cmp",
+               "rel last", "plan us", "set us");
     }
     /* Progress on stderr: before each case, how far the run is and about how long the rest takes. */
     double done_work = 0.0, done_s = 0.0;

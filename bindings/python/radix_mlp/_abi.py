@@ -432,6 +432,7 @@ PROTOTYPES = {
     "rmlp_final_norm_compact": (rmlp_status, [_handle, POINTER(rmlp_plan), c_void_p, c_void_p]),
     "rmlp_attention_compact": (rmlp_status, [_handle, POINTER(rmlp_attention_args)]),
     "rmlp_forward_compact": (rmlp_status, [_handle, POINTER(rmlp_plan), rmlp_attention_fn, c_void_p, c_void_p]),
+    "rmlp_forward_last": (rmlp_status, [_handle, POINTER(rmlp_plan), rmlp_attention_fn, c_void_p, c_void_p]),
     "rmlp_context_pool_compact": (
         rmlp_status,
         [_handle, POINTER(rmlp_plan), c_void_p, rmlp_pooling, c_bool, POINTER(c_float)],

@@ -148,7 +148,8 @@ class Context(_Handle):
     "full" (the default: every sequence over its batch rows), "compact" (only the compact rows a
     sequence owns are queries, its keys its path through the plan's ``scatter``: the same result,
     fewer score pairs on shared prefixes) or "auto" (compact when the plan shares rows).
-    ``forward`` returns batch rows either way; ``forward_compact`` keeps the compact rows.
+    ``forward`` returns batch rows either way; ``forward_compact`` keeps the compact rows;
+    ``forward_last`` returns each sequence's last row only (for last-token pooling and scores).
 
     ``cache_bytes`` (``rmlp_context_params.cache_bytes``, default 0: none) is the byte budget of a
     prefix KV cache kept across batches: ``forward`` and ``forward_compact`` then compute only the
@@ -256,6 +257,12 @@ class Context(_Handle):
         (n_compact_padded, hidden_size) values in the model's dtype; as forward_device."""
         self._forward_ptr(LIB.rmlp_forward_compact, plan, ctypes.c_void_p(int(out_ptr)))
 
+    def forward_last_device(self, plan, out_ptr):
+        """``rmlp_forward_last`` into device memory at ``out_ptr`` (int): room for (n_seqs,
+        hidden_size) values in the model's dtype, sequence s's last row; as forward_device. Read
+        it with pool_device / score_pair_device and cu_seqlens 0, 1, ..., n_seqs."""
+        self._forward_ptr(LIB.rmlp_forward_last, plan, ctypes.c_void_p(int(out_ptr)))
+
     def _forward_ptr(self, fn, plan, out):
         _check_plan(plan)
         c_plan = self._plan_for(plan)
@@ -327,11 +334,7 @@ class Context(_Handle):
         space): returns the last hidden states ``(plan.n_tokens, hidden_size)`` float32, written
         into ``out`` when given (C-contiguous float32 of that shape). CPU models only (see
         forward_device)."""
-        self._host_arrays("forward")
-        _check_plan(plan)
-        out = _out_array(out, (plan.n_tokens, self.model.config.hidden_size))
-        self._forward_ptr(LIB.rmlp_forward, plan, void_ptr(out))
-        return out
+        return self._forward_host("forward", LIB.rmlp_forward, plan, lambda p: p.n_tokens, out)
 
     def forward_compact(self, plan, out=None):
         """The whole model on a planned batch in compact space, embedding to final norm on the
@@ -339,10 +342,24 @@ class Context(_Handle):
         ``(plan.n_compact_padded, hidden_size)`` float32 (into ``out`` when given), batch row i's
         state being row ``plan.scatter[i]``. Read it out with pool_compact / score_pair_compact.
         CPU models only (see forward_compact_device)."""
-        self._host_arrays("forward_compact")
+        return self._forward_host("forward_compact", LIB.rmlp_forward_compact, plan, lambda p: p.n_compact_padded,
+                                  out)
+
+    def forward_last(self, plan, out=None):
+        """The whole model on a planned batch for last-token read-outs (``rmlp_forward_last``, in the
+        context's ``attention`` space): returns ``(plan.n_seqs, hidden_size)`` float32 (into ``out``
+        when given), row s the final-normed state of batch row ``cu_seqlens[s + 1] - 1``, the row
+        forward returns there (within GEMM rounding); the last layer's post-attention work runs on
+        those rows only. Pool or score it with cu_seqlens 0, 1, ..., n_seqs. CPU models only (see
+        forward_last_device)."""
+        return self._forward_host("forward_last", LIB.rmlp_forward_last, plan, lambda p: p.n_seqs, out)
+
+    def _forward_host(self, what, fn, plan, rows, out):
+        """``fn`` (a whole-model forward) into ``out`` or a new float32 array of (rows(plan), hidden)."""
+        self._host_arrays(what)
         _check_plan(plan)
-        out = _out_array(out, (plan.n_compact_padded, self.model.config.hidden_size))
-        self._forward_ptr(LIB.rmlp_forward_compact, plan, void_ptr(out))
+        out = _out_array(out, (rows(plan), self.model.config.hidden_size))
+        self._forward_ptr(fn, plan, void_ptr(out))
         return out
 
     def _compact_rows(self, what, plan, hidden):

@@ -1,14 +1,18 @@
 //! One batch through the model on the backend thread's context: plan it (the library's planner, the
 //! `RADIX_MLP_*` plan switches), run the forward with the library's attention (and the context's
 //! prefix cache) or the host's (`rust_host::causal_gqa` between the library's layer pieces,
-//! host_attention.rs), then pool each sequence and/or score it. With radix on the forward stays in
-//! compact space and reads the results through the plan's scatter; with radix off it is the plain
-//! forward over the batch rows, as `radixmlp run --attention auto` does.
+//! host_attention.rs), then pool each sequence and/or score it. A batch that reads only each
+//! sequence's last token (last pooling, rerank scores) with the library's attention runs
+//! `forward_last`, which computes the last layer's MLP on those rows only; otherwise, with radix on
+//! the forward stays in compact space and reads the results through the plan's scatter, with radix
+//! off it is the plain forward over the batch rows. The context's attention space is `Auto`
+//! (compact when the plan shares rows), as `radixmlp run --attention auto`.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use radix_mlp::{
-    CacheStats, Context, ContextParams, Error, Model, PairScore, PlanParams, Planner, Pooling, SharedContext,
+    AttentionSpace, CacheStats, Context, ContextParams, Error, Model, PairScore, PlanParams, Planner, Pooling,
+    SharedContext,
 };
 
 use crate::config::{AttentionMode, Config};
@@ -24,6 +28,8 @@ pub struct BatchOutput {
     pub n_tokens: usize,
     pub n_compact: usize,
     pub use_radix: bool,
+    /// Whether the batch ran `forward_last` (each sequence's last row only).
+    pub last_rows: bool,
     /// The prefix cache during this batch: compact rows looked up, found, computed.
     pub cache_lookups: u64,
     pub cache_hits: u64,
@@ -44,12 +50,32 @@ pub struct Runner {
     hidden: Vec<f32>,
     /// The layer pieces' buffers (`--attention host`).
     host_layers: HostLayers,
+    /// Whether last-token batches run `forward_last` (the default; off: the whole forward, as for
+    /// mean and cls pooling).
+    last_rows: bool,
+    /// 0, 1, 2, ...: the read-outs' cu_seqlens of `forward_last`'s one row per sequence.
+    ones: Vec<u32>,
+}
+
+/// Which rows a batch's forward leaves in the runner's buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rows {
+    /// Each sequence's last row (`forward_last`).
+    Last,
+    /// The compact rows (`forward_compact`, the host's layers), read through the plan's scatter.
+    Compact,
+    /// The batch rows (`forward` with radix off).
+    Batch,
 }
 
 impl Runner {
     /// A context for batches of `--max-batch-tokens` with the prefix cache (library attention).
     pub fn new(model: Arc<Model>, cfg: &Config) -> Result<Runner, Error> {
-        let params = ContextParams { cache_bytes: cfg.cache_bytes(), ..ContextParams::default() };
+        let params = ContextParams {
+            cache_bytes: cfg.cache_bytes(),
+            attention_space: AttentionSpace::Auto,
+            ..ContextParams::default()
+        };
         Ok(Runner {
             ctx: Context::new_with(model, cfg.max_batch_tokens, params)?,
             planner: Planner::new()?,
@@ -58,7 +84,15 @@ impl Runner {
             pooling: cfg.pooling,
             hidden: Vec::new(),
             host_layers: HostLayers::default(),
+            last_rows: true,
+            ones: Vec::new(),
         })
+    }
+
+    /// Whether batches that read only the last tokens run `forward_last` (on by default); off,
+    /// they take the whole forward (tests compare the two).
+    pub fn set_last_rows(&mut self, on: bool) {
+        self.last_rows = on;
     }
 
     /// The context, for the batcher's preference for what its cache holds.
@@ -84,22 +118,39 @@ impl Runner {
         let t0 = Instant::now();
         let plan = self.planner.build(input_ids, position_ids, cu_seqlens, &self.params)?;
         let t1 = Instant::now();
-        let t2;
         let host = self.attention == AttentionMode::Host;
+        let last_only = (pool || score.is_some()) && (!pool || self.pooling == Pooling::Last);
+        let rows = if !host && self.last_rows && last_only {
+            Rows::Last
+        } else if host || plan.use_radix() {
+            Rows::Compact
+        } else {
+            Rows::Batch
+        };
         let mut out = BatchOutput {
             n_tokens: plan.n_tokens(),
             n_compact: plan.n_compact(),
             use_radix: plan.use_radix(),
+            last_rows: rows == Rows::Last,
             ..BatchOutput::default()
         };
-        if host || plan.use_radix() {
-            if host {
-                self.host_layers.run(&mut self.ctx, &plan, &mut self.hidden)?;
-            } else {
+        match rows {
+            Rows::Last => {
+                self.hidden.resize(plan.n_seqs() * h, 0.0);
+                self.ctx.forward_last(&plan, &mut self.hidden)?;
+            }
+            Rows::Compact if host => self.host_layers.run(&mut self.ctx, &plan, &mut self.hidden)?,
+            Rows::Compact => {
                 self.hidden.resize(plan.n_compact_padded() * h, 0.0);
                 self.ctx.forward_compact(&plan, &mut self.hidden)?;
             }
-            t2 = Instant::now();
+            Rows::Batch => {
+                self.hidden.resize(plan.n_tokens() * h, 0.0);
+                self.ctx.forward(&plan, &mut self.hidden)?;
+            }
+        }
+        let t2 = Instant::now();
+        if rows == Rows::Compact {
             if pool {
                 out.pooled = self.ctx.pool_compact(&plan, &self.hidden, self.pooling, false)?;
             }
@@ -107,14 +158,14 @@ impl Runner {
                 out.scores = self.ctx.score_pair_compact(&plan, &self.hidden, a, b)?;
             }
         } else {
-            self.hidden.resize(plan.n_tokens() * h, 0.0);
-            self.ctx.forward(&plan, &mut self.hidden)?;
-            t2 = Instant::now();
+            // One row per sequence (any pooling of it is that row) or the batch rows.
+            self.ones.extend(self.ones.len() as u32..=plan.n_seqs() as u32);
+            let cu = if rows == Rows::Last { &self.ones[..=plan.n_seqs()] } else { cu_seqlens };
             if pool {
-                out.pooled = self.ctx.model().pool(&self.hidden, cu_seqlens, self.pooling, false)?;
+                out.pooled = self.ctx.model().pool(&self.hidden, cu, self.pooling, false)?;
             }
             if let Some((a, b)) = score {
-                out.scores = self.ctx.score_pair(&self.hidden, cu_seqlens, a, b)?;
+                out.scores = self.ctx.score_pair(&self.hidden, cu, a, b)?;
             }
         }
         (out.plan_time, out.forward_time, out.pool_time) = (t1 - t0, t2 - t1, t2.elapsed());

@@ -1,5 +1,6 @@
 //! Contexts: one thread's workspace on a [`Model`] ([`Context`], holding its model by borrow or
-//! by `Arc`), running a batch whole ([`Context::forward`], with the built-in attention or the
+//! by `Arc`), running a batch whole ([`Context::forward`] into batch rows, `forward_compact` into
+//! compact rows, `forward_last` into each sequence's last row; with the built-in attention or the
 //! host's, on host slices or on a CUDA model's device slices). The per-layer calls, for hosts that
 //! keep attention, are in context/layers.rs, the read-outs (pooling, reranker scores) in
 //! context/readout.rs.
@@ -226,7 +227,7 @@ impl<M: ModelHolder> Context<'_, M> {
     /// [`set_plan`](Self::set_plan) with the same plan, `out` is a [`DeviceSliceMut`] in the
     /// model's dtype, and the forward is enqueued on the context's stream (no synchronisation).
     pub fn forward<'b, P: AsPlan + ?Sized>(&mut self, plan: &P, out: impl Into<BufferMut<'b>>) -> Result<(), Error> {
-        self.run_forward("radix_mlp::Context::forward", plan, out.into(), None, false)
+        self.run_forward("radix_mlp::Context::forward", plan, out.into(), None, Rows::Batch)
     }
 
     /// [`forward`](Self::forward) with the host's attention, called once per layer in the layout
@@ -242,7 +243,7 @@ impl<M: ModelHolder> Context<'_, M> {
         attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let fn_name = "radix_mlp::Context::forward_with_attention";
-        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Host(attention)), false)
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Host(attention)), Rows::Batch)
     }
 
     /// [`forward_with_attention`](Self::forward_with_attention) on a CUDA model: `out` a
@@ -255,7 +256,7 @@ impl<M: ModelHolder> Context<'_, M> {
         attention: &mut dyn FnMut(&mut DeviceAttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let fn_name = "radix_mlp::Context::forward_with_device_attention";
-        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Device(attention)), false)
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Device(attention)), Rows::Batch)
     }
 
     /// The whole model on one batch in compact space, embedding to final norm on the compact
@@ -269,7 +270,7 @@ impl<M: ModelHolder> Context<'_, M> {
         plan: &P,
         out: impl Into<BufferMut<'b>>,
     ) -> Result<(), Error> {
-        self.run_forward("radix_mlp::Context::forward_compact", plan, out.into(), None, true)
+        self.run_forward("radix_mlp::Context::forward_compact", plan, out.into(), None, Rows::Compact)
     }
 
     /// [`forward_compact`](Self::forward_compact) with the host's attention, which gets the
@@ -282,7 +283,7 @@ impl<M: ModelHolder> Context<'_, M> {
         attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let fn_name = "radix_mlp::Context::forward_compact_with_attention";
-        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Host(attention)), true)
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Host(attention)), Rows::Compact)
     }
 
     /// [`forward_compact_with_attention`](Self::forward_compact_with_attention) on a CUDA model,
@@ -294,23 +295,63 @@ impl<M: ModelHolder> Context<'_, M> {
         attention: &mut dyn FnMut(&mut DeviceAttentionArgs<'_>) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let fn_name = "radix_mlp::Context::forward_compact_with_device_attention";
-        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Device(attention)), true)
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Device(attention)), Rows::Compact)
     }
 
-    /// `rmlp_forward` (`out` batch rows) or `rmlp_forward_compact` (compact rows), with the host's
-    /// attention or the built-in one.
+    /// The whole model on one batch for a host that reads only each sequence's last row (a
+    /// last-token embedding, a reranker's score), with the built-in attention
+    /// (`rmlp_forward_last`, in the context's [`attention_space`](Self::attention_space)): `out`
+    /// (at least n_seqs x hidden_size) receives, for sequence `s`, the final-normed state of
+    /// batch row `cu_seqlens[s + 1] - 1`, the row [`forward`](Self::forward) writes there (within
+    /// the GEMMs' rounding); the last layer's post-attention work runs on those n_seqs rows only.
+    /// Read them with [`pool`](Self::pool) or [`score_pair`](Self::score_pair) and `cu_seqlens`
+    /// 0, 1, ..., n_seqs. On CUDA as [`forward`](Self::forward).
+    pub fn forward_last<'b, P: AsPlan + ?Sized>(&mut self, plan: &P, out: impl Into<BufferMut<'b>>) -> Result<(), Error> {
+        self.run_forward("radix_mlp::Context::forward_last", plan, out.into(), None, Rows::Last)
+    }
+
+    /// [`forward_last`](Self::forward_last) with the host's attention, in the layout of the
+    /// context's [`attention_space`](Self::attention_space), on a CPU model; errors and panics as
+    /// in [`forward_with_attention`](Self::forward_with_attention).
+    pub fn forward_last_with_attention<'b, P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        out: impl Into<BufferMut<'b>>,
+        attention: &mut dyn FnMut(&mut AttentionArgs<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let fn_name = "radix_mlp::Context::forward_last_with_attention";
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Host(attention)), Rows::Last)
+    }
+
+    /// [`forward_last_with_attention`](Self::forward_last_with_attention) on a CUDA model, as
+    /// [`forward_with_device_attention`](Self::forward_with_device_attention).
+    pub fn forward_last_with_device_attention<'b, P: AsPlan + ?Sized>(
+        &mut self,
+        plan: &P,
+        out: impl Into<BufferMut<'b>>,
+        attention: &mut dyn FnMut(&mut DeviceAttentionArgs<'_>) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let fn_name = "radix_mlp::Context::forward_last_with_device_attention";
+        self.run_forward(fn_name, plan, out.into(), Some(HostAttention::Device(attention)), Rows::Last)
+    }
+
+    /// `rmlp_forward` (batch rows), `rmlp_forward_compact` (compact rows) or `rmlp_forward_last`
+    /// (each sequence's last row), with the host's attention or the built-in one.
     fn run_forward<P: AsPlan + ?Sized>(
         &mut self,
         fn_name: &str,
         plan: &P,
         mut out: BufferMut<'_>,
         attention: Option<HostAttention<'_>>,
-        compact: bool,
+        rows: Rows,
     ) -> Result<(), Error> {
         let raw = self.plan(fn_name, plan)?;
-        let rows = if compact { raw.n_compact_padded } else { raw.n_tokens } as usize;
-        let out = out.checked(fn_name, "out", &self.model, rows, self.model.config.hidden_size)?;
-        let call = if compact { sys::rmlp_forward_compact } else { sys::rmlp_forward };
+        let (n_rows, call): (u32, ForwardFn) = match rows {
+            Rows::Batch => (raw.n_tokens, sys::rmlp_forward),
+            Rows::Compact => (raw.n_compact_padded, sys::rmlp_forward_compact),
+            Rows::Last => (raw.n_seqs, sys::rmlp_forward_last),
+        };
+        let out = out.checked(fn_name, "out", &self.model, n_rows as usize, self.model.config.hidden_size)?;
         let Some(attention) = attention else {
             // SAFETY: `raw` points into `plan`, borrowed for the call; `out` is the model's memory
             // and long enough.
@@ -338,6 +379,26 @@ impl<M: ModelHolder> Context<'_, M> {
         })
     }
 }
+
+/// Which rows a whole-model forward writes to `out`.
+#[derive(Clone, Copy)]
+enum Rows {
+    /// Every batch row (`rmlp_forward`).
+    Batch,
+    /// The padded compact rows (`rmlp_forward_compact`).
+    Compact,
+    /// Each sequence's last batch row (`rmlp_forward_last`).
+    Last,
+}
+
+/// The signature the three whole-model forwards share.
+type ForwardFn = unsafe extern "C" fn(
+    *mut sys::rmlp_context,
+    *const sys::rmlp_plan,
+    sys::rmlp_attention_fn,
+    *mut core::ffi::c_void,
+    *mut core::ffi::c_void,
+) -> sys::rmlp_status;
 
 impl<M: ModelHolder> Drop for Context<'_, M> {
     fn drop(&mut self) {
