@@ -96,6 +96,10 @@ void bench_cpu_print_header(const bench_args *a) {
     printf("# cpu, %u threads, %s weight matrices; ms: the fastest of %lu runs of each mode, alternating; below each "
            "case where that forward's time went (rmlp_context_cpu_profile) and the plan's build\n",
            rmlp_cpu_threads(), a->cpu_weights == RMLP_DTYPE_BF16 ? "bf16" : "f32", a->repeat);
+    printf("# ms last: rmlp_forward_last, compact attention, only each sequence's last row out: it skips the last "
+           "layer's O projection and MLP on all other rows, 1 of L layers' post-attention work, so its gain over "
+           "compact is about 1/L of a full-depth model (half the MLP work with --layers 2: not a figure for a real "
+           "model; --layers or --model for that)\n");
     printf("%-22s %7s %7s %6s %10s %10s %10s %10s %8s %8s %8s %9s %11s %12s %13s\n", "case", "N", "N'", "ratio",
            "ms off", "ms on", "ms compact", "ms last", "speedup", "spd cmp", "spd last", "predicted", "max|off-on|",
            "max|off-cmp|", "max|off-last|");
