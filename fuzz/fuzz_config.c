@@ -425,7 +425,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&got, 0xA5, sizeof got); /* config_read must overwrite or zero all of it */
     rmlp_clear_error();              /* as the exported entry point does before it calls config_read */
     model_ext ext;
-    rmlp_status status = config_read_reported(file_path, &got, &ext, NULL);
+    rmlp_status status = config_read_reported("rmlp_model_load", file_path, &got, &ext, NULL);
     const char *message = rmlp_last_error();
 
     json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);

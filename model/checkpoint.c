@@ -84,7 +84,7 @@ static rmlp_status check_duplicates(const checkpoint *ckpt, const char *index_pa
 }
 
 static rmlp_status open_index(checkpoint *ckpt, const char *dir, const char *index_path) {
-    rmlp_status status = config_load_json(index_path, &ckpt->index);
+    rmlp_status status = config_load_json(fn, index_path, &ckpt->index);
     if (status != RMLP_OK) return status;
     ckpt->weight_map = json_object_get(ckpt->index, "weight_map");
     if (!json_is_object(ckpt->weight_map))

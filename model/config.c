@@ -32,8 +32,6 @@
 #include "config_gemma.h"
 #include "config_json.h"
 
-static const char fn[] = "rmlp_model_load";
-
 /* jansson (2.14, Debian 12's) sets json_error_out_of_memory for none of the allocations its
  * parser makes; it reports them as: no message at all (a value, object, array or the lexer's
  * buffer could not be allocated), or, when the copy of a string token could not be allocated,
@@ -49,7 +47,7 @@ int config_json_out_of_memory(const json_error_t *error, int byte_before_error) 
 
 /* `path` opened for reading if it is a regular file: without blocking on a FIFO (O_NONBLOCK, which
  * a regular file's reads ignore), then checked with fstat. */
-static rmlp_status open_regular(const char *path, FILE **out) {
+static rmlp_status open_regular(const char *fn, const char *path, FILE **out) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
@@ -70,10 +68,10 @@ static rmlp_status open_regular(const char *path, FILE **out) {
     return RMLP_OK;
 }
 
-rmlp_status config_load_json(const char *path, json_t **out) {
+rmlp_status config_load_json(const char *fn, const char *path, json_t **out) {
     *out = NULL;
     FILE *f;
-    rmlp_status opened = open_regular(path, &f);
+    rmlp_status opened = open_regular(fn, path, &f);
     if (opened != RMLP_OK) return opened;
     json_error_t error;
     memset(&error, 0, sizeof error);
@@ -116,12 +114,12 @@ json_t *cfg_get(const cfg *c, const char *key) {
 }
 
 rmlp_status cfg_missing(const cfg *c, const char *key) {
-    return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: missing key '%s%s'", c->path, c->scope, key);
+    return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: missing key '%s%s'", c->path, c->scope, key);
 }
 
 rmlp_status cfg_wrong_type(const cfg *c, const char *key, const json_t *value, const char *want) {
-    return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' is %s, not %s", c->path, c->scope, key, config_json_kind(value),
-                     want);
+    return rmlp_fail(RMLP_ERR_FORMAT, c->fn, "%s: '%s%s' is %s, not %s", c->path, c->scope, key,
+                     config_json_kind(value), want);
 }
 
 /* A positive integer that fits 32 bits; `fallback` when absent unless `required`. */
@@ -132,8 +130,8 @@ rmlp_status cfg_u32(const cfg *c, const char *key, int required, uint32_t fallba
     if (!json_is_integer(value)) return cfg_wrong_type(c, key, value, "an integer");
     json_int_t x = json_integer_value(value);
     if (x < 1 || x > (json_int_t)UINT32_MAX)
-        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' = %lld is not between 1 and 2^32-1", c->path, c->scope, key,
-                         (long long)x);
+        return rmlp_fail(RMLP_ERR_FORMAT, c->fn, "%s: '%s%s' = %lld is not between 1 and 2^32-1", c->path, c->scope,
+                         key, (long long)x);
     *out = (uint32_t)x;
     return RMLP_OK;
 }
@@ -146,7 +144,7 @@ rmlp_status cfg_positive(const cfg *c, const char *key, int required, double fal
     if (!json_is_number(value)) return cfg_wrong_type(c, key, value, "a number");
     *out = json_number_value(value);
     if (!(*out > 0))
-        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s%s' = %g is not positive", c->path, c->scope, key, *out);
+        return rmlp_fail(RMLP_ERR_FORMAT, c->fn, "%s: '%s%s' = %g is not positive", c->path, c->scope, key, *out);
     return RMLP_OK;
 }
 
@@ -185,18 +183,18 @@ static rmlp_status refused_settings(const cfg *c, const arch_info *arch) {
     };
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
         if (cfg_get(c, set[i].key) != NULL)
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: '%s' is set (%s): not supported", c->path, set[i].key,
+            return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: '%s' is set (%s): not supported", c->path, set[i].key,
                              set[i].what);
     bool causal;
     rmlp_status s = cfg_bool(c, "is_causal", true, &causal);
     if (s != RMLP_OK) return s;
     if (!causal)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: is_causal is false: transformers then attends in both directions, "
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: is_causal is false: transformers then attends in both directions, "
                          "and only causal decoders are supported (a token's state must not depend on later tokens)",
                          c->path);
     if (arch->windows == ARCH_WINDOWS_NONE && cfg_get(c, "sliding_window") != NULL)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: sliding_window is set: transformers' %s cache then keeps a sliding "
-                         "window in every layer, which is not supported for this architecture", c->path,
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: sliding_window is set: transformers' %s cache then keeps a "
+                         "sliding window in every layer, which is not supported for this architecture", c->path,
                          arch->model_type);
     return RMLP_OK;
 }
@@ -222,7 +220,7 @@ static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_co
     const char *key = arch->activation_key, *act;
     /* null is not absent here: transformers takes the key as given and finds no activation None */
     if (json_is_null(json_object_get(c->root, key)))
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s is null (transformers builds no activation from it; silu, gelu "
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: %s is null (transformers builds no activation from it; silu, gelu "
                          "and gelu_pytorch_tanh are supported)", c->path, key);
     rmlp_status s = cfg_string(c, key, 0, &act);
     if (s != RMLP_OK) return s;
@@ -235,7 +233,7 @@ static rmlp_status activation(const cfg *c, const arch_info *arch, rmlp_model_co
                                                                                          : names[i].id;
             return RMLP_OK;
         }
-    return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s '%s' is not supported (silu, gelu and gelu_pytorch_tanh are)",
+    return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: %s '%s' is not supported (silu, gelu and gelu_pytorch_tanh are)",
                      c->path, key, act);
 }
 
@@ -246,12 +244,12 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m, model_ext *ext) {
     const arch_info *arch = arch_by_model_type(model_type);
     for (size_t i = 0; arch == NULL && i < sizeof refused_types / sizeof refused_types[0]; i++)
         if (strcmp(model_type, refused_types[i].model_type) == 0)
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: model_type '%s' is not supported: %s", c->path, model_type,
+            return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: model_type '%s' is not supported: %s", c->path, model_type,
                              refused_types[i].why);
     if (arch == NULL) {
         char accepted[256];
         arch_model_types(accepted, sizeof accepted);
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: model_type '%s' is not supported (%s)", c->path, model_type,
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: model_type '%s' is not supported (%s)", c->path, model_type,
                          accepted);
     }
 
@@ -269,10 +267,10 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m, model_ext *ext) {
     if ((s = cfg_u32(c, "num_key_value_heads", 0, m->num_attention_heads, &m->num_key_value_heads)) != RMLP_OK)
         return s;
     if (m->num_attention_heads % m->num_key_value_heads != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: num_key_value_heads %u does not divide num_attention_heads %u",
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: num_key_value_heads %u does not divide num_attention_heads %u",
                          c->path, m->num_key_value_heads, m->num_attention_heads);
     if (cfg_get(c, "head_dim") == NULL && m->hidden_size % m->num_attention_heads != 0)
-        return rmlp_fail(RMLP_ERR_MODEL, fn,
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn,
                          "%s: no head_dim, and hidden_size %u is not a multiple of num_attention_heads %u", c->path,
                          m->hidden_size, m->num_attention_heads);
     if ((s = cfg_u32(c, "head_dim", 0, m->hidden_size / m->num_attention_heads, &m->head_dim)) != RMLP_OK) return s;
@@ -290,24 +288,24 @@ static rmlp_status parse(const cfg *c, rmlp_model_config *m, model_ext *ext) {
     arch_set_layer_flags(arch, attention_bias, mlp_bias, m);
 
     if (m->num_hidden_layers > MODEL_MAX_LAYERS || m->head_dim > MODEL_MAX_HEAD_DIM)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: num_hidden_layers %u or head_dim %u is more than the library holds "
-                         "(%u layers, heads of %u)", c->path, m->num_hidden_layers, m->head_dim, MODEL_MAX_LAYERS,
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: num_hidden_layers %u or head_dim %u is more than the library "
+                         "holds (%u layers, heads of %u)", c->path, m->num_hidden_layers, m->head_dim, MODEL_MAX_LAYERS,
                          MODEL_MAX_HEAD_DIM);
     /* each layer's window and RoPE (config_attention.h) */
-    if ((s = model_ext_init(fn, m, ext)) != RMLP_OK || (s = config_attention(c, m, arch, ext)) != RMLP_OK ||
+    if ((s = model_ext_init(c->fn, m, ext)) != RMLP_OK || (s = config_attention(c, m, arch, ext)) != RMLP_OK ||
         (s = refused_settings(c, arch)) != RMLP_OK)
         return s;
     if ((s = activation(c, arch, m)) != RMLP_OK || (s = config_gemma(c, m, arch, ext)) != RMLP_OK) return s;
     return RMLP_OK;
 }
 
-rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, model_ext *ext,
+rmlp_status config_read_reported(const char *fn, const char *config_json_path, rmlp_model_config *out, model_ext *ext,
                                  char **report) {
     memset(out, 0, sizeof *out);
     if (report != NULL) *report = NULL;
-    cfg c = {config_json_path, NULL, ""};
+    cfg c = {fn, config_json_path, NULL, ""};
     model_ext read = {0};
-    rmlp_status status = config_load_json(config_json_path, &c.root);
+    rmlp_status status = config_load_json(fn, config_json_path, &c.root);
     if (status == RMLP_OK) status = parse(&c, out, &read);
     const arch_info *arch = status == RMLP_OK ? arch_by_id(out->architecture) : NULL;
     size_t unread = arch != NULL && report != NULL ? config_keys_unread_report(c.root, arch, NULL, 0) : 0;
@@ -326,6 +324,6 @@ rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config
     return status;
 }
 
-rmlp_status config_read(const char *config_json_path, rmlp_model_config *out) {
-    return config_read_reported(config_json_path, out, NULL, NULL);
+rmlp_status config_read(const char *fn, const char *config_json_path, rmlp_model_config *out) {
+    return config_read_reported(fn, config_json_path, out, NULL, NULL);
 }

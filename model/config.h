@@ -11,24 +11,24 @@
 #include "radix_mlp/types.h"
 
 /* Errors: RMLP_ERR_IO, RMLP_ERR_FORMAT (bad JSON, wrong value type), RMLP_ERR_MODEL (missing
- * key, unsupported model_type or feature), RMLP_ERR_OUT_OF_MEMORY; messages name the file and
- * the key. */
-rmlp_status config_read(const char *config_json_path, rmlp_model_config *out);
+ * key, unsupported model_type or feature), RMLP_ERR_OUT_OF_MEMORY; messages are reported as `fn`
+ * (the entry point reading the file) and name the file and the key. */
+rmlp_status config_read(const char *fn, const char *config_json_path, rmlp_model_config *out);
 /* config_read, and in *ext (when not NULL) each layer's attention and the RoPE tables
  * (config_attention.h), which the caller frees with model_ext_free (zeroed on failure), and in
  * *report (when not NULL) NULL, or a malloc'ed line for the load report naming the keys of
  * config.json that transformers does not read for its architecture (config_keys.h), which the
  * caller frees. */
-rmlp_status config_read_reported(const char *config_json_path, rmlp_model_config *out, model_ext *ext,
+rmlp_status config_read_reported(const char *fn, const char *config_json_path, rmlp_model_config *out, model_ext *ext,
                                  char **report);
 
 /* The JSON object in the file at `path` (config.json, model.safetensors.index.json), for the
  * caller to json_decref. Errors: RMLP_ERR_IO when it cannot be read or is not a regular file (a
  * FIFO is refused without blocking), RMLP_ERR_FORMAT (naming
  * line and column) when it is not JSON, repeats a key, or is not an object,
- * RMLP_ERR_OUT_OF_MEMORY when jansson ran out of memory. */
+ * RMLP_ERR_OUT_OF_MEMORY when jansson ran out of memory; reported as `fn`. */
 struct json_t;
-rmlp_status config_load_json(const char *path, struct json_t **out);
+rmlp_status config_load_json(const char *fn, const char *path, struct json_t **out);
 /* What a JSON value is, for messages: "a string", "an array", "a fractional number", ... */
 const char *config_json_kind(const struct json_t *value);
 /* Whether a jansson load that returned NULL failed for want of memory (jansson mostly does not

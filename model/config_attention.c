@@ -11,15 +11,13 @@
 #include "common/status.h"
 #include "rope_scaling.h"
 
-static const char fn[] = "rmlp_model_load";
-
 /* ---- windows --------------------------------------------------------------------------------- */
 
 rmlp_status config_layer_types(const cfg *c, const json_t *types, const rmlp_model_config *m, uint32_t window,
                                model_ext *ext) {
     if (!json_is_array(types)) return cfg_wrong_type(c, "layer_types", types, "an array");
     if (json_array_size(types) != m->num_hidden_layers)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: layer_types has %zu entries but num_hidden_layers is %u", c->path,
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: layer_types has %zu entries but num_hidden_layers is %u", c->path,
                          json_array_size(types), m->num_hidden_layers);
     for (size_t i = 0; i < json_array_size(types); i++) {
         const char *type = json_string_value(json_array_get(types, i));
@@ -28,12 +26,12 @@ rmlp_status config_layer_types(const cfg *c, const json_t *types, const rmlp_mod
             ext->layers[i].window = 0;
         } else if (type != NULL && strcmp(type, "sliding_attention") == 0) {
             if (window == 0)
-                return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: layer_types[%zu] is \"sliding_attention\" but the config "
+                return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: layer_types[%zu] is \"sliding_attention\" but the config "
                                  "has no sliding_window (null, or use_sliding_window false): transformers cannot "
                                  "build its mask either", c->path, i);
             ext->layers[i].window = window;
         } else {
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: layer_types[%zu] is not \"full_attention\" or "
+            return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: layer_types[%zu] is not \"full_attention\" or "
                              "\"sliding_attention\" (other kinds of layer are not supported)", c->path, i);
         }
     }
@@ -55,7 +53,7 @@ static rmlp_status get_count(const cfg *c, const char *key, uint32_t fallback, u
     if (value == NULL) return RMLP_OK;
     if (!json_is_integer(value)) return cfg_wrong_type(c, key, value, "an integer");
     if (json_integer_value(value) < 0 || json_integer_value(value) > (json_int_t)UINT32_MAX)
-        return rmlp_fail(RMLP_ERR_FORMAT, fn, "%s: '%s' = %lld is not between 0 and 2^32-1", c->path, key,
+        return rmlp_fail(RMLP_ERR_FORMAT, c->fn, "%s: '%s' = %lld is not between 0 and 2^32-1", c->path, key,
                          (long long)json_integer_value(value));
     *out = (uint32_t)json_integer_value(value);
     return RMLP_OK;
@@ -78,16 +76,16 @@ static rmlp_status windows(const cfg *c, rmlp_model_config *m, const arch_info *
     rmlp_status s = cfg_bool(c, "use_sliding_window", false, &use_sliding);
     if (s != RMLP_OK) return s;
     if (use_sliding && arch->windows != ARCH_WINDOWS_PER_LAYER)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_sliding_window true is not supported: transformers' %s does not "
-                         "read it (its windows follow sliding_window alone)", c->path, arch->model_type);
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: use_sliding_window true is not supported: transformers' %s does "
+                         "not read it (its windows follow sliding_window alone)", c->path, arch->model_type);
     if (arch->windows == ARCH_WINDOWS_ALL || (arch->windows == ARCH_WINDOWS_PER_LAYER && use_sliding))
         if ((s = sliding_window(c, &window)) != RMLP_OK) return s;
     for (size_t i = 0; types != NULL && arch->windows != ARCH_WINDOWS_PER_LAYER && i < json_array_size(types); i++) {
         const char *type = json_string_value(json_array_get(types, i));
         if (type != NULL && strcmp(type, "sliding_attention") == 0)
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: layer_types[%zu] is \"sliding_attention\", which transformers' "
-                             "%s ignores (its windows follow sliding_window alone): refused as a config whose layers "
-                             "cannot be told", c->path, i, arch->model_type);
+            return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: layer_types[%zu] is \"sliding_attention\", which "
+                             "transformers' %s ignores (its windows follow sliding_window alone): refused as a "
+                             "config whose layers cannot be told", c->path, i, arch->model_type);
     }
     if (types != NULL) { /* only the per-layer kind slides by layer_types */
         s = config_layer_types(c, types, m, arch->windows == ARCH_WINDOWS_PER_LAYER ? window : 0, ext);
@@ -148,7 +146,7 @@ rmlp_status config_rope_object(const cfg *c, json_t *rope, const char *scope, do
         rope_kind kind;
     } kinds[] = {{"default", ROPE_DEFAULT}, {"linear", ROPE_LINEAR}, {"llama3", ROPE_LLAMA3}, {"yarn", ROPE_YARN}};
     rope_spec r = {.kind = ROPE_DEFAULT, .theta = theta};
-    const cfg sub = {c->path, rope, scope};
+    const cfg sub = {c->fn, c->path, rope, scope};
     const char *type = NULL, *key = "rope_type";
     rmlp_status s = RMLP_OK;
     if (rope != NULL) {
@@ -160,11 +158,11 @@ rmlp_status config_rope_object(const cfg *c, json_t *rope, const char *scope, do
     size_t k = 0, n = sizeof kinds / sizeof kinds[0];
     while (type != NULL && k < n && strcmp(type, kinds[k].name) != 0) k++;
     if (type != NULL && (strcmp(type, "dynamic") == 0 || strcmp(type, "longrope") == 0))
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s%s '%s' is not supported: its frequencies depend on the "
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: %s%s '%s' is not supported: its frequencies depend on the "
                          "sequence's length, so sequences of different lengths sharing a prefix would rotate it "
                          "differently and no row could be shared exactly", c->path, scope, key, type);
     if (k == n)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s%s '%s' is not supported (default, linear, llama3 and yarn are)",
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: %s%s '%s' is not supported (default, linear, llama3 and yarn are)",
                          c->path, scope, key, type);
     r.kind = kinds[k].kind;
     if (r.kind != ROPE_DEFAULT) {
@@ -174,8 +172,8 @@ rmlp_status config_rope_object(const cfg *c, json_t *rope, const char *scope, do
              (s = cfg_positive(c, "partial_rotary_factor", 0, 1.0, &partial)) != RMLP_OK))
             return s;
         if (floor(m->head_dim * partial) != m->head_dim)
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: partial_rotary_factor %g with %s%s '%s': RoPE on part of a head "
-                             "is not supported", c->path, partial, scope, key, type);
+            return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: partial_rotary_factor %g with %s%s '%s': RoPE on part of a "
+                             "head is not supported", c->path, partial, scope, key, type);
         if ((s = cfg_positive(&sub, "factor", 1, 0, &r.factor)) != RMLP_OK) return s;
     }
     if (r.kind == ROPE_LLAMA3 && ((s = cfg_positive(&sub, "low_freq_factor", 1, 0, &r.low_freq_factor)) != RMLP_OK ||
@@ -204,7 +202,7 @@ static rmlp_status rope(const cfg *c, rmlp_model_config *m, model_ext *ext) {
     json_t *value;
     json_object_foreach(object, name, value)
         if (json_is_object(value))
-            return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: %s%s is an object: RoPE parameters per layer type are not "
+            return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: %s%s is an object: RoPE parameters per layer type are not "
                              "supported for this architecture", c->path, scope, name);
     rmlp_status s = config_rope_object(c, object, scope, m->rope_theta, m, true, &ext->rope[MODEL_ROPE_GLOBAL]);
     if (s != RMLP_OK) return s;

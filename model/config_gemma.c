@@ -10,8 +10,6 @@
 #include "config_attention.h"
 #include "config_keys.h"
 
-static const char fn[] = "rmlp_model_load";
-
 /* An object's member, NULL when absent or null. */
 static json_t *member(json_t *object, const char *key) {
     json_t *value = object != NULL ? json_object_get(object, key) : NULL;
@@ -37,9 +35,9 @@ static rmlp_status windows(const cfg *c, rmlp_model_config *m, const arch_info *
         for (uint32_t i = 0; i < m->num_hidden_layers; i++) {
             bool slides = (i + 1) % pattern != 0;
             if (slides && window == 0)
-                return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: layer %u slides (every layer but each %u-th, as %s derives "
-                                 "layer_types) but sliding_window is null: transformers cannot build its mask either",
-                                 c->path, i, pattern, arch->model_type);
+                return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: layer %u slides (every layer but each %u-th, as %s "
+                                 "derives layer_types) but sliding_window is null: transformers cannot build its "
+                                 "mask either", c->path, i, pattern, arch->model_type);
             ext->layers[i].window = slides ? window : 0;
         }
     }
@@ -67,7 +65,7 @@ static rmlp_status gemma3_table(const cfg *c, json_t *params, const char *layer_
         (partial != NULL && member(rope, "partial_rotary_factor") == NULL &&
          json_object_set(rope, "partial_rotary_factor", partial) != 0)) {
         json_decref(rope);
-        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s: copying %s failed", c->path, scope);
+        return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, c->fn, "%s: copying %s failed", c->path, scope);
     }
     rmlp_status s = config_rope_object(c, rope, scope, theta, m, false, out);
     json_decref(rope);
@@ -121,9 +119,9 @@ rmlp_status config_gemma(const cfg *c, rmlp_model_config *m, const arch_info *ar
         (s = cfg_bool(c, "use_bidirectional_attention", false, &bidirectional)) != RMLP_OK)
         return s;
     if (bidirectional)
-        return rmlp_fail(RMLP_ERR_MODEL, fn, "%s: use_bidirectional_attention is true: transformers' %s then attends in "
-                         "both directions (an embedder such as EmbeddingGemma), and only causal decoders are supported "
-                         "(a token's state must not depend on later tokens)", c->path, arch->model_type);
+        return rmlp_fail(RMLP_ERR_MODEL, c->fn, "%s: use_bidirectional_attention is true: transformers' %s then "
+                         "attends in both directions (an embedder such as EmbeddingGemma), and only causal decoders "
+                         "are supported (a token's state must not depend on later tokens)", c->path, arch->model_type);
     if (config_keys_read_by("final_logit_softcapping", arch)) { /* null: none; absent: the default (Gemma 2: 30) */
         bool absent = json_object_get(c->root, "final_logit_softcapping") == NULL;
         if ((s = cfg_positive(c, "final_logit_softcapping", 0, absent ? arch->final_softcap_default : 0.0,

@@ -1,7 +1,8 @@
 /*
  * config_json.h: the typed reads of config.json's keys that config.c and config_attention.c
  * share. A key that is null counts as absent; every failure names the file and the key (with its
- * scope, "rope_parameters." for a key inside that object) as rmlp_model_load's message.
+ * scope, "rope_parameters." for a key inside that object) in a message named by the entry point
+ * that reads the file (cfg::fn: rmlp_model_load, rmlp_model_bind_cuda_config).
  */
 #ifndef RMLP_MODEL_CONFIG_JSON_H
 #define RMLP_MODEL_CONFIG_JSON_H
@@ -13,6 +14,7 @@
 #include "radix_mlp/types.h"
 
 typedef struct cfg {
+    const char *fn;    /* the entry point whose messages these are */
     const char *path;
     json_t *root;
     const char *scope; /* "" or "rope_parameters.", for messages */

@@ -188,7 +188,7 @@ static inline rmlp_status load_all(const char *path, rmlp_model_config *config, 
     free(report);
     report = NULL;
     rmlp_status status = checkpoint_open(path, &ckpt);
-    if (status == RMLP_OK) status = config_read(checkpoint_config_path(ckpt), config);
+    if (status == RMLP_OK) status = config_read("rmlp_model_load", checkpoint_config_path(ckpt), config);
     if (status == RMLP_OK) status = audit_checkpoint(ckpt, config, !skip_finite_check, &report);
     if (status == RMLP_OK) status = weights_load(ckpt, config, false, weights);
     checkpoint_close(ckpt);

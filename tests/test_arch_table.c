@@ -74,7 +74,7 @@ static void test_message(void) {
     strcat(want, ")");
     rmlp_model_config c;
     const char *path = write_config("unknown", "gpt2", "");
-    rmlp_status status = config_read(path, &c);
+    rmlp_status status = config_read("rmlp_model_load", path, &c);
     const char *message = rmlp_last_error();
     CHECK(status == RMLP_ERR_MODEL && strstr(message, "model_type 'gpt2' is not supported") != NULL &&
               strstr(message, want) != NULL,
@@ -95,7 +95,7 @@ static void test_config_flags(const arch_info *row) {
             if (flag[a]) snprintf(extra, sizeof extra, ", \"attention_bias\": %s", flag[a]);
             if (flag[m]) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"mlp_bias\": %s", flag[m]);
             rmlp_model_config c;
-            rmlp_status status = config_read(write_config("flags", row->model_type, extra), &c);
+            rmlp_status status = config_read("rmlp_model_load", write_config("flags", row->model_type, extra), &c);
             bool attention_bias = a == 2, mlp_bias = m == 2;
             if (!CHECK(status == RMLP_OK, "%s%s: %s", row->model_type, extra, rmlp_last_error())) continue;
             CHECK(c.architecture == row->id && c.qk_norm == row->qk_norm && c.tie_word_embeddings == row->tied_default,
@@ -108,7 +108,8 @@ static void test_config_flags(const arch_info *row) {
                   c.mlp_bias);
         }
     rmlp_model_config c;
-    rmlp_status status = config_read(write_config("tied", row->model_type, ", \"tie_word_embeddings\": true"), &c);
+    rmlp_status status =
+        config_read("rmlp_model_load", write_config("tied", row->model_type, ", \"tie_word_embeddings\": true"), &c);
     CHECK(status == RMLP_OK && c.tie_word_embeddings, "%s: tie_word_embeddings true: %s", row->model_type,
           rmlp_last_error());
 }
@@ -119,7 +120,8 @@ static void expect_windows(const arch_info *row, const char *what, const char *e
                            const char *refusal) {
     rmlp_model_config c;
     model_ext ext;
-    rmlp_status status = config_read_reported(write_config("windows", row->model_type, extra), &c, &ext, NULL);
+    rmlp_status status =
+        config_read_reported("rmlp_model_load", write_config("windows", row->model_type, extra), &c, &ext, NULL);
     if (want == NULL) {
         CHECK(status == RMLP_ERR_MODEL && strstr(rmlp_last_error(), refusal) != NULL, "%s: %s: refused naming '%s': "
               "status %d, %s", row->model_type, what, refusal, status, rmlp_last_error());
@@ -175,7 +177,7 @@ static void test_config_keys(const arch_info *row) {
     char *report = NULL;
     const char *path = write_config("keys", row->model_type, ", \"zz_not_a_key\": 1, \"attention_bias\": false, "
                                     "\"mlp_bias\": false, \"auto_map\": {\"AutoModel\": \"m.M\"}");
-    rmlp_status status = config_read_reported(path, &c, NULL, &report);
+    rmlp_status status = config_read_reported("rmlp_model_load", path, &c, NULL, &report);
     if (CHECK(status == RMLP_OK && report != NULL, "%s: keys: %s", row->model_type, rmlp_last_error())) {
         CHECK(strstr(report, "'zz_not_a_key'") != NULL &&
                   (strstr(report, "'attention_bias'") == NULL) == row->reads_attention_bias &&
@@ -193,7 +195,7 @@ static void test_config_keys(const arch_info *row) {
                                             "rope_parameters.full_attention.type"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         const char *const *what = i == 3 && row->local_rope ? per_type : refused[i];
-        status = config_read(write_config("refused", row->model_type, what[0]), &c);
+        status = config_read("rmlp_model_load", write_config("refused", row->model_type, what[0]), &c);
         CHECK(status == RMLP_ERR_MODEL && strstr(rmlp_last_error(), what[1]) != NULL, "%s%s: status %d, %s",
               row->model_type, what[0], status, rmlp_last_error());
     }

@@ -7,7 +7,7 @@
  * rmlp_context_set_stream and rmlp_context_set_plan are accepted no-ops, rmlp_context_pool
  * equals rmlp_pool, and a host attention callback gets cu_seqlens_device and max_seqlen.
  * rmlp_model_bind_cuda_config reads config.json before it looks for the device, so its errors
- * are checked here on any machine.
+ * are checked here on any machine, named by that call (and by rmlp_model_load through the load).
  * Usage: test_gpu_errors FIXTURES_DIR
  */
 #define _POSIX_C_SOURCE 200809L
@@ -190,10 +190,33 @@ static void test_cuda_bind_config(const char *dir) {
             fprintf(f, "%.*s\"dynamic\"%s", (int)(type - text), text, type + strlen("\"llama3\""));
             fclose(f);
         }
-        expect(rmlp_model_bind_cuda_config(tmp, NULL, 0, &params, &model), RMLP_ERR_MODEL, "dynamic",
-               "bind_config of a dynamic rope_scaling");
-        CHECK(strncmp(rmlp_last_error(), "rmlp_model_bind_cuda_config: ", 29) == 0, "named by the call: %s",
-              rmlp_last_error());
+        expect(rmlp_model_bind_cuda_config(tmp, NULL, 0, &params, &model), RMLP_ERR_MODEL,
+               "rope_scaling.type 'dynamic' is not supported", "bind_config of a dynamic rope_scaling");
+        static const char bind[] = "rmlp_model_bind_cuda_config: ", load[] = "rmlp_model_load: ";
+        char bound[1024];
+        snprintf(bound, sizeof bound, "%s", rmlp_last_error());
+        CHECK(strncmp(bound, bind, sizeof bind - 1) == 0, "named by the call: %s", bound);
+        /* the same folder, with the fixture's tensors, through rmlp_model_load: the same message
+         * under that call's name */
+        char tensors[1100], copy[1100];
+        snprintf(tensors, sizeof tensors, "%s/llama3_rope/model.safetensors", dir);
+        snprintf(copy, sizeof copy, "%s/model.safetensors", tmp);
+        unsigned char *weights = tu_read_file(tensors, &len);
+        FILE *w = weights != NULL ? fopen(copy, "wb") : NULL;
+        if (CHECK(w != NULL && fwrite(weights, 1, len, w) == len, "%s: cannot copy to %s", tensors, copy)) {
+            fclose(w), w = NULL;
+            rmlp_model *cpu = (rmlp_model *)1;
+            expect(rmlp_model_load(tmp, NULL, &cpu), RMLP_ERR_MODEL, "rope_scaling.type 'dynamic' is not supported",
+                   "load of a dynamic rope_scaling");
+            const char *loaded = rmlp_last_error();
+            CHECK(strncmp(loaded, load, sizeof load - 1) == 0 && strncmp(bound, bind, sizeof bind - 1) == 0 &&
+                      strcmp(loaded + sizeof load - 1, bound + sizeof bind - 1) == 0,
+                  "the load's message \"%s\" is the bind's \"%s\" under its own name", loaded, bound);
+            CHECK(cpu == NULL, "out is NULL after the refused load");
+        }
+        if (w != NULL) fclose(w);
+        free(weights);
+        remove(copy);
         remove(file);
         rmdir(tmp);
     }

@@ -445,7 +445,7 @@ static void test_config_defaults(void) {
     make_dir("defaults");
     stw_json_write(&config, at("defaults", "config.json"));
     rmlp_model_config c;
-    rmlp_status status = config_read(at("defaults", "config.json"), &c);
+    rmlp_status status = config_read("rmlp_model_load", at("defaults", "config.json"), &c);
     CHECK(status == RMLP_OK && c.rope_theta == 10000.0 && c.num_key_value_heads == HEADS && !c.tie_word_embeddings &&
               !c.attention_bias && !c.qk_norm && !c.has_lm_head,
           "defaults: status %d theta %g kv %u: %s", status, c.rope_theta, c.num_key_value_heads, rmlp_last_error());

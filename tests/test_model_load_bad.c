@@ -305,7 +305,8 @@ static void test_bad_configs(void) {
     }
     rmlp_model_config c;
     memset(&c, 0xff, sizeof c);
-    CHECK(config_read(path_copy, &c) == RMLP_ERR_FORMAT && c.hidden_size == 0, "config not cleared on error");
+    CHECK(config_read("rmlp_model_load", path_copy, &c) == RMLP_ERR_FORMAT && c.hidden_size == 0,
+          "config not cleared on error");
     stw_free(&w);
     stw_json_free(&base);
 }

@@ -122,7 +122,7 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
     checkpoint *ckpt = NULL;
     char *config_report = NULL, *report = NULL;
     status = checkpoint_open(path, &ckpt);
-    if (status == RMLP_OK) status = config_read_reported(checkpoint_config_path(ckpt), &model->config, &model->ext,
+    if (status == RMLP_OK) status = config_read_reported(fn, checkpoint_config_path(ckpt), &model->config, &model->ext,
                                                         &config_report);
     if (status == RMLP_OK) status = audit_checkpoint(ckpt, &model->config, !params->skip_finite_check, &report);
     if (status == RMLP_OK) status = join_reports(fn, &config_report, &report);
@@ -142,7 +142,8 @@ RMLP_EXPORT rmlp_status rmlp_model_load(const char *path, const rmlp_model_param
 }
 
 /* The config.json at `path`, or in the folder `path`, into model->config and model->ext (every key
- * checked as rmlp_model_load checks it) and its findings into model->load_report. */
+ * checked as rmlp_model_load checks it, its errors named by `fn`) and its findings into
+ * model->load_report. */
 static rmlp_status read_bound_config(const char *fn, const char *path, rmlp_model *model) {
     struct stat st;
     char *file = NULL;
@@ -153,16 +154,8 @@ static rmlp_status read_bound_config(const char *fn, const char *path, rmlp_mode
         snprintf(file, len, "%s/config.json", path);
     }
     rmlp_status status =
-        config_read_reported(file != NULL ? file : path, &model->config, &model->ext, &model->load_report);
+        config_read_reported(fn, file != NULL ? file : path, &model->config, &model->ext, &model->load_report);
     free(file);
-    /* model/ names rmlp_model_load in its messages: this call's name instead */
-    static const char load[] = "rmlp_model_load: ";
-    const char *message = rmlp_last_error();
-    if (status != RMLP_OK && strncmp(message, load, sizeof load - 1) == 0) {
-        char detail[RMLP_ERROR_CAPACITY];
-        snprintf(detail, sizeof detail, "%s", message + sizeof load - 1);
-        rmlp_fail(status, fn, "%s", detail);
-    }
     return status;
 }
 
