@@ -101,17 +101,18 @@ def main(argv):
                   f"{fmt(r.get('memcpy_gbps'), '11.1f'):>11} {fmt(r.get('ratio'), '6.3f'):>6}")
     ratio_head = "N'/N"
     head = (f"{'case':<20} {'N':>6} {ratio_head:>5} {'off ms':>8} {'on ms':>8} {'speedup':>7} {'pred':>6} {'f':>5} "
-            f"{'pw spd':>7} {'off~on':>8} {'cmp ms':>8} {'spd cmp':>7} {'off~cmp':>8}")
+            f"{'pw spd':>7} {'off~on':>8} {'cmp ms':>8} {'spd cmp':>7} {'off~cmp':>8} {'last ms':>8} {'spd lst':>7} "
+            f"{'off~lst':>8}")
     for impl in impls:
         tag = impl.replace("flash_attention_2", "fa2")[:5]
         head += f" {tag + ' ms':>9} {'pad%':>5} {'/on':>6} {'~peer':>8} {'~f32':>8} {'p~f32':>8}"
     for hidden in sorted({h for h, _ in set(ours) | set(peer)}, key=lambda h: (h is None, h or 0)):
         any_row = next((r for (h, _), r in ours.items() if h == hidden), None)
         if any_row:
-            kernels = "/".join(str(any_row.get("kernel_" + s, "?")) for s in ("off", "on", "compact"))
+            kernels = "/".join(str(any_row.get("kernel_" + s, "?")) for s in ("off", "on", "compact", "last"))
             print(f"# ours: {any_row.get('model', 'hidden ' + str(hidden))}, {any_row.get('device_name')}, "
                   f"{any_row.get('dtype')}, {any_row.get('layers')} layers, median of {any_row.get('repeat')} "
-                  f"(CUDA events), built-in attention ({any_row.get('attention', '?')}: {kernels} off/on/cmp)")
+                  f"(CUDA events), built-in attention ({any_row.get('attention', '?')}: {kernels} off/on/cmp/last)")
         if hidden in PUBLISHED:
             print(f"# published (H100, FP16, FlashAttention-2, b32_p2048_s256): {PUBLISHED[hidden]}")
         print(head)
@@ -124,7 +125,9 @@ def main(argv):
                     f"{fmt(o.get('speedup'), '6.2f'):>6}x {fmt(o.get('predicted_speedup'), '5.2f'):>5}x "
                     f"{fmt(o.get('f_position_wise'), '5.2f'):>5} {fmt(o.get('position_wise_speedup'), '6.2f'):>6}x "
                     f"{fmt(o.get('rel_norm_diff'), '8.1e'):>8} {fmt(o.get('ms_compact'), '8.2f'):>8} "
-                    f"{fmt(o.get('speedup_compact'), '6.2f'):>6}x {fmt(o.get('rel_norm_diff_compact'), '8.1e'):>8}")
+                    f"{fmt(o.get('speedup_compact'), '6.2f'):>6}x {fmt(o.get('rel_norm_diff_compact'), '8.1e'):>8} "
+                    f"{fmt(o.get('ms_last'), '8.2f'):>8} {fmt(o.get('speedup_last'), '6.2f'):>6}x "
+                    f"{fmt(o.get('rel_norm_diff_last'), '8.1e'):>8}")
             for impl in impls:
                 p = peer.get((hidden, name), {}).get(impl, {})
                 ms = p.get("ms")
@@ -140,6 +143,8 @@ def main(argv):
     print("# pred: 1/((1-f)+f*N'/N), f the position-wise share of the off run; pw spd: "
           "the position-wise part alone, off over on; off~on: ||off-on||/||off|| "
           "(all rows); cmp: radix on with attention in compact space, its time, off over it, ||off-cmp||/||off||; "
+          "lst: rmlp_forward_last (compact attention, each sequence's last row), its time, off over it, against "
+          "off's last rows; "
           "<impl> ms: transformers on the padded batch; /on: its time over ours with radix on; "
           "~peer: ||ours-peer||/||peer||, ~f32 / p~f32: ours / peer against transformers float32 (last-token rows)")
     return 0
