@@ -509,7 +509,9 @@ def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP
           attention="full"):
     """Embeds token sequences with ``model``: positions 0..len-1 per sequence, one radix plan
     for the batch (gate ``threshold``), forward with attention in ``attention`` space ("full",
-    "compact" or "auto", see Context), pooling. Returns (len(sequences), hidden) float32."""
+    "compact" or "auto", see Context), pooling. Returns (len(sequences), hidden) float32. With
+    ``pooling="last"`` the forward is ``Context.forward_last``: the last layer's post-attention
+    work runs on each sequence's last row only."""
     if not isinstance(model, Model):
         raise TypeError("model must be a radix_mlp.Model, got %r" % (model,))
     if model.device != "cpu":
@@ -521,5 +523,8 @@ def embed(model, sequences, pooling="last", normalize=False, threshold=_abi.RMLP
         raise ValueError("attention=%r must be one of 'full', 'compact', 'auto'" % (attention,))
     plan = plan_sequences(sequences, threshold, "embed", "sequences")
     with Context(model, plan.n_tokens, attention=attention) as context:
+        if pooling == "last":  # one row a sequence: pooled as sequences of one row
+            last = context.forward_last(plan)
+            return pool(last, np.arange(plan.n_seqs + 1, dtype=np.uint32), pooling="last", normalize=normalize)
         hidden = context.forward(plan)
     return pool(hidden, plan.cu_seqlens, pooling=pooling, normalize=normalize)

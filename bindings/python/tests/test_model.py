@@ -363,13 +363,16 @@ def test_compact_space(fixture):
         with model.context(len(ids), attention=attention) as spaced:
             assert spaced.attention == attention and repr(spaced).endswith("attention=%r)" % attention)
             np.testing.assert_array_equal(spaced.forward(batch_plan), want, err_msg="%s %s" % (name, attention))
-    # embed passes the setting on: its rows are the compact forward's (positions 0.. as in the batch).
+    # embed passes the setting on: its rows are forward_last's in a compact context (positions 0..
+    # as in the batch), within GEMM rounding of the compact forward's last rows.
     assert batch["position_ids"] == [list(range(len(seq))) for seq in batch["input_ids"]]
-    with Planner() as planner, model.context(len(ids)) as ctx:
+    with Planner() as planner, model.context(len(ids)) as ctx, model.context(len(ids), attention="compact") as cctx:
         unpadded = planner.build(ids, pos, cu, threshold=1.0)
-        want = radix_mlp.pool(ctx.forward_compact(unpadded)[unpadded.scatter], cu)
+        whole = radix_mlp.pool(ctx.forward_compact(unpadded)[unpadded.scatter], cu)
+        want = cctx.forward_last(unpadded)
     got = radix_mlp.embed(model, batch["input_ids"], attention="compact", threshold=1.0)
     np.testing.assert_array_equal(got, want)
+    assert max_abs(got, whole) <= 2e-6 * np.abs(whole).max()
     assert max_abs(got, expected["pooled_last"]) <= TOL
 
 
