@@ -8,9 +8,10 @@
  * batch, or batches of at most N tokens. Each output line, in input order, is
  * {"index": i, "embedding": [...]} (pooling), {"index": i, "hidden_states": [[...], ...]}
  * (--pooling none) or {"index": i, "score": p, "logits": [a, b]} (--score-tokens: the reranker
- * probability of token A against token B at the last position). --attention compact runs the
- * whole forward in compact space (rmlp_forward_compact) and reads the pooled rows, scores and
- * hidden states through the plan's scatter; auto does so when the gate chose radix. A summary
+ * probability of token A against token B at the last position). Scores and last pooling run
+ * rmlp_forward_last (the last layer's post-attention on each sequence's last row only).
+ * --attention compact runs attention in compact space (rmlp_forward_compact for the other
+ * poolings, read through the plan's scatter); auto does so when the gate chose radix. A summary
  * per batch (N, N', ratio, gate, attention, plan and forward time) goes to stderr. --cache-mb N
  * gives the context a prefix KV cache of N MB (rows seen in an earlier batch are not computed
  * again); its counters go to stderr at the end. --cpu-weights bf16 holds the layers' weight
@@ -210,18 +211,29 @@ static int run_batch(runner *r, const sequences *seqs, size_t first, size_t last
     double planned = cli_now_ms();
     /* compact: r->hidden holds the compact rows, batch row i being row plan.scatter[i] */
     bool compact = a->attention == RMLP_ATTENTION_COMPACT || (a->attention == RMLP_ATTENTION_AUTO && plan.use_radix);
-    if (status == RMLP_OK)
+    /* scores and last pooling read each sequence's last row only: rmlp_forward_last, its rows
+     * read as sequences of one row (r->cu then 0, 1, ..., n_seqs) */
+    bool last_rows = a->score || a->pooling == RMLP_POOLING_LAST;
+    bool read_compact = compact && !last_rows;
+    size_t rows = n_tokens; /* the rows r->hidden holds through r->cu */
+    if (status == RMLP_OK && last_rows) {
+        status = rmlp_forward_last(r->ctx, &plan, NULL, NULL, r->hidden);
+        for (size_t s = 0; s <= n_seqs; s++) r->cu[s] = (uint32_t)s;
+        rows = n_seqs;
+    } else if (status == RMLP_OK) {
         status = compact ? rmlp_forward_compact(r->ctx, &plan, NULL, NULL, r->hidden)
                          : rmlp_forward(r->ctx, &plan, NULL, NULL, r->hidden);
+    }
     double forward_ms = cli_now_ms() - planned;
     if (status == RMLP_OK && a->score)
-        status = compact ? rmlp_score_pair_compact(r->ctx, &plan, r->hidden, a->score_a, a->score_b, r->logits, r->probs)
-                         : rmlp_score_pair(r->ctx, r->hidden, n_tokens, r->cu, n_seqs, a->score_a, a->score_b,
-                                           r->logits, r->probs);
+        status = read_compact
+                     ? rmlp_score_pair_compact(r->ctx, &plan, r->hidden, a->score_a, a->score_b, r->logits, r->probs)
+                     : rmlp_score_pair(r->ctx, r->hidden, rows, r->cu, n_seqs, a->score_a, a->score_b, r->logits,
+                                       r->probs);
     else if (status == RMLP_OK && a->pooling != 0)
-        status = compact ? rmlp_context_pool_compact(r->ctx, &plan, r->hidden, a->pooling, a->normalize, r->pooled)
-                         : rmlp_pool(r->hidden, n_tokens, (uint32_t)hsz, r->cu, n_seqs, a->pooling, a->normalize,
-                                     r->pooled);
+        status = read_compact
+                     ? rmlp_context_pool_compact(r->ctx, &plan, r->hidden, a->pooling, a->normalize, r->pooled)
+                     : rmlp_pool(r->hidden, rows, (uint32_t)hsz, r->cu, n_seqs, a->pooling, a->normalize, r->pooled);
     if (status != RMLP_OK) {
         fprintf(stderr, "radixmlp: batch of lines %zu-%zu: %s\n", first + 1, last, rmlp_last_error());
         return -1;
@@ -292,6 +304,7 @@ int cmd_run(int argc, char **argv) {
     if (status == RMLP_OK) status = rmlp_model_get_config(model, &r.cfg);
     rmlp_context_params context_params = rmlp_context_default_params();
     context_params.cache_bytes = (uint64_t)a.cache_mb << 20;
+    context_params.attention_space = a.attention; /* where rmlp_forward_last runs attention */
     if (status == RMLP_OK) status = rmlp_context_create_with_params(model, max_tokens, &context_params, &r.ctx);
     if (status == RMLP_OK) status = rmlp_planner_create(&r.planner);
     int rc = 0;
