@@ -80,13 +80,11 @@ int kv_cache_begin(kv_cache *c, const rmlp_plan *plan, forward_rows rows) {
         c->ids[r] = plan->compact_input_ids[j], c->pos[r] = plan->compact_position_ids[j], c->slots[r] = b->slot_of[j];
     }
     for (size_t i = 0; i < plan->n_tokens; i++) c->path[i] = b->slot_of[plan->scatter[i]];
-    if (rows == FORWARD_LAST_ROWS) { /* the whole forward ran: the last rows are read from their slots */
-        c->n_out = plan->n_seqs;
-        for (size_t s = 0; s < c->n_out; s++) c->out_slots[s] = c->path[plan->cu_seqlens[s + 1] - 1];
-    } else {
-        c->n_out = rows == FORWARD_COMPACT_ROWS ? plan->n_compact : plan->n_tokens;
-        for (size_t i = 0; i < c->n_out; i++) c->out_slots[i] = rows == FORWARD_COMPACT_ROWS ? b->slot_of[i] : c->path[i];
-    }
+    c->n_out = (uint32_t)forward_rows_count(plan, rows);
+    for (size_t i = 0; i < c->n_out; i++) /* the last rows: the whole forward ran, they are read from their slots */
+        c->out_slots[i] = rows == FORWARD_COMPACT_ROWS ? b->slot_of[i]
+                          : rows == FORWARD_LAST_ROWS  ? c->path[plan->cu_seqlens[i + 1] - 1]
+                                                       : c->path[i];
     return 0;
 }
 

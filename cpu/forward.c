@@ -212,10 +212,7 @@ static size_t first_not_finite(const float *x, size_t n) {
  * status can say it). */
 rmlp_status cpu_check_output(const char *fn, const cpu_context *ctx, const rmlp_plan *plan, const float *out,
                              forward_rows out_rows) {
-    size_t hsz = ctx->config->hidden_size;
-    size_t rows = out_rows == FORWARD_COMPACT_ROWS ? plan->n_compact
-                  : out_rows == FORWARD_LAST_ROWS  ? plan->n_seqs
-                                                   : plan->n_tokens;
+    size_t hsz = ctx->config->hidden_size, rows = forward_rows_count(plan, out_rows);
     size_t at = first_not_finite(out, rows * hsz);
     if (at == rows * hsz) return RMLP_OK;
     size_t row = at / hsz;

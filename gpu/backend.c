@@ -187,17 +187,12 @@ static rmlp_status attention(const char *fn, void *ctx, const rmlp_attention_arg
     return status == RMLP_OK ? gpu_attention_compact_run(fn, ctx, args) : status;
 }
 
-/* The rows a forward writes (common/forward_rows.h) that the non-finite scan reads. */
-static size_t output_rows(const rmlp_plan *plan, forward_rows rows) {
-    return rows == FORWARD_COMPACT_ROWS ? plan->n_compact : rows == FORWARD_LAST_ROWS ? plan->n_seqs : plan->n_tokens;
-}
-
 static rmlp_status forward(const char *fn, void *ctx, const rmlp_plan *plan, rmlp_attention_space space,
                            rmlp_attention_fn attention_fn, void *user_data, void *out, forward_rows rows) {
     rmlp_status status = gpu_context_check_plan(fn, ctx, plan, true);
     if (status == RMLP_OK) status = check_device_buffers(fn, ctx, (const void *[]){out}, (const char *[]){"out"}, 1);
     if (status == RMLP_OK) status = gpu_forward(fn, ctx, space, attention_fn, user_data, out, rows);
-    return status == RMLP_OK ? gpu_check_output(fn, ctx, out, output_rows(plan, rows)) : status;
+    return status == RMLP_OK ? gpu_check_output(fn, ctx, out, forward_rows_count(plan, rows)) : status;
 }
 
 static rmlp_status cache_create(const char *fn, void *ctx, kv_cache *cache, void **out) {
@@ -226,7 +221,7 @@ static rmlp_status forward_cached(const char *fn, void *ctx, void *cache_side, k
     status = gpu_forward_cached(fn, ctx, cache_side, &batch, out, rows);
     kv_pool_end(c->pool, plan, &c->batch, status == RMLP_OK); /* after a failure its new rows hold nothing */
     if (status != RMLP_OK || out == NULL) return status;
-    return gpu_check_output(fn, ctx, out, output_rows(plan, rows));
+    return gpu_check_output(fn, ctx, out, forward_rows_count(plan, rows));
 }
 
 /* A session's device arrays (decode.cu) and its chains packed for them (gpu_decode_chains):
