@@ -149,18 +149,30 @@ static inline rmlp_context *load_cuda(const char *path, rmlp_dtype dt, size_t ma
     return cuda_context(*model, max_tokens);
 }
 
-/* set_plan + rmlp_forward into a poisoned device buffer; returns the download (NULL on failure). */
-static inline float *device_forward(rmlp_context *ctx, const reference *r, const rmlp_plan *plan, rmlp_dtype dt, void *d_out,
-                             rmlp_attention_fn attention, void *user_data, const char *what) {
-    size_t n = plan->n_tokens * (size_t)r->cfg.hidden_size;
+/* A whole forward's entry point (rmlp_forward, rmlp_forward_compact, rmlp_forward_last). */
+typedef rmlp_status (*forward_fn)(rmlp_context *, const rmlp_plan *, rmlp_attention_fn, void *, void *);
+
+/* set_plan + `forward` (named `name` in failures) into a poisoned device buffer of `rows` rows of
+ * `hidden`; returns the download (NULL on failure). */
+static inline float *device_run(rmlp_context *ctx, const rmlp_plan *plan, forward_fn forward, const char *name,
+                                size_t rows, size_t hidden, rmlp_dtype dt, void *d_out, rmlp_attention_fn attention,
+                                void *user_data, const char *what) {
+    size_t n = rows * hidden;
     poison(d_out, n * elem_size(dt));
     rmlp_status status = rmlp_context_set_plan(ctx, plan);
-    if (status == RMLP_OK) status = rmlp_forward(ctx, plan, attention, user_data, d_out);
-    if (!CHECK(status == RMLP_OK, "%s: forward: %s", what, rmlp_last_error())) return NULL;
+    if (status == RMLP_OK) status = forward(ctx, plan, attention, user_data, d_out);
+    if (!CHECK(status == RMLP_OK, "%s: %s: %s", what, name, rmlp_last_error())) return NULL;
     cudaError_t error = cudaStreamSynchronize(stream);
     if (!CHECK(error == cudaSuccess, "%s: the forward's kernels failed: %s", what, cudaGetErrorString(error)))
         exit((tu_summary(), 1)); /* a device fault poisons the CUDA context: nothing after it is meaningful */
     return download(d_out, n, dt);
+}
+
+/* set_plan + rmlp_forward (batch rows) into a poisoned device buffer; the download (NULL on failure). */
+static inline float *device_forward(rmlp_context *ctx, const reference *r, const rmlp_plan *plan, rmlp_dtype dt, void *d_out,
+                             rmlp_attention_fn attention, void *user_data, const char *what) {
+    return device_run(ctx, plan, rmlp_forward, "forward", plan->n_tokens, r->cfg.hidden_size, dt, d_out, attention,
+                      user_data, what);
 }
 
 static inline rmlp_status failing_attention(void *user_data, const rmlp_attention_args *a) {

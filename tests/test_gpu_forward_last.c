@@ -30,18 +30,11 @@ static float *last_rows_of(const float *rows, const uint32_t *cu, size_t n_seqs,
     return last;
 }
 
-/* set_plan + rmlp_forward_last into a poisoned buffer; the download, NULL on failure. */
+/* set_plan + rmlp_forward_last (the context as the callback's user_data) into a poisoned buffer;
+ * the download, NULL on failure. */
 static float *device_last(rmlp_context *ctx, const rmlp_plan *plan, size_t h, rmlp_dtype dt, void *d_out,
                           rmlp_attention_fn attention, const char *what) {
-    size_t n = plan->n_seqs * h;
-    poison(d_out, n * elem_size(dt));
-    rmlp_status status = rmlp_context_set_plan(ctx, plan);
-    if (status == RMLP_OK) status = rmlp_forward_last(ctx, plan, attention, ctx, d_out);
-    if (!CHECK(status == RMLP_OK, "%s: forward_last: %s", what, rmlp_last_error())) return NULL;
-    cudaError_t error = cudaStreamSynchronize(stream);
-    if (!CHECK(error == cudaSuccess, "%s: the kernels failed: %s", what, cudaGetErrorString(error)))
-        exit((tu_summary(), 1)); /* a device fault poisons the CUDA context */
-    return download(d_out, n, dt);
+    return device_run(ctx, plan, rmlp_forward_last, "forward_last", plan->n_seqs, h, dt, d_out, attention, ctx, what);
 }
 
 /* rmlp_forward_last captured in a graph and replayed against `direct`, bit for bit. */
