@@ -7,7 +7,10 @@
  * sequence's rows, its output is gathered back. Compact space: nothing leaves the N' compact
  * rows; the built-in attention reads q, k, v in place from the fused qkv rows and writes the
  * compact attention output, a host callback gets dense q, k, v of the compact rows and the
- * layout arrays (rmlp_attention_args, RMLP_ATTENTION_COMPACT).
+ * layout arrays (rmlp_attention_args, RMLP_ATTENTION_COMPACT). A plan whose maps are the identity
+ * (radix off, or nothing shared) has the same rows in both spaces: there the built-in full-space
+ * attention reads the fused qkv rows in place too and nothing is scattered or gathered (the same
+ * kernel on the same values as the copies it skips: bit for bit the output it had), as on CUDA.
  *
  * With a prefix cache (cache/kv_cache.h), the forward is the compact one over the rows the cache
  * lacks: their K and V go into their slots layer by layer, attention reads every key of a path
@@ -91,6 +94,14 @@ static void post_attention_last(const rmlp_model_config *cfg, const model_weight
     cpu_profile_mark(&ws->profile, CPU_PHASE_ELEMENTWISE);
 }
 
+/* Whether the plan's compact rows are its batch rows, in order (no padding, scatter the identity). */
+static bool plan_is_identity(const rmlp_plan *plan) {
+    if (plan->n_compact_padded != plan->n_tokens) return false;
+    for (uint32_t i = 0; i < plan->n_tokens; i++)
+        if (plan->scatter[i] != i) return false;
+    return true;
+}
+
 /* The CPU forward: embedding, layers, final norm into out (the rows `rows` names). */
 rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan, rmlp_attention_space space,
                         rmlp_attention_fn attention, void *user_data, void *out, forward_rows rows) {
@@ -98,6 +109,9 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
     const model_weights *w = ctx->weights;
     cpu_workspace *ws = &ctx->ws;
     bool compact = space == RMLP_ATTENTION_COMPACT;
+    /* the built-in attention in full space on an identity plan: the compact branch's rows in place */
+    bool identity = plan_is_identity(plan);
+    bool in_place = compact || (attention == NULL && identity);
     size_t qd = (size_t)cfg->num_attention_heads * cfg->head_dim, kvd = (size_t)cfg->num_key_value_heads * cfg->head_dim;
     size_t width = qd + 2 * kvd;
     /* compact: the callback's output goes where post-attention reads it (cap_compact rows) */
@@ -116,7 +130,7 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
         bool last = rows == FORWARD_LAST_ROWS && layer + 1 == cfg->num_hidden_layers;
         args.layer = layer;
         args.scale = la->scale, args.sliding_window = la->window, args.softcap = la->softcap;
-        if (!compact) {
+        if (!in_place) {
             cpu_pre_attention(cfg, lw, la, ws, plan, ws->hidden, ws->q, ws->k, ws->v);
             if (attention != NULL) {
                 rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
@@ -128,7 +142,7 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             if (last) post_attention_last(cfg, w, lw, ws, plan, ws->attn, true, out);
             else cpu_post_attention(cfg, lw, ws, plan, ws->attn, ws->hidden);
-        } else if (attention != NULL) {
+        } else if (attention != NULL) { /* compact space here */
             cpu_pre_attention_compact(cfg, lw, la, ws, plan, ws->hidden, plan->n_compact, ws->q, ws->k, ws->v);
             rmlp_status status = rmlp_call_attention(fn, attention, user_data, &args);
             if (status != RMLP_OK) return forward_end(ws, status);
@@ -137,14 +151,16 @@ rmlp_status cpu_forward(const char *fn, cpu_context *ctx, const rmlp_plan *plan,
             else cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         } else {
             cpu_project_qkv(cfg, lw, la, ws, plan, ws->hidden);
-            cpu_attend_compact(ws, &fused, plan->qo_indptr, plan->cu_seqlens, plan->scatter, plan->n_seqs,
-                               args.n_heads, args.n_kv_heads, args.head_dim, la);
+            /* full space on an identity plan: cpu_attend_full's rows, read in place */
+            cpu_attend_compact(ws, &fused, compact ? plan->qo_indptr : plan->cu_seqlens, plan->cu_seqlens,
+                               compact ? plan->scatter : NULL, plan->n_seqs, args.n_heads, args.n_kv_heads,
+                               args.head_dim, la);
             cpu_profile_mark(prof, CPU_PHASE_ATTENTION);
             if (last) post_attention_last(cfg, w, lw, ws, plan, ws->attn_c, false, out);
             else cpu_post_attention_compact(cfg, lw, ws, plan, ws->attn_c, ws->hidden);
         }
     }
-    if (rows == FORWARD_COMPACT_ROWS) {
+    if (rows == FORWARD_COMPACT_ROWS || (rows == FORWARD_BATCH_ROWS && identity)) { /* identity: the same rows */
         cpu_final_norm_compact(cfg, w, ws, plan, ws->hidden, out);
         cpu_profile_mark(prof, CPU_PHASE_ELEMENTWISE);
     } else if (rows == FORWARD_BATCH_ROWS) {
