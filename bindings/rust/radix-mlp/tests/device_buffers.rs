@@ -340,6 +340,15 @@ fn tei_layout_stacks_what_bind_cuda_takes() {
     }
 }
 
+/// A host attention callback's work on device buffers: q, k, v down, [`own_attention`] in the
+/// args' layout, the output up on the args' stream.
+fn attend_on_host(driver: &Driver, c: &ModelConfig, a: &mut DeviceAttentionArgs<'_>) {
+    let layout = a.compact.map(|l| (l.qo_indptr, l.kv_indices));
+    let qkv = [&a.q, &a.k, &a.v].map(|s| driver.download_raw(s.as_ptr(), s.len()));
+    let attn = own_attention(c, a.cu_seqlens, layout, a.n_rows(), [&qkv[0], &qkv[1], &qkv[2]]);
+    driver.upload_raw(a.out.as_mut_ptr(), &attn, a.stream);
+}
+
 /// Writes "SKIP ...: why" to stderr itself, where cargo's output capture does not hide it.
 fn skip(why: &str) {
     let _ = writeln!(std::io::stderr(), "SKIP device_buffers::bound_weights_on_device_buffers: {why}");
@@ -391,11 +400,7 @@ fn bound_weights_on_device_buffers() {
                 assert_eq!((a.dtype(), a.stream), (DType::F32, driver.stream()));
                 assert_eq!(a.cu_seqlens, &plan.cu_seqlens[..]);
                 layers_seen += 1;
-                let rows = a.n_rows();
-                let layout = a.compact.map(|l| (l.qo_indptr, l.kv_indices));
-                let qkv = [&a.q, &a.k, &a.v].map(|s| driver.download_raw(s.as_ptr(), s.len()));
-                let attn = own_attention(&c, a.cu_seqlens, layout, rows, [&qkv[0], &qkv[1], &qkv[2]]);
-                driver.upload_raw(a.out.as_mut_ptr(), &attn, a.stream);
+                attend_on_host(&driver, &c, a);
                 Ok(())
             };
             ctx.set_plan(&plan).unwrap();
@@ -408,6 +413,26 @@ fn bound_weights_on_device_buffers() {
                 assert_close(&what, &driver.download(&out), &want, 1e-4);
             }
             assert_eq!(layers_seen, c.num_hidden_layers, "{what}");
+        }
+
+        // forward_last on device buffers: each sequence's last row, with the built-in attention
+        // and with the host's (in the context's attention space), against the CPU's last rows.
+        let n_seqs = plan.cu_seqlens.len() - 1;
+        for callback in [false, true] {
+            let what = format!("{name}: forward_last on the device (host attention {callback})");
+            let mut out = driver.upload(&vec![0.0; n_seqs * h]);
+            let mut attention = |a: &mut DeviceAttentionArgs<'_>| {
+                attend_on_host(&driver, &c, a);
+                Ok(())
+            };
+            ctx.set_plan(&plan).unwrap();
+            let result = if callback {
+                ctx.forward_last_with_device_attention(&plan, out.slice_mut(), &mut attention)
+            } else {
+                ctx.forward_last(&plan, out.slice_mut())
+            };
+            result.unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_close(&what, &driver.download(&out), &want_last, 1e-4);
         }
 
         // The read-outs on device buffers, and a host slice refused by name.
