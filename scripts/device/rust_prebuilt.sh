@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 build=$(cd "${1:-build}" && pwd)
-if ! nm -D "$build/libradix_mlp.so" 2>/dev/null | grep -q ' T rmlp_cuda_device_count'; then
+if ! nm -D "$build/libradix_mlp.so" 2>/dev/null | grep ' T rmlp_cuda_device_count' >/dev/null; then # not -q: with pipefail, nm's SIGPIPE would fail the test
   echo "rust_prebuilt: $build/libradix_mlp.so is missing or has no rmlp_cuda_device_count" >&2
   exit 1
 fi
