@@ -96,9 +96,9 @@ extern "C" rmlp_status gpu_cache_run_rows(const char *fn, gpu_context *ctx, gpu_
                  gpu_put_rows(v, kvd, r->slots, ctx->v, kvd, rows, kvd, m->dtype, stream));
         gpu_compact_rows attn = {ctx->q, k, v, ctx->attn_c, qd, kvd, kvd, qd};
         if (r->fi_step != NULL) { /* a decode step: each row over its path, in chunks, merged per row (a model
-                                   * without windows or soft-caps: decode.cu) */
+                                   * whose every layer FlashInfer's decode takes: decode.cu) */
             LAUNCHED("gpu_fi_decode_run (FlashInfer's batch decode)", layer,
-                     gpu_fi_decode_run(r->fi_step, &attn, la.scale, stream));
+                     gpu_fi_decode_run(r->fi_step, &attn, la, stream));
         } else if (r->chains != NULL) { /* a decode step: partial states per chain, merged per row */
             LAUNCHED("gpu_chain_attention", layer,
                      gpu_chain_attention(&attn, r->chains, c->num_attention_heads, c->num_key_value_heads,

@@ -16,8 +16,7 @@
  * Device arrays of a session (one allocation, `rows`) and their pinned staging, laid out per step as
  *   ids, pos, slots (n_rows each) | key_indptr, member_indptr (n_chains + 1 each) | row_indptr
  *   (n_rows + 1) | keys | members, row_members (n_members each) | chain_depth (n_chains), row_pos
- *   (n_rows): a model with sliding windows only (model/model_ext.h), whose steps never take
- *   FlashInfer's decode (its kernels here have no window nor soft-cap)
+ *   (n_rows): a model with sliding windows only (model/model_ext.h), for the chain kernels
  * with room for n_seqs rows, 2 n_seqs + 1 chains, key_words keys and max_members memberships; the
  * chains' states (memberships * n_heads, head_dim + 2) and logits (n_seqs, vocab), fp32. The states
  * start with room for 2 n_seqs + 1 memberships (a shared prefix and each row's own part) and grow,
@@ -93,8 +92,10 @@ extern "C" rmlp_status gpu_decode_create(const char *fn, const gpu_context *ctx,
     if (dec == NULL) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "allocating the generation session failed");
     dec->device = m->device, dec->n_seqs = n_seqs, dec->key_words = key_words, dec->max_members = max_members;
     rmlp_status status = RMLP_OK;
-    const model_ext *ext = m->ext; /* FlashInfer's decode here has no sliding window nor soft-cap */
-    if (ctx->options.decode_flashinfer && !ext->any_window && !ext->any_softcap)
+    bool every_layer = true; /* FlashInfer's decode has a soft-cap at head_dim 256 only */
+    for (uint32_t l = 0; l < c->num_hidden_layers; l++)
+        every_layer = every_layer && gpu_fi_decode_takes_layer(c->head_dim, m->ext->layers[l].softcap);
+    if (ctx->options.decode_flashinfer && every_layer)
         /* NULL where FlashInfer's decode does not fit the model or device */
         status = gpu_fi_decode_create(fn, m->dtype, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
                                       n_seqs, &dec->fi);

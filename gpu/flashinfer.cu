@@ -42,6 +42,8 @@
 #include <flashinfer/attention/scheduler.cuh>
 #include <flashinfer/attention/variants.cuh>
 
+#include "flashinfer_variants.cuh"
+
 namespace fi = flashinfer;
 
 /* The query tile instantiated per head_dim (see the top): FlashInfer's FA2DetermineCtaTileQ picks
@@ -49,33 +51,6 @@ namespace fi = flashinfer;
 static constexpr uint32_t cta_tile_q(uint32_t head_dim) { return head_dim == 256 ? 64 : 128; }
 /* Offsets are computed in 32 bits in places (IdType row index x stride): rows x stride must fit. */
 #define FI_MAX_ELEMENTS ((size_t)INT32_MAX)
-
-/* Every layer without a soft-cap: FlashInfer's default variant with the sliding-window flag. A
- * query at position i of its sequence (qo_len queries, the last of kv_len keys: i = kv_len - qo_len
- * + its index) keeps key j where j + window_left >= i, i.e. i - window_left <= j <= i with the
- * causal mask; window_left -1 means kv_len, which keeps every key the causal mask keeps, and the
- * masked key tiles are the same as without the flag (their count is computed from window_left
- * whatever the flag), so a layer without a window gets what the plain variant gives. */
-typedef fi::DefaultAttention</*custom mask*/ false, /*sliding window*/ true, /*soft cap*/ false, /*alibi*/ false>
-    FiWindowed;
-
-/* Soft-capped layers (Gemma 2): FlashInfer's soft-cap variant turns the logit x = q.k into
- * tanh(x * sm_scale / cap) and scales it by cap in the softmax (sm_scale_log2 = cap log2 e), so
- * the capped score is cap * tanh(sm_scale x / cap): the scale first, then the cap, as the library
- * and transformers compute it (model/model_ext.h). FlashInfer evaluates tanh with tanh.approx.f32
- * (a relative error of about 2^-11, some 0.01 on a score of 25 under Gemma 2's cap of 50); this
- * variant keeps its closure and mask and takes the accurate tanhf instead, as the reference
- * kernel and the CPU path do. */
-struct FiCapped : fi::DefaultAttention<false, /*sliding window*/ true, /*soft cap*/ true, false> {
-    typedef fi::DefaultAttention<false, true, true, false> Base;
-    template <typename Params>
-    __device__ __host__ FiCapped(const Params &params, uint32_t batch_idx, uint8_t *smem)
-        : Base(params, batch_idx, smem) {
-        soft_cap_pre_tanh_scale = params.sm_scale / params.logits_soft_cap; /* not FlashInfer's approximate rcp */
-    }
-    REGISTER_LOGITS_TRANSFORM(params, logits, batch_idx, qo_idx, kv_idx, qo_head_idx, kv_head_idx,
-                              { return tanhf(logits * soft_cap_pre_tanh_scale); })
-};
 
 struct gpu_flashinfer {
     rmlp_dtype dtype;
@@ -394,15 +369,6 @@ template <class T> static cudaError_t run_dtype(const launch &l) {
     case 128: return run_layout<T, 128, FiWindowed>(l);
     default: return capped ? run_layout<T, 256, FiCapped>(l) : run_layout<T, 256, FiWindowed>(l);
     }
-}
-
-/* FlashInfer's window_left for a layer's window: keys i - window_left .. i for a query at i, the
- * layer's `window` keys up to and including its own (model/model_ext.h), so window - 1; -1 (none)
- * for no window or one no sequence of the planned counts can outgrow (at least their n_keys keys
- * in all), a bound on the counts alone, so a captured launch stays right for any batch it is
- * replayed over. */
-static int32_t window_left_of(uint32_t window, size_t n_keys) {
-    return window == 0 || window >= n_keys ? -1 : (int32_t)(window - 1);
 }
 
 extern "C" cudaError_t gpu_flashinfer_run(const gpu_flashinfer *f, gpu_fi_layout layout, const gpu_compact_rows *r,

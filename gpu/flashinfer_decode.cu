@@ -14,7 +14,9 @@
  * Compiled with exceptions and NDEBUG as gpu/flashinfer.cu is (CMakeLists.txt): FlashInfer's
  * headers throw and print in places; every call is caught at the C boundary. Without
  * RMLP_WITH_FLASHINFER_DECODE (no FlashInfer, or headers fetched before decode.cuh was among them)
- * it is the stubs that keep every session on the chain kernels.
+ * it is the stubs that keep every session on the chain kernels. The variants (sliding window,
+ * Gemma 2's soft-cap at head_dim 256) are the prefill's, gpu/flashinfer_variants.cuh: a request is
+ * one row over its whole path, so the window counts back from the row's own key, kv_len - 1.
  */
 #ifndef NDEBUG
 #define NDEBUG 1 /* FLASHINFER_CUDA_CALL prints to stderr otherwise; the library never prints */
@@ -35,17 +37,17 @@
 
 namespace fi = flashinfer;
 
-typedef fi::DefaultAttention</*custom mask*/ false, /*sliding window*/ false, /*soft cap*/ false, /*alibi*/ false>
-    FiVariant;
+#include "flashinfer_variants.cuh"
 
 template <class A, class B> static constexpr A larger(A a, B b) { return a > (A)b ? a : (A)b; }
 
-/* The decode kernel for element type T, head_dim HD and G query heads per KV head: a block
+/* The decode kernel for element type T, head_dim HD, G query heads per KV head and variant V
+ * (FiWindowed, or FiCapped for a soft-capped layer at head_dim 256): a block
  * (bdx, bdy, bdz) per (chunk, KV head), bdx threads of vec elements over a head, bdy = G query
  * heads, bdz groups of `tile` keys per stage, 2 stages (sm_80 and later). Shared memory: the K and
  * V stages (reused for the per-group states when those are larger), then the keys' offsets
  * (size_t each) or the per-group (max, sum) pairs. */
-template <class T, uint32_t HD, uint32_t G> struct DecodeShape {
+template <class T, uint32_t HD, uint32_t G, class V> struct DecodeShape {
     static constexpr uint32_t vec = larger(16u / (uint32_t)sizeof(T), HD / 32u);
     static constexpr uint32_t bdx = HD / vec, bdy = G, threads = larger(128u, bdx * bdy), bdz = threads / (bdx * bdy);
     static constexpr uint32_t tile = G == 1 ? 4u : 1u, stages = 2;
@@ -54,8 +56,7 @@ template <class T, uint32_t HD, uint32_t G> struct DecodeShape {
         larger((size_t)tile * threads * sizeof(size_t), (size_t)2 * bdy * bdz * sizeof(float));
     typedef fi::BatchDecodeParams<T, T, float, int32_t> Params;
     static constexpr auto kernel =
-        fi::BatchDecodeWithPagedKVCacheKernel<fi::PosEncodingMode::kNone, stages, tile, vec, bdx, bdy, bdz, FiVariant,
-                                              Params>;
+        fi::BatchDecodeWithPagedKVCacheKernel<fi::PosEncodingMode::kNone, stages, tile, vec, bdx, bdy, bdz, V, Params>;
 };
 
 /* The merge of fp32 partial states into T rows: a block of 128 threads per (row, head) at a time,
@@ -82,11 +83,12 @@ struct gpu_fi_decode {
 enum op_kind { OP_PROBE, OP_RUN };
 
 /* OP_PROBE: the kernels' launch attributes on the current device, and from their occupancy the
- * step's target chunks and the merge's grid. OP_RUN: a step. */
-template <class T, uint32_t HD, uint32_t G>
+ * step's target chunks and the merge's grid. OP_RUN: a step of a layer with la's scale, window and
+ * soft-cap. */
+template <class T, uint32_t HD, uint32_t G, class V>
 static cudaError_t shape_op(op_kind op, gpu_fi_decode *f, const gpu_fi_decode_step *st, const gpu_compact_rows *r,
-                            float scale, cudaStream_t stream) {
-    typedef DecodeShape<T, HD, G> D;
+                            const layer_attention &la, cudaStream_t stream) {
+    typedef DecodeShape<T, HD, G, V> D;
     typedef MergeShape<T, HD> M;
     if (op == OP_PROBE) {
         int device = 0, n_sm = 0, per_sm = 0, merge_per_sm = 0;
@@ -114,7 +116,8 @@ static cudaError_t shape_op(op_kind op, gpu_fi_decode *f, const gpu_fi_decode_st
         p.o = f->partial, p.lse = f->lse;
         p.padded_batch_size = (uint32_t)st->n_chunks;
         p.num_qo_heads = f->n_heads;
-        p.window_left = -1, p.logits_soft_cap = 0.0f, p.sm_scale = scale;
+        /* each request is one row over its whole path: kv_len keys, the last its own */
+        p.window_left = window_left_of(la.window, SIZE_MAX), p.logits_soft_cap = la.softcap, p.sm_scale = la.scale;
         p.rope_rcp_scale = 1.0f, p.rope_rcp_theta = 1.0f; /* no RoPE in the kernel: it ran before */
         p.request_indices = (int32_t *)st->request, p.kv_tile_indices = (int32_t *)st->tile;
         p.o_indptr = (int32_t *)st->o_indptr, p.kv_chunk_size_ptr = (int32_t *)st->chunk;
@@ -132,28 +135,51 @@ static cudaError_t shape_op(op_kind op, gpu_fi_decode *f, const gpu_fi_decode_st
     return cudaGetLastError();
 }
 
-template <class T, uint32_t HD>
+template <class T, uint32_t HD, class V>
 static cudaError_t by_group(op_kind op, gpu_fi_decode *f, const gpu_fi_decode_step *st, const gpu_compact_rows *r,
-                            float scale, cudaStream_t stream) {
+                            const layer_attention &la, cudaStream_t stream) {
     switch (f->n_heads / f->n_kv_heads) {
-    case 1: return shape_op<T, HD, 1>(op, f, st, r, scale, stream);
-    case 2: return shape_op<T, HD, 2>(op, f, st, r, scale, stream);
-    case 4: return shape_op<T, HD, 4>(op, f, st, r, scale, stream);
-    case 8: return shape_op<T, HD, 8>(op, f, st, r, scale, stream);
+    case 1: return shape_op<T, HD, 1, V>(op, f, st, r, la, stream);
+    case 2: return shape_op<T, HD, 2, V>(op, f, st, r, la, stream);
+    case 4: return shape_op<T, HD, 4, V>(op, f, st, r, la, stream);
+    case 8: return shape_op<T, HD, 8, V>(op, f, st, r, la, stream);
     }
     return cudaErrorInvalidValue;
 }
 
+/* op for head_dim HD: the soft-capped variant exists at 256 only (gpu_fi_decode_takes_layer); a
+ * probe sets both variants' attributes there (the same shapes, so the same targets). */
+template <class T, uint32_t HD>
+static cudaError_t by_variant(op_kind op, gpu_fi_decode *f, const gpu_fi_decode_step *st, const gpu_compact_rows *r,
+                              const layer_attention &la, cudaStream_t stream) {
+    if constexpr (HD == 256) {
+        if (op == OP_PROBE) {
+            cudaError_t e = by_group<T, HD, FiCapped>(op, f, st, r, la, stream);
+            return e != cudaSuccess ? e : by_group<T, HD, FiWindowed>(op, f, st, r, la, stream);
+        }
+        if (la.softcap != 0.0f) return by_group<T, HD, FiCapped>(op, f, st, r, la, stream);
+    } else {
+        if (la.softcap != 0.0f) return cudaErrorInvalidValue;
+    }
+    return by_group<T, HD, FiWindowed>(op, f, st, r, la, stream);
+}
+
 /* op for f's dtype, head_dim and group, FlashInfer's exceptions caught. */
 static cudaError_t dispatch(op_kind op, gpu_fi_decode *f, const gpu_fi_decode_step *st, const gpu_compact_rows *r,
-                            float scale, cudaStream_t stream) {
+                            const layer_attention &la, cudaStream_t stream) {
     try {
         bool bf16 = f->dtype == RMLP_DTYPE_BF16;
-        if (f->head_dim == 64)
-            return bf16 ? by_group<nv_bfloat16, 64>(op, f, st, r, scale, stream)
-                        : by_group<half, 64>(op, f, st, r, scale, stream);
-        return bf16 ? by_group<nv_bfloat16, 128>(op, f, st, r, scale, stream)
-                    : by_group<half, 128>(op, f, st, r, scale, stream);
+        switch (f->head_dim) {
+        case 64:
+            return bf16 ? by_variant<nv_bfloat16, 64>(op, f, st, r, la, stream)
+                        : by_variant<half, 64>(op, f, st, r, la, stream);
+        case 128:
+            return bf16 ? by_variant<nv_bfloat16, 128>(op, f, st, r, la, stream)
+                        : by_variant<half, 128>(op, f, st, r, la, stream);
+        default:
+            return bf16 ? by_variant<nv_bfloat16, 256>(op, f, st, r, la, stream)
+                        : by_variant<half, 256>(op, f, st, r, la, stream);
+        }
     } catch (...) {
         return cudaErrorNotSupported;
     }
@@ -162,11 +188,16 @@ static cudaError_t dispatch(op_kind op, gpu_fi_decode *f, const gpu_fi_decode_st
 extern "C" bool gpu_fi_decode_built(void) { return true; }
 
 extern "C" bool gpu_fi_decode_supports(rmlp_dtype dtype, size_t n_heads, size_t n_kv_heads, size_t head_dim) {
-    if ((dtype != RMLP_DTYPE_F16 && dtype != RMLP_DTYPE_BF16) || (head_dim != 64 && head_dim != 128) ||
+    if ((dtype != RMLP_DTYPE_F16 && dtype != RMLP_DTYPE_BF16) ||
+        (head_dim != 64 && head_dim != 128 && head_dim != 256) ||
         n_kv_heads == 0 || n_heads % n_kv_heads != 0 || n_heads > 65535)
         return false;
     size_t group = n_heads / n_kv_heads;
     return group == 1 || group == 2 || group == 4 || group == 8;
+}
+
+extern "C" bool gpu_fi_decode_takes_layer(size_t head_dim, float softcap) {
+    return softcap == 0.0f || head_dim == 256;
 }
 
 extern "C" void gpu_fi_decode_free(gpu_fi_decode *f) {
@@ -192,7 +223,8 @@ extern "C" rmlp_status gpu_fi_decode_create(const char *fn, rmlp_dtype dtype, si
     f->dtype = dtype;
     f->n_heads = (uint32_t)n_heads, f->n_kv_heads = (uint32_t)n_kv_heads, f->head_dim = (uint32_t)head_dim;
     f->max_rows = max_rows;
-    if (dispatch(OP_PROBE, f, NULL, NULL, 0.0f, NULL) != cudaSuccess) { /* the chain kernels take the session */
+    const layer_attention none = {0, 0.0f, 1.0f, 0};
+    if (dispatch(OP_PROBE, f, NULL, NULL, none, NULL) != cudaSuccess) { /* the chain kernels take the session */
         (void)cudaGetLastError();
         delete f;
         return RMLP_OK;
@@ -242,11 +274,12 @@ extern "C" bool gpu_fi_decode_ready(const gpu_fi_decode_step *st, const gpu_comp
            aligned16(r->k) && aligned16(r->v) && aligned16(r->out);
 }
 
-extern "C" cudaError_t gpu_fi_decode_run(const gpu_fi_decode_step *st, const gpu_compact_rows *r, float scale,
+extern "C" cudaError_t gpu_fi_decode_run(const gpu_fi_decode_step *st, const gpu_compact_rows *r, layer_attention la,
                                          cudaStream_t stream) {
-    if (!gpu_fi_decode_ready(st, r)) return cudaErrorInvalidValue;
+    if (!gpu_fi_decode_ready(st, r) || !gpu_fi_decode_takes_layer(st->fi->head_dim, la.softcap))
+        return cudaErrorInvalidValue;
     if (st->n_rows == 0) return cudaSuccess;
-    return dispatch(OP_RUN, (gpu_fi_decode *)st->fi, st, r, scale, stream);
+    return dispatch(OP_RUN, (gpu_fi_decode *)st->fi, st, r, la, stream);
 }
 
 #else /* no FlashInfer decode in this build: every session takes the chain kernels */
@@ -254,6 +287,8 @@ extern "C" cudaError_t gpu_fi_decode_run(const gpu_fi_decode_step *st, const gpu
 extern "C" bool gpu_fi_decode_built(void) { return false; }
 
 extern "C" bool gpu_fi_decode_supports(rmlp_dtype, size_t, size_t, size_t) { return false; }
+
+extern "C" bool gpu_fi_decode_takes_layer(size_t, float) { return false; }
 
 extern "C" rmlp_status gpu_fi_decode_create(const char *, rmlp_dtype, size_t, size_t, size_t, size_t,
                                             gpu_fi_decode **out) {
@@ -267,7 +302,8 @@ extern "C" size_t gpu_fi_decode_target_chunks(const gpu_fi_decode *) { return 1;
 
 extern "C" bool gpu_fi_decode_ready(const gpu_fi_decode_step *, const gpu_compact_rows *) { return false; }
 
-extern "C" cudaError_t gpu_fi_decode_run(const gpu_fi_decode_step *, const gpu_compact_rows *, float, cudaStream_t) {
+extern "C" cudaError_t gpu_fi_decode_run(const gpu_fi_decode_step *, const gpu_compact_rows *, layer_attention,
+                                         cudaStream_t) {
     return cudaErrorInvalidValue;
 }
 

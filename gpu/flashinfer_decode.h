@@ -5,9 +5,11 @@
  * gpu/decode_split.h: each new row one request over its path's slots in the prefix cache (a paged
  * KV cache of page size 1, NHD: a layer's slot rows are the pages), cut into chunks; the kernel
  * writes each (chunk, head)'s normalised output in fp32 and its log-sum-exp, and the merge combines
- * a row's chunks into its output in the model's dtype. For f16/bf16, head_dim 64 and 128, and
- * GQA groups of 1, 2, 4 and 8 query heads per KV head, on sm_80 and later; other shapes keep the
- * chain kernels. Only these kernels are instantiated (gpu/flashinfer_decode.cu says why).
+ * a row's chunks into its output in the model's dtype. For f16/bf16, head_dim 64, 128 and 256,
+ * GQA groups of 1, 2, 4 and 8 query heads per KV head, layers with or without a sliding window, and
+ * Gemma 2's logit soft-cap at head_dim 256 (the prefill's variants, gpu/flashinfer_variants.cuh),
+ * on sm_80 and later; other shapes and layers keep the chain kernels. Only these kernels are
+ * instantiated (gpu/flashinfer_decode.cu says why).
  * Internal to the library; in a build without FlashInfer, nothing is supported.
  */
 #ifndef RMLP_GPU_FLASHINFER_DECODE_H
@@ -33,6 +35,10 @@ bool gpu_fi_decode_built(void);
 
 /* Are there kernels for this shape (and a build with them)? */
 bool gpu_fi_decode_supports(rmlp_dtype dtype, size_t n_heads, size_t n_kv_heads, size_t head_dim);
+
+/* Is there a kernel for a layer of this head_dim with this soft-cap (0: none)? A session takes
+ * FlashInfer's decode only where every layer has one (a soft-cap at head_dim 256 only). */
+bool gpu_fi_decode_takes_layer(size_t head_dim, float softcap);
 
 /* The device memory of a session's steps of up to max_rows rows on the current device: the
  * chunks' partial outputs and log-sum-exps, for up to max_rows + gpu_fi_decode_target_chunks
@@ -61,11 +67,13 @@ typedef struct gpu_fi_decode_step {
 bool gpu_fi_decode_ready(const gpu_fi_decode_step *step, const gpu_compact_rows *rows);
 
 /* out row r (n_heads, head_dim), dense = the attention of q row r (at q_stride) over the slots of
- * its path, k and v rows by slot (k_stride == v_stride, a layer's cache rows), scale as the
- * chain kernels take it. Enqueues the kernel and the merge on `stream` and returns at once.
- * cudaErrorInvalidValue where gpu_fi_decode_ready says no; cudaErrorNotSupported when FlashInfer's
- * code refused the configuration (an exception, caught here). */
-cudaError_t gpu_fi_decode_run(const gpu_fi_decode_step *step, const gpu_compact_rows *rows, float scale,
+ * its path, k and v rows by slot (k_stride == v_stride, a layer's cache rows), scored as the chain
+ * kernels score it with la's scale and soft-cap, and with la's window the last la.window keys of
+ * the path only (model/model_ext.h). Enqueues the kernel and the merge on `stream` and returns at
+ * once. cudaErrorInvalidValue where gpu_fi_decode_ready or gpu_fi_decode_takes_layer says no;
+ * cudaErrorNotSupported when FlashInfer's code refused the configuration (an exception, caught
+ * here). */
+cudaError_t gpu_fi_decode_run(const gpu_fi_decode_step *step, const gpu_compact_rows *rows, layer_attention la,
                               cudaStream_t stream);
 
 #ifdef __cplusplus
