@@ -80,7 +80,7 @@ extern "C" bool gpu_flashinfer_supports(rmlp_dtype dtype, size_t n_heads, size_t
 
 extern "C" bool gpu_flashinfer_takes_layer(size_t head_dim, uint32_t window, float softcap) {
     (void)window; /* every head_dim has the window */
-    return (head_dim == 64 || head_dim == 128 || head_dim == 256) && (softcap == 0.0f || head_dim == 256);
+    return (head_dim == 64 || head_dim == 128 || head_dim == 256) && fi_variant_exists(head_dim, softcap);
 }
 
 extern "C" void gpu_flashinfer_free(gpu_flashinfer *f) {

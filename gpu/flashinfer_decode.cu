@@ -197,7 +197,7 @@ extern "C" bool gpu_fi_decode_supports(rmlp_dtype dtype, size_t n_heads, size_t 
 }
 
 extern "C" bool gpu_fi_decode_takes_layer(size_t head_dim, float softcap) {
-    return softcap == 0.0f || head_dim == 256;
+    return fi_variant_exists(head_dim, softcap);
 }
 
 extern "C" void gpu_fi_decode_free(gpu_fi_decode *f) {

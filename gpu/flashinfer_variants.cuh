@@ -7,6 +7,7 @@
 #ifndef RMLP_GPU_FLASHINFER_VARIANTS_CUH
 #define RMLP_GPU_FLASHINFER_VARIANTS_CUH
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,7 +17,8 @@
  * causal mask; window_left -1 means kv_len, which keeps every key the causal mask keeps, and the
  * masked key tiles are the same as without the flag (their count is computed from window_left
  * whatever the flag), so a layer without a window gets what the plain variant gives. */
-typedef flashinfer::DefaultAttention</*custom mask*/ false, /*sliding window*/ true, /*soft cap*/ false, /*alibi*/ false>
+typedef flashinfer::DefaultAttention</*custom mask*/ false, /*sliding window*/ true, /*soft cap*/ false,
+                                     /*alibi*/ false>
     FiWindowed;
 
 /* Soft-capped layers (Gemma 2): FlashInfer's soft-cap variant turns the logit x = q.k into
@@ -36,6 +38,11 @@ struct FiCapped : flashinfer::DefaultAttention<false, /*sliding window*/ true, /
     REGISTER_LOGITS_TRANSFORM(params, logits, batch_idx, qo_idx, kv_idx, qo_head_idx, kv_head_idx,
                               { return tanhf(logits * soft_cap_pre_tanh_scale); })
 };
+
+/* Whether a layer of head_dim with this soft-cap (0: none) has an instantiated variant, in the
+ * prefill and in the decode alike: FiWindowed at every head_dim, FiCapped at 256 only (Gemma 2 2B
+ * and 9B; gpu/flashinfer.cu's top says why not 128). */
+static inline bool fi_variant_exists(size_t head_dim, float softcap) { return softcap == 0.0f || head_dim == 256; }
 
 /* FlashInfer's window_left for a layer's window: keys i - window_left .. i for a query at i, the
  * layer's `window` keys up to and including its own (model/model_ext.h), so window - 1; -1 (none)
