@@ -7,7 +7,7 @@
  * square GEMM through OpenBLAS (linked), BLIS (libblis.so.4, native API) and oneDNN (libdnnl.so.2,
  * dnnl_sgemm), each dlopen'ed where installed and checked against OpenBLAS's result. A benchmark:
  * nothing tests its figures (docs/bench/cpu-path.md, "The floor").
- * Usage: bench_core_peak [--m M] [--layers L] [--rounds R] [--square S]
+ * Usage: bench_core_peak [--m M] [--layers L] [--rounds R (<= 64)] [--square S]
  */
 #define _GNU_SOURCE /* RTLD_* */
 
@@ -18,17 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "bench/cli.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 #if defined(__x86_64__)
 #define FMA8(c, a, b) c = _mm256_fmadd_ps(a, b, c)
@@ -39,11 +34,11 @@ __attribute__((target("avx2,fma"))) static double fma_peak(void) {
            c9 = c0, m = _mm256_set1_ps(0.9999999f), k = _mm256_set1_ps(1e-7f);
 #define STEP(c) c = _mm256_fmadd_ps(c, m, k) /* c m + k: stays at 1, never denormal */
     const long steps = 100000000;
-    double t = now_ms();
+    double t = cli_now_ms();
     for (long i = 0; i < steps; i++) {
         STEP(c0), STEP(c1), STEP(c2), STEP(c3), STEP(c4), STEP(c5), STEP(c6), STEP(c7), STEP(c8), STEP(c9);
     }
-    t = now_ms() - t;
+    t = cli_now_ms() - t;
     __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
                              _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(_mm256_add_ps(c6, c7),
                                                                                  _mm256_add_ps(c8, c9))));
@@ -56,7 +51,7 @@ __attribute__((target("avx2,fma"))) static double fma_peak(void) {
 __attribute__((target("avx2,fma"))) static double l1_tile_loop(const float *a, const float *b, int k, long reps) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
            c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    double t = now_ms();
+    double t = cli_now_ms();
     for (long r = 0; r < reps; r++) {
         const float *pa = a, *pb = b;
         for (int i = 0; i < k; i++, pa += 6, pb += 16) {
@@ -69,7 +64,7 @@ __attribute__((target("avx2,fma"))) static double l1_tile_loop(const float *a, c
             x = _mm256_broadcast_ss(pa + 5), FMA8(c50, x, b0), FMA8(c51, x, b1);
         }
     }
-    t = now_ms() - t;
+    t = cli_now_ms() - t;
     __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c00, c01), _mm256_add_ps(c10, c11)),
                              _mm256_add_ps(_mm256_add_ps(c20, c21), _mm256_add_ps(c30, c31)));
     s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(c40, c41), _mm256_add_ps(c50, c51)));
@@ -130,11 +125,6 @@ static gemm_fn load_dnnl(void) {
     return dnnl_gemm;
 }
 
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static float *filled(size_t n, unsigned seed) {
     float *p = malloc(n * sizeof(float));
     for (size_t i = 0; p != NULL && i < n; i++) p[i] = (float)((i * 7 + seed) % 23) * 0.01f - 0.11f;
@@ -142,18 +132,19 @@ static float *filled(size_t n, unsigned seed) {
 }
 
 int main(int argc, char **argv) {
-    int m = 482, layers = 30, rounds = 5, square = 2048; /* 482: half SmolLM2's rerank batch's N' per thread */
+    unsigned long opts[4] = {482, 30, 5, 2048}; /* 482: half SmolLM2's rerank batch's N', per thread */
+    const char *flags[4] = {"--m", "--layers", "--rounds", "--square"};
+    const unsigned long most[4] = {65536, 1000, 64, 8192};
     for (int i = 1; i < argc; i++) {
-        int *opt = strcmp(argv[i], "--m") == 0        ? &m
-                   : strcmp(argv[i], "--layers") == 0 ? &layers
-                   : strcmp(argv[i], "--rounds") == 0 ? &rounds
-                   : strcmp(argv[i], "--square") == 0 ? &square
-                                                      : NULL;
-        if (opt == NULL || i + 1 >= argc || (*opt = atoi(argv[++i])) < 1) {
-            fprintf(stderr, "usage: bench_core_peak [--m M] [--layers L] [--rounds R] [--square S] (each >= 1)\n");
+        int o = 0;
+        while (o < 4 && strcmp(argv[i], flags[o]) != 0) o++;
+        if (o == 4 || i + 1 >= argc) {
+            fprintf(stderr, "usage: bench_core_peak [--m M] [--layers L] [--rounds R (<= 64)] [--square S]\n");
             return 2;
         }
+        if (cli_parse_count(flags[o], argv[++i], most[o], &opts[o]) != 0) return 2;
     }
+    int m = (int)opts[0], layers = (int)opts[1], rounds = (int)opts[2], square = (int)opts[3];
     openblas_set_num_threads(1);
     double peak = 0;
 #if defined(__x86_64__)
@@ -188,16 +179,16 @@ int main(int argc, char **argv) {
     printf("# one thread; %d layers of GEMMs on M = %d rows (in->out 576->960, 576->576, 576->3072, 1536->576), "
            "and %d^3; best and median of %d rounds, the libraries alternating\n", layers, m, square, rounds);
     double t[3][2][64];
-    int n = rounds < 64 ? rounds : 64;
+    int n = rounds;
     for (int r = 0; r <= n; r++)
         for (int b = 0; b < 3; b++) {
             if (fns[b] == NULL) continue;
-            double t0 = now_ms();
+            double t0 = cli_now_ms();
             for (int l = 0; l < layers; l++)
                 for (int g = 0; g < 4; g++) fns[b](m, out[g], in[g], x, w[l * 4 + g], y);
-            double t1 = now_ms();
+            double t1 = cli_now_ms();
             fns[b](square, square, square, sa, sb, sc);
-            double t2 = now_ms();
+            double t2 = cli_now_ms();
             if (r > 0) t[b][0][r - 1] = t1 - t0, t[b][1][r - 1] = t2 - t1; /* round 0 warms up */
         }
     for (int b = 0; b < 3; b++) {
@@ -206,9 +197,9 @@ int main(int argc, char **argv) {
         double diff = 0, scale = 0;
         for (size_t i = 0; i < (size_t)m * out[2]; i++)
             diff = fmax(diff, fabs(y[i] - ref[i])), scale = fmax(scale, fabs(ref[i]));
-        qsort(t[b][0], (size_t)n, sizeof(double), cmp);
-        qsort(t[b][1], (size_t)n, sizeof(double), cmp);
-        double f = flop / t[b][0][0] / 1e6, fm = flop / t[b][0][n / 2] / 1e6, s = sq_flop / t[b][1][0] / 1e6;
+        double median = cli_sort_median(t[b][0], (size_t)n); /* sorted: [0] the best */
+        cli_sort_median(t[b][1], (size_t)n);
+        double f = flop / t[b][0][0] / 1e6, fm = flop / median / 1e6, s = sq_flop / t[b][1][0] / 1e6;
         printf("%-9s forward GEMMs best %7.1f ms %6.1f GFLOP/s (median %6.1f)", names[b], t[b][0][0], f, fm);
         if (peak > 0) printf(" %3.0f%% of peak", 100 * f / peak);
         printf("; %d^3 %6.1f GFLOP/s; max|diff| vs OpenBLAS %.1e of %.1e\n", square, s, diff, scale);
