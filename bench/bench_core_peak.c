@@ -1,7 +1,8 @@
 /*
  * bench_core_peak.c: how close one core's fp32 GEMMs come to what the core can do, and whether
  * another maintained BLAS does better on a forward's shapes. On one thread it times: the FMA peak
- * (independent 8-wide FMA chains in registers), a GEMM inner loop held in L1 (6 x 16 register tile:
+ * (independent 8-wide FMA chains in registers; 16-wide too where the CPU has AVX-512, the peak the
+ * percentages then take), a GEMM inner loop held in L1 (6 x 16 register tile:
  * two vector loads, six broadcasts and twelve FMAs per step, what every BLAS micro-kernel for AVX2
  * does), then one forward's GEMMs (SmolLM2-135M's four shapes by default, 30 layers, M rows) and a
  * square GEMM through OpenBLAS (linked), BLIS (libblis.so.4, native API) and oneDNN (libdnnl.so.2,
@@ -45,6 +46,21 @@ __attribute__((target("avx2,fma"))) static double fma_peak(void) {
     float out[8];
     _mm256_storeu_ps(out, s);
     return out[0] == 12345.0f ? 0.0 : (double)steps * 10 * 16 / t / 1e6;
+}
+
+/* The same with twelve 16-wide chains (AVX-512: two pipes, latency 4 on the Xeons that have it). */
+__attribute__((target("avx512f"))) static double fma_peak512(void) {
+    __m512 c[12], m = _mm512_set1_ps(0.9999999f), k = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) c[i] = _mm512_set1_ps(1.0f);
+    const long steps = 50000000;
+    double t = cli_now_ms();
+    for (long i = 0; i < steps; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < 12; j++) c[j] = _mm512_fmadd_ps(c[j], m, k);
+    }
+    t = cli_now_ms() - t;
+    for (int j = 1; j < 12; j++) c[0] = _mm512_add_ps(c[0], c[j]);
+    return _mm512_reduce_add_ps(c[0]) == 12345.0f ? 0.0 : (double)steps * 12 * 32 / t / 1e6;
 }
 
 /* GFLOP/s of a 6 x 16 register tile over packed panels of depth k held in L1 (a: 6 per step, b: 16). */
@@ -156,6 +172,10 @@ int main(int argc, char **argv) {
                peak, tile, 100 * tile / peak);
         free(a), free(b);
     }
+    if (__builtin_cpu_supports("avx512f")) {
+        peak = fma_peak512();
+        printf("one thread: AVX-512 FMA peak %.1f GFLOP/s (the percentages below are of it)\n", peak);
+    }
 #endif
     const int in[4] = {576, 576, 576, 1536}, out[4] = {960, 576, 3072, 576}; /* qkv, o, gate_up, down */
     const char *names[3] = {"OpenBLAS", "BLIS", "oneDNN"};
@@ -177,7 +197,8 @@ int main(int argc, char **argv) {
     for (int g = 0; g < 4; g++) flop += 2.0 * m * in[g] * out[g] * layers;
     openblas_gemm(m, out[2], in[2], x, w[2], ref);
     printf("# one thread; %d layers of GEMMs on M = %d rows (in->out 576->960, 576->576, 576->3072, 1536->576), "
-           "and %d^3; best and median of %d rounds, the libraries alternating\n", layers, m, square, rounds);
+           "and %d^3; best and median of %d rounds, the libraries alternating; OpenBLAS's kernels: %s\n", layers, m,
+           square, rounds, openblas_get_corename());
     double t[3][2][64];
     int n = rounds;
     for (int r = 0; r <= n; r++)

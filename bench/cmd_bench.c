@@ -231,6 +231,9 @@ static int load_model(const bench_args *a, rmlp_model_config *cfg, rmlp_model **
     const char *detail = "";
     if (rmlp_model_cpu_bf16_gemm(*model, &kind, NULL, &detail) == RMLP_OK && kind != RMLP_CPU_BF16_GEMM_NONE)
         fprintf(stderr, "radixmlp bench: bf16 GEMMs: %s\n", detail);
+    rmlp_cpu_sgemm_kind sgemm;
+    if (!a->cuda && rmlp_cpu_sgemm(&sgemm, &detail) == RMLP_OK)
+        fprintf(stderr, "radixmlp bench: fp32 GEMMs: %s\n", detail);
     fprintf(stderr, "radixmlp bench: model %s%s%s (%u layers, hidden %u) on %s in %s, ready in %.1f s\n",
                 a->model_dir ? dir : a->shape->name, a->keep_model ? ", written to " : "", a->keep_model ? dir : "",
                 cfg->num_hidden_layers, cfg->hidden_size,

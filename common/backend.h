@@ -47,6 +47,8 @@ typedef struct rmlp_backend_cpu_part {
      * unchanged); rmlp_cpu_threads: the count now. */
     rmlp_status (*set_threads)(const char *fn, uint32_t n_threads);
     uint32_t (*threads)(void);
+    /* rmlp_cpu_sgemm: which library the fp32 GEMMs run, process-wide (cpu/sgemm.h). */
+    rmlp_status (*sgemm)(const char *fn, rmlp_cpu_sgemm_kind *kind, const char **detail);
     /* rmlp_pool: out (n_seqs, hidden_size) from host rows hidden (n_tokens, hidden_size), checked. */
     void (*pool)(const float *hidden, uint32_t hidden_size, const uint32_t *cu_seqlens, size_t n_seqs,
                  rmlp_pooling pooling, bool normalize, float *out);

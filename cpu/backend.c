@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bf16_gemm.h"
+#include "sgemm.h"
 #include "cache/kv_cache.h"
 #include "common/alloc.h"
 #include "common/status.h"
@@ -90,8 +91,11 @@ static rmlp_status check_model_params(const char *fn, const rmlp_model_params *p
 static rmlp_status model_load(const char *fn, const struct checkpoint *ckpt, rmlp_model_config *config,
                               const model_ext *ext, const rmlp_model_params *params, void **out) {
     model_weights *weights = NULL; /* dtype fp32, matrices fp32 or bf16 (check_model_params) */
-    rmlp_status status =
-        cpu_model_load(fn, ckpt, config, ext, params->cpu_weight_dtype == RMLP_DTYPE_BF16, &weights);
+    rmlp_cpu_sgemm_kind sgemm;
+    const char *sgemm_detail;
+    rmlp_status status = cpu_sgemm_choose(fn, &sgemm, &sgemm_detail); /* a bad RADIX_MLP_CPU_SGEMM fails the load */
+    if (status == RMLP_OK)
+        status = cpu_model_load(fn, ckpt, config, ext, params->cpu_weight_dtype == RMLP_DTYPE_BF16, &weights);
     if (status == RMLP_OK && (status = cpu_bf16_gemm_choose(fn, params, config, weights)) != RMLP_OK) {
         cpu_model_free(weights, config);
         weights = NULL;
@@ -292,6 +296,7 @@ static void pool_rows(const float *hidden, uint32_t hidden_size, const uint32_t 
 static const rmlp_backend_cpu_part cpu_part = {
     .set_threads = cpu_threads_set,
     .threads = cpu_threads,
+    .sgemm = cpu_sgemm_choose,
     .pool = pool_rows,
     .bf16_gemm = cpu_bf16_gemm_query,
     .profile = profile_read,

@@ -1,6 +1,7 @@
 /*
  * linear_onednn.c: linear_onednn.h. oneDNN's C API (2.x: libdnnl.so.2) through dlopen: the
- * functions are looked up once per process into `api`, with the engine. Each GEMM describes its
+ * functions are looked up once per process into `api`, with the engine. The fp32 sgemm
+ * (cpu/sgemm.h's oneDNN choice) is one call, OpenMP held to one thread. Each bf16 GEMM describes its
  * matmul (src (rows, in) bf16 plain, weights (in, out) bf16 as W's transpose, bias (1, out) fp32,
  * dst (rows, out) fp32), creates the primitive (oneDNN's primitive cache makes a repeated shape
  * cheap) and runs it on a stream of its own, so contexts on several threads never share one.
@@ -64,6 +65,19 @@ int onednn_f32_matmul(const float *x, size_t rows, size_t in_dim, const float *w
     return -1;
 }
 
+int onednn_sgemm_probe(char *what, size_t what_size, char *why, size_t why_size) {
+    (void)what, (void)what_size;
+    snprintf(why, why_size, "this build of the library has no oneDNN (libdnnl-dev's header was missing when it was "
+             "compiled)");
+    return -1;
+}
+
+int onednn_sgemm_nt(const float *x, size_t rows, size_t in_dim, const float *w, size_t n, float beta, float *y,
+                    size_t ldy) {
+    (void)x, (void)rows, (void)in_dim, (void)w, (void)n, (void)beta, (void)y, (void)ldy;
+    return -1;
+}
+
 #else
 
 #include <dlfcn.h>
@@ -90,7 +104,9 @@ static struct {
     __typeof__(dnnl_memory_create) *memory_create;
     __typeof__(dnnl_memory_destroy) *memory_destroy;
     __typeof__(dnnl_primitive_execute) *primitive_execute;
+    __typeof__(dnnl_sgemm) *sgemm;
     void (*omp_set_num_threads)(int); /* the OpenMP runtime's, where oneDNN was built on one */
+    int (*omp_get_max_threads)(void);
 } api;
 static dnnl_engine_t engine;
 static char load_error[256]; /* empty once oneDNN loaded */
@@ -123,6 +139,7 @@ static void load(void) {
         {(void **)&api.memory_create, "dnnl_memory_create"},
         {(void **)&api.memory_destroy, "dnnl_memory_destroy"},
         {(void **)&api.primitive_execute, "dnnl_primitive_execute"},
+        {(void **)&api.sgemm, "dnnl_sgemm"},
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         if ((*syms[i].slot = dlsym(lib, syms[i].name)) == NULL) {
@@ -133,6 +150,7 @@ static void load(void) {
         }
     }
     *(void **)&api.omp_set_num_threads = dlsym(lib, "omp_set_num_threads");
+    *(void **)&api.omp_get_max_threads = dlsym(lib, "omp_get_max_threads");
     (void)dlerror(); /* a runtime without it leaves an error message; nothing to report */
     dnnl_status_t s = api.engine_create(&engine, dnnl_cpu, 0);
     if (s != dnnl_success) {
@@ -271,6 +289,31 @@ int onednn_f32_matmul(const float *x, size_t rows, size_t in_dim, const float *w
     int s = rows == 0 || out_dim == 0 ? 0 : run_matmul(dnnl_f32, x, rows, in_dim, w, bias, out_dim, y);
     if (s != 0) snprintf(why, why_size, "oneDNN's f32 matmul failed (dnnl status %d)", s);
     return s;
+}
+
+int onednn_sgemm_probe(char *what, size_t what_size, char *why, size_t why_size) {
+    pthread_once(&load_once, load);
+    if (load_error[0] != '\0') {
+        snprintf(why, why_size, "%s", load_error);
+        return -1;
+    }
+    const dnnl_version_t *v = api.version();
+    dnnl_cpu_isa_t isa = api.effective_cpu_isa();
+    snprintf(what, what_size, "oneDNN %d.%d.%d, ISA %s", v->major, v->minor, v->patch, isa_name(isa));
+    return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 2
+           : (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2             ? 1
+                                                                       : 0;
+}
+
+int onednn_sgemm_nt(const float *x, size_t rows, size_t in_dim, const float *w, size_t n, float beta, float *y,
+                    size_t ldy) {
+    /* OpenMP's count is per thread: one for this call, then back to what the caller had */
+    int had = api.omp_get_max_threads != NULL && api.omp_set_num_threads != NULL ? api.omp_get_max_threads() : 1;
+    if (had != 1) api.omp_set_num_threads(1);
+    dnnl_status_t s = api.sgemm('N', 'T', (dnnl_dim_t)rows, (dnnl_dim_t)n, (dnnl_dim_t)in_dim, 1.0f, x,
+                                (dnnl_dim_t)in_dim, w, (dnnl_dim_t)in_dim, beta, y, (dnnl_dim_t)ldy);
+    if (had != 1) api.omp_set_num_threads(had);
+    return (int)s;
 }
 
 int onednn_bf16_self_check(const uint16_t *w, size_t in_dim, size_t out_dim, char *why, size_t why_size) {

@@ -1,5 +1,6 @@
 /*
- * linear_onednn.h: x W^T with W held in bf16 through oneDNN's bf16 x bf16 -> fp32 matmul, the
+ * linear_onednn.h: oneDNN's GEMMs. The fp32 sgemm, where cpu/sgemm.h chooses it; and x W^T with
+ * W held in bf16 through oneDNN's bf16 x bf16 -> fp32 matmul, the
  * hardware way of a bf16-weight model (rmlp_model_params::cpu_bf16_gemm) on a CPU with
  * AVX512-BF16 or AMX-BF16. oneDNN (libdnnl.so.2, Debian's libdnnl2) is opened with dlopen the
  * first time a model asks for it, so the library neither links it nor loads it otherwise. x is
@@ -40,6 +41,16 @@ int cpu_linear_onednn(const float *x, size_t rows, size_t in_dim, const uint16_t
  * nonzero with `why` (oneDNN missing or its status). */
 int onednn_f32_matmul(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
                       float *y, char *why, size_t why_size);
+
+/* Whether oneDNN loads for its fp32 sgemm: 2 where its effective ISA includes avx512_core, 1
+ * avx2, 0 less, `what` saying which oneDNN and ISA; -1 with `why` where it does not load. */
+int onednn_sgemm_probe(char *what, size_t what_size, char *why, size_t why_size);
+
+/* y (rows, n at row stride ldy) = x (rows, in_dim) W^T + beta y, W (n, in_dim), through oneDNN's
+ * sgemm on the calling thread (its OpenMP count set to 1 for the call and restored). Only after
+ * onednn_sgemm_probe returned 0 or more. Returns 0, or oneDNN's status (nonzero: y unspecified). */
+int onednn_sgemm_nt(const float *x, size_t rows, size_t in_dim, const float *w, size_t n, float beta, float *y,
+                    size_t ldy);
 
 /* The check a model runs before it takes this path: 8 rows of a fixed pattern times W (out_dim,
  * in_dim) through oneDNN and through the widening path on the same rounded rows, within 1e-4 of

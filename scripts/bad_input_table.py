@@ -28,6 +28,7 @@ TESTS = [
     ("tests/test_bad_input", []),
     ("tests/test_env_params", []),
     ("tests/test_cpu_threads", []),
+    ("tests/test_cpu_sgemm", []),
     ("tests/test_model_load", []),
     ("tests/test_model_load_bad", []),
     ("tests/test_model_load_finite", []),

@@ -147,6 +147,21 @@ def cpu_threads():
     return int(_LIB.rmlp_cpu_threads())
 
 
+def cpu_sgemm():
+    """``rmlp_cpu_sgemm``: which library the CPU path's fp32 GEMMs run, as ("openblas" or
+    "onednn", the library's account of why). Process-wide, chosen once (at the first CPU model
+    load or the first call of this) by RADIX_MLP_CPU_SGEMM (auto, openblas, onednn; unset: auto):
+    auto runs OpenBLAS unless its kernels are for a narrower ISA than this CPU runs, then oneDNN's
+    sgemm where it loads. RadixMLPError RMLP_ERR_INVALID_ARGUMENT for another value of the
+    variable, RMLP_ERR_UNSUPPORTED for onednn where it cannot run."""
+    import ctypes
+
+    kind, detail = ctypes.c_int32(0), ctypes.c_char_p()
+    _check(_LIB.rmlp_cpu_sgemm(ctypes.byref(kind), ctypes.byref(detail)))
+    names = {_abi.RMLP_CPU_SGEMM_OPENBLAS: "openblas", _abi.RMLP_CPU_SGEMM_ONEDNN: "onednn"}
+    return names.get(kind.value, "kind %d" % kind.value), (detail.value or b"").decode("utf-8", "replace")
+
+
 __all__ = [
     "compute_fold_and_scatter",
     "Planner",
@@ -178,6 +193,7 @@ __all__ = [
     "cuda_device_count",
     "set_cpu_threads",
     "cpu_threads",
+    "cpu_sgemm",
     "library_path",
     "RMLP_OK",
     "RMLP_ERR_INVALID_ARGUMENT",

@@ -89,6 +89,8 @@ RMLP_DTYPE_BF16 = 2
 
 # rmlp_cpu_bf16_gemm: how a bf16-weight CPU model multiplies by its matrices (a load setting, and
 # rmlp_model_cpu_bf16_gemm's answer; NONE only as an answer).
+RMLP_CPU_SGEMM_OPENBLAS = 1
+RMLP_CPU_SGEMM_ONEDNN = 2
 RMLP_CPU_BF16_GEMM_AUTO = 0
 RMLP_CPU_BF16_GEMM_WIDEN = 1
 RMLP_CPU_BF16_GEMM_ONEDNN = 2
@@ -382,6 +384,7 @@ PROTOTYPES = {
     "rmlp_cuda_device_count": (rmlp_status, [POINTER(c_int32)]),
     "rmlp_set_cpu_threads": (rmlp_status, [c_uint32]),
     "rmlp_cpu_threads": (c_uint32, []),
+    "rmlp_cpu_sgemm": (rmlp_status, [POINTER(c_int32), POINTER(c_char_p)]),
     "rmlp_plan_default_params": (rmlp_plan_params, []),
     "rmlp_plan_params_from_env": (rmlp_status, [POINTER(rmlp_plan_params)]),
     "rmlp_planner_create": (rmlp_status, [_handle_p]),

@@ -75,7 +75,7 @@ class Model(_Handle):
         activations and sums stay f32; docs/backends.md#bf16-weights-on-the-cpu), and
         ``cpu_bf16_gemm`` says how the layers multiply by them: "auto" (the default: what
         RADIX_MLP_CPU_BF16_GEMM says, else "onednn" where it can run, "widen" elsewhere),
-        "widen" (each matrix widened back to f32 for OpenBLAS's sgemm) or "onednn" (required:
+        "widen" (each matrix widened back to f32 for the f32 GEMMs' sgemm, cpu_sgemm()) or "onednn" (required:
         RMLP_ERR_UNSUPPORTED where it cannot run); any but "auto" with f32 weights raises
         RMLP_ERR_INVALID_ARGUMENT. ``cpu_bf16_gemm()`` says which one runs. What the load
         found but accepted (tensors of the checkpoint the model does not use, as transformers

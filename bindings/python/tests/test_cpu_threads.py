@@ -1,5 +1,6 @@
 """set_cpu_threads / cpu_threads: the CPU path's thread count, set and read back; 0 and counts beyond
-what the CPU path can run refused with the library's message, the count unchanged."""
+what the CPU path can run refused with the library's message, the count unchanged. cpu_sgemm: which
+library the fp32 GEMMs run."""
 
 import pytest
 
@@ -25,3 +26,12 @@ def test_cpu_threads_set_and_refused():
         assert radix_mlp.cpu_threads() == 2, "a refused count changes nothing"
     finally:
         radix_mlp.set_cpu_threads(start)
+
+
+def test_cpu_sgemm_answers_and_says_why():
+    """cpu_sgemm: which library the fp32 GEMMs run, and why; the choice is kept."""
+    kind, detail = radix_mlp.cpu_sgemm()
+    assert kind in ("openblas", "onednn"), kind
+    assert "OpenBLAS" in detail, detail
+    assert detail.startswith("oneDNN's sgemm" if kind == "onednn" else "OpenBLAS's sgemm"), detail
+    assert radix_mlp.cpu_sgemm() == (kind, detail)

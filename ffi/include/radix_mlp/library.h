@@ -1,8 +1,8 @@
 /*
  * radix_mlp/library.h: The library as a whole: its version (the SONAME carries the major version,
- * and before 1.0 the minor one too), what this build of it contains, and the threads of the CPU
- * path. Its types are in radix_mlp/types/library.h. A part of radix_mlp.h, which includes every
- * part in order: hosts include that one.
+ * and before 1.0 the minor one too), what this build of it contains, and the threads and the fp32
+ * GEMMs of the CPU path. Its types are in radix_mlp/types/library.h. A part of radix_mlp.h, which
+ * includes every part in order: hosts include that one.
  */
 
 #ifndef RADIX_MLP_LIBRARY_H
@@ -43,6 +43,20 @@ extern rmlp_status rmlp_set_cpu_threads(uint32_t n_threads);
 
 // The number of threads the CPU path uses now (see `rmlp_set_cpu_threads`).
 extern uint32_t rmlp_cpu_threads(void);
+
+// Which library the CPU path's fp32 GEMMs run, and why (`detail`, static storage: the
+// library, its version and kernels, this CPU's ISA, what decided). Process-wide, made once
+// (at the first CPU model load or the first call of this) and kept. OpenBLAS picks its
+// kernels from the CPU models it knows; on a newer one it falls back to a generic core
+// (Debian 12's OpenBLAS 0.3.21 on an Emerald Rapids Xeon: SSE3 kernels, about a fifth of the
+// AVX-512 rate). `RADIX_MLP_CPU_SGEMM` decides: `auto` (unset too) runs OpenBLAS unless its
+// kernels are narrower (AVX-512 > AVX2 + FMA > less) than this CPU's widest ISA and oneDNN's
+// sgemm covers it and agrees with OpenBLAS's on a check product, then oneDNN; `openblas`;
+// `onednn`. The two round differently (within 1e-6 relative), so a process's results stay
+// those of one library. `RMLP_ERR_INVALID_ARGUMENT` for another value of the variable,
+// `RMLP_ERR_UNSUPPORTED` for `onednn` where it cannot run (the message says why); a CPU
+// model's load fails the same way.
+extern rmlp_status rmlp_cpu_sgemm(rmlp_cpu_sgemm_kind *kind, const char **detail);
 
 #ifdef __cplusplus
 } // extern "C"

@@ -63,7 +63,7 @@ pub type rmlp_cpu_bf16_gemm = i32;
 /// or AMX-BF16 and `libdnnl.so.2` loads: 1.25-1.45x faster than widening, measured), else
 /// `RMLP_CPU_BF16_GEMM_WIDEN`; `rmlp_model_cpu_bf16_gemm`'s detail says which and why.
 pub const RMLP_CPU_BF16_GEMM_AUTO: rmlp_cpu_bf16_gemm = 0;
-/// Each matrix widened back to fp32 panel by panel for OpenBLAS's sgemm: the fp32 path's result
+/// Each matrix widened back to fp32 panel by panel for the fp32 GEMMs' sgemm (`rmlp_cpu_sgemm`): the fp32 path's result
 /// on the rounded weights, on any CPU.
 pub const RMLP_CPU_BF16_GEMM_WIDEN: rmlp_cpu_bf16_gemm = 1;
 /// oneDNN's bf16 x bf16 -> fp32 matmul (AVX512-BF16 or AMX-BF16), the activations rounded to

@@ -149,8 +149,8 @@ pub use gpu::{GpuAttention, GpuStats};
 pub use model::Model;
 pub use planner::{AsPlan, Gate, PathRun, Plan, PlanParams, PlanView, Planner};
 pub use types::{
-    Activation, Architecture, AttentionSpace, CacheStats, ContextParams, CpuBf16Gemm, CpuBf16GemmInfo, DType, Device,
-    ModelConfig, ModelParams, PairScore, Pooling, WeightBinding,
+    Activation, Architecture, AttentionSpace, CacheStats, ContextParams, CpuBf16Gemm, CpuBf16GemmInfo, CpuSgemm, DType,
+    Device, ModelConfig, ModelParams, PairScore, Pooling, WeightBinding,
 };
 /// `compact_parent` of a path's first row and of padding rows.
 pub const NO_PARENT: u32 = sys::RMLP_NO_PARENT;
@@ -198,6 +198,28 @@ pub fn set_cpu_threads(n_threads: usize) -> Result<(), Error> {
 pub fn cpu_threads() -> usize {
     // SAFETY: no arguments, returns a value.
     unsafe { sys::rmlp_cpu_threads() as usize }
+}
+
+/// Which library the CPU path's f32 GEMMs run, and the library's account of why (`rmlp_cpu_sgemm`):
+/// process-wide, chosen once (at the first CPU model load or the first call of this) by
+/// `RADIX_MLP_CPU_SGEMM` (`auto`, `openblas`, `onednn`; unset is `auto`). `auto` runs OpenBLAS
+/// unless its kernels are for a narrower ISA than this CPU runs (an OpenBLAS older than the CPU
+/// model falls back to generic kernels), then oneDNN's sgemm where it loads. `Status::InvalidArgument`
+/// for another value of the variable, `Status::Unsupported` for `onednn` where it cannot run.
+pub fn cpu_sgemm() -> Result<(CpuSgemm, String), Error> {
+    let (mut kind, mut detail) = (0, core::ptr::null());
+    // SAFETY: `kind` and `detail` are out pointers.
+    Error::check(unsafe { sys::rmlp_cpu_sgemm(&mut kind, &mut detail) })?;
+    let detail = if detail.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a NUL-terminated text in the library's static storage.
+        unsafe { std::ffi::CStr::from_ptr(detail) }.to_string_lossy().into_owned()
+    };
+    let kind = CpuSgemm::from_raw(kind).ok_or_else(|| {
+        Error::new(Status::Internal, format!("radix_mlp::cpu_sgemm: the library answered kind {kind}"))
+    })?;
+    Ok((kind, detail))
 }
 
 /// A thread's planner for [`compute_fold_and_scatter`] and the largest batch it has planned

@@ -186,7 +186,7 @@ pub enum CpuBf16Gemm {
     /// `libdnnl.so.2` loads), else `Widen`.
     #[default]
     Auto,
-    /// Each matrix widened back to f32 panel by panel for OpenBLAS's sgemm, on any CPU.
+    /// Each matrix widened back to f32 panel by panel for the f32 GEMMs' sgemm ([`crate::cpu_sgemm`]), on any CPU.
     Widen,
     /// oneDNN's bf16 x bf16 -> f32 matmul (AVX512-BF16 or AMX-BF16; the activations rounded to
     /// bf16 as well), required: the load is `Status::Unsupported` (saying why) where it cannot run.
@@ -207,6 +207,25 @@ impl CpuBf16Gemm {
             sys::RMLP_CPU_BF16_GEMM_AUTO => Some(CpuBf16Gemm::Auto),
             sys::RMLP_CPU_BF16_GEMM_WIDEN => Some(CpuBf16Gemm::Widen),
             sys::RMLP_CPU_BF16_GEMM_ONEDNN => Some(CpuBf16Gemm::OneDnn),
+            _ => None,
+        }
+    }
+}
+
+/// Which library the CPU path's f32 GEMMs run (`rmlp_cpu_sgemm_kind`, from [`crate::cpu_sgemm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CpuSgemm {
+    /// OpenBLAS's sgemm, which the library links, on the kernels OpenBLAS chose for this CPU.
+    OpenBlas,
+    /// oneDNN's sgemm (`libdnnl.so.2`, loaded at run time), one thread inside each of the library's.
+    OneDnn,
+}
+
+impl CpuSgemm {
+    pub(crate) fn from_raw(raw: sys::rmlp_cpu_sgemm_kind) -> Option<CpuSgemm> {
+        match raw {
+            sys::RMLP_CPU_SGEMM_OPENBLAS => Some(CpuSgemm::OpenBlas),
+            sys::RMLP_CPU_SGEMM_ONEDNN => Some(CpuSgemm::OneDnn),
             _ => None,
         }
     }

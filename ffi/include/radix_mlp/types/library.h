@@ -35,4 +35,15 @@
 // its reference kernel).
 #define RMLP_BUILD_FLASHINFER 2
 
+// Which library the CPU path's fp32 GEMMs run (`rmlp_cpu_sgemm`).
+typedef int32_t rmlp_cpu_sgemm_kind;
+
+// OpenBLAS's sgemm, which the library links, on the kernels OpenBLAS chose for this CPU.
+#define RMLP_CPU_SGEMM_OPENBLAS 1
+
+// oneDNN's sgemm (`libdnnl.so.2`, Debian's libdnnl2, loaded at run time), on one thread inside
+// each of the library's: where OpenBLAS's kernels are for an older ISA than this CPU runs
+// (`RADIX_MLP_CPU_SGEMM=auto`), or when asked (`=onednn`).
+#define RMLP_CPU_SGEMM_ONEDNN 2
+
 #endif /* RADIX_MLP_TYPES_LIBRARY_H */

@@ -221,7 +221,7 @@ typedef struct rmlp_weight_binding {
 // `RMLP_CPU_BF16_GEMM_WIDEN`; `rmlp_model_cpu_bf16_gemm`'s detail says which and why.
 #define RMLP_CPU_BF16_GEMM_AUTO 0
 
-// Each matrix widened back to fp32 panel by panel for OpenBLAS's sgemm: the fp32 path's result
+// Each matrix widened back to fp32 panel by panel for the fp32 GEMMs' sgemm (`rmlp_cpu_sgemm`): the fp32 path's result
 // on the rounded weights, on any CPU.
 #define RMLP_CPU_BF16_GEMM_WIDEN 1
 
