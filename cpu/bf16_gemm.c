@@ -51,8 +51,8 @@ rmlp_status cpu_bf16_gemm_choose(const char *fn, const rmlp_model_params *params
     }
     w->bf16_gemm = RMLP_CPU_BF16_GEMM_WIDEN;
     if (want == RMLP_CPU_BF16_GEMM_WIDEN) {
-        snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "widened to fp32 for the fp32 GEMMs' sgemm "
-                 "(rmlp_cpu_sgemm; %s)", source);
+        snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "widened to fp32 for rmlp_cpu_sgemm's sgemm (%s)",
+                 source);
         return RMLP_OK;
     }
     char what[96] = "", why[224] = "";
@@ -64,8 +64,8 @@ rmlp_status cpu_bf16_gemm_choose(const char *fn, const rmlp_model_params *params
         if (ok < 0) return rmlp_fail(RMLP_ERR_OUT_OF_MEMORY, fn, "%s", why);
     }
     if (!ok && want == RMLP_CPU_BF16_GEMM_AUTO) { /* the widening path where oneDNN cannot run */
-        snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "widened to fp32 for the fp32 GEMMs' sgemm "
-                 "(rmlp_cpu_sgemm; %s: oneDNN's bf16 GEMMs cannot run here: %s)", source, why);
+        snprintf(w->bf16_gemm_detail, sizeof w->bf16_gemm_detail, "widened to fp32 for rmlp_cpu_sgemm's sgemm "
+                 "(%s: oneDNN's bf16 GEMMs cannot run here: %s)", source, why);
         return RMLP_OK;
     }
     if (!ok)

@@ -25,7 +25,7 @@
 static struct {
     rmlp_status code; /* RMLP_OK, or why every cpu_sgemm_choose fails */
     rmlp_cpu_sgemm_kind kind;
-    char detail[512]; /* the detail, or the failure's message */
+    char detail[1024]; /* the detail, or the failure's message */
 } chosen = {RMLP_OK, RMLP_CPU_SGEMM_OPENBLAS, ""};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static uint64_t fallbacks;

@@ -4,7 +4,9 @@
 //! same cores. The library runs its GEMMs on its own threads (`--cpu-threads`), each one
 //! single-threaded OpenBLAS call, and sets OpenBLAS's own count to 1 (docs/backends.md, CPU
 //! threads): OpenBLAS's threads never get work, so their idle spin (`OPENBLAS_THREAD_TIMEOUT`) does
-//! not matter and the host leaves it alone; the startup line says both counts as they are.
+//! not matter and the host leaves it alone; the startup line says both counts as they are. A second
+//! line says which library runs the fp32 GEMMs and why (`radix_mlp::cpu_sgemm`: OpenBLAS, or
+//! oneDNN's sgemm where OpenBLAS has only generic kernels for this CPU).
 use std::ffi::{c_char, c_int, c_void};
 use std::process::Command;
 
@@ -38,5 +40,15 @@ pub fn threads_report() -> String {
     match openblas_threads() {
         Some(m) => format!("tei-host: the CPU path runs on {n} threads, OpenBLAS on {m} inside each"),
         None => format!("tei-host: the CPU path runs on {n} threads, no OpenBLAS in the process"),
+    }
+}
+
+/// The startup line on the CPU path's fp32 GEMMs: which library runs them and why
+/// (`radix_mlp::cpu_sgemm`), or the library's refusal of `RADIX_MLP_CPU_SGEMM` (the model's load
+/// then fails with the same message).
+pub fn sgemm_report() -> String {
+    match radix_mlp::cpu_sgemm() {
+        Ok((_, detail)) => format!("tei-host: the CPU path's fp32 GEMMs: {detail}"),
+        Err(e) => format!("tei-host: the CPU path's fp32 GEMMs: {e}"),
     }
 }

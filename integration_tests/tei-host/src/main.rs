@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!("{}", tei_host::cpu_defaults::threads_report());
+    eprintln!("{}", tei_host::cpu_defaults::sgemm_report());
     let start = Instant::now();
     let mut server = match Server::start(config, true) {
         Ok(s) => s,
