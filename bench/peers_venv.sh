@@ -68,9 +68,11 @@ peers_venv() {
 
 vllm_preload() {
   local tc iomp
-  tc=$(ldconfig -p 2>/dev/null | awk '/libtcmalloc_minimal\.so\.4 /{print $NF; exit}')
-  [ -n "$tc" ] || tc=$(ls /usr/lib/*/libtcmalloc_minimal.so.4 2>/dev/null | head -n 1)
-  iomp=$(find "$venv/lib" "$venv/lib64" -name 'libiomp5.so' 2>/dev/null | head -n 1)
+  # the first match, each filter reading to the end (an early exit would kill the writer with SIGPIPE,
+  # which pipefail and set -e turned into this script's silent exit, status 141), and no match no failure
+  tc=$(ldconfig -p 2>/dev/null | awk '/libtcmalloc_minimal\.so\.4 / && !t {t = $NF} END {print t}' || true)
+  [ -n "$tc" ] || tc=$(ls /usr/lib/*/libtcmalloc_minimal.so.4 2>/dev/null | awk 'NR == 1' || true)
+  iomp=$(find "$venv/lib" "$venv/lib64" -name 'libiomp5.so' 2>/dev/null | awk 'NR == 1' || true)
   VLLM_PRELOAD=${tc}${tc:+${iomp:+:}}${iomp}
   VLLM_PRELOAD_MISSING=
   [ -n "$tc" ] || VLLM_PRELOAD_MISSING="tcmalloc (apt-get install libtcmalloc-minimal4)"

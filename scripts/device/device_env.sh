@@ -59,7 +59,7 @@ rmlp_find_cublas() {
   lib="libcublas.so.$major"
   RMLP_CUBLAS_DIR=
   # 1. what the loader already finds
-  d=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
+  d=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l && !d {d = $NF} END {print d}') # reads to the end: no SIGPIPE
   if [ -n "$d" ]; then
     RMLP_CUBLAS_DIR=$(dirname "$d")
     export RADIX_MLP_CUBLAS=$d
