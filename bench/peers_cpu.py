@@ -213,7 +213,8 @@ def worker_radixmlp(args, cases):
         run_cached(ids, pos, cu, warm, ms, out, info)
         return ms, out, info
 
-    return "libradix_mlp %s, %d threads" % (radix_mlp.version_string(), radix_mlp.cpu_threads()), run
+    return "libradix_mlp %s, %d threads, fp32 GEMMs: %s" % (radix_mlp.version_string(), radix_mlp.cpu_threads(),
+                                                            radix_mlp.cpu_sgemm()[1]), run
 
 
 def worker_transformers(args, cases):
