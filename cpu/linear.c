@@ -3,12 +3,13 @@
  * the context's own pool of threads: each task one single-threaded BLAS call on a block of x's rows
  * (or, for a few rows, of W's rows, y's columns). OpenBLAS runs on one thread (cpu_blas_one_thread):
  * with its own pool as well, its idle threads spun while the pool ran the elementwise passes and
- * attention (SmolLM2's rerank forward: 0.86-0.89x the time of OpenBLAS's threads with their default spin, level with a short one:
- * docs/bench/cpu-path.md). Each task's block is fixed by its index, so a pool size gives the same
- * bits on every run; another size rounds differently. OpenBLAS allocates its own work buffers
- * outside common/alloc.h and outside our control: when that fails OpenBLAS handles it itself (it
- * prints, and may stop the process), and no status of ours can carry it; test_alloc_failure covers
- * every allocation but those (oneDNN's sgemm reports its own failures: OpenBLAS then runs the call).
+ * attention (SmolLM2's rerank forward: 0.86-0.89x the time of OpenBLAS's threads with their default
+ * spin, level with a short one: docs/bench/cpu-path.md). Each task's block is fixed by its index, so
+ * a pool size gives the same bits on every run; another size rounds differently. OpenBLAS allocates
+ * its own work buffers outside common/alloc.h and outside our control: when that fails OpenBLAS
+ * handles it itself (it prints, and may stop the process), and no status of ours can carry it;
+ * test_alloc_failure covers every allocation but those (oneDNN's sgemm reports its own failures:
+ * OpenBLAS then runs the call).
  */
 #include <stdbool.h>
 #include <string.h>
