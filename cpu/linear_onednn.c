@@ -36,6 +36,16 @@ bool onednn_cpu_has_bf16(void) {
     return false;
 }
 
+bool onednn_close(const float *got, const float *want, size_t n, float rel, float *worst, float *peak) {
+    *worst = 0.0f, *peak = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(got[i] - want[i]);
+        *peak = fabsf(want[i]) > *peak ? fabsf(want[i]) : *peak;
+        *worst = d > *worst || d != d ? d : *worst;
+    }
+    return *worst <= rel * *peak;
+}
+
 #ifndef RMLP_WITH_ONEDNN
 
 bool onednn_bf16_probe(bool check_cpu, char *what, size_t what_size, char *why, size_t why_size) {
@@ -340,13 +350,8 @@ int onednn_bf16_self_check(const uint16_t *w, size_t in_dim, size_t out_dim, cha
         goto done;
     }
     cpu_linear_bf16(x, ROWS, in_dim, w, NULL, out_dim, want, wide, NULL);
-    float peak = 0.0f, worst = 0.0f;
-    for (size_t i = 0; i < ROWS * out_dim; i++) {
-        float d = fabsf(got[i] - want[i]);
-        peak = fabsf(want[i]) > peak ? fabsf(want[i]) : peak;
-        worst = d > worst || d != d ? d : worst;
-    }
-    ok = worst <= 1e-4f * peak;
+    float worst, peak;
+    ok = onednn_close(got, want, ROWS * out_dim, 1e-4f, &worst, &peak);
     if (ok == 0)
         snprintf(why, why_size, "oneDNN's matmul disagreed with the widening path by %g of values up to %g "
                  "(allowed: 1e-4 of it)", (double)worst, (double)peak);

@@ -42,6 +42,11 @@ int cpu_linear_onednn(const float *x, size_t rows, size_t in_dim, const uint16_t
 int onednn_f32_matmul(const float *x, size_t rows, size_t in_dim, const float *w, const float *bias, size_t out_dim,
                       float *y, char *why, size_t why_size);
 
+/* Whether got and want (n floats each) agree within rel of want's largest |value| (*peak), *worst
+ * the largest |got - want| (a NaN counts as beyond any bound): the self-checks' test of oneDNN
+ * against the path it stands in for. */
+bool onednn_close(const float *got, const float *want, size_t n, float rel, float *worst, float *peak);
+
 /* Whether oneDNN loads for its fp32 sgemm: 2 where its effective ISA includes avx512_core, 1
  * avx2, 0 less, `what` saying which oneDNN and ISA; -1 with `why` where it does not load. */
 int onednn_sgemm_probe(char *what, size_t what_size, char *why, size_t why_size);

@@ -8,7 +8,6 @@
 #include "sgemm.h"
 
 #include <ctype.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,13 +69,8 @@ static bool onednn_agrees(char *why, size_t why_size) {
         snprintf(why, why_size, "its sgemm of (%d, %d) x (%d, %d) failed (dnnl status %d)", M, K, K, N, s);
         return false;
     }
-    float peak = 0.0f, worst = 0.0f;
-    for (size_t i = 0; i < M * N; i++) {
-        float d = fabsf(got[i] - want[i]);
-        peak = fabsf(want[i]) > peak ? fabsf(want[i]) : peak;
-        worst = d > worst || d != d ? d : worst;
-    }
-    if (worst <= 1e-5f * peak) return true;
+    float worst, peak;
+    if (onednn_close(got, want, M * N, 1e-5f, &worst, &peak)) return true;
     snprintf(why, why_size, "its sgemm disagreed with OpenBLAS's by %g of values up to %g (allowed: 1e-5 of it)",
              (double)worst, (double)peak);
     return false;
