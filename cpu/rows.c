@@ -1,113 +1,19 @@
 /*
  * rows.c: the fused elementwise passes of rows.h. One job per call: the rows cut into one block
  * per pool thread (a small job runs on the calling thread alone), each block run by the kernel
- * copy the CPU takes: AVX2 + FMA, or the baseline (x86-64), or the one portable copy elsewhere.
- * The per-row bodies are written once, on eight-lane vectors (GCC/Clang vector extensions), and
- * inlined into each copy: no vector crosses a call, so the compilers' ABI warning for vectors
- * passed without AVX is off for this file (-Wno-psabi, CMakeLists.txt).
+ * copy the CPU takes: AVX-512 (sixteen lanes), AVX2 + FMA or the baseline (eight lanes), or the
+ * one portable copy elsewhere. The per-row bodies are written once (rows_body.h) and inlined into
+ * each copy: no vector crosses a call, so the compilers' ABI warning for vectors passed without
+ * AVX is off for this file (-Wno-psabi, CMakeLists.txt).
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "rows.h"
 #include "vec8.h"
 
 #define INLINE VEC8_INLINE
-
-INLINE v8 load8(const float *p) {
-    v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-INLINE void store8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
-
-/* A row's tail (dim % 8 floats) goes through the same vector code, padded with zeros. */
-INLINE v8 load_tail(const float *p, size_t n) {
-    v8 v = SPLAT(0.0f);
-    memcpy(&v, p, n * sizeof(float));
-    return v;
-}
-
-INLINE void store_tail(float *p, v8 v, size_t n) { memcpy(p, &v, n * sizeof(float)); }
-
-INLINE float sum_lanes(const v8 *v) {
-    v8 a = *v;
-    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
-/* 1 / sqrt(mean of squares + eps) of x (dim). */
-INLINE float inv_rms(const float *x, size_t dim, double eps) {
-    v8 acc = SPLAT(0.0f);
-    size_t i = 0;
-    for (; i + 8 <= dim; i += 8) {
-        v8 v = load8(x + i);
-        acc += v * v;
-    }
-    if (i < dim) {
-        v8 v = load_tail(x + i, dim - i);
-        acc += v * v;
-    }
-    return 1.0f / sqrtf(sum_lanes(&acc) / (float)dim + (float)eps);
-}
-
-/* out = weight * (x * inv) over dim (out may be x). */
-INLINE void scale_row(const float *x, size_t dim, const float *weight, float inv, float *out) {
-    size_t i = 0;
-    for (; i + 8 <= dim; i += 8) store8(out + i, load8(weight + i) * (load8(x + i) * SPLAT(inv)));
-    if (i < dim)
-        store_tail(out + i, load_tail(weight + i, dim - i) * (load_tail(x + i, dim - i) * SPLAT(inv)), dim - i);
-}
-
-INLINE void add_row(float *y, const float *x, size_t dim) {
-    size_t i = 0;
-    for (; i + 8 <= dim; i += 8) store8(y + i, load8(y + i) + load8(x + i));
-    for (; i < dim; i++) y[i] += x[i];
-}
-
-INLINE v8 silu_mul8(v8 g, v8 u) { return g / (SPLAT(1.0f) + exp8(-g)) * u; }
-
-/* GELU (tanh form) times up: 0.5 g (1 + tanh(u)) = g / (1 + e^(-2u)), u = sqrt(2/pi) (g + 0.044715 g^3),
- * the logistic form of the same function, which needs no tanh and keeps its accuracy near 0. */
-INLINE v8 gelu_tanh_mul8(v8 g, v8 u) {
-    v8 inner = SPLAT(0.7978845608028654f) * (g + SPLAT(0.044715f) * g * g * g);
-    return g / (SPLAT(1.0f) + exp8(SPLAT(-2.0f) * inner)) * u;
-}
-
-INLINE void gelu_tanh_mul_row(const float *gate, const float *up, size_t inter, float *out) {
-    size_t i = 0;
-    for (; i + 8 <= inter; i += 8) store8(out + i, gelu_tanh_mul8(load8(gate + i), load8(up + i)));
-    if (i < inter)
-        store_tail(out + i, gelu_tanh_mul8(load_tail(gate + i, inter - i), load_tail(up + i, inter - i)), inter - i);
-}
-
-/* The exact GELU times up, erff element by element (no vector erf here: a Gemma checkpoint that
- * asks for it is the one user, and its GEMMs dwarf this). */
-INLINE void gelu_mul_row(const float *gate, const float *up, size_t inter, float *out) {
-    for (size_t i = 0; i < inter; i++) out[i] = 0.5f * gate[i] * (1.0f + erff(gate[i] * 0.70710678118654752f)) * up[i];
-}
-
-INLINE void silu_mul_row(const float *gate, const float *up, size_t inter, float *out) {
-    size_t i = 0;
-    for (; i + 8 <= inter; i += 8) store8(out + i, silu_mul8(load8(gate + i), load8(up + i)));
-    if (i < inter)
-        store_tail(out + i, silu_mul8(load_tail(gate + i, inter - i), load_tail(up + i, inter - i)), inter - i);
-}
-
-/* Rotate-half RoPE of one head (head_dim = 2 * half) by a row's cos (cs) and sin (cs + half). */
-INLINE void rope_head(float *v, const float *cs, size_t half) {
-    size_t i = 0;
-    for (; i + 8 <= half; i += 8) {
-        v8 a = load8(v + i), b = load8(v + half + i), c = load8(cs + i), s = load8(cs + half + i);
-        store8(v + i, a * c - b * s);
-        store8(v + half + i, b * c + a * s);
-    }
-    for (; i < half; i++) {
-        float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
-    }
-}
 
 /* ---- jobs ------------------------------------------------------------------------------------- */
 
@@ -131,61 +37,109 @@ typedef struct job {
     double eps;
 } job;
 
-INLINE void qk_row(const job *j, float *row, const float *cs) {
-    size_t hd = j->head_dim;
-    for (size_t h = 0; h < j->n_q + j->n_kv; h++) {
-        float *v = row + h * hd;
-        const float *w = h < j->n_q ? j->weight : j->weight_k;
-        if (w != NULL) scale_row(v, hd, w, inv_rms(v, hd, j->eps), v);
-        rope_head(v, cs, hd / 2);
-    }
+/* The exact GELU times up, erff element by element (no vector erf here: a Gemma checkpoint that
+ * asks for it is the one user, and its GEMMs dwarf this). */
+INLINE void gelu_mul_row(const float *gate, const float *up, size_t inter, float *out) {
+    for (size_t i = 0; i < inter; i++) out[i] = 0.5f * gate[i] * (1.0f + erff(gate[i] * 0.70710678118654752f)) * up[i];
 }
 
-/* Rows lo .. hi of the job: the body each kernel copy compiles. */
-INLINE void run_rows(const job *j, size_t lo, size_t hi) {
-    size_t d = j->dim;
-    for (size_t r = lo; r < hi; r++) {
-        switch (j->kind) {
-        case JOB_RMSNORM: scale_row(j->x + r * d, d, j->weight, inv_rms(j->x + r * d, d, j->eps), j->out + r * d); break;
-        case JOB_ADD_RMSNORM:
-            add_row(j->y + r * d, j->x + r * d, d);
-            scale_row(j->y + r * d, d, j->weight, inv_rms(j->y + r * d, d, j->eps), j->out + r * d);
-            break;
-        case JOB_NORM_ADD_RMSNORM:
-            scale_row(j->z + r * d, d, j->weight_z, inv_rms(j->z + r * d, d, j->eps), j->z + r * d);
-            add_row(j->y + r * d, j->z + r * d, d);
-            if (j->out != NULL)
-                scale_row(j->y + r * d, d, j->weight, inv_rms(j->y + r * d, d, j->eps), j->out + r * d);
-            break;
-        case JOB_ADD: add_row(j->y + r * d, j->x + r * d, d); break;
-        case JOB_SILU_MUL: silu_mul_row(j->x + r * 2 * d, j->x + r * 2 * d + d, d, j->out + r * d); break;
-        case JOB_GELU_TANH_MUL: gelu_tanh_mul_row(j->x + r * 2 * d, j->x + r * 2 * d + d, d, j->out + r * d); break;
-        case JOB_GELU_MUL: gelu_mul_row(j->x + r * 2 * d, j->x + r * 2 * d + d, d, j->out + r * d); break;
-        case JOB_QK_NORM_ROPE: qk_row(j, j->y + r * d, j->cs + r * j->head_dim); break;
-        }
-    }
+INLINE float sum_lanes8(const v8 *v) {
+    v8 a = *v;
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
+
+INLINE float sum_lanes16(const v16 *v) {
+    v16 a = *v;
+    return (((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))) +
+           (((a[8] + a[9]) + (a[10] + a[11])) + ((a[12] + a[13]) + (a[14] + a[15])));
+}
+
+#define VF v8
+#define VW 8
+#define VEXP exp8
+#define VSUM_LANES sum_lanes8
+#define RB(name) name##_8
+#include "rows_body.h"
+
+#define VF v16
+#define VW 16
+#define VEXP exp16
+#define VSUM_LANES sum_lanes16
+#define RB(name) name##_16
+#include "rows_body.h"
+
+/* ---- the instruction-set copies ------------------------------------------------------------- */
+
+typedef void (*rows_fn)(const job *j, size_t lo, size_t hi);
 
 #if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx512vl,avx512dq,fma"))) static void run_rows_avx512(const job *j, size_t lo,
+                                                                                     size_t hi) {
+    run_rows_16(j, lo, hi);
+}
+
 __attribute__((target("avx2,fma"))) static void run_rows_avx2(const job *j, size_t lo, size_t hi) {
-    run_rows(j, lo, hi);
+    run_rows_8(j, lo, hi);
 }
 #endif
 
-static void run_rows_base(const job *j, size_t lo, size_t hi) { run_rows(j, lo, hi); }
+static void run_rows_base(const job *j, size_t lo, size_t hi) { run_rows_8(j, lo, hi); }
+
+static const struct {
+    const char *name;
+    rows_fn fn;
+} copies[] = {
+#if defined(__x86_64__) && defined(__GNUC__)
+    {"avx512", run_rows_avx512},
+    {"avx2-fma", run_rows_avx2},
+#endif
+    {"baseline", run_rows_base},
+};
+#define N_COPIES (sizeof copies / sizeof copies[0])
+
+static bool copy_runs(size_t i) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (copies[i].fn == run_rows_avx512)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq");
+    if (copies[i].fn == run_rows_avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    (void)i;
+    return true;
+}
+
+static rows_fn forced; /* rows_kernels_force's choice; NULL: the widest this CPU runs */
+
+static rows_fn pick(void) {
+    rows_fn f = __atomic_load_n(&forced, __ATOMIC_ACQUIRE);
+    if (f != NULL) return f;
+    for (size_t i = 0; i < N_COPIES; i++)
+        if (copy_runs(i)) return copies[i].fn;
+    return run_rows_base;
+}
+
+size_t rows_kernels(const char **names, size_t cap) {
+    size_t n = 0;
+    for (size_t i = 0; i < N_COPIES; i++)
+        if (copy_runs(i) && n < cap) names[n++] = copies[i].name;
+    return n;
+}
+
+int rows_kernels_force(const char *name) {
+    for (size_t i = 0; i < N_COPIES; i++)
+        if (name == NULL || (strcmp(copies[i].name, name) == 0 && copy_runs(i))) {
+            __atomic_store_n(&forced, name == NULL ? NULL : copies[i].fn, __ATOMIC_RELEASE);
+            return 0;
+        }
+    return -1;
+}
 
 static void task(void *arg, size_t t, size_t worker) {
     (void)worker;
     const job *j = arg;
     size_t lo = t * j->block, hi = lo + j->block < j->rows ? lo + j->block : j->rows;
     if (lo >= hi) return;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        run_rows_avx2(j, lo, hi);
-        return;
-    }
-#endif
-    run_rows_base(j, lo, hi);
+    pick()(j, lo, hi);
 }
 
 /* Below this many floats a job runs on the calling thread: waking the pool costs more. */

@@ -2,8 +2,10 @@
  * rows.h: the elementwise passes of a layer on the CPU, fused to one pass over each row and run
  * in row blocks on a context's pool (workers.h; NULL: the calling thread). Each row's result
  * depends only on that row, never on the split, so radix off and on agree bit for bit, and a
- * result is the same for any thread count. Eight-lane vector code, compiled for AVX2 + FMA on
- * x86-64 CPUs that have it and for the baseline otherwise (picked once, at first use).
+ * result is the same for any thread count. Vector code compiled for AVX-512 (sixteen lanes), for
+ * AVX2 + FMA and for the x86-64 baseline (eight lanes); the widest the CPU runs is used. The widths
+ * round differently (a norm's sum of squares), so results agree across CPUs within test_rows'
+ * bound, not bit for bit.
  * The scalar kernels of cpu_ops.h (elementwise.c) are the reference they are tested against
  * (test_rows: within 4 ulp-scale relative error; the exp here is a degree-6 polynomial).
  */
@@ -16,6 +18,14 @@
 #include "radix_mlp/types.h"
 #include "model/model_ext.h"
 #include "workers.h"
+
+/* The copies this CPU runs, widest first ("avx512", "avx2-fma", "baseline"), into names[0 ..
+ * cap); returns how many were written. */
+size_t rows_kernels(const char **names, size_t cap);
+
+/* Runs every later pass on the copy named (one rows_kernels gives), or again on the widest when
+ * name is NULL; -1 (nothing changed) for a name this CPU does not run. For tests: process-wide. */
+int rows_kernels_force(const char *name);
 
 /* cs (rows, head_dim): per row, cos of the rotary angles at [0, head_dim/2) and their sin at
  * [head_dim/2, head_dim), for the row's position, by rope's inverse frequencies (model_ext.h: the

@@ -3,7 +3,8 @@
  * cpu/cpu_ops.h (elementwise.c), on random rows of widths with and without a tail (dim % 8), on
  * pools of 1, 2 and 3 threads: within 1e-6 relative of the reference (RMSNorm, residual add,
  * SiLU-gated product, q/k head norms and RoPE, including SiLU's saturated ends), and bit for bit
- * the same whatever the thread count (a row's result never depends on the split).
+ * the same whatever the thread count (a row's result never depends on the split); each kernel copy
+ * this CPU runs in turn (AVX-512, AVX2 + FMA, baseline), widths with a tail for each lane count.
  */
 #include <math.h>
 #include <string.h>
@@ -109,14 +110,24 @@ int main(void) {
     workers *pools[3] = {NULL, NULL, NULL};
     int error = 0;
     for (size_t p = 1; p < 3; p++) CHECK((pools[p] = workers_create(p + 1, &error)) != NULL, "pool: error %d", error);
-    size_t dims[] = {1, 7, 8, 64, 576, 1003};
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-        test_width(3, dims[i], pools);
-        test_width(97, dims[i], pools); /* above the size a job runs alone on the calling thread */
+    const char *copies[4];
+    size_t n_copies = rows_kernels(copies, 4);
+    CHECK(n_copies >= 1, "no kernel copy runs on this CPU");
+    CHECK(rows_kernels_force("no-such-copy") == -1, "an unknown copy's name was taken");
+    size_t dims[] = {1, 7, 8, 24, 64, 576, 1003};
+    for (size_t c = 0; c < n_copies; c++) {
+        CHECK(rows_kernels_force(copies[c]) == 0, "copy %s refused", copies[c]);
+        printf("# kernel copy %s\n", copies[c]);
+        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+            test_width(3, dims[i], pools);
+            test_width(97, dims[i], pools); /* above the size a job runs alone on the calling thread */
+        }
+        test_qk(50, 9, 3, 64, false, pools);
+        test_qk(300, 16, 8, 128, true, pools);
+        test_qk(5, 2, 1, 12, true, pools); /* half a head not a multiple of 8 */
+        test_qk(7, 3, 1, 40, true, pools); /* half a head of 20: one 16-lane block and a scalar tail */
     }
-    test_qk(50, 9, 3, 64, false, pools);
-    test_qk(300, 16, 8, 128, true, pools);
-    test_qk(5, 2, 1, 12, true, pools); /* half a head not a multiple of 8 */
+    CHECK(rows_kernels_force(NULL) == 0, "back to the widest copy");
     for (size_t p = 0; p < 3; p++) workers_destroy(pools[p]);
     return tu_summary();
 }
