@@ -27,9 +27,10 @@
 #define HIGHS(a, b) __builtin_shuffle(a, b, (v8i){4, 5, 6, 7, 12, 13, 14, 15})
 #endif
 
-/* The kernels three times on x86-64 (picked at run time by what the CPU has): with AVX-512VL, the
- * same 8-lane arithmetic as the AVX + FMA copy in blocks that use its 32 vector registers (so the
- * same bits); with AVX + FMA; and the baseline. Once elsewhere. */
+/* The kernels three times on x86-64 (picked at run time by what the CPU has): with AVX-512, the
+ * same arithmetic per element as the AVX + FMA copy, in blocks that use its 32 vector registers
+ * and, for the softmax's exp and P V, sixteen lanes (so the same bits); with AVX + FMA; and the
+ * baseline. Once elsewhere. */
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HAVE_X86_KERNELS 1
 #define KERNEL(name) name##_avx512
@@ -37,12 +38,14 @@
 #define KEEP(v) __asm__("" : "+v"(v))
 #define DOT_ROWS 4
 #define VALUES_ROWS 6
+#define WIDE 1
 #include "decode_kernels_body.h"
 #define KERNEL(name) name##_fma
 #define KERNEL_TARGET __attribute__((target("avx,fma")))
 #define KEEP(v) __asm__("" : "+x"(v))
 #define DOT_ROWS 2
 #define VALUES_ROWS 3
+#define WIDE 0
 #include "decode_kernels_body.h"
 #endif
 #define KERNEL(name) name##_base
@@ -50,6 +53,7 @@
 #define KEEP(v) (void)0
 #define DOT_ROWS 2
 #define VALUES_ROWS 3
+#define WIDE 0
 #include "decode_kernels_body.h"
 
 size_t decode_kernels_supported(decode_kernels *sets, size_t cap) {

@@ -6,7 +6,10 @@
  *   KEEP(v)        keeps a loaded vector in a register (GCC otherwise folds the load into every
  *                  FMA that uses it, and Zen's two load ports become the bottleneck), or nothing,
  *   DOT_ROWS       x rows per block of row_dots (2, or 4 where there are 32 vector registers),
- *   VALUES_ROWS    rows per block of tile_values (3, or 6 where there are 32 vector registers);
+ *   VALUES_ROWS    rows per block of tile_values (3, or 6 where there are 32 vector registers),
+ *   WIDE           1 where the copy also has sixteen-lane vectors (AVX-512): the softmax's exp and
+ *                  P V then run on them, each element by the same operations as on eight (the
+ *                  softmax's sum still gathered in eight lanes in the same order), so the same bits;
  * it undefines them at its end.
  * Vectors are GCC/clang vector extensions of eight floats (v8, v8i and exp8_in_place from vec8.h; LOAD8,
  * STORE8, EVENS, ODDS, LOWS, HIGHS defined by decode_kernels.c); loads and stores go through
@@ -120,6 +123,22 @@ KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, siz
         }
         v8 sum = {0};
         for (size_t k = 0; k < nk; k += 8) {
+#if WIDE
+            if (k + 16 <= nk8) { /* two chunks of eight at once, summed as two */
+                v16 y;
+                memcpy(&y, s + k, sizeof y);
+                y -= top;
+                exp16_in_place(&y);
+                memcpy(s + k, &y, sizeof y);
+                v8 lo, hi;
+                memcpy(&lo, &y, sizeof lo);
+                memcpy(&hi, (const float *)&y + 8, sizeof hi);
+                sum += lo;
+                sum += hi;
+                k += 8;
+                continue;
+            }
+#endif
             v8 x = (v8){0} - INFINITY;
             if (k < nk8) LOAD8(x, s + k);
             else
@@ -180,11 +199,51 @@ KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_bl
         }
 }
 
+#if WIDE
+/* values_block on sixteen-lane vectors: rows r0 .. r0 + nr (nr <= rb <= 12), 32 columns at a time
+ * in two vectors, each element accumulated over the keys in order as values_block does. */
+KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_block16)(
+    const float *p, size_t r0, size_t nr, size_t rb, size_t nk, const float *vh, size_t v_stride,
+    const uint32_t *slots, size_t hd, float *out) {
+    const float *pr[12];
+    float *orow[12];
+    for (size_t i = 0; i < rb; i++) {
+        size_t r = r0 + (i < nr ? i : nr - 1);
+        pr[i] = p + r * nk, orow[i] = out + r * hd;
+    }
+    for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {
+        v16 a[12][2];
+        for (size_t i = 0; i < rb; i++)
+            for (size_t c = 0; c < 2; c++) memcpy(&a[i][c], orow[i] + d0 + 16 * c, sizeof(v16));
+        for (size_t j = 0; j < nk; j++) {
+            const float *v = vh + (size_t)slots[j] * v_stride + d0;
+            for (size_t c = 0; c < 2; c++) {
+                v16 x;
+                memcpy(&x, v + 16 * c, sizeof x);
+                KEEP(x);
+                for (size_t i = 0; i < rb; i++) a[i][c] += pr[i][j] * x;
+            }
+        }
+        for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */
+            for (size_t c = 0; c < 2; c++) memcpy(orow[i] + d0 + 16 * c, &a[i][c], sizeof(v16));
+    }
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < nk; j++) {
+            const float *v = vh + (size_t)slots[j] * v_stride;
+            for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];
+        }
+}
+#endif
+
 /* out (n_rows, hd) += p (n_rows, nk) . V, value j the row at vh + slots[j] * v_stride: blocks of
- * VALUES_ROWS rows, then of 3, the last one or two rows as a block of their own. */
+ * VALUES_ROWS rows, then of 3, the last one or two rows as a block of their own (WIDE: blocks of
+ * 12 rows on sixteen lanes first). */
 KERNEL_TARGET static void KERNEL(tile_values)(const float *p, size_t n_rows, size_t nk, const float *vh,
                                               size_t v_stride, const uint32_t *slots, size_t hd, float *out) {
     size_t r0 = 0;
+#if WIDE
+    for (; r0 + 12 <= n_rows; r0 += 12) KERNEL(values_block16)(p, r0, 12, 12, nk, vh, v_stride, slots, hd, out);
+#endif
     for (; r0 + VALUES_ROWS <= n_rows; r0 += VALUES_ROWS)
         KERNEL(values_block)(p, r0, VALUES_ROWS, VALUES_ROWS, nk, vh, v_stride, slots, hd, out);
     for (; r0 + 3 <= n_rows; r0 += 3) KERNEL(values_block)(p, r0, 3, 3, nk, vh, v_stride, slots, hd, out);
@@ -196,3 +255,4 @@ KERNEL_TARGET static void KERNEL(tile_values)(const float *p, size_t n_rows, siz
 #undef KEEP
 #undef DOT_ROWS
 #undef VALUES_ROWS
+#undef WIDE

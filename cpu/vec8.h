@@ -53,5 +53,6 @@ VEC_EXP(exp16, v16, v16i)
  * Clang refuses 32-byte vectors passed by value from it to a function without that target, even
  * one always inlined; a pointer crosses that line. */
 VEC8_INLINE void exp8_in_place(v8 *x) { *x = exp8(*x); }
+VEC8_INLINE void exp16_in_place(v16 *x) { *x = exp16(*x); }
 
 #endif
