@@ -162,6 +162,27 @@ KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, siz
     }
 }
 
+/* A values block's rows: pr[i] and orow[i] (i < rb) the p and out rows of row r0 + i, a short
+ * block (nr < rb) repeating its last row. */
+KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_rows)(
+    const float *p, size_t r0, size_t nr, size_t rb, size_t nk, size_t hd, float *out, const float **pr, float **orow) {
+    for (size_t i = 0; i < rb; i++) {
+        size_t r = r0 + (i < nr ? i : nr - 1);
+        pr[i] = p + r * nk, orow[i] = out + r * hd;
+    }
+}
+
+/* The columns past the last multiple of 32 (hd % 32) of a values block's nr rows, element by element. */
+KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_tail)(
+    const float *const *pr, float *const *orow, size_t nr, size_t nk, const float *vh, size_t v_stride,
+    const uint32_t *slots, size_t hd) {
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < nk; j++) {
+            const float *v = vh + (size_t)slots[j] * v_stride;
+            for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];
+        }
+}
+
 /* out rows r0 .. r0 + nr (nr <= rb <= 6) += their p rows . V, 32 columns at a time (a short block
  * repeats its last row and drops the copy), each element accumulated over the keys in order.
  * Inlined with rb a constant, so the block's accumulators live in registers. */
@@ -170,10 +191,7 @@ KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_bl
     const uint32_t *slots, size_t hd, float *out) {
     const float *pr[6];
     float *orow[6];
-    for (size_t i = 0; i < rb; i++) {
-        size_t r = r0 + (i < nr ? i : nr - 1);
-        pr[i] = p + r * nk, orow[i] = out + r * hd;
-    }
+    KERNEL(values_rows)(p, r0, nr, rb, nk, hd, out, pr, orow);
     for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {
         v8 a[6][4];
         for (size_t i = 0; i < rb; i++)
@@ -192,11 +210,7 @@ KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_bl
         for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */
             for (size_t c = 0; c < 4; c++) STORE8(orow[i] + d0 + 8 * c, a[i][c]);
     }
-    for (size_t i = 0; i < nr; i++)
-        for (size_t j = 0; j < nk; j++) {
-            const float *v = vh + (size_t)slots[j] * v_stride;
-            for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];
-        }
+    KERNEL(values_tail)(pr, orow, nr, nk, vh, v_stride, slots, hd);
 }
 
 #if WIDE
@@ -207,10 +221,7 @@ KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_bl
     const uint32_t *slots, size_t hd, float *out) {
     const float *pr[12];
     float *orow[12];
-    for (size_t i = 0; i < rb; i++) {
-        size_t r = r0 + (i < nr ? i : nr - 1);
-        pr[i] = p + r * nk, orow[i] = out + r * hd;
-    }
+    KERNEL(values_rows)(p, r0, nr, rb, nk, hd, out, pr, orow);
     for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {
         v16 a[12][2];
         for (size_t i = 0; i < rb; i++)
@@ -227,11 +238,7 @@ KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_bl
         for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */
             for (size_t c = 0; c < 2; c++) memcpy(orow[i] + d0 + 16 * c, &a[i][c], sizeof(v16));
     }
-    for (size_t i = 0; i < nr; i++)
-        for (size_t j = 0; j < nk; j++) {
-            const float *v = vh + (size_t)slots[j] * v_stride;
-            for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];
-        }
+    KERNEL(values_tail)(pr, orow, nr, nk, vh, v_stride, slots, hd);
 }
 #endif
 
