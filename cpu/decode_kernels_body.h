@@ -162,85 +162,51 @@ KERNEL_TARGET static void KERNEL(tile_softmax)(float *scores, size_t n_rows, siz
     }
 }
 
-/* A values block's rows: pr[i] and orow[i] (i < rb) the p and out rows of row r0 + i, a short
- * block (nr < rb) repeating its last row. */
-KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_rows)(
-    const float *p, size_t r0, size_t nr, size_t rb, size_t nk, size_t hd, float *out, const float **pr, float **orow) {
-    for (size_t i = 0; i < rb; i++) {
-        size_t r = r0 + (i < nr ? i : nr - 1);
-        pr[i] = p + r * nk, orow[i] = out + r * hd;
+/* out rows r0 .. r0 + nr (nr <= rb <= MAXR) += their p rows . V, 32 columns at a time in NV vectors
+ * of type V (a short block repeats its last row and drops the copy), each element accumulated over
+ * the keys in order: one definition for both widths, so an element gets the same operations on
+ * eight lanes and on sixteen. Inlined with rb a constant, so the block's accumulators live in
+ * registers. */
+#define VALUES_BLOCK(name, V, NV, MAXR)                                                                      \
+    KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(name)(                            \
+        const float *p, size_t r0, size_t nr, size_t rb, size_t nk, const float *vh, size_t v_stride,        \
+        const uint32_t *slots, size_t hd, float *out) {                                                      \
+        const float *pr[MAXR];                                                                               \
+        float *orow[MAXR];                                                                                   \
+        for (size_t i = 0; i < rb; i++) {                                                                    \
+            size_t r = r0 + (i < nr ? i : nr - 1);                                                           \
+            pr[i] = p + r * nk, orow[i] = out + r * hd;                                                      \
+        }                                                                                                    \
+        for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {                                                       \
+            V a[MAXR][NV];                                                                                   \
+            for (size_t i = 0; i < rb; i++)                                                                  \
+                for (size_t c = 0; c < NV; c++) memcpy(&a[i][c], orow[i] + d0 + c * (32 / NV), sizeof(V));   \
+            for (size_t j = 0; j < nk; j++) {                                                                \
+                const float *v = vh + (size_t)slots[j] * v_stride + d0;                                      \
+                float w[MAXR];                                                                               \
+                for (size_t i = 0; i < rb; i++) w[i] = pr[i][j];                                             \
+                for (size_t c = 0; c < NV; c++) {                                                            \
+                    V x;                                                                                     \
+                    memcpy(&x, v + c * (32 / NV), sizeof x);                                                 \
+                    KEEP(x);                                                                                 \
+                    for (size_t i = 0; i < rb; i++) a[i][c] += w[i] * x;                                     \
+                }                                                                                            \
+            }                                                                                                \
+            for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */     \
+                for (size_t c = 0; c < NV; c++) memcpy(orow[i] + d0 + c * (32 / NV), &a[i][c], sizeof(V));   \
+        }                                                                                                    \
+        for (size_t i = 0; i < nr; i++)                                                                      \
+            for (size_t j = 0; j < nk; j++) {                                                                \
+                const float *v = vh + (size_t)slots[j] * v_stride;                                           \
+                for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];               \
+            }                                                                                                \
     }
-}
 
-/* The columns past the last multiple of 32 (hd % 32) of a values block's nr rows, element by element. */
-KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_tail)(
-    const float *const *pr, float *const *orow, size_t nr, size_t nk, const float *vh, size_t v_stride,
-    const uint32_t *slots, size_t hd) {
-    for (size_t i = 0; i < nr; i++)
-        for (size_t j = 0; j < nk; j++) {
-            const float *v = vh + (size_t)slots[j] * v_stride;
-            for (size_t d = hd & ~(size_t)31; d < hd; d++) orow[i][d] += pr[i][j] * v[d];
-        }
-}
-
-/* out rows r0 .. r0 + nr (nr <= rb <= 6) += their p rows . V, 32 columns at a time (a short block
- * repeats its last row and drops the copy), each element accumulated over the keys in order.
- * Inlined with rb a constant, so the block's accumulators live in registers. */
-KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_block)(
-    const float *p, size_t r0, size_t nr, size_t rb, size_t nk, const float *vh, size_t v_stride,
-    const uint32_t *slots, size_t hd, float *out) {
-    const float *pr[6];
-    float *orow[6];
-    KERNEL(values_rows)(p, r0, nr, rb, nk, hd, out, pr, orow);
-    for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {
-        v8 a[6][4];
-        for (size_t i = 0; i < rb; i++)
-            for (size_t c = 0; c < 4; c++) LOAD8(a[i][c], orow[i] + d0 + 8 * c);
-        for (size_t j = 0; j < nk; j++) {
-            const float *v = vh + (size_t)slots[j] * v_stride + d0;
-            float w[6];
-            for (size_t i = 0; i < rb; i++) w[i] = pr[i][j];
-            for (size_t c = 0; c < 4; c++) {
-                v8 x;
-                LOAD8(x, v + 8 * c);
-                KEEP(x);
-                for (size_t i = 0; i < rb; i++) a[i][c] += w[i] * x;
-            }
-        }
-        for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */
-            for (size_t c = 0; c < 4; c++) STORE8(orow[i] + d0 + 8 * c, a[i][c]);
-    }
-    KERNEL(values_tail)(pr, orow, nr, nk, vh, v_stride, slots, hd);
-}
-
+VALUES_BLOCK(values_block, v8, 4, 6)
 #if WIDE
-/* values_block on sixteen-lane vectors: rows r0 .. r0 + nr (nr <= rb <= 12), 32 columns at a time
- * in two vectors, each element accumulated over the keys in order as values_block does. */
-KERNEL_TARGET __attribute__((always_inline)) static inline void KERNEL(values_block16)(
-    const float *p, size_t r0, size_t nr, size_t rb, size_t nk, const float *vh, size_t v_stride,
-    const uint32_t *slots, size_t hd, float *out) {
-    const float *pr[12];
-    float *orow[12];
-    KERNEL(values_rows)(p, r0, nr, rb, nk, hd, out, pr, orow);
-    for (size_t d0 = 0; d0 + 32 <= hd; d0 += 32) {
-        v16 a[12][2];
-        for (size_t i = 0; i < rb; i++)
-            for (size_t c = 0; c < 2; c++) memcpy(&a[i][c], orow[i] + d0 + 16 * c, sizeof(v16));
-        for (size_t j = 0; j < nk; j++) {
-            const float *v = vh + (size_t)slots[j] * v_stride + d0;
-            for (size_t c = 0; c < 2; c++) {
-                v16 x;
-                memcpy(&x, v + 16 * c, sizeof x);
-                KEEP(x);
-                for (size_t i = 0; i < rb; i++) a[i][c] += pr[i][j] * x;
-            }
-        }
-        for (size_t i = rb; i-- > 0;) /* the copies first: a repeated row's own store comes last */
-            for (size_t c = 0; c < 2; c++) memcpy(orow[i] + d0 + 16 * c, &a[i][c], sizeof(v16));
-    }
-    KERNEL(values_tail)(pr, orow, nr, nk, vh, v_stride, slots, hd);
-}
+VALUES_BLOCK(values_block16, v16, 2, 12) /* blocks of up to 12 rows on sixteen lanes */
 #endif
+#undef VALUES_BLOCK
 
 /* out (n_rows, hd) += p (n_rows, nk) . V, value j the row at vh + slots[j] * v_stride: blocks of
  * VALUES_ROWS rows, then of 3, the last one or two rows as a block of their own (WIDE: blocks of

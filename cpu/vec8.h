@@ -14,14 +14,11 @@ typedef int32_t v8i __attribute__((vector_size(32))); /* a comparison's lanes: -
 typedef float v16 __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 
-#define SPLAT(c) ((v8){(c), (c), (c), (c), (c), (c), (c), (c)})
 #define VSPLAT(V, c) ((V){0} + (c)) /* c in every lane of a vector type V */
 #define VEC8_INLINE static inline __attribute__((always_inline))
 
 /* The lanes of a mask (-1 true, 0 false) from a, the others from b (VI: the mask's type). */
 #define VSELECT(VI, mask, a, b) ((__typeof__(a))(((VI)(a) & (mask)) | ((VI)(b) & ~(mask))))
-
-VEC8_INLINE v8 select8(v8i mask, v8 a, v8 b) { return VSELECT(v8i, mask, a, b); }
 
 /* e^x, within 2 ulp of expf: x clamped to [-87.3, 88.3] (below, e^-87.3, about 1e-38, where expf
  * gives a subnormal or 0: less than an fp32 sum of softmax weights can hold next to the max's 1),
