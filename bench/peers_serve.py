@@ -17,9 +17,10 @@ bisection on the offered rate, as `radixmlp bench --serve --slo-ms` does on its 
 (bench/serve_slo.c: the least rate must pass, the most must fail, then halve the interval; here
 geometrically, between a quarter and four times the rate a lone request's latency suggests). A run
 stops sending once more than 1% of its requests are past the bound (the p99 is lost), and every run
-is bounded in requests and time. Before the runs it sends a sample of each traffic as embeddings to
-each server and checks that the answers agree (relative L2 of the normalised vectors against
-tei-host with radix off, at most --tol). Run it through bench/peers_serve.sh (the model, the venv,
+is bounded in requests and time. With --rates it runs each server at those offered rates instead,
+unstopped, and reports the latency percentiles of each run. Before the runs it sends a sample of
+each traffic as embeddings to each server and checks that the answers agree (relative L2 of the
+normalised vectors against tei-host with radix off, at most --tol). Run it through bench/peers_serve.sh (the model, the venv,
 the preloads, the host's build); the table goes to stdout and --markdown, one JSON line per run and
 per result to --json. Loopback only. Standard library plus `tokenizers`.
 """
@@ -58,6 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--vllm-preload", default="", help="colon-separated libraries for vLLM's LD_PRELOAD")
     p.add_argument("--vllm-block-size", type=int, default=32, help="KV block size (32: the smallest its CPU "
                    "attention takes)")
+    p.add_argument("--vllm-max-batched-tokens", type=int, help="vLLM's --max-num-batched-tokens (default: vLLM's "
+                   "own, 2048 for its OpenAI server on the CPU)")
     p.add_argument("--servers", default=",".join(SERVERS), help="comma-separated, of " + ",".join(SERVERS))
     p.add_argument("--traffic", default=",".join(TRAFFICS), help="comma-separated, of " + ",".join(TRAFFICS))
     p.add_argument("--threads", type=int, default=2, help="each server's compute threads (default 2)")
@@ -66,6 +69,9 @@ def parse_args(argv=None):
     p.add_argument("--min-requests", type=int, default=20, help="requests per run at least (default 20)")
     p.add_argument("--max-requests", type=int, default=300, help="requests per run at most (default 300)")
     p.add_argument("--runs", type=int, default=6, help="runs per bisection at most (default 6)")
+    p.add_argument("--rates", default="", help="fixed offered rates (req/s), comma-separated: one run at each "
+                   "per server and traffic in place of the search, none stopped early (150 calls a run or more "
+                   "make its p99 a percentile: --seconds, --min-requests)")
     p.add_argument("--sample", type=int, default=2, help="requests of each traffic compared (default 2)")
     p.add_argument("--tol", type=float, default=1e-4, help="largest relative L2 accepted (default 1e-4)")
     p.add_argument("--workdir", required=True, help="logs go here")
@@ -75,7 +81,13 @@ def parse_args(argv=None):
     a.servers = [s for s in a.servers.split(",") if s]
     a.traffic = [t for t in a.traffic.split(",") if t]
     a.slos = [float(x) for x in a.slo_ms.split(",") if x]
+    try:
+        a.rates = [float(x) for x in a.rates.split(",") if x]
+    except ValueError:
+        p.error("--rates expects req/s, comma-separated, got %r" % a.rates)
     bad = [s for s in a.servers if s not in SERVERS] + [t for t in a.traffic if t not in TRAFFICS]
+    if any(r <= 0 for r in a.rates):
+        p.error("--rates must be positive, got %r" % a.rates)
     if bad or not a.slos or a.runs < 2 or a.seconds <= 0 or a.min_requests < 1 or a.max_requests < a.min_requests:
         p.error("bad --servers/--traffic %s, or --slo-ms, --runs >= 2, --seconds, --min/--max-requests" % bad)
     if "vllm" in a.servers and not a.vllm_python:
@@ -148,8 +160,10 @@ class Server:
                    "--served-model-name", self.name, "--host", "127.0.0.1", "--port", str(self.port),
                    "--runner", "pooling", "--dtype", "float32", "--seed", "0", "--enforce-eager",
                    "--enable-prefix-caching", "--block-size", str(args.vllm_block_size),
-                   "--max-model-len", "512", "--max-num-batched-tokens", "16384", "--max-num-seqs", "256",
+                   "--max-model-len", "512", "--max-num-seqs", "256",
                    "--pooler-config", json.dumps({"seq_pooling_type": "LAST", "use_activation": False})]
+            if args.vllm_max_batched_tokens:
+                cmd += ["--max-num-batched-tokens", str(args.vllm_max_batched_tokens)]
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             common._started.append(self.proc)
             deadline = time.time() + 900
@@ -159,6 +173,7 @@ class Server:
                 time.sleep(1)
             self.info = "LD_PRELOAD %s" % " ".join(os.path.basename(x) for x in args.vllm_preload.split(":") if x) \
                 if args.vllm_preload else "nothing preloaded (not as vLLM's CPU docs ask)"
+            self.info += ", --max-num-batched-tokens %s" % (args.vllm_max_batched_tokens or "its default")
         else:
             env = {"RADIX_MLP_THRESHOLD": "0"} if kind == "off" else {}
             # --max-client-batch-size as vLLM's --max-num-seqs: the answer check sends a sample of whole
@@ -222,15 +237,16 @@ def free_port():
 
 
 def run_open_loop(server, kind, requests, rate, slo_s, seed):
-    """Poisson arrivals at `rate` of `requests`; stops sending once more than 1% are past `slo_s`.
-    Returns {offered, sent, ok, carried, p50, p99, stopped} (latencies in s; a request not sent, not
-    answered 200 or not answered counts as past the bound)."""
+    """Poisson arrivals at `rate` of `requests`; stops sending once more than 1% are past `slo_s`
+    (None: never). Returns {offered, sent, ok, carried, p50, p90, p99, max, stopped} (latencies in s;
+    a request not sent, not answered 200 or not answered counts as past the bound)."""
     rng = random.Random(seed)
     lat, lock, threads = [], threading.Lock(), []
     late, last = [0], [time.time()]
     outstanding = {}
-    budget = max(1, int(0.01 * len(requests)))
-    timeout = max(60.0, 4 * slo_s)
+    budget = max(1, int(0.01 * len(requests))) if slo_s is not None else math.inf
+    slo = slo_s if slo_s is not None else math.inf
+    timeout = max(60.0, 4 * slo_s) if slo_s is not None else 300.0
 
     def one(i, request, due):
         try:
@@ -243,7 +259,7 @@ def run_open_loop(server, kind, requests, rate, slo_s, seed):
             last[0] = max(last[0], done)
             outstanding.pop(i, None)
             lat.append(took if code == 200 else math.inf)
-            if code != 200 or took > slo_s:
+            if code != 200 or took > slo:
                 late[0] += 1
 
     start = time.time()
@@ -254,7 +270,7 @@ def run_open_loop(server, kind, requests, rate, slo_s, seed):
             time.sleep(min(0.01, max(0.0, due - time.time())))
         with lock:
             now = time.time()
-            aged = sum(1 for d in outstanding.values() if now - d > slo_s)
+            aged = sum(1 for d in outstanding.values() if now - d > slo)
             if late[0] + aged > budget:
                 stopped = True
                 break
@@ -271,7 +287,29 @@ def run_open_loop(server, kind, requests, rate, slo_s, seed):
         ok = sum(1 for x in lat if x != math.inf)
     return {"offered": rate, "sent": sent, "requests": len(requests), "ok": ok, "stopped": stopped, "wall": wall,
             "carried": ok / max(wall, 1e-9) if not stopped else 0.0,
-            "p50": common.percentile(values, 50), "p99": common.percentile(values, 99)}
+            "p50": common.percentile(values, 50), "p90": common.percentile(values, 90),
+            "p99": common.percentile(values, 99), "max": max(values) if values else float("nan")}
+
+
+def measured_run(server, kind, traffic, rate, slo_s, seed, args, log):
+    """One open-loop run at `rate` (run_open_loop) of fresh requests from `seed`, with tei-host's
+    per-batch profile over it (docs/tei-host.md, Metrics); logged."""
+    n = min(args.max_requests, max(args.min_requests, int(round(rate * args.seconds))))
+    before = server.profile()
+    r = run_open_loop(server, kind, traffic.make(kind, n, seed * 7919), rate, slo_s, seed)
+    r.update(server=server.kind, traffic=kind, slo_ms=slo_s * 1e3 if slo_s is not None else None,
+             ok_slo=slo_s is None or r["p99"] <= slo_s)
+    if before is not None:
+        after = server.profile()
+        d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+        batches = d.get(STAGE % ("count", "forward"), 0.0)
+        r["profile"] = {"batches": batches, "busy_s": {st: round(d.get(STAGE % ("sum", st), 0.0), 3) for st in
+                                                    ("take", "plan", "forward", "pool", "answer")},
+                        "tokens": d.get("te_batch_next_tokens_sum", 0.0) / max(batches, 1.0),
+                        "compact": d.get("te_radix_mlp_batch_compact_rows_sum", 0.0) / max(batches, 1.0),
+                        "seqs": d.get("te_batch_next_size_sum", 0.0) / max(batches, 1.0)}
+    log(r)
+    return r
 
 
 def bisect(server, kind, traffic, slo_s, lo, hi, args, log):
@@ -281,22 +319,8 @@ def bisect(server, kind, traffic, slo_s, lo, hi, args, log):
     seed = [zlib.crc32(("%s %g" % (kind, slo_s)).encode()) & 0xFFFF]
 
     def at(rate):
-        n = min(args.max_requests, max(args.min_requests, int(round(rate * args.seconds))))
         seed[0] += 1
-        before = server.profile()
-        r = run_open_loop(server, kind, traffic.make(kind, n, seed[0] * 7919), rate, slo_s, seed[0])
-        r.update(server=server.kind, traffic=kind, slo_ms=slo_s * 1e3, ok_slo=r["p99"] <= slo_s)
-        if before is not None:  # tei-host's per-batch profile over the run (docs/tei-host.md, Metrics)
-            after = server.profile()
-            d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-            batches = d.get(STAGE % ("count", "forward"), 0.0)
-            r["profile"] = {"batches": batches, "busy_s": {st: round(d.get(STAGE % ("sum", st), 0.0), 3) for st in
-                                                        ("take", "plan", "forward", "pool", "answer")},
-                            "tokens": d.get("te_batch_next_tokens_sum", 0.0) / max(batches, 1.0),
-                            "compact": d.get("te_radix_mlp_batch_compact_rows_sum", 0.0) / max(batches, 1.0),
-                            "seqs": d.get("te_batch_next_size_sum", 0.0) / max(batches, 1.0)}
-        log(r)
-        return r
+        return measured_run(server, kind, traffic, rate, slo_s, seed[0], args, log)
 
     runs, best = 1, None
     r = at(lo)
@@ -318,80 +342,30 @@ def bisect(server, kind, traffic, slo_s, lo, hi, args, log):
     return best, runs, hi
 
 
-def rel_l2(a, b):
-    return math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b))) / (math.sqrt(sum(y * y for y in b)) or 1.0)
+def fixed_rates(server, kind, traffic, args, log):
+    """--rates: one unstopped run at each rate, the same texts and arrival pattern for every server."""
+    base = zlib.crc32(("%s rates" % kind).encode()) & 0xFFFF
+    return [measured_run(server, kind, traffic, rate, None, base + i, args, log) for i, rate in enumerate(args.rates)]
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    os.makedirs(args.workdir, exist_ok=True)
-    from tokenizers import Tokenizer
-    tokenizer = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
-    traffic = Traffic(tokenizer)
-    score_tokens = tuple(tokenizer.token_to_id(w) for w in texts.RERANK_TOKENS)  # tei-host's rerank score
-    jsonl = open(args.json, "a") if args.json else None
-    lines = []
+def rates_table(out, args, fixed):
+    """--rates: latency percentiles and carried load per run, with tei-host's batches."""
+    out("| traffic | server | offered req/s | requests | carried req/s | p50 s | p90 s | p99 s | max s | batches "
+        "| seqs | N' | forward |")
+    out("|" + " --- |" * 13)
+    for (kind, k), runs in fixed.items():
+        for r in runs:
+            p = r.get("profile")
+            batch = "| %d | %.1f | %.0f | %.0f%% |" % (p["batches"], p["seqs"], p["compact"],
+                                                      100 * p["busy_s"]["forward"] / max(r["wall"], 1e-9)) \
+                if p else "| - | - | - | - |"
+            out("| %s | %s | %.3f | %d | %.3f | %.2f | %.2f | %.2f | %.2f %s" % (
+                k, NAMES[kind], r["offered"], r["requests"], r["carried"], r["p50"], r["p90"], r["p99"], r["max"],
+                batch))
 
-    def out(s=""):
-        print(s, flush=True)
-        lines.append(s)
 
-    def log(record):
-        record = {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in record.items()}
-        print("  %s" % json.dumps(record), file=sys.stderr, flush=True)
-        if jsonl:
-            jsonl.write(json.dumps(record) + "\n")
-            jsonl.flush()
-
-    samples = {k: [p + s for p, ss in traffic.make(k, args.sample, 99) for s in ss] for k in args.traffic}
-    answers, results, infos, skipped = {}, {}, {}, {}
-    for kind in args.servers:
-        print("peers_serve: starting %s" % NAMES[kind], file=sys.stderr, flush=True)
-        t0 = time.time()
-        server = Server(kind, args, score_tokens)
-        infos[kind] = "%s (ready in %.0f s)" % (server.info, time.time() - t0)
-        try:
-            answers[kind] = {k: server.embeddings(seqs) for k, seqs in samples.items()}
-            for k in args.traffic:
-                t1 = time.time()
-                for i, request in enumerate(traffic.make(k, 6, 5)):  # a warm-up, then a lone request's latency
-                    if i == 3:
-                        t1 = time.time()
-                    code = server.send(request, k, 300)
-                    if code != 200:
-                        raise SystemExit("%s answered %s to a %s request (log: %s)" % (kind, code, k, server.log))
-                guess = 3 / max(time.time() - t1, 1e-3)
-                hits_before = server.prefix_hits() if kind == "vllm" else None
-                bounds = [guess / 4, guess * 4]
-                for slo in sorted(args.slos, reverse=True):  # the looser bound first, its rate caps the next
-                    best, runs, refused = bisect(server, k, traffic, slo / 1e3, bounds[0], bounds[1], args, log)
-                    results[(kind, k, slo)] = (best, runs, refused)
-                    log({"server": kind, "traffic": k, "slo_ms": slo, "result": True, "runs": runs,
-                         "carried": best["carried"] if best else 0.0, "offered": best["offered"] if best else None,
-                         "p99": best["p99"] if best else None, "below": None if best else refused})
-                    if best:
-                        bounds[1] = max(bounds[0] * 1.2, best["offered"] * 1.05)
-                if hits_before is not None:  # the share of prompt tokens vLLM's block cache skipped
-                    after = server.prefix_hits()
-                    looked = after[0] - hits_before[0]
-                    skipped[k] = (after[1] - hits_before[1]) / looked if looked > 0 else None
-                    log({"server": kind, "traffic": k, "prefix_cache_tokens": looked, "skipped": skipped[k]})
-        finally:
-            server.stop()
-
-    ref = "off" if "off" in answers else next(iter(answers), None)
-    worst = {}
-    for kind in answers:
-        worst[kind] = max((rel_l2(a, b) for k in samples for a, b in zip(answers[kind][k], answers[ref][k])),
-                          default=0.0)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    out("# Server against server: %s, %d cores online, %d threads per server, SmolLM2-135M-Instruct fp32, "
-        "token ids" % (cpu, os.cpu_count(), args.threads))
-    out("# runs: open loop, Poisson arrivals, %g s of arrivals (%d to %d requests), bisection on the offered rate "
-        "(%d runs at most per bound)" % (args.seconds, args.min_requests, args.max_requests, args.runs))
-    for kind in args.servers:
-        out("# %s: %s; answers vs %s: max relative L2 %.2e" % (NAMES[kind], infos[kind], NAMES[ref], worst[kind]))
-    out()
+def search_tables(out, args, results):
+    """The bisection's tables: the load each server carries at each bound, and tei-host's batches."""
     head = "| traffic | server |" + "".join(" req/s at p99 <= %g s | p99 s | x vLLM |" % (s / 1e3) for s in args.slos)
     out(head)
     out("|" + " --- |" * (2 + 3 * len(args.slos)))
@@ -421,6 +395,90 @@ def main(argv=None):
             out("| %s | %s | %g | %d | %.1f | %.0f | %.0f | %.0f%% | %.1f%% |" % (
                 k, NAMES[kind], slo / 1e3, p["batches"], p["seqs"], p["tokens"], p["compact"],
                 100 * busy["forward"] / best["wall"], 100 * (sum(busy.values()) - busy["forward"]) / best["wall"]))
+
+
+def rel_l2(a, b):
+    return math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b))) / (math.sqrt(sum(y * y for y in b)) or 1.0)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.makedirs(args.workdir, exist_ok=True)
+    from tokenizers import Tokenizer
+    tokenizer = Tokenizer.from_file(os.path.join(args.model, "tokenizer.json"))
+    traffic = Traffic(tokenizer)
+    score_tokens = tuple(tokenizer.token_to_id(w) for w in texts.RERANK_TOKENS)  # tei-host's rerank score
+    jsonl = open(args.json, "a") if args.json else None
+    lines = []
+
+    def out(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    def log(record):
+        record = {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in record.items()}
+        print("  %s" % json.dumps(record), file=sys.stderr, flush=True)
+        if jsonl:
+            jsonl.write(json.dumps(record) + "\n")
+            jsonl.flush()
+
+    samples = {k: [p + s for p, ss in traffic.make(k, args.sample, 99) for s in ss] for k in args.traffic}
+    answers, results, infos, skipped, fixed = {}, {}, {}, {}, {}
+    for kind in args.servers:
+        print("peers_serve: starting %s" % NAMES[kind], file=sys.stderr, flush=True)
+        t0 = time.time()
+        server = Server(kind, args, score_tokens)
+        infos[kind] = "%s (ready in %.0f s)" % (server.info, time.time() - t0)
+        try:
+            answers[kind] = {k: server.embeddings(seqs) for k, seqs in samples.items()}
+            for k in args.traffic:
+                t1 = time.time()
+                for i, request in enumerate(traffic.make(k, 6, 5)):  # a warm-up, then a lone request's latency
+                    if i == 3:
+                        t1 = time.time()
+                    code = server.send(request, k, 300)
+                    if code != 200:
+                        raise SystemExit("%s answered %s to a %s request (log: %s)" % (kind, code, k, server.log))
+                guess = 3 / max(time.time() - t1, 1e-3)
+                hits_before = server.prefix_hits() if kind == "vllm" else None
+                bounds = [guess / 4, guess * 4]
+                if args.rates:
+                    fixed[(kind, k)] = fixed_rates(server, k, traffic, args, log)
+                for slo in sorted(args.slos, reverse=True) if not args.rates else ():  # the looser bound first, its rate caps the next
+                    best, runs, refused = bisect(server, k, traffic, slo / 1e3, bounds[0], bounds[1], args, log)
+                    results[(kind, k, slo)] = (best, runs, refused)
+                    log({"server": kind, "traffic": k, "slo_ms": slo, "result": True, "runs": runs,
+                         "carried": best["carried"] if best else 0.0, "offered": best["offered"] if best else None,
+                         "p99": best["p99"] if best else None, "below": None if best else refused})
+                    if best:
+                        bounds[1] = max(bounds[0] * 1.2, best["offered"] * 1.05)
+                if hits_before is not None:  # the share of prompt tokens vLLM's block cache skipped
+                    after = server.prefix_hits()
+                    looked = after[0] - hits_before[0]
+                    skipped[k] = (after[1] - hits_before[1]) / looked if looked > 0 else None
+                    log({"server": kind, "traffic": k, "prefix_cache_tokens": looked, "skipped": skipped[k]})
+        finally:
+            server.stop()
+
+    ref = "off" if "off" in answers else next(iter(answers), None)
+    worst = {}
+    for kind in answers:
+        worst[kind] = max((rel_l2(a, b) for k in samples for a, b in zip(answers[kind][k], answers[ref][k])),
+                          default=0.0)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    out("# Server against server: %s, %d cores online, %d threads per server, SmolLM2-135M-Instruct fp32, "
+        "token ids" % (cpu, os.cpu_count(), args.threads))
+    out("# runs: open loop, Poisson arrivals, %g s of arrivals (%d to %d requests), %s" % (
+        args.seconds, args.min_requests, args.max_requests,
+        "one run at each offered rate, none stopped early" if args.rates else
+        "bisection on the offered rate (%d runs at most per bound)" % args.runs))
+    for kind in args.servers:
+        out("# %s: %s; answers vs %s: max relative L2 %.2e" % (NAMES[kind], infos[kind], NAMES[ref], worst[kind]))
+    out()
+    if args.rates:
+        rates_table(out, args, fixed)
+    else:
+        search_tables(out, args, results)
     if skipped:
         out()
         out("Prompt tokens each server did not compute, over its runs of a traffic: vLLM's prefix cache hits "

@@ -139,6 +139,7 @@ pub fn main(state: Arc<State>, jobs: Receiver<Job>, failed: Box<dyn FnOnce(Strin
         clock: Instant::now(),
         batch: BatchBuffers::default(),
         batch_no: 0,
+        tokens_per_row: 1.0,
     };
     backend.serve(&jobs);
     state.backend_alive.store(false, Ordering::SeqCst);
@@ -163,6 +164,9 @@ struct Backend {
     batch: BatchBuffers,
     /// Batches run so far.
     batch_no: u64,
+    /// Token ids per compact row of the recent batches (a running mean, 1 at first): with a row
+    /// bound, the batcher is filled with about one batch's tokens (`fill_tokens`).
+    tokens_per_row: f64,
 }
 
 impl Backend {
@@ -185,9 +189,20 @@ impl Backend {
                 }
             }
             self.jobs.drop_abandoned(&mut self.batcher);
-            self.jobs.fill(&mut self.batcher, max_tokens, max_seqs);
+            let fill = self.fill_tokens(max_tokens);
+            self.jobs.fill(&mut self.batcher, fill, max_seqs);
             self.run_batch(max_tokens, max_seqs);
             self.show_batcher();
+        }
+    }
+
+    /// The tokens the batcher may hold: one batch's. That is `max_tokens`, or under a row bound R
+    /// the tokens of about R compact rows at the recent batches' sharing, so that a request that
+    /// arrives behind a long one still finds the next batch (fairness.rs).
+    fn fill_tokens(&self, max_tokens: usize) -> usize {
+        match self.state.config.max_batch_rows {
+            Some(rows) if rows < max_tokens => ((rows as f64 * self.tokens_per_row) as usize).clamp(rows, max_tokens),
+            _ => max_tokens,
         }
     }
 
@@ -257,6 +272,10 @@ impl Backend {
             Ok(out) => {
                 m.batch_inference_success.inc();
                 m.compression_ratio.observe(out.n_compact as f64 / out.n_tokens.max(1) as f64);
+                if out.n_compact > 0 {
+                    let ratio = out.n_tokens as f64 / out.n_compact as f64;
+                    self.tokens_per_row = 0.75 * self.tokens_per_row + 0.25 * ratio;
+                }
                 m.batch_radix.with_label_values(&[if out.use_radix { "radix" } else { "identity" }]).inc();
                 m.cache_lookup_tokens.inc_by(out.cache_lookups);
                 m.cache_hit_tokens.inc_by(out.cache_hits);

@@ -264,17 +264,22 @@ fn abandoned_work_is_dropped_and_the_queue_gauge_is_live() {
 
 #[test]
 fn a_small_request_behind_a_maximal_one_waits_two_batches_at_most() {
-    // Sequences of a whole batch's 256 tokens: one per batch, 8 batches of 300 ms or more for the
-    // big request, no room left beside one of them for the small one.
-    for mode in [radix_mlp::BatchMode::Fifo, radix_mlp::BatchMode::Prefix] {
+    // Sequences of a whole batch's 256 tokens (or, under a row bound, 256 compact rows: there the
+    // batcher holds about one batch, not --max-batch-tokens), sharing nothing: one per batch, 8
+    // batches of 300 ms or more for the big request, no room left beside one of them for the small
+    // one.
+    use radix_mlp::BatchMode::{Fifo, Prefix};
+    for (mode, rows) in [(Fifo, None), (Prefix, None), (Prefix, Some(256))] {
         let s = start(|c| {
             c.batch_pause = Duration::from_millis(300);
-            c.max_batch_tokens = 256;
+            c.max_batch_tokens = if rows.is_some() { 1024 } else { 256 };
+            c.max_batch_rows = rows;
             c.max_client_batch_tokens = Some(8 * 256);
             c.batch_mode = mode;
         });
         let a = s.addr;
-        let big = thread::spawn(move || post(a, "/embed", &json!({ "inputs": vec![vec![5u32; 256]; 8] })));
+        let inputs: Vec<Vec<u32>> = (0..8).map(|i| vec![5 + i; 256]).collect();
+        let big = thread::spawn(move || post(a, "/embed", &json!({ "inputs": inputs })));
         let started = Instant::now();
         while metric(a, "te_batch_inference_count") < 1.0 && started.elapsed() < LIMIT {
             thread::sleep(Duration::from_millis(2));
@@ -283,8 +288,9 @@ fn a_small_request_behind_a_maximal_one_waits_two_batches_at_most() {
         let r = post(a, "/embed", &json!({ "inputs": [[1, 2, 3]] }));
         let after = metric(a, "te_batch_inference_count");
         assert_eq!(r.status, 200);
-        assert!(after - before <= 2.0, "{mode:?}: the small request waited {} batches (from {before})", after - before);
-        assert!(!big.is_finished(), "{mode:?}: the big request ended before the small one: nothing was tested");
+        let what = format!("{mode:?}, max_batch_rows {rows:?}");
+        assert!(after - before <= 2.0, "{what}: the small request waited {} batches (from {before})", after - before);
+        assert!(!big.is_finished(), "{what}: the big request ended before the small one: nothing was tested");
         assert_eq!(big.join().unwrap().status, 200);
         // The cap: a request past --max-client-batch-tokens is refused by name.
         let r = post(a, "/embed", &json!({ "inputs": vec![vec![5u32; 256]; 9] }));
