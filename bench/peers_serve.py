@@ -20,9 +20,10 @@ stops sending once more than 1% of its requests are past the bound (the p99 is l
 is bounded in requests and time. With --rates it runs each server at those offered rates instead,
 unstopped, and reports the latency percentiles of each run. Before the runs it sends a sample of
 each traffic as embeddings to each server and checks that the answers agree (relative L2 of the
-normalised vectors against tei-host with radix off, at most --tol). Run it through bench/peers_serve.sh (the model, the venv,
-the preloads, the host's build); the table goes to stdout and --markdown, one JSON line per run and
-per result to --json. Loopback only. Standard library plus `tokenizers`.
+normalised vectors against tei-host with radix off, at most --tol). Run it through
+bench/peers_serve.sh (the model, the venv, the preloads, the host's build); the table goes to
+stdout and --markdown, one JSON line per run and per result to --json. Loopback only. Standard
+library plus `tokenizers`.
 """
 import argparse
 import http.client
@@ -342,6 +343,20 @@ def bisect(server, kind, traffic, slo_s, lo, hi, args, log):
     return best, runs, hi
 
 
+def search(server, kind, traffic, guess, args, log, results):
+    """The bisection at each --slo-ms bound, the looser first (its rate caps the next), between a
+    quarter and four times `guess` req/s; into results[(server, traffic, bound)]."""
+    bounds = [guess / 4, guess * 4]
+    for slo in sorted(args.slos, reverse=True):
+        best, runs, refused = bisect(server, kind, traffic, slo / 1e3, bounds[0], bounds[1], args, log)
+        results[(server.kind, kind, slo)] = (best, runs, refused)
+        log({"server": server.kind, "traffic": kind, "slo_ms": slo, "result": True, "runs": runs,
+             "carried": best["carried"] if best else 0.0, "offered": best["offered"] if best else None,
+             "p99": best["p99"] if best else None, "below": None if best else refused})
+        if best:
+            bounds[1] = max(bounds[0] * 1.2, best["offered"] * 1.05)
+
+
 def fixed_rates(server, kind, traffic, args, log):
     """--rates: one unstopped run at each rate, the same texts and arrival pattern for every server."""
     base = zlib.crc32(("%s rates" % kind).encode()) & 0xFFFF
@@ -441,17 +456,10 @@ def main(argv=None):
                         raise SystemExit("%s answered %s to a %s request (log: %s)" % (kind, code, k, server.log))
                 guess = 3 / max(time.time() - t1, 1e-3)
                 hits_before = server.prefix_hits() if kind == "vllm" else None
-                bounds = [guess / 4, guess * 4]
                 if args.rates:
                     fixed[(kind, k)] = fixed_rates(server, k, traffic, args, log)
-                for slo in sorted(args.slos, reverse=True) if not args.rates else ():  # the looser bound first, its rate caps the next
-                    best, runs, refused = bisect(server, k, traffic, slo / 1e3, bounds[0], bounds[1], args, log)
-                    results[(kind, k, slo)] = (best, runs, refused)
-                    log({"server": kind, "traffic": k, "slo_ms": slo, "result": True, "runs": runs,
-                         "carried": best["carried"] if best else 0.0, "offered": best["offered"] if best else None,
-                         "p99": best["p99"] if best else None, "below": None if best else refused})
-                    if best:
-                        bounds[1] = max(bounds[0] * 1.2, best["offered"] * 1.05)
+                else:
+                    search(server, k, traffic, guess, args, log, results)
                 if hits_before is not None:  # the share of prompt tokens vLLM's block cache skipped
                     after = server.prefix_hits()
                     looked = after[0] - hits_before[0]
