@@ -363,7 +363,7 @@ def fixed_rates(server, kind, traffic, args, log):
     return [measured_run(server, kind, traffic, rate, None, base + i, args, log) for i, rate in enumerate(args.rates)]
 
 
-def rates_table(out, args, fixed):
+def rates_table(out, fixed):
     """--rates: latency percentiles and carried load per run, with tei-host's batches."""
     out("| traffic | server | offered req/s | requests | carried req/s | p50 s | p90 s | p99 s | max s | batches "
         "| seqs | N' | forward |")
@@ -484,7 +484,7 @@ def main(argv=None):
         out("# %s: %s; answers vs %s: max relative L2 %.2e" % (NAMES[kind], infos[kind], NAMES[ref], worst[kind]))
     out()
     if args.rates:
-        rates_table(out, args, fixed)
+        rates_table(out, fixed)
     else:
         search_tables(out, args, results)
     if skipped:
